@@ -1,0 +1,216 @@
+//! The command line: `serve`, `check` and `sign`.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+
+use crate::config::{self, Backend, Config, OnError};
+use crate::provider::{EventIdSource, Preset};
+use crate::secret::Secret;
+use crate::server::{self, AppState, Clock};
+use crate::telemetry::{self, LogFormat};
+
+/// hookgate: verify webhook signatures, deduplicate deliveries, forward each event once.
+#[derive(Debug, Parser)]
+#[command(name = "hookgate", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway.
+    Serve {
+        /// The config file.
+        #[arg(long, short, default_value = "config.toml")]
+        config: PathBuf,
+        /// Log format (pretty on a terminal, json for log pipelines).
+        #[arg(long, value_enum, default_value = "pretty")]
+        log_format: LogFormat,
+    },
+    /// Validate a config file and print its routes; exit 1 on any error.
+    Check {
+        #[arg(long, short, default_value = "config.toml")]
+        config: PathBuf,
+    },
+    /// Sign a body the way a provider would and print the headers, or a curl command.
+    Sign {
+        /// Sign as this route of the config file does (any provider, including hmac).
+        #[arg(long, conflicts_with_all = ["provider", "secret"])]
+        route: Option<String>,
+        #[arg(long, short, default_value = "config.toml")]
+        config: PathBuf,
+        /// A preset name (stripe, github, shopify, slack, standard_webhooks, svix, ...).
+        #[arg(long, requires = "secret")]
+        provider: Option<String>,
+        /// The secret to sign with, as the provider gives it.
+        #[arg(long)]
+        secret: Option<String>,
+        /// The event ID for header-based IDs (default: random).
+        #[arg(long)]
+        event_id: Option<String>,
+        /// Unix timestamp to sign at (default: now).
+        #[arg(long)]
+        timestamp: Option<u64>,
+        /// Print a curl command that posts the body to this URL.
+        #[arg(long)]
+        curl: Option<String>,
+        /// The body, or - to read standard input.
+        body: String,
+    },
+}
+
+/// Runs a parsed command line; returns the process exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<i32> {
+    match cli.command {
+        Command::Serve { config, log_format } => {
+            telemetry::init(log_format);
+            let cfg = match config::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(1);
+                }
+            };
+            serve(cfg).await?;
+            Ok(0)
+        }
+        Command::Check { config } => match config::load(&config) {
+            Ok(cfg) => {
+                print!("{}", describe(&cfg));
+                Ok(0)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                Ok(1)
+            }
+        },
+        Command::Sign {
+            route,
+            config,
+            provider,
+            secret,
+            event_id,
+            timestamp,
+            curl,
+            body,
+        } => {
+            let body = if body == "-" {
+                let mut buf = Vec::new();
+                std::io::stdin().read_to_end(&mut buf)?;
+                buf
+            } else {
+                body.into_bytes()
+            };
+            let (verifier, id_source) = match (route, provider, secret) {
+                (Some(name), _, _) => {
+                    let cfg = config::load(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let r = cfg
+                        .routes
+                        .iter()
+                        .find(|r| r.name == name)
+                        .with_context(|| format!("no route named {name:?} in {}", config.display()))?;
+                    (r.verifier.clone(), r.event_id.clone())
+                }
+                (None, Some(p), Some(s)) => {
+                    let preset = Preset::parse(&p).with_context(|| format!("unknown provider {p:?}"))?;
+                    if preset == Preset::Hmac {
+                        bail!("the generic hmac provider needs its options: sign with --route NAME from a config file");
+                    }
+                    let v = preset
+                        .verifier(&[Secret::new(s.into_bytes())], None, preset.default_tolerance(None))
+                        .map_err(|e| anyhow::anyhow!(e))?;
+                    let ids = preset.default_event_id(None).unwrap_or(EventIdSource::BodySha256);
+                    (v, ids)
+                }
+                _ => bail!("give --route NAME, or --provider P with --secret S"),
+            };
+            let now = timestamp.unwrap_or_else(|| Clock::System.now());
+            let id = event_id.unwrap_or_else(crate::sign::random_event_id);
+            let headers = crate::sign::headers(&verifier, &id_source, &body, now, &id).map_err(|e| anyhow::anyhow!(e))?;
+            match curl {
+                Some(url) => {
+                    let mut cmd = String::from("curl -sS -i -X POST");
+                    for (n, v) in &headers {
+                        cmd.push_str(&format!(" -H {}", shell_quote(&format!("{n}: {v}"))));
+                    }
+                    cmd.push_str(" -H 'content-type: application/json'");
+                    cmd.push_str(&format!(
+                        " --data-binary {} {}",
+                        shell_quote(&String::from_utf8_lossy(&body)),
+                        shell_quote(&url)
+                    ));
+                    println!("{cmd}");
+                }
+                None => {
+                    for (n, v) in &headers {
+                        println!("{n}: {v}");
+                    }
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Runs the gateway until SIGTERM or SIGINT.
+pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(cfg.server.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
+    let state = Arc::new(AppState::new(&cfg, Clock::System)?);
+    tracing::info!(
+        listen = %listener.local_addr()?,
+        store = state.store().kind(),
+        routes = cfg.routes.len(),
+        "hookgate serving"
+    );
+    if matches!(cfg.store.backend, Backend::Memory) {
+        tracing::info!("memory store: dedup state is lost on restart and not shared between replicas");
+    }
+    server::run(state, listener, crate::shutdown::signal()).await
+}
+
+/// The `check` report: one block per route.
+pub fn describe(cfg: &Config) -> String {
+    let mut s = format!(
+        "{}: ok\nlisten {}  store {}  dedup_ttl {}  inflight_ttl {}  max_body {} bytes\n",
+        cfg.source.display(),
+        cfg.server.listen,
+        match cfg.store.backend {
+            Backend::Memory => "memory",
+            Backend::Redis { .. } => "redis",
+        },
+        humantime::format_duration(cfg.store.dedup_ttl),
+        humantime::format_duration(cfg.store.inflight_ttl),
+        cfg.server.max_body,
+    );
+    for r in &cfg.routes {
+        s.push_str(&format!(
+            "\nroute {}\n  path       {} ({})\n  provider   {}\n  secrets    {}\n  event id   {}\n  tolerance  {}\n  upstream   {} (timeout {})\n  on_error   {}{}\n",
+            r.name,
+            r.path,
+            r.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "),
+            r.verifier.preset().name(),
+            r.secret_count,
+            r.event_id,
+            r.tolerance.map_or("off".to_string(), |t| format!("{t}s")),
+            r.upstream,
+            humantime::format_duration(r.upstream_timeout),
+            match r.on_error {
+                OnError::Reject => "reject",
+                OnError::Forward => "forward",
+            },
+            if r.forward_signer.is_some() { "\n  re-signs   Standard Webhooks (forward_secret)" } else { "" },
+        ));
+    }
+    s
+}

@@ -1,0 +1,562 @@
+//! The TOML configuration: raw serde structs, then one validation pass into types that
+//! cannot hold bad values.
+//!
+//! Every problem is reported, not just the first, and each message names the file,
+//! the line and the key: `config.toml:14: routes[0].secrets[1]: ${STRIPE_SECRET} is not set`.
+//! `${VAR}` and `file:PATH` are expanded after parsing, never textually before it, so
+//! line numbers stay true and a secret's value cannot inject TOML.
+
+mod raw;
+mod size;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::Method;
+use toml::Spanned;
+
+use crate::provider::standard_webhooks::{StandardScheme, SwKey};
+use crate::provider::{EventIdSource, Preset, Verifier};
+use crate::secret::Secret;
+use raw::{RawConfig, RawRoute};
+
+/// What to do when the store cannot be reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    /// Answer 503 with `Retry-After`: the provider retries later and nothing is lost.
+    Reject,
+    /// Forward without a claim (availability over deduplication), and count it.
+    Forward,
+}
+
+/// Which dedup store to use.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Backend {
+    Memory,
+    Redis { url: String },
+}
+
+impl fmt::Debug for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Memory => f.write_str("Memory"),
+            // The URL may hold a password.
+            Self::Redis { .. } => f.write_str("Redis { url: [redacted] }"),
+        }
+    }
+}
+
+/// `[server]`.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub admin_listen: Option<SocketAddr>,
+    /// Largest body accepted, in bytes; larger gets 413 before it is buffered.
+    pub max_body: usize,
+    /// How long a client may take to send its body (slow senders get 408).
+    pub body_timeout: Duration,
+    /// How long a client may take to send its request headers.
+    pub header_read_timeout: Duration,
+    /// How long shutdown waits for deliveries in progress.
+    pub shutdown_grace: Duration,
+}
+
+/// `[store]`.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub backend: Backend,
+    pub key_prefix: String,
+    /// How long a completed event is remembered.
+    pub dedup_ttl: Duration,
+    /// The lease of a claim while its delivery is forwarded.
+    pub inflight_ttl: Duration,
+    pub on_error: OnError,
+    /// Bound on every single store call.
+    pub timeout: Duration,
+}
+
+/// One validated `[[routes]]` entry.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub name: String,
+    pub path: String,
+    pub methods: Vec<Method>,
+    pub verifier: Verifier,
+    pub event_id: EventIdSource,
+    /// Seconds a signed timestamp may be off; `None` = not checked or not signed.
+    pub tolerance: Option<u64>,
+    pub upstream: reqwest::Url,
+    pub upstream_timeout: Duration,
+    pub on_error: OnError,
+    pub public_url: Option<String>,
+    /// Re-signs forwarded deliveries with the Standard Webhooks scheme.
+    pub forward_signer: Option<StandardScheme>,
+    pub secret_count: usize,
+}
+
+/// A whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub source: PathBuf,
+    pub server: ServerConfig,
+    pub store: StoreConfig,
+    pub routes: Vec<Route>,
+}
+
+/// Every problem found in a config file, one per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            f.write_str(e)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Where environment variables come from: the process, or a map in tests.
+pub trait Env {
+    fn var(&self, name: &str) -> Option<String>;
+}
+
+/// The process environment.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessEnv;
+
+impl Env for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+impl<F: Fn(&str) -> Option<String>> Env for F {
+    fn var(&self, name: &str) -> Option<String> {
+        self(name)
+    }
+}
+
+/// Reads and validates a config file against the process environment.
+pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors(vec![format!("{}: cannot read: {e}", path.display())]))?;
+    parse(&text, path, &ProcessEnv)
+}
+
+/// Validates config text; `path` names the file in messages and anchors `file:` paths.
+pub fn parse(text: &str, path: &Path, env: &dyn Env) -> Result<Config, ConfigErrors> {
+    let file = path.display().to_string();
+    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+        let msg = e.to_string();
+        ConfigErrors(vec![format!("{file}: {}", msg.trim_end())])
+    })?;
+    let mut v = Validator {
+        file,
+        text,
+        base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
+        env,
+        errors: Vec::new(),
+    };
+    let cfg = v.config(raw, path);
+    if v.errors.is_empty() {
+        cfg.ok_or_else(|| ConfigErrors(vec!["invalid configuration".into()]))
+    } else {
+        Err(ConfigErrors(v.errors))
+    }
+}
+
+struct Validator<'a> {
+    file: String,
+    text: &'a str,
+    base: PathBuf,
+    env: &'a dyn Env,
+    errors: Vec<String>,
+}
+
+impl Validator<'_> {
+    fn line(&self, span: std::ops::Range<usize>) -> usize {
+        let end = span.start.min(self.text.len());
+        1 + self.text.as_bytes()[..end].iter().filter(|b| **b == b'\n').count()
+    }
+
+    fn err<T>(&mut self, spanned: &Spanned<T>, key: &str, msg: impl fmt::Display) {
+        let line = self.line(spanned.span());
+        self.errors.push(format!("{}:{line}: {key}: {msg}", self.file));
+    }
+
+    fn err_at(&mut self, line: usize, key: &str, msg: impl fmt::Display) {
+        self.errors.push(format!("{}:{line}: {key}: {msg}", self.file));
+    }
+
+    fn duration(&mut self, v: &Option<Spanned<String>>, key: &str, default: Duration) -> Duration {
+        match v {
+            None => default,
+            Some(s) => match humantime::parse_duration(s.get_ref().trim()) {
+                Ok(d) if !d.is_zero() => d,
+                Ok(_) => {
+                    self.err(s, key, "must be longer than zero");
+                    default
+                }
+                Err(e) => {
+                    self.err(s, key, format_args!("{:?} is not a duration ({e}); write e.g. \"30s\", \"5m\", \"24h\"", s.get_ref()));
+                    default
+                }
+            },
+        }
+    }
+
+    fn socket(&mut self, v: &Option<Spanned<String>>, key: &str, default: Option<SocketAddr>) -> Option<SocketAddr> {
+        match v {
+            None => default,
+            Some(s) => match s.get_ref().parse() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    self.err(s, key, format_args!("{:?} is not an address like \"127.0.0.1:8080\"", s.get_ref()));
+                    default
+                }
+            },
+        }
+    }
+
+    fn on_error(&mut self, v: &Option<Spanned<String>>, key: &str, default: OnError) -> OnError {
+        match v.as_ref().map(|s| (s, s.get_ref().as_str())) {
+            None => default,
+            Some((_, "reject")) => OnError::Reject,
+            Some((_, "forward")) => OnError::Forward,
+            Some((s, other)) => {
+                self.err(s, key, format_args!("{other:?}: use \"reject\" or \"forward\""));
+                default
+            }
+        }
+    }
+
+    /// Expands `${VAR}` anywhere in the value, or reads `file:PATH` (relative to the
+    /// config file; one trailing newline removed).
+    fn secret(&mut self, s: &Spanned<String>, key: &str) -> Option<Secret> {
+        let raw = s.get_ref();
+        if let Some(p) = raw.strip_prefix("file:") {
+            let path = self.base.join(p);
+            return match std::fs::read(&path) {
+                Ok(mut bytes) => {
+                    if bytes.ends_with(b"\n") {
+                        bytes.pop();
+                        if bytes.ends_with(b"\r") {
+                            bytes.pop();
+                        }
+                    }
+                    if bytes.is_empty() {
+                        self.err(s, key, format_args!("file {} is empty", path.display()));
+                        return None;
+                    }
+                    Some(Secret::new(bytes))
+                }
+                Err(e) => {
+                    self.err(s, key, format_args!("cannot read secret file {}: {e}", path.display()));
+                    None
+                }
+            };
+        }
+        let mut out = String::new();
+        let mut rest = raw.as_str();
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else {
+                self.err(s, key, "unclosed ${ in value");
+                return None;
+            };
+            let name = &after[..end];
+            match self.env.var(name) {
+                Some(val) if !val.is_empty() => out.push_str(&val),
+                Some(_) => {
+                    self.err(s, key, format_args!("${{{name}}} is set but empty"));
+                    return None;
+                }
+                None => {
+                    self.err(s, key, format_args!("${{{name}}} is not set"));
+                    return None;
+                }
+            }
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        if out.is_empty() {
+            self.err(s, key, "is empty");
+            return None;
+        }
+        Some(Secret::new(out.into_bytes()))
+    }
+
+    fn config(&mut self, raw: RawConfig, path: &Path) -> Option<Config> {
+        let rs = raw.server.unwrap_or_default();
+        let default_listen = SocketAddr::from(([0, 0, 0, 0], 8080));
+        let listen = self.socket(&rs.listen, "server.listen", Some(default_listen)).unwrap_or(default_listen);
+        let admin_listen = self.socket(&rs.admin_listen, "server.admin_listen", None);
+        let max_body = match &rs.max_body {
+            None => 1024 * 1024,
+            Some(s) => match size::parse(s.get_ref()) {
+                Some(n) if n > 0 => n,
+                _ => {
+                    self.err(s, "server.max_body", format_args!("{:?} is not a size like \"1MiB\" or \"512KiB\"", s.get_ref()));
+                    1024 * 1024
+                }
+            },
+        };
+        let server = ServerConfig {
+            listen,
+            admin_listen,
+            max_body,
+            body_timeout: self.duration(&rs.body_timeout, "server.body_timeout", Duration::from_secs(30)),
+            header_read_timeout: self.duration(&rs.header_read_timeout, "server.header_read_timeout", Duration::from_secs(30)),
+            shutdown_grace: self.duration(&rs.shutdown_grace, "server.shutdown_grace", Duration::from_secs(30)),
+        };
+
+        let st = raw.store.unwrap_or_default();
+        let backend = match st.backend.as_ref().map(|b| (b, b.get_ref().as_str())) {
+            None | Some((_, "memory")) => {
+                if let Some(u) = &st.url {
+                    self.err(u, "store.url", "is only used with backend = \"redis\"");
+                }
+                Backend::Memory
+            }
+            Some((b, "redis")) => match &st.url {
+                Some(u) => match self.secret(u, "store.url") {
+                    Some(url) => {
+                        let url = String::from_utf8_lossy(url.expose()).into_owned();
+                        if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("redis+unix://") || url.starts_with("unix://")) {
+                            self.err(u, "store.url", "must start with redis:// or rediss://");
+                        }
+                        Backend::Redis { url }
+                    }
+                    None => Backend::Memory,
+                },
+                None => {
+                    self.err(b, "store.url", "backend = \"redis\" needs url = \"redis://host:port\"");
+                    Backend::Memory
+                }
+            },
+            Some((b, other)) => {
+                self.err(b, "store.backend", format_args!("{other:?}: use \"memory\" or \"redis\""));
+                Backend::Memory
+            }
+        };
+        let store = StoreConfig {
+            backend,
+            key_prefix: st.key_prefix.unwrap_or_else(|| "hookgate:".into()),
+            dedup_ttl: self.duration(&st.dedup_ttl, "store.dedup_ttl", Duration::from_secs(24 * 3600)),
+            inflight_ttl: self.duration(&st.inflight_ttl, "store.inflight_ttl", Duration::from_secs(30)),
+            on_error: self.on_error(&st.on_error, "store.on_error", OnError::Reject),
+            timeout: self.duration(&st.timeout, "store.timeout", Duration::from_millis(1000)),
+        };
+
+        if raw.routes.is_empty() {
+            self.err_at(1, "routes", "no [[routes]] defined");
+        }
+        let mut routes: Vec<Route> = Vec::new();
+        for (i, r) in raw.routes.into_iter().enumerate() {
+            if let Some(route) = self.route(i, r, &store) {
+                if let Some(other) = routes.iter().find(|o| o.name == route.name) {
+                    let msg = format!("name {:?} is used twice", other.name);
+                    self.errors.push(format!("{}: routes[{i}].name: {msg}", self.file));
+                } else if let Some(other) = routes.iter().find(|o| o.path == route.path) {
+                    let msg = format!("path {:?} is already served by route {:?}", route.path, other.name);
+                    self.errors.push(format!("{}: routes[{i}].path: {msg}", self.file));
+                }
+                routes.push(route);
+            }
+        }
+        Some(Config {
+            source: path.to_path_buf(),
+            server,
+            store,
+            routes,
+        })
+    }
+
+    fn route(&mut self, i: usize, r: RawRoute, store: &StoreConfig) -> Option<Route> {
+        let k = |field: &str| format!("routes[{i}].{field}");
+        let errors_before = self.errors.len();
+
+        let name = r.name.get_ref().clone();
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+            self.err(&r.name, &k("name"), format_args!("{name:?}: use letters, digits, '-', '_' and '.'"));
+        }
+        let path = r.path.get_ref().clone();
+        if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
+            self.err(&r.path, &k("path"), format_args!("{path:?} must start with '/' and hold no query"));
+        }
+        let methods = match &r.methods {
+            None => vec![Method::POST],
+            Some(ms) => ms
+                .iter()
+                .filter_map(|m| match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                    Ok(mm) => Some(mm),
+                    Err(_) => {
+                        self.err(m, &k("methods"), format_args!("{:?} is not an HTTP method", m.get_ref()));
+                        None
+                    }
+                })
+                .collect(),
+        };
+
+        let preset = Preset::parse(r.provider.get_ref());
+        if preset.is_none() {
+            self.err(
+                &r.provider,
+                &k("provider"),
+                format_args!("unknown provider {:?}; known: {}", r.provider.get_ref(), Preset::NAMES.join(", ")),
+            );
+        }
+        let opts = r.hmac.as_ref().map(|h| h.get_ref());
+        if let (Some(h), Some(p)) = (&r.hmac, preset) {
+            if p != Preset::Hmac {
+                self.err(h, &k("hmac"), "is only used with provider = \"hmac\"");
+            }
+        }
+
+        if r.secrets.get_ref().is_empty() {
+            self.err(&r.secrets, &k("secrets"), "at least one secret is required");
+        }
+        let secrets: Vec<Secret> = r
+            .secrets
+            .get_ref()
+            .iter()
+            .enumerate()
+            .filter_map(|(j, s)| self.secret(s, &k(&format!("secrets[{j}]"))))
+            .collect();
+
+        let default_tol = preset.and_then(|p| p.default_tolerance(opts));
+        let tolerance = match &r.tolerance {
+            None => default_tol,
+            Some(t) if t.get_ref() == "off" => None,
+            Some(t) => {
+                if preset.is_some() && default_tol.is_none() {
+                    self.err(t, &k("tolerance"), format_args!("provider {:?} signs no timestamp; remove tolerance", r.provider.get_ref()));
+                }
+                let d = self.duration(&Some(t.clone()), &k("tolerance"), Duration::from_secs(300));
+                Some(d.as_secs().max(1))
+            }
+        };
+        if let Some(tol) = tolerance {
+            if store.dedup_ttl < Duration::from_secs(tol.saturating_mul(2)) {
+                let line = r.tolerance.as_ref().map(|t| self.line(t.span())).unwrap_or_else(|| self.line(r.name.span()));
+                self.err_at(
+                    line,
+                    &k("tolerance"),
+                    format_args!(
+                        "store.dedup_ttl ({}) must be at least twice the tolerance ({tol}s): a signed request stays acceptable that long and must not outlive its dedup key",
+                        humantime::format_duration(store.dedup_ttl)
+                    ),
+                );
+            }
+        }
+
+        let event_id = match (&r.event_id, preset) {
+            (Some(e), _) => match EventIdSource::parse(e.get_ref()) {
+                Ok(s) => Some(s),
+                Err(msg) => {
+                    self.err(e, &k("event_id"), msg);
+                    None
+                }
+            },
+            (None, Some(p)) => match p.default_event_id(opts) {
+                Some(s) => Some(s),
+                None => {
+                    self.err(&r.provider, &k("event_id"), "provider \"hmac\" needs event_id = \"header:NAME\" | \"json:/pointer\" | \"body-sha256\" (or hmac.id_header)");
+                    None
+                }
+            },
+            (None, None) => None,
+        };
+
+        let upstream = match reqwest::Url::parse(r.upstream.get_ref()) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
+            _ => {
+                self.err(&r.upstream, &k("upstream"), format_args!("{:?} is not an http:// or https:// URL", r.upstream.get_ref()));
+                None
+            }
+        };
+        let upstream_timeout = self.duration(&r.upstream_timeout, &k("upstream_timeout"), Duration::from_secs(10));
+        if store.inflight_ttl <= upstream_timeout {
+            let line = r.upstream_timeout.as_ref().map(|t| self.line(t.span())).unwrap_or_else(|| self.line(r.name.span()));
+            self.err_at(
+                line,
+                &k("upstream_timeout"),
+                format_args!(
+                    "store.inflight_ttl ({}) must be longer than upstream_timeout ({}), or a claim could expire while its forward is still running",
+                    humantime::format_duration(store.inflight_ttl),
+                    humantime::format_duration(upstream_timeout)
+                ),
+            );
+        }
+        let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
+        let public_url = match &r.public_url {
+            None => None,
+            Some(u) => match reqwest::Url::parse(u.get_ref()) {
+                Ok(_) => Some(u.get_ref().clone()),
+                Err(_) => {
+                    self.err(u, &k("public_url"), "is not an absolute URL");
+                    None
+                }
+            },
+        };
+        let forward_signer = match &r.forward_secret {
+            None => None,
+            Some(s) => match self.secret(s, &k("forward_secret")) {
+                Some(secret) => match SwKey::parse(secret.expose()) {
+                    Ok(key @ SwKey::Hmac(_)) => Some(StandardScheme::with_prefix("webhook", vec![key])),
+                    Ok(SwKey::Ed25519(_)) => {
+                        self.err(s, &k("forward_secret"), "must be a whsec_ signing secret, not a public key");
+                        None
+                    }
+                    Err(msg) => {
+                        self.err(s, &k("forward_secret"), msg);
+                        None
+                    }
+                },
+                None => None,
+            },
+        };
+
+        let verifier = match preset {
+            Some(p) if !secrets.is_empty() => match p.verifier(&secrets, opts, tolerance) {
+                Ok(v) => Some(v),
+                Err(msg) => {
+                    let span_line = r.hmac.as_ref().map(|h| self.line(h.span())).unwrap_or_else(|| self.line(r.secrets.span()));
+                    self.err_at(span_line, &k(if r.hmac.is_some() { "hmac" } else { "secrets" }), msg);
+                    None
+                }
+            },
+            _ => None,
+        };
+
+        if self.errors.len() > errors_before {
+            return None;
+        }
+        Some(Route {
+            name,
+            path,
+            methods,
+            verifier: verifier?,
+            event_id: event_id?,
+            tolerance,
+            upstream: upstream?,
+            upstream_timeout,
+            on_error,
+            public_url,
+            forward_signer,
+            secret_count: secrets.len(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

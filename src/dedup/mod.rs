@@ -1,0 +1,256 @@
+//! The dedup store: one atomic claim per event, with a lease while it is forwarded and
+//! a done record for the dedup window afterwards.
+//!
+//! ```text
+//! claim(key, fp, lease)           absent        -> Claimed(token), key = in-flight(token, fp) for `lease`
+//!                                 in-flight     -> InFlight
+//!                                 done(fp')     -> Done { fingerprint: fp' }
+//! complete(key, token, fp, ttl)   in-flight(token) or absent -> done(token, fp) for `ttl`
+//! release(key, token)             in-flight(token) -> absent
+//! ```
+//! `complete` and `release` never touch a key that holds another claim, so a late
+//! finisher cannot overwrite the claim of a newer copy. Both implementations run the
+//! same conformance suite (`tests/it/conformance.rs`).
+
+pub mod memory;
+pub mod redis;
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use rand::Rng as _;
+
+pub use self::memory::MemoryStore;
+pub use self::redis::RedisStore;
+
+/// A namespaced store key: `<prefix><route>:<event id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DedupKey(String);
+
+impl DedupKey {
+    /// Builds the key for an event of a route.
+    pub fn new(prefix: &str, route: &str, event_id: &str) -> Self {
+        Self(format!("{prefix}{route}:{event_id}"))
+    }
+
+    /// The key as stored.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DedupKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A random value that identifies one claim, so only its holder can settle it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    /// A fresh 128-bit token.
+    pub fn random() -> Self {
+        let bytes: [u8; 16] = rand::rng().random();
+        Self(hex::encode(bytes))
+    }
+
+    /// The token text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The state a key holds, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Record {
+    InFlight { token: String, fingerprint: String },
+    Done { token: String, fingerprint: String },
+}
+
+impl Record {
+    /// The text form stored in Redis: `i|token|fp` or `d|token|fp`.
+    pub(crate) fn encode(&self) -> String {
+        match self {
+            Self::InFlight { token, fingerprint } => format!("i|{token}|{fingerprint}"),
+            Self::Done { token, fingerprint } => format!("d|{token}|{fingerprint}"),
+        }
+    }
+
+    pub(crate) fn decode(s: &str) -> Option<Self> {
+        let mut it = s.splitn(3, '|');
+        let (state, token, fingerprint) = (it.next()?, it.next()?, it.next()?);
+        let (token, fingerprint) = (token.to_owned(), fingerprint.to_owned());
+        match state {
+            "i" => Some(Self::InFlight { token, fingerprint }),
+            "d" => Some(Self::Done { token, fingerprint }),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        match self {
+            Self::InFlight { token, .. } | Self::Done { token, .. } => token,
+        }
+    }
+
+    /// What a new claim finds when this record is already there.
+    pub(crate) fn as_existing(&self) -> Claim {
+        match self {
+            Self::InFlight { .. } => Claim::InFlight,
+            Self::Done { fingerprint, .. } => Claim::Done {
+                fingerprint: fingerprint.clone(),
+            },
+        }
+    }
+}
+
+/// The result of a claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This copy is the first: forward it, then `complete` or `release` with the token.
+    Claimed(Token),
+    /// An earlier copy was forwarded and acknowledged; its body had `fingerprint`.
+    Done { fingerprint: String },
+    /// An earlier copy is being forwarded right now.
+    InFlight,
+}
+
+/// Whether a settle step changed the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// The key now holds what was asked (or already did).
+    Applied,
+    /// The key holds another claim; it was left alone.
+    NotOwner,
+}
+
+/// A store call that failed. Each is retryable: the provider retries on 503.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("store call timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("store: {0}")]
+    Backend(String),
+    #[error("store holds an unreadable record under {0}")]
+    Corrupt(String),
+}
+
+/// The contract every store implements.
+pub trait DedupStore: Send + Sync {
+    /// Atomically claims `key` for `lease`, or reports what holds it.
+    fn claim(
+        &self,
+        key: &DedupKey,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Claim, StoreError>> + Send;
+
+    /// Marks the claim done for `ttl`, if `token` still holds it (or nothing does).
+    fn complete(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        fingerprint: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Settled, StoreError>> + Send;
+
+    /// Frees the claim if `token` still holds it. An absent key counts as freed.
+    fn release(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        fingerprint: &str,
+    ) -> impl Future<Output = Result<Settled, StoreError>> + Send;
+
+    /// Deletes a key whatever it holds (a deliberate redelivery). True if it existed.
+    fn forget(&self, key: &DedupKey) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
+    /// Checks the store answers.
+    fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// The configured store. An enum rather than a trait object: the set is closed and
+/// `async fn` in traits cannot be called through `dyn`.
+#[derive(Debug, Clone)]
+pub enum Store {
+    Memory(MemoryStore),
+    Redis(RedisStore),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            Store::Memory($s) => $e,
+            Store::Redis($s) => $e,
+        }
+    };
+}
+
+impl DedupStore for Store {
+    async fn claim(&self, key: &DedupKey, fingerprint: &str, lease: Duration) -> Result<Claim, StoreError> {
+        dispatch!(self, s => s.claim(key, fingerprint, lease).await)
+    }
+
+    async fn complete(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        fingerprint: &str,
+        ttl: Duration,
+    ) -> Result<Settled, StoreError> {
+        dispatch!(self, s => s.complete(key, token, fingerprint, ttl).await)
+    }
+
+    async fn release(&self, key: &DedupKey, token: &Token, fingerprint: &str) -> Result<Settled, StoreError> {
+        dispatch!(self, s => s.release(key, token, fingerprint).await)
+    }
+
+    async fn forget(&self, key: &DedupKey) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.forget(key).await)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        dispatch!(self, s => s.ping().await)
+    }
+}
+
+impl Store {
+    /// `memory` or `redis`, for logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Memory(_) => "memory",
+            Self::Redis(_) => "redis",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        for r in [
+            Record::InFlight {
+                token: "t".into(),
+                fingerprint: "f".into(),
+            },
+            Record::Done {
+                token: "t".into(),
+                fingerprint: "f".into(),
+            },
+        ] {
+            assert_eq!(Record::decode(&r.encode()), Some(r));
+        }
+        assert_eq!(Record::decode("x|a|b"), None);
+        assert_eq!(Record::decode("garbage"), None);
+    }
+
+    #[test]
+    fn tokens_are_unique() {
+        assert_ne!(Token::random(), Token::random());
+    }
+}

@@ -1,0 +1,255 @@
+//! The shared store: a Redis server (7.0 or later) that any number of gateway replicas
+//! use together.
+//!
+//! One multiplexed connection per process, reconnected by `ConnectionManager`. Every
+//! call is bounded by `op_timeout`: the manager's own response timeout does not make it
+//! reconnect to a frozen server, so after a run of timeouts the manager is rebuilt.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Client, ExistenceCheck, IntoConnectionInfo, Script, SetExpiry, SetOptions};
+
+use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
+
+/// Turns an in-flight record into a done record if this claim still holds the key, or
+/// records done if the key is gone (the lease ran out and nobody claimed since).
+/// Returns 1 when the key holds the done record afterwards, 0 when another claim holds it.
+const COMPLETE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] or v == false then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+elseif v == ARGV[2] then
+  return 1
+end
+return 0";
+
+/// Deletes the key if this claim still holds it. An absent key counts as released.
+const RELEASE: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+elseif v == false then
+  return 1
+end
+return 0";
+
+/// Consecutive timeouts after which the connection is rebuilt.
+const REBUILD_AFTER: u32 = 3;
+
+struct Inner {
+    client: Client,
+    manager: RwLock<ConnectionManager>,
+    timeouts: AtomicU32,
+    op_timeout: Duration,
+    complete: Script,
+    release: Script,
+}
+
+/// A Redis-backed store.
+#[derive(Clone)]
+pub struct RedisStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password: print only where it points.
+        let addr = self.inner.client.get_connection_info().addr().to_string();
+        f.debug_struct("RedisStore")
+            .field("addr", &addr)
+            .field("op_timeout", &self.inner.op_timeout)
+            .finish()
+    }
+}
+
+fn manager(client: &Client, op_timeout: Duration) -> Result<ConnectionManager, StoreError> {
+    let cfg = ConnectionManagerConfig::new()
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_millis(500))
+        .set_connection_timeout(Some(op_timeout))
+        .set_response_timeout(Some(op_timeout));
+    ConnectionManager::new_lazy_with_config(client.clone(), cfg).map_err(backend)
+}
+
+fn backend(e: redis::RedisError) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+impl RedisStore {
+    /// Connects lazily: the first call opens the connection, so a gateway can start
+    /// while Redis is still coming up (and answers 503 until it is).
+    pub fn new(url: &str, op_timeout: Duration) -> Result<Self, StoreError> {
+        let info = url
+            .into_connection_info()
+            .map_err(|e| StoreError::Backend(format!("invalid redis url: {}", format!("{:?}", e.kind()))))?
+            .set_tcp_settings(
+                redis::io::tcp::TcpSettings::default()
+                    .set_nodelay(true)
+                    .set_user_timeout(Duration::from_secs(5)),
+            );
+        let client = Client::open(info).map_err(backend)?;
+        let manager = RwLock::new(manager(&client, op_timeout)?);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                manager,
+                timeouts: AtomicU32::new(0),
+                op_timeout,
+                complete: Script::new(COMPLETE),
+                release: Script::new(RELEASE),
+            }),
+        })
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        match self.inner.manager.read() {
+            Ok(m) => m.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Runs one store call under the timeout, counting consecutive timeouts.
+    async fn run<T, F>(&self, f: impl FnOnce(ConnectionManager) -> F) -> Result<T, StoreError>
+    where
+        F: Future<Output = redis::RedisResult<T>>,
+    {
+        let out = tokio::time::timeout(self.inner.op_timeout, f(self.conn())).await;
+        match out {
+            Ok(Ok(v)) => {
+                self.inner.timeouts.store(0, Ordering::Relaxed);
+                Ok(v)
+            }
+            Ok(Err(e)) => {
+                if e.is_timeout() {
+                    self.note_timeout();
+                }
+                Err(backend(e))
+            }
+            Err(_) => {
+                self.note_timeout();
+                Err(StoreError::Timeout(self.inner.op_timeout))
+            }
+        }
+    }
+
+    fn note_timeout(&self) {
+        let n = self.inner.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+        if n >= REBUILD_AFTER {
+            if let Ok(fresh) = manager(&self.inner.client, self.inner.op_timeout) {
+                if let Ok(mut m) = self.inner.manager.write() {
+                    *m = fresh;
+                }
+                self.inner.timeouts.store(0, Ordering::Relaxed);
+                tracing::warn!(timeouts = n, "redis store: rebuilt the connection after repeated timeouts");
+            }
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl DedupStore for RedisStore {
+    async fn claim(&self, key: &DedupKey, fingerprint: &str, lease: Duration) -> Result<Claim, StoreError> {
+        let token = Token::random();
+        let record = Record::InFlight {
+            token: token.as_str().to_owned(),
+            fingerprint: fingerprint.to_owned(),
+        }
+        .encode();
+        let opts = SetOptions::default()
+            .conditional_set(ExistenceCheck::NX)
+            .get(true)
+            .with_expiration(SetExpiry::PX(millis(lease)));
+        // SET NX GET: claims and reads the current state in one round trip.
+        let result = self
+            .run(|mut c| async move { c.set_options::<_, _, Option<String>>(key.as_str(), record, opts).await })
+            .await;
+        let prev = match result {
+            Ok(prev) => prev,
+            Err(e) => {
+                // A timed-out command may still run later and leave our claim behind:
+                // free it in the background so it does not block the provider's retry.
+                let store = self.clone();
+                let (key, token, fp) = (key.clone(), token.clone(), fingerprint.to_owned());
+                tokio::spawn(async move {
+                    tokio::time::sleep(store.inner.op_timeout).await;
+                    let _ = store.release(&key, &token, &fp).await;
+                });
+                return Err(e);
+            }
+        };
+        match prev {
+            None => Ok(Claim::Claimed(token)),
+            Some(v) => {
+                let rec = Record::decode(&v).ok_or_else(|| StoreError::Corrupt(key.to_string()))?;
+                if rec.token() == token.as_str() {
+                    return Ok(Claim::Claimed(token));
+                }
+                Ok(rec.as_existing())
+            }
+        }
+    }
+
+    async fn complete(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        fingerprint: &str,
+        ttl: Duration,
+    ) -> Result<Settled, StoreError> {
+        let in_flight = Record::InFlight {
+            token: token.as_str().to_owned(),
+            fingerprint: fingerprint.to_owned(),
+        }
+        .encode();
+        let done = Record::Done {
+            token: token.as_str().to_owned(),
+            fingerprint: fingerprint.to_owned(),
+        }
+        .encode();
+        let script = &self.inner.complete;
+        let n: i64 = self
+            .run(|mut c| async move {
+                script
+                    .key(key.as_str())
+                    .arg(in_flight)
+                    .arg(done)
+                    .arg(millis(ttl))
+                    .invoke_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(if n == 1 { Settled::Applied } else { Settled::NotOwner })
+    }
+
+    async fn release(&self, key: &DedupKey, token: &Token, fingerprint: &str) -> Result<Settled, StoreError> {
+        let in_flight = Record::InFlight {
+            token: token.as_str().to_owned(),
+            fingerprint: fingerprint.to_owned(),
+        }
+        .encode();
+        let script = &self.inner.release;
+        let n: i64 = self
+            .run(|mut c| async move { script.key(key.as_str()).arg(in_flight).invoke_async(&mut c).await })
+            .await?;
+        Ok(if n == 1 { Settled::Applied } else { Settled::NotOwner })
+    }
+
+    async fn forget(&self, key: &DedupKey) -> Result<bool, StoreError> {
+        let n: i64 = self.run(|mut c| async move { c.del(key.as_str()).await }).await?;
+        Ok(n > 0)
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.run(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
+            .await
+            .map(|_| ())
+    }
+}

@@ -1,0 +1,31 @@
+//! hookgate: a webhook receiver gateway.
+//!
+//! It verifies each provider's signature, deduplicates deliveries on the provider's
+//! event ID with an atomic claim in a store (embedded, or Redis shared by replicas),
+//! forwards only the first delivery to the upstream handler, and acknowledges every
+//! replay with 200.
+//!
+//! # Layout
+//!
+//! The modules follow the path of a request:
+//!
+//! - [`server`]: the listener and the per-request pipeline; [`server::respond`] is the
+//!   one place outcomes become HTTP answers.
+//! - [`provider`]: signature schemes and presets, turning a request into a
+//!   [`provider::VerifiedDelivery`].
+//! - [`dedup`]: the store contract ([`dedup::DedupStore`]) with its memory and Redis
+//!   implementations.
+//! - [`forward`]: the pooled upstream client.
+//! - [`config`]: the TOML file, parsed and validated.
+//! - [`cli`], [`telemetry`], [`shutdown`], [`sign`]: the binary's plumbing.
+
+pub mod cli;
+pub mod config;
+pub mod dedup;
+pub mod forward;
+pub mod provider;
+pub mod secret;
+pub mod server;
+pub mod shutdown;
+pub mod sign;
+pub mod telemetry;

@@ -1,0 +1,238 @@
+//! The life of one delivery (see the README's "How a delivery is handled"):
+//!
+//! ```text
+//! route by path (404) → method (405) → read body ≤ max_body (413, 408)
+//!   → verify signature and timestamp (401) or answer a handshake → event ID (400)
+//!   → claim ─ Claimed  → forward → 2xx: complete, else release → relay / 502 / 504
+//!            ─ Done     → 200 duplicate, or 422 when the body differs
+//!            ─ InFlight → 409 + Retry-After
+//!            ─ error    → 503 + Retry-After, or forward unclaimed (on_error = "forward")
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request};
+use http_body_util::{BodyExt, Limited, LengthLimitError};
+use hyper::body::{Body, Incoming};
+
+use super::AppState;
+use super::respond::{self, Outcome, Resp};
+use crate::config::{OnError, Route};
+use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
+use crate::forward::Outbound;
+use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
+
+/// What the log line of a delivery says besides the outcome.
+#[derive(Default)]
+struct Seen {
+    route: Option<String>,
+    event_id: Option<String>,
+    detail: Option<String>,
+    secret_index: Option<usize>,
+}
+
+/// Handles one request and writes its log line.
+pub(super) async fn handle(state: Arc<AppState>, req: Request<Incoming>, peer: SocketAddr) -> Resp {
+    let started = Instant::now();
+    let mut seen = Seen::default();
+    let (resp, outcome) = pipeline(&state, req, peer, &mut seen).await;
+    let status = resp.status().as_u16();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let route = seen.route.as_deref().unwrap_or("-");
+    let event_id = seen.event_id.as_deref().unwrap_or("-");
+    let detail = seen.detail.as_deref().unwrap_or("");
+    let secret = seen.secret_index.map(|i| i as i64).unwrap_or(-1);
+    match outcome {
+        Outcome::UpstreamError | Outcome::StoreError | Outcome::ForwardedUnclaimed => {
+            tracing::warn!(route, event_id, outcome = outcome.as_str(), status, ms, secret, detail, "delivery");
+        }
+        _ => tracing::info!(route, event_id, outcome = outcome.as_str(), status, ms, secret, detail, "delivery"),
+    }
+    resp
+}
+
+async fn pipeline(state: &Arc<AppState>, req: Request<Incoming>, peer: SocketAddr, seen: &mut Seen) -> (Resp, Outcome) {
+    let Some(route) = state.routes.get(req.uri().path()).cloned() else {
+        return (respond::no_route(), Outcome::NoRoute);
+    };
+    seen.route = Some(route.name.clone());
+    if !route.methods.contains(req.method()) {
+        let allow = route.methods.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
+        return (respond::method_not_allowed(&allow), Outcome::MethodNotAllowed);
+    }
+
+    let (parts, body) = req.into_parts();
+    let body = match read_body(body, state.server.max_body, state.server.body_timeout).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let query = parts.uri.query().map(str::to_owned);
+    let now = state.clock.now();
+    let inbound = Inbound {
+        method: &parts.method,
+        headers: &parts.headers,
+        body: &body,
+        query: query.as_deref(),
+    };
+    let delivery = match accept(&route.verifier, &route.event_id, &inbound, now) {
+        Ok(Accepted::Delivery(d)) => d,
+        Ok(Accepted::Handshake(reply)) => return (respond::handshake(reply), Outcome::Handshake),
+        Err(rejection) => {
+            seen.detail = Some(rejection.to_string());
+            return respond::rejected(&rejection);
+        }
+    };
+    seen.event_id = Some(delivery.event_id().to_string());
+    seen.secret_index = Some(delivery.secret_index());
+
+    // From the claim on, the work runs in its own tracked task: if the provider hangs
+    // up, hyper drops this future, but the claim, the forward and its settle step run
+    // to the end (and shutdown waits for them).
+    let job = Job {
+        state: state.clone(),
+        route,
+        method: parts.method,
+        headers: parts.headers,
+        body,
+        query,
+        delivery,
+        peer,
+        now,
+    };
+    match state.settles.spawn(job.run()).await {
+        Ok((resp, outcome, detail)) => {
+            seen.detail = detail;
+            (resp, outcome)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "delivery task failed");
+            (respond::internal(), Outcome::UpstreamError)
+        }
+    }
+}
+
+/// Reads the body under the size limit and the body timeout. A declared
+/// `Content-Length` over the limit is refused before anything is read.
+async fn read_body(body: Incoming, max: usize, limit: Duration) -> Result<Bytes, (Resp, Outcome)> {
+    if body.size_hint().upper().is_some_and(|n| n > max as u64) {
+        return Err((respond::too_large(max), Outcome::TooLarge));
+    }
+    match tokio::time::timeout(limit, Limited::new(body, max).collect()).await {
+        Err(_) => Err((respond::body_timeout(), Outcome::BodyTimeout)),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            Err((respond::too_large(max), Outcome::TooLarge))
+        }
+        Ok(Err(_)) => Err((respond::bad_body(), Outcome::BadBody)),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+/// A verified delivery on its way through the store and the upstream.
+struct Job {
+    state: Arc<AppState>,
+    route: Arc<Route>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+    query: Option<String>,
+    delivery: VerifiedDelivery,
+    peer: SocketAddr,
+    now: u64,
+}
+
+impl Job {
+    async fn run(self) -> (Resp, Outcome, Option<String>) {
+        let st = &self.state;
+        let id = self.delivery.event_id().as_str();
+        let key = DedupKey::new(&st.store_cfg.key_prefix, &self.route.name, id);
+        let fp = self.delivery.fingerprint().short_hex();
+        match st.store.claim(&key, &fp, st.store_cfg.inflight_ttl).await {
+            Ok(Claim::Claimed(token)) => {
+                let result = self.forward().await;
+                let acknowledged = matches!(&result, Ok(r) if r.status.is_success());
+                let detail = result.as_ref().err().map(ToString::to_string);
+                settle(st.clone(), key, token, fp, acknowledged).await;
+                let (resp, outcome) = respond::upstream(result, false);
+                (resp, outcome, detail)
+            }
+            Ok(Claim::Done { fingerprint }) if fingerprint == fp => {
+                (respond::duplicate(id), Outcome::Duplicate, None)
+            }
+            Ok(Claim::Done { .. }) => (respond::mismatch(id), Outcome::Mismatch, None),
+            Ok(Claim::InFlight) => (respond::in_flight(id), Outcome::InFlight, None),
+            Err(e) => match self.route.on_error {
+                OnError::Reject => (respond::store_unavailable(), Outcome::StoreError, Some(e.to_string())),
+                OnError::Forward => {
+                    st.unclaimed_forwards.fetch_add(1, Ordering::Relaxed);
+                    let result = self.forward().await;
+                    let detail = Some(format!("{e}; forwarded without a claim"));
+                    let (resp, outcome) = respond::upstream(result, true);
+                    (resp, outcome, detail)
+                }
+            },
+        }
+    }
+
+    async fn forward(&self) -> Result<crate::forward::UpstreamResponse, crate::forward::ForwardError> {
+        let out = Outbound {
+            method: self.method.clone(),
+            headers: &self.headers,
+            body: self.body.clone(),
+            query: self.query.as_deref(),
+            event_id: self.delivery.event_id(),
+            peer: self.peer.ip(),
+            now: self.now,
+        };
+        self.state.forwarder.send(&self.route, out).await
+    }
+}
+
+/// Completes (after a 2xx) or releases the claim. The first attempt is awaited so the
+/// provider's answer follows the store's state; if it fails, retries continue in a
+/// tracked background task for up to `inflight_ttl`, after which the lease decides.
+async fn settle(st: Arc<AppState>, key: DedupKey, token: Token, fp: String, acknowledged: bool) {
+    if settle_once(&st, &key, &token, &fp, acknowledged).await {
+        return;
+    }
+    let tracker = st.settles.clone();
+    tracker.spawn(async move {
+        let deadline = Instant::now() + st.store_cfg.inflight_ttl;
+        let mut delay = Duration::from_millis(50);
+        while Instant::now() + delay < deadline {
+            tokio::time::sleep(delay).await;
+            if settle_once(&st, &key, &token, &fp, acknowledged).await {
+                return;
+            }
+            delay = (delay * 2).min(Duration::from_secs(1));
+        }
+        tracing::error!(
+            key = %key,
+            acknowledged,
+            "gave up settling the claim; it expires with its lease (a retry may then be forwarded again, with the same Idempotency-Key)"
+        );
+    });
+}
+
+/// One settle attempt; true when there is nothing left to do.
+async fn settle_once(st: &AppState, key: &DedupKey, token: &Token, fp: &str, acknowledged: bool) -> bool {
+    let result = if acknowledged {
+        st.store.complete(key, token, fp, st.store_cfg.dedup_ttl).await
+    } else {
+        st.store.release(key, token, fp).await
+    };
+    match result {
+        Ok(Settled::Applied) => true,
+        Ok(Settled::NotOwner) => {
+            tracing::warn!(key = %key, acknowledged, "the key is held by another claim; left alone");
+            true
+        }
+        Err(e) => {
+            tracing::warn!(key = %key, acknowledged, error = %e, "settling the claim failed; retrying");
+            false
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The public listener: accepts connections, runs each request through
+//! [`handler::handle`], and shuts down gracefully.
+//!
+//! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
+//! and stop the server when they like.
+
+mod handler;
+pub mod respond;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Backend, Config, Route, ServerConfig, StoreConfig};
+use crate::dedup::{MemoryStore, RedisStore, Store};
+use crate::forward::Forwarder;
+
+/// Where the gateway reads the time from when it checks signed timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// The system clock.
+    System,
+    /// A fixed instant in unix seconds (tests verifying captured deliveries).
+    Fixed(u64),
+}
+
+impl Clock {
+    /// Unix seconds now.
+    pub fn now(self) -> u64 {
+        match self {
+            Self::System => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            Self::Fixed(t) => t,
+        }
+    }
+}
+
+/// Everything a request needs, shared by all connections.
+#[derive(Debug)]
+pub struct AppState {
+    routes: HashMap<String, Arc<Route>>,
+    server: ServerConfig,
+    store_cfg: StoreConfig,
+    store: Store,
+    forwarder: Forwarder,
+    clock: Clock,
+    /// Settle steps (complete or release) run as tracked tasks: they outlive a
+    /// provider that hangs up, and shutdown waits for them.
+    settles: TaskTracker,
+    /// Deliveries forwarded without a claim because the store was down.
+    pub unclaimed_forwards: AtomicU64,
+}
+
+impl AppState {
+    /// Builds the state: the store (Redis connects lazily) and the HTTP client.
+    pub fn new(cfg: &Config, clock: Clock) -> anyhow::Result<Self> {
+        let store = match &cfg.store.backend {
+            Backend::Memory => Store::Memory(MemoryStore::new()),
+            Backend::Redis { url } => Store::Redis(RedisStore::new(url, cfg.store.timeout)?),
+        };
+        Ok(Self::with_store(cfg, store, clock)?)
+    }
+
+    /// Builds the state on a given store.
+    pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
+        Ok(Self {
+            routes: cfg
+                .routes
+                .iter()
+                .map(|r| (r.path.clone(), Arc::new(r.clone())))
+                .collect(),
+            server: cfg.server.clone(),
+            store_cfg: cfg.store.clone(),
+            store,
+            forwarder: Forwarder::new()?,
+            clock,
+            settles: TaskTracker::new(),
+            unclaimed_forwards: AtomicU64::new(0),
+        })
+    }
+
+    /// The dedup store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}
+
+/// Serves `listener` until `shutdown` resolves, then stops accepting, lets open
+/// requests finish and waits for settle steps, each within `server.shutdown_grace`.
+pub async fn run(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> anyhow::Result<()> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Without a timer the header read timeout is silently off (slowloris).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(state.server.header_read_timeout);
+    builder.http2().timer(TokioTimer::new());
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Typically EMFILE: back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let st = state.clone();
+                let svc = service_fn(move |req| {
+                    let st = st.clone();
+                    async move { Ok::<_, std::convert::Infallible>(handler::handle(st, req, peer).await) }
+                });
+                let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                let conn = graceful.watch(conn.into_owned());
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    let grace = state.server.shutdown_grace;
+    tracing::info!(grace = ?grace, "shutting down: draining open requests");
+    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("shutdown grace ran out with requests still open");
+    }
+    state.settles.close();
+    if tokio::time::timeout(grace, state.settles.wait()).await.is_err() {
+        tracing::warn!(
+            pending = state.settles.len(),
+            "shutdown grace ran out with settle steps pending; their claims expire with the lease"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! The one place where outcomes become HTTP responses. Bodies the gateway writes are
+//! small JSON objects; they never carry secrets or signature material.
+
+use bytes::Bytes;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::Full;
+
+use crate::forward::{ForwardError, UpstreamResponse};
+use crate::provider::{HandshakeReply, Rejection};
+
+/// The response type of every handler.
+pub type Resp = Response<Full<Bytes>>;
+
+/// Says on every answer what the gateway did, for people reading replay output.
+pub const OUTCOME_HEADER: HeaderName = HeaderName::from_static("hookgate-outcome");
+
+/// What happened to one delivery; also its log and metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Forwarded,
+    /// Forwarded without a claim because the store was down and `on_error = "forward"`.
+    ForwardedUnclaimed,
+    UpstreamRejected,
+    UpstreamError,
+    Duplicate,
+    InFlight,
+    Mismatch,
+    Handshake,
+    NoRoute,
+    MethodNotAllowed,
+    TooLarge,
+    BodyTimeout,
+    BadBody,
+    Rejected(&'static str),
+    NoEventId,
+    StoreError,
+}
+
+impl Outcome {
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forwarded => "forwarded",
+            Self::ForwardedUnclaimed => "forwarded_unclaimed",
+            Self::UpstreamRejected => "upstream_rejected",
+            Self::UpstreamError => "upstream_error",
+            Self::Duplicate => "duplicate",
+            Self::InFlight => "in_flight",
+            Self::Mismatch => "mismatch",
+            Self::Handshake => "handshake",
+            Self::NoRoute => "no_route",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::TooLarge => "too_large",
+            Self::BodyTimeout => "body_timeout",
+            Self::BadBody => "bad_body",
+            Self::Rejected(reason) => reason,
+            Self::NoEventId => "no_event_id",
+            Self::StoreError => "store_error",
+        }
+    }
+}
+
+/// Seconds a provider is asked to wait before retrying after 409 or 503.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// A JSON answer written by the gateway.
+pub fn json(status: StatusCode, outcome: Outcome, body: serde_json::Value) -> Resp {
+    let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+    let mut r = Response::new(Full::new(Bytes::from(bytes)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut()
+        .insert(OUTCOME_HEADER, HeaderValue::from_static(outcome.as_str()));
+    r
+}
+
+fn error(status: StatusCode, outcome: Outcome, msg: &str) -> Resp {
+    json(status, outcome, serde_json::json!({ "error": msg }))
+}
+
+fn retry_after(mut r: Resp) -> Resp {
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    r
+}
+
+pub fn no_route() -> Resp {
+    error(StatusCode::NOT_FOUND, Outcome::NoRoute, "no route for this path")
+}
+
+pub fn method_not_allowed(allow: &str) -> Resp {
+    let mut r = error(StatusCode::METHOD_NOT_ALLOWED, Outcome::MethodNotAllowed, "method not allowed");
+    if let Ok(v) = HeaderValue::from_str(allow) {
+        r.headers_mut().insert(header::ALLOW, v);
+    }
+    r
+}
+
+pub fn too_large(limit: usize) -> Resp {
+    json(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        Outcome::TooLarge,
+        serde_json::json!({ "error": "body too large", "max_body": limit }),
+    )
+}
+
+pub fn body_timeout() -> Resp {
+    error(StatusCode::REQUEST_TIMEOUT, Outcome::BodyTimeout, "body not received in time")
+}
+
+pub fn bad_body() -> Resp {
+    error(StatusCode::BAD_REQUEST, Outcome::BadBody, "could not read the request body")
+}
+
+/// 401 for any verification failure, 400 for a missing event ID. The response names
+/// only the class of failure; the detail goes to the log.
+pub fn rejected(r: &Rejection) -> (Resp, Outcome) {
+    match r {
+        Rejection::Verify(e) if e.is_timestamp() => {
+            let o = Outcome::Rejected(e.reason());
+            (error(StatusCode::UNAUTHORIZED, o, "timestamp outside the tolerance"), o)
+        }
+        Rejection::Verify(e) => {
+            let o = Outcome::Rejected(e.reason());
+            (error(StatusCode::UNAUTHORIZED, o, "invalid signature"), o)
+        }
+        Rejection::NoEventId => (
+            error(StatusCode::BAD_REQUEST, Outcome::NoEventId, "no event id in the delivery"),
+            Outcome::NoEventId,
+        ),
+    }
+}
+
+pub fn handshake(reply: HandshakeReply) -> Resp {
+    let mut r = Response::new(Full::new(reply.body));
+    *r.status_mut() = reply.status;
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+    r.headers_mut()
+        .insert(OUTCOME_HEADER, HeaderValue::from_static(Outcome::Handshake.as_str()));
+    r
+}
+
+pub fn duplicate(event_id: &str) -> Resp {
+    json(
+        StatusCode::OK,
+        Outcome::Duplicate,
+        serde_json::json!({ "status": "duplicate", "event_id": event_id }),
+    )
+}
+
+pub fn mismatch(event_id: &str) -> Resp {
+    json(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Outcome::Mismatch,
+        serde_json::json!({ "error": "event id reused with a different body", "event_id": event_id }),
+    )
+}
+
+pub fn in_flight(event_id: &str) -> Resp {
+    retry_after(json(
+        StatusCode::CONFLICT,
+        Outcome::InFlight,
+        serde_json::json!({ "status": "in_flight", "event_id": event_id }),
+    ))
+}
+
+pub fn store_unavailable() -> Resp {
+    retry_after(error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::StoreError,
+        "dedup store unavailable, retry later",
+    ))
+}
+
+/// Relays the upstream's answer, or maps a failed forward to 502/504.
+pub fn upstream(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> (Resp, Outcome) {
+    match result {
+        Ok(up) => {
+            let outcome = match (up.status.is_success(), unclaimed) {
+                (true, false) => Outcome::Forwarded,
+                (true, true) => Outcome::ForwardedUnclaimed,
+                (false, _) => Outcome::UpstreamRejected,
+            };
+            let mut r = Response::new(Full::new(up.body));
+            *r.status_mut() = up.status;
+            *r.headers_mut() = up.headers;
+            r.headers_mut()
+                .insert(OUTCOME_HEADER, HeaderValue::from_static(outcome.as_str()));
+            (r, outcome)
+        }
+        Err(ForwardError::Timeout(_)) => (
+            error(StatusCode::GATEWAY_TIMEOUT, Outcome::UpstreamError, "upstream timed out"),
+            Outcome::UpstreamError,
+        ),
+        Err(ForwardError::Connect(_)) => (
+            error(StatusCode::BAD_GATEWAY, Outcome::UpstreamError, "upstream unreachable"),
+            Outcome::UpstreamError,
+        ),
+        Err(ForwardError::Broken(_)) => (
+            error(StatusCode::BAD_GATEWAY, Outcome::UpstreamError, "upstream failed"),
+            Outcome::UpstreamError,
+        ),
+    }
+}
+
+pub fn internal() -> Resp {
+    retry_after(error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::UpstreamError,
+        "internal error, retry later",
+    ))
+}
