@@ -1,1 +1,10 @@
+//! hookgate's integration tests: one test binary.
+//!
+//! Every test that needs Redis starts its own `redis-server` on a free port; every test
+//! that forwards runs a stub upstream that records what it receives.
 
+mod conformance;
+mod pipeline;
+mod process;
+mod support;
+mod vectors;

@@ -1,0 +1,173 @@
+//! One conformance suite for the store contract, run against the memory store and a
+//! real Redis. Expiry is tested with short TTLs and real sleeps (a paused tokio clock
+//! does not move moka's or Redis's clocks).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hookgate::dedup::{Claim, DedupKey, DedupStore, MemoryStore, RedisStore, Settled, Store, Token};
+
+use crate::support::RedisServer;
+
+const LONG: Duration = Duration::from_secs(60);
+const SHORT: Duration = Duration::from_millis(300);
+
+fn key(name: &str) -> DedupKey {
+    DedupKey::new("test:", "route", name)
+}
+
+fn claimed(c: Claim) -> Token {
+    match c {
+        Claim::Claimed(t) => t,
+        other => panic!("expected Claimed, got {other:?}"),
+    }
+}
+
+async fn conformance(store: Store) {
+    let s = &store;
+
+    // First claim wins; a second sees it in flight.
+    let k = key("a");
+    let t = claimed(s.claim(&k, "fp1", LONG).await.expect("claim"));
+    assert_eq!(s.claim(&k, "fp1", LONG).await.expect("claim"), Claim::InFlight);
+
+    // Settling with another token leaves the claim alone.
+    let stranger = Token::random();
+    assert_eq!(s.complete(&k, &stranger, "fp1", LONG).await.expect("complete"), Settled::NotOwner);
+    assert_eq!(s.release(&k, &stranger, "fp1").await.expect("release"), Settled::NotOwner);
+    assert_eq!(s.claim(&k, "fp1", LONG).await.expect("claim"), Claim::InFlight);
+
+    // Completing makes later copies duplicates carrying the first body's fingerprint.
+    assert_eq!(s.complete(&k, &t, "fp1", LONG).await.expect("complete"), Settled::Applied);
+    assert_eq!(
+        s.claim(&k, "fp2", LONG).await.expect("claim"),
+        Claim::Done { fingerprint: "fp1".into() }
+    );
+    // Completing twice is harmless; releasing a completed claim does not undo it.
+    assert_eq!(s.complete(&k, &t, "fp1", LONG).await.expect("complete"), Settled::Applied);
+    assert_eq!(s.release(&k, &t, "fp1").await.expect("release"), Settled::NotOwner);
+    assert!(matches!(s.claim(&k, "fp1", LONG).await.expect("claim"), Claim::Done { .. }));
+
+    // Releasing frees the key for the next copy.
+    let k = key("b");
+    let t = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
+    assert_eq!(s.release(&k, &t, "fp").await.expect("release"), Settled::Applied);
+    let t2 = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
+    assert_ne!(t, t2, "each claim gets its own token");
+    // The old token cannot touch the new claim.
+    assert_eq!(s.release(&k, &t, "fp").await.expect("release"), Settled::NotOwner);
+    assert_eq!(s.complete(&k, &t, "fp", LONG).await.expect("complete"), Settled::NotOwner);
+    assert_eq!(s.claim(&k, "fp", LONG).await.expect("claim"), Claim::InFlight);
+
+    // Releasing an absent key counts as released.
+    assert_eq!(s.release(&key("absent"), &Token::random(), "fp").await.expect("release"), Settled::Applied);
+
+    // A lease expires: a crashed forward cannot block the event for ever.
+    let k = key("c");
+    let old = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    let newer = claimed(s.claim(&k, "fp", LONG).await.expect("claim after lease expiry"));
+    // The late finisher of the expired claim must not overwrite the newer claim.
+    assert_eq!(s.complete(&k, &old, "fp", LONG).await.expect("complete"), Settled::NotOwner);
+    assert_eq!(s.claim(&k, "fp", LONG).await.expect("claim"), Claim::InFlight);
+    assert_eq!(s.complete(&k, &newer, "fp", LONG).await.expect("complete"), Settled::Applied);
+
+    // A finisher whose lease ran out with nobody else claiming still records the effect.
+    let k = key("d");
+    let t = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    assert_eq!(s.complete(&k, &t, "fp", LONG).await.expect("complete"), Settled::Applied);
+    assert!(matches!(s.claim(&k, "fp", LONG).await.expect("claim"), Claim::Done { .. }));
+
+    // The done record lives for its own TTL, not the remainder of the lease it replaced.
+    let k = key("e");
+    let t = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
+    assert_eq!(s.complete(&k, &t, "fp", LONG).await.expect("complete"), Settled::Applied);
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    assert!(
+        matches!(s.claim(&k, "fp", LONG).await.expect("claim"), Claim::Done { .. }),
+        "done record vanished with the lease"
+    );
+
+    // The dedup window ends: after dedup_ttl the key is free again.
+    let k = key("f");
+    let t = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
+    assert_eq!(s.complete(&k, &t, "fp", SHORT).await.expect("complete"), Settled::Applied);
+    tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
+    claimed(s.claim(&k, "fp", LONG).await.expect("claim after dedup window"));
+
+    // forget frees a done key for a deliberate redelivery.
+    let k = key("g");
+    let t = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
+    s.complete(&k, &t, "fp", LONG).await.expect("complete");
+    assert!(s.forget(&k).await.expect("forget"));
+    assert!(!s.forget(&k).await.expect("forget again"));
+    claimed(s.claim(&k, "fp", LONG).await.expect("claim after forget"));
+
+    // Keys of different routes do not collide.
+    let a = DedupKey::new("test:", "one", "same");
+    let b = DedupKey::new("test:", "two", "same");
+    claimed(s.claim(&a, "fp", LONG).await.expect("claim"));
+    claimed(s.claim(&b, "fp", LONG).await.expect("claim"));
+
+    s.ping().await.expect("ping");
+}
+
+/// Fifty concurrent claims of one key: exactly one wins.
+async fn concurrent_claims(store: Store) {
+    let store = Arc::new(store);
+    let k = key("concurrent");
+    let mut tasks = Vec::new();
+    for _ in 0..50 {
+        let (s, k) = (store.clone(), k.clone());
+        tasks.push(tokio::spawn(async move { s.claim(&k, "fp", LONG).await }));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        match t.await.expect("task").expect("claim") {
+            Claim::Claimed(_) => winners += 1,
+            Claim::InFlight => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(winners, 1, "exactly one of 50 concurrent claims must win");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_conforms() {
+    conformance(Store::Memory(MemoryStore::new())).await;
+    concurrent_claims(Store::Memory(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_store_conforms() {
+    let redis = RedisServer::start();
+    let store = RedisStore::new(&redis.url(), Duration::from_secs(2)).expect("store");
+    conformance(Store::Redis(store.clone())).await;
+    concurrent_claims(Store::Redis(store)).await;
+    // The claim sets a PX lease; the done record the dedup TTL.
+    let ttl: i64 = redis.cmd(redis::cmd("PTTL").arg("test:route:a"));
+    assert!(ttl > 50_000 && ttl <= 60_000, "done record TTL {ttl} ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_store_fails_fast_when_redis_is_down_and_recovers() {
+    let mut redis = RedisServer::start();
+    let store = Store::Redis(RedisStore::new(&redis.url(), Duration::from_millis(500)).expect("store"));
+    claimed(store.claim(&key("up"), "fp", LONG).await.expect("claim"));
+    redis.stop();
+    let started = std::time::Instant::now();
+    let err = store.claim(&key("down"), "fp", LONG).await;
+    assert!(err.is_err(), "claim against a stopped redis must fail, got {err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5), "store call was not bounded");
+    redis.restart();
+    let mut ok = false;
+    for _ in 0..100 {
+        if matches!(store.claim(&key("back"), "fp", LONG).await, Ok(Claim::Claimed(_))) {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ok, "store did not recover after redis came back");
+}
