@@ -180,7 +180,6 @@ path = "/webhooks/stripe"
 provider = "stripe"
 secrets = ["whsec_test"]
 upstream = "{}"
-upstream_timeout = "2s"
 {route_extra}
 "#,
         upstream.url("/hooks/stripe")
@@ -202,4 +201,18 @@ pub async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     f()
+}
+
+/// Writes raw bytes to the gateway and returns what it answers (up to 5 s).
+pub async fn raw_http(addr: SocketAddr, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let _ = s.write_all(request).await;
+    let mut buf = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
 }
