@@ -113,25 +113,37 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                         .routes
                         .iter()
                         .find(|r| r.name == name)
-                        .with_context(|| format!("no route named {name:?} in {}", config.display()))?;
+                        .with_context(|| {
+                            format!("no route named {name:?} in {}", config.display())
+                        })?;
                     (r.verifier.clone(), r.event_id.clone())
                 }
                 (None, Some(p), Some(s)) => {
-                    let preset = Preset::parse(&p).with_context(|| format!("unknown provider {p:?}"))?;
+                    let preset =
+                        Preset::parse(&p).with_context(|| format!("unknown provider {p:?}"))?;
                     if preset == Preset::Hmac {
-                        bail!("the generic hmac provider needs its options: sign with --route NAME from a config file");
+                        bail!(
+                            "the generic hmac provider needs its options: sign with --route NAME from a config file"
+                        );
                     }
                     let v = preset
-                        .verifier(&[Secret::new(s.into_bytes())], None, preset.default_tolerance(None))
+                        .verifier(
+                            &[Secret::new(s.into_bytes())],
+                            None,
+                            preset.default_tolerance(None),
+                        )
                         .map_err(|e| anyhow::anyhow!(e))?;
-                    let ids = preset.default_event_id(None).unwrap_or(EventIdSource::BodySha256);
+                    let ids = preset
+                        .default_event_id(None)
+                        .unwrap_or(EventIdSource::BodySha256);
                     (v, ids)
                 }
                 _ => bail!("give --route NAME, or --provider P with --secret S"),
             };
             let now = timestamp.unwrap_or_else(|| Clock::System.now());
             let id = event_id.unwrap_or_else(crate::sign::random_event_id);
-            let headers = crate::sign::headers(&verifier, &id_source, &body, now, &id).map_err(|e| anyhow::anyhow!(e))?;
+            let headers = crate::sign::headers(&verifier, &id_source, &body, now, &id)
+                .map_err(|e| anyhow::anyhow!(e))?;
             match curl {
                 Some(url) => {
                     let mut cmd = String::from("curl -sS -i -X POST");
@@ -174,7 +186,9 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         "hookgate serving"
     );
     if matches!(cfg.store.backend, Backend::Memory) {
-        tracing::info!("memory store: dedup state is lost on restart and not shared between replicas");
+        tracing::info!(
+            "memory store: dedup state is lost on restart and not shared between replicas"
+        );
     }
     server::run(state, listener, crate::shutdown::signal()).await
 }

@@ -113,7 +113,11 @@ impl Forwarder {
     }
 
     /// Sends one delivery upstream and reads the answer.
-    pub async fn send(&self, route: &Route, out: Outbound<'_>) -> Result<UpstreamResponse, ForwardError> {
+    pub async fn send(
+        &self,
+        route: &Route,
+        out: Outbound<'_>,
+    ) -> Result<UpstreamResponse, ForwardError> {
         let mut url = route.upstream.clone();
         if let Some(q) = out.query.filter(|q| !q.is_empty()) {
             let merged = match url.query() {
@@ -164,7 +168,8 @@ impl Forwarder {
 
     fn outbound_headers(&self, route: &Route, out: &Outbound<'_>) -> HeaderMap {
         let mut h = end_to_end(out.headers);
-        let id = HeaderValue::from_str(out.event_id.as_str()).unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+        let id = HeaderValue::from_str(out.event_id.as_str())
+            .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
         h.insert(HeaderName::from_static("idempotency-key"), id.clone());
         h.insert(HeaderName::from_static("hookgate-event-id"), id);
         if let Ok(v) = HeaderValue::from_str(&route.name) {

@@ -164,6 +164,7 @@ pub fn parse(text: &str, path: &Path, env: &dyn Env) -> Result<Config, ConfigErr
         base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
         env,
         errors: Vec::new(),
+        dedup_line: None,
     };
     let cfg = v.config(raw, path);
     if v.errors.is_empty() {
@@ -179,21 +180,29 @@ struct Validator<'a> {
     base: PathBuf,
     env: &'a dyn Env,
     errors: Vec<String>,
+    /// The line of `store.dedup_ttl`, if set: a route whose tolerance is the preset's
+    /// default and too long for it is reported there.
+    dedup_line: Option<usize>,
 }
 
 impl Validator<'_> {
     fn line(&self, span: std::ops::Range<usize>) -> usize {
         let end = span.start.min(self.text.len());
-        1 + self.text.as_bytes()[..end].iter().filter(|b| **b == b'\n').count()
+        1 + self.text.as_bytes()[..end]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
     }
 
     fn err<T>(&mut self, spanned: &Spanned<T>, key: &str, msg: impl fmt::Display) {
         let line = self.line(spanned.span());
-        self.errors.push(format!("{}:{line}: {key}: {msg}", self.file));
+        self.errors
+            .push(format!("{}:{line}: {key}: {msg}", self.file));
     }
 
     fn err_at(&mut self, line: usize, key: &str, msg: impl fmt::Display) {
-        self.errors.push(format!("{}:{line}: {key}: {msg}", self.file));
+        self.errors
+            .push(format!("{}:{line}: {key}: {msg}", self.file));
     }
 
     fn duration(&mut self, v: &Option<Spanned<String>>, key: &str, default: Duration) -> Duration {
@@ -206,20 +215,39 @@ impl Validator<'_> {
                     default
                 }
                 Err(e) => {
-                    self.err(s, key, format_args!("{:?} is not a duration ({e}); write e.g. \"30s\", \"5m\", \"24h\"", s.get_ref()));
+                    self.err(
+                        s,
+                        key,
+                        format_args!(
+                            "{:?} is not a duration ({e}); write e.g. \"30s\", \"5m\", \"24h\"",
+                            s.get_ref()
+                        ),
+                    );
                     default
                 }
             },
         }
     }
 
-    fn socket(&mut self, v: &Option<Spanned<String>>, key: &str, default: Option<SocketAddr>) -> Option<SocketAddr> {
+    fn socket(
+        &mut self,
+        v: &Option<Spanned<String>>,
+        key: &str,
+        default: Option<SocketAddr>,
+    ) -> Option<SocketAddr> {
         match v {
             None => default,
             Some(s) => match s.get_ref().parse() {
                 Ok(a) => Some(a),
                 Err(_) => {
-                    self.err(s, key, format_args!("{:?} is not an address like \"127.0.0.1:8080\"", s.get_ref()));
+                    self.err(
+                        s,
+                        key,
+                        format_args!(
+                            "{:?} is not an address like \"127.0.0.1:8080\"",
+                            s.get_ref()
+                        ),
+                    );
                     default
                 }
             },
@@ -232,7 +260,11 @@ impl Validator<'_> {
             Some((_, "reject")) => OnError::Reject,
             Some((_, "forward")) => OnError::Forward,
             Some((s, other)) => {
-                self.err(s, key, format_args!("{other:?}: use \"reject\" or \"forward\""));
+                self.err(
+                    s,
+                    key,
+                    format_args!("{other:?}: use \"reject\" or \"forward\""),
+                );
                 default
             }
         }
@@ -259,7 +291,11 @@ impl Validator<'_> {
                     Some(Secret::new(bytes))
                 }
                 Err(e) => {
-                    self.err(s, key, format_args!("cannot read secret file {}: {e}", path.display()));
+                    self.err(
+                        s,
+                        key,
+                        format_args!("cannot read secret file {}: {e}", path.display()),
+                    );
                     None
                 }
             };
@@ -298,14 +334,23 @@ impl Validator<'_> {
     fn config(&mut self, raw: RawConfig, path: &Path) -> Option<Config> {
         let rs = raw.server.unwrap_or_default();
         let default_listen = SocketAddr::from(([0, 0, 0, 0], 8080));
-        let listen = self.socket(&rs.listen, "server.listen", Some(default_listen)).unwrap_or(default_listen);
+        let listen = self
+            .socket(&rs.listen, "server.listen", Some(default_listen))
+            .unwrap_or(default_listen);
         let admin_listen = self.socket(&rs.admin_listen, "server.admin_listen", None);
         let max_body = match &rs.max_body {
             None => 1024 * 1024,
             Some(s) => match size::parse(s.get_ref()) {
                 Some(n) if n > 0 => n,
                 _ => {
-                    self.err(s, "server.max_body", format_args!("{:?} is not a size like \"1MiB\" or \"512KiB\"", s.get_ref()));
+                    self.err(
+                        s,
+                        "server.max_body",
+                        format_args!(
+                            "{:?} is not a size like \"1MiB\" or \"512KiB\"",
+                            s.get_ref()
+                        ),
+                    );
                     1024 * 1024
                 }
             },
@@ -314,12 +359,25 @@ impl Validator<'_> {
             listen,
             admin_listen,
             max_body,
-            body_timeout: self.duration(&rs.body_timeout, "server.body_timeout", Duration::from_secs(30)),
-            header_read_timeout: self.duration(&rs.header_read_timeout, "server.header_read_timeout", Duration::from_secs(30)),
-            shutdown_grace: self.duration(&rs.shutdown_grace, "server.shutdown_grace", Duration::from_secs(30)),
+            body_timeout: self.duration(
+                &rs.body_timeout,
+                "server.body_timeout",
+                Duration::from_secs(30),
+            ),
+            header_read_timeout: self.duration(
+                &rs.header_read_timeout,
+                "server.header_read_timeout",
+                Duration::from_secs(30),
+            ),
+            shutdown_grace: self.duration(
+                &rs.shutdown_grace,
+                "server.shutdown_grace",
+                Duration::from_secs(30),
+            ),
         };
 
         let st = raw.store.unwrap_or_default();
+        self.dedup_line = st.dedup_ttl.as_ref().map(|d| self.line(d.span()));
         let backend = match st.backend.as_ref().map(|b| (b, b.get_ref().as_str())) {
             None | Some((_, "memory")) => {
                 if let Some(u) = &st.url {
@@ -331,7 +389,11 @@ impl Validator<'_> {
                 Some(u) => match self.secret(u, "store.url") {
                     Some(url) => {
                         let url = String::from_utf8_lossy(url.expose()).into_owned();
-                        if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("redis+unix://") || url.starts_with("unix://")) {
+                        if !(url.starts_with("redis://")
+                            || url.starts_with("rediss://")
+                            || url.starts_with("redis+unix://")
+                            || url.starts_with("unix://"))
+                        {
                             self.err(u, "store.url", "must start with redis:// or rediss://");
                         }
                         Backend::Redis { url }
@@ -339,20 +401,36 @@ impl Validator<'_> {
                     None => Backend::Memory,
                 },
                 None => {
-                    self.err(b, "store.url", "backend = \"redis\" needs url = \"redis://host:port\"");
+                    self.err(
+                        b,
+                        "store.url",
+                        "backend = \"redis\" needs url = \"redis://host:port\"",
+                    );
                     Backend::Memory
                 }
             },
             Some((b, other)) => {
-                self.err(b, "store.backend", format_args!("{other:?}: use \"memory\" or \"redis\""));
+                self.err(
+                    b,
+                    "store.backend",
+                    format_args!("{other:?}: use \"memory\" or \"redis\""),
+                );
                 Backend::Memory
             }
         };
         let store = StoreConfig {
             backend,
             key_prefix: st.key_prefix.unwrap_or_else(|| "hookgate:".into()),
-            dedup_ttl: self.duration(&st.dedup_ttl, "store.dedup_ttl", Duration::from_secs(24 * 3600)),
-            inflight_ttl: self.duration(&st.inflight_ttl, "store.inflight_ttl", Duration::from_secs(30)),
+            dedup_ttl: self.duration(
+                &st.dedup_ttl,
+                "store.dedup_ttl",
+                Duration::from_secs(24 * 3600),
+            ),
+            inflight_ttl: self.duration(
+                &st.inflight_ttl,
+                "store.inflight_ttl",
+                Duration::from_secs(30),
+            ),
             on_error: self.on_error(&st.on_error, "store.on_error", OnError::Reject),
             timeout: self.duration(&st.timeout, "store.timeout", Duration::from_millis(1000)),
         };
@@ -365,10 +443,15 @@ impl Validator<'_> {
             if let Some(route) = self.route(i, r, &store) {
                 if let Some(other) = routes.iter().find(|o| o.name == route.name) {
                     let msg = format!("name {:?} is used twice", other.name);
-                    self.errors.push(format!("{}: routes[{i}].name: {msg}", self.file));
+                    self.errors
+                        .push(format!("{}: routes[{i}].name: {msg}", self.file));
                 } else if let Some(other) = routes.iter().find(|o| o.path == route.path) {
-                    let msg = format!("path {:?} is already served by route {:?}", route.path, other.name);
-                    self.errors.push(format!("{}: routes[{i}].path: {msg}", self.file));
+                    let msg = format!(
+                        "path {:?} is already served by route {:?}",
+                        route.path, other.name
+                    );
+                    self.errors
+                        .push(format!("{}: routes[{i}].path: {msg}", self.file));
                 }
                 routes.push(route);
             }
@@ -386,22 +469,40 @@ impl Validator<'_> {
         let errors_before = self.errors.len();
 
         let name = r.name.get_ref().clone();
-        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
-            self.err(&r.name, &k("name"), format_args!("{name:?}: use letters, digits, '-', '_' and '.'"));
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            self.err(
+                &r.name,
+                &k("name"),
+                format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
+            );
         }
         let path = r.path.get_ref().clone();
         if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
-            self.err(&r.path, &k("path"), format_args!("{path:?} must start with '/' and hold no query"));
+            self.err(
+                &r.path,
+                &k("path"),
+                format_args!("{path:?} must start with '/' and hold no query"),
+            );
         }
         let methods = match &r.methods {
             None => vec![Method::POST],
             Some(ms) => ms
                 .iter()
-                .filter_map(|m| match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
-                    Ok(mm) => Some(mm),
-                    Err(_) => {
-                        self.err(m, &k("methods"), format_args!("{:?} is not an HTTP method", m.get_ref()));
-                        None
+                .filter_map(|m| {
+                    match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                        Ok(mm) => Some(mm),
+                        Err(_) => {
+                            self.err(
+                                m,
+                                &k("methods"),
+                                format_args!("{:?} is not an HTTP method", m.get_ref()),
+                            );
+                            None
+                        }
                     }
                 })
                 .collect(),
@@ -412,7 +513,11 @@ impl Validator<'_> {
             self.err(
                 &r.provider,
                 &k("provider"),
-                format_args!("unknown provider {:?}; known: {}", r.provider.get_ref(), Preset::NAMES.join(", ")),
+                format_args!(
+                    "unknown provider {:?}; known: {}",
+                    r.provider.get_ref(),
+                    Preset::NAMES.join(", ")
+                ),
             );
         }
         let opts = r.hmac.as_ref().map(|h| h.get_ref());
@@ -439,7 +544,14 @@ impl Validator<'_> {
             Some(t) if t.get_ref() == "off" => None,
             Some(t) => {
                 if preset.is_some() && default_tol.is_none() {
-                    self.err(t, &k("tolerance"), format_args!("provider {:?} signs no timestamp; remove tolerance", r.provider.get_ref()));
+                    self.err(
+                        t,
+                        &k("tolerance"),
+                        format_args!(
+                            "provider {:?} signs no timestamp; remove tolerance",
+                            r.provider.get_ref()
+                        ),
+                    );
                 }
                 let d = self.duration(&Some(t.clone()), &k("tolerance"), Duration::from_secs(300));
                 Some(d.as_secs().max(1))
@@ -447,15 +559,22 @@ impl Validator<'_> {
         };
         if let Some(tol) = tolerance {
             if store.dedup_ttl < Duration::from_secs(tol.saturating_mul(2)) {
-                let line = r.tolerance.as_ref().map(|t| self.line(t.span())).unwrap_or_else(|| self.line(r.name.span()));
-                self.err_at(
-                    line,
-                    &k("tolerance"),
-                    format_args!(
-                        "store.dedup_ttl ({}) must be at least twice the tolerance ({tol}s): a signed request stays acceptable that long and must not outlive its dedup key",
-                        humantime::format_duration(store.dedup_ttl)
-                    ),
-                );
+                let ttl = humantime::format_duration(store.dedup_ttl);
+                let why = "a signed request stays acceptable that long either way and must not outlive its dedup key";
+                match (&r.tolerance, self.dedup_line) {
+                    (Some(t), _) => {
+                        let line = self.line(t.span());
+                        self.err_at(line, &k("tolerance"), format_args!("{tol}s needs store.dedup_ttl ({ttl}) of at least twice as long: {why}"));
+                    }
+                    (None, line) => {
+                        let line = line.unwrap_or_else(|| self.line(r.name.span()));
+                        self.err_at(
+                            line,
+                            "store.dedup_ttl",
+                            format_args!("{ttl} is shorter than twice the tolerance of route {name:?} ({tol}s, the provider's default): {why}"),
+                        );
+                    }
+                }
             }
         }
 
@@ -480,13 +599,28 @@ impl Validator<'_> {
         let upstream = match reqwest::Url::parse(r.upstream.get_ref()) {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
             _ => {
-                self.err(&r.upstream, &k("upstream"), format_args!("{:?} is not an http:// or https:// URL", r.upstream.get_ref()));
+                self.err(
+                    &r.upstream,
+                    &k("upstream"),
+                    format_args!(
+                        "{:?} is not an http:// or https:// URL",
+                        r.upstream.get_ref()
+                    ),
+                );
                 None
             }
         };
-        let upstream_timeout = self.duration(&r.upstream_timeout, &k("upstream_timeout"), Duration::from_secs(10));
+        let upstream_timeout = self.duration(
+            &r.upstream_timeout,
+            &k("upstream_timeout"),
+            Duration::from_secs(10),
+        );
         if store.inflight_ttl <= upstream_timeout {
-            let line = r.upstream_timeout.as_ref().map(|t| self.line(t.span())).unwrap_or_else(|| self.line(r.name.span()));
+            let line = r
+                .upstream_timeout
+                .as_ref()
+                .map(|t| self.line(t.span()))
+                .unwrap_or_else(|| self.line(r.name.span()));
             self.err_at(
                 line,
                 &k("upstream_timeout"),
@@ -512,9 +646,15 @@ impl Validator<'_> {
             None => None,
             Some(s) => match self.secret(s, &k("forward_secret")) {
                 Some(secret) => match SwKey::parse(secret.expose()) {
-                    Ok(key @ SwKey::Hmac(_)) => Some(StandardScheme::with_prefix("webhook", vec![key])),
+                    Ok(key @ SwKey::Hmac(_)) => {
+                        Some(StandardScheme::with_prefix("webhook", vec![key]))
+                    }
                     Ok(SwKey::Ed25519(_)) => {
-                        self.err(s, &k("forward_secret"), "must be a whsec_ signing secret, not a public key");
+                        self.err(
+                            s,
+                            &k("forward_secret"),
+                            "must be a whsec_ signing secret, not a public key",
+                        );
                         None
                     }
                     Err(msg) => {
@@ -530,8 +670,16 @@ impl Validator<'_> {
             Some(p) if !secrets.is_empty() => match p.verifier(&secrets, opts, tolerance) {
                 Ok(v) => Some(v),
                 Err(msg) => {
-                    let span_line = r.hmac.as_ref().map(|h| self.line(h.span())).unwrap_or_else(|| self.line(r.secrets.span()));
-                    self.err_at(span_line, &k(if r.hmac.is_some() { "hmac" } else { "secrets" }), msg);
+                    let span_line = r
+                        .hmac
+                        .as_ref()
+                        .map(|h| self.line(h.span()))
+                        .unwrap_or_else(|| self.line(r.secrets.span()));
+                    self.err_at(
+                        span_line,
+                        &k(if r.hmac.is_some() { "hmac" } else { "secrets" }),
+                        msg,
+                    );
                     None
                 }
             },

@@ -1,0 +1,226 @@
+use std::path::Path;
+
+use super::*;
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "STRIPE_SECRET" => Some("whsec_from_env".into()),
+        "EMPTY" => Some(String::new()),
+        _ => None,
+    }
+}
+
+fn check(text: &str) -> Result<Config, ConfigErrors> {
+    parse(text, Path::new("cfg.toml"), &env)
+}
+
+fn errors(text: &str) -> String {
+    check(text)
+        .expect_err("config should be invalid")
+        .to_string()
+}
+
+const ROUTE: &str = r#"
+[[routes]]
+name = "stripe"
+path = "/stripe"
+provider = "stripe"
+secrets = ["${STRIPE_SECRET}"]
+upstream = "http://127.0.0.1:3000/stripe"
+"#;
+
+#[test]
+fn the_shipped_config_is_valid() {
+    let text = include_str!("../../config.toml");
+    let cfg = check(text).expect("shipped config.toml");
+    assert_eq!(cfg.store.backend, Backend::Memory);
+    assert!(cfg.routes.len() >= 5);
+}
+
+#[test]
+fn defaults_are_applied() {
+    let cfg = check(ROUTE).expect("valid");
+    assert_eq!(cfg.server.listen.to_string(), "0.0.0.0:8080");
+    assert_eq!(cfg.server.max_body, 1 << 20);
+    assert_eq!(cfg.store.key_prefix, "hookgate:");
+    assert_eq!(cfg.store.dedup_ttl, Duration::from_secs(86_400));
+    assert_eq!(cfg.store.inflight_ttl, Duration::from_secs(30));
+    assert_eq!(cfg.store.on_error, OnError::Reject);
+    let r = &cfg.routes[0];
+    assert_eq!(r.tolerance, Some(300));
+    assert_eq!(r.upstream_timeout, Duration::from_secs(10));
+    assert_eq!(r.methods, vec![Method::POST]);
+}
+
+#[test]
+fn secrets_never_reach_debug_output() {
+    let cfg = check(&format!("[store]\nbackend = \"redis\"\nurl = \"redis://:hunter2@127.0.0.1:6379\"\n{ROUTE}\nforward_secret = \"whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD\"")).expect("valid");
+    let debug = format!("{cfg:?}");
+    assert!(!debug.contains("whsec_from_env"), "{debug}");
+    assert!(!debug.contains("hunter2"), "{debug}");
+    assert!(!debug.contains("C2FVsBQ"), "{debug}");
+}
+
+#[test]
+fn secrets_come_from_env_and_files() {
+    let dir = std::env::temp_dir().join(format!("hookgate-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("gh.secret"), "from-a-file\n").expect("write");
+    let text = ROUTE.replace(
+        "[\"${STRIPE_SECRET}\"]",
+        "[\"file:gh.secret\", \"pre-${STRIPE_SECRET}-post\"]",
+    );
+    let cfg = parse(&text, &dir.join("c.toml"), &env).expect("valid");
+    assert_eq!(cfg.routes[0].secret_count, 2);
+    // The secrets are used: a body signed with the file secret verifies.
+    let e = parse(
+        &ROUTE.replace("${STRIPE_SECRET}", "file:missing.secret"),
+        &dir.join("c.toml"),
+        &env,
+    )
+    .expect_err("missing file")
+    .to_string();
+    assert!(
+        e.contains("c.toml:6: routes[0].secrets[0]: cannot read secret file"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_error_is_reported_with_line_and_key() {
+    let text = r#"[server]
+listen = "nope"
+max_body = "lots"
+
+[store]
+backend = "redis"
+inflight_ttl = "5s"
+on_error = "shrug"
+
+[[routes]]
+name = "a b"
+path = "relative"
+provider = "stripe"
+secrets = ["${NOT_SET}", "${EMPTY}"]
+upstream = "http://127.0.0.1:1/"
+
+[[routes]]
+name = "gh"
+path = "/gh"
+provider = "github"
+secrets = []
+tolerance = "5m"
+upstream = "http://127.0.0.1:1/"
+upstream_timeout = "10s"
+event_id = "cookie:x"
+"#;
+    let e = errors(text);
+    for want in [
+        "cfg.toml:2: server.listen: \"nope\" is not an address",
+        "cfg.toml:3: server.max_body: \"lots\" is not a size",
+        "cfg.toml:6: store.url: backend = \"redis\" needs url",
+        "cfg.toml:8: store.on_error: \"shrug\": use \"reject\" or \"forward\"",
+        "cfg.toml:11: routes[0].name: \"a b\"",
+        "cfg.toml:12: routes[0].path: \"relative\" must start with '/'",
+        "cfg.toml:14: routes[0].secrets[0]: ${NOT_SET} is not set",
+        "cfg.toml:14: routes[0].secrets[1]: ${EMPTY} is set but empty",
+        "cfg.toml:21: routes[1].secrets: at least one secret is required",
+        "cfg.toml:22: routes[1].tolerance: provider \"github\" signs no timestamp",
+        "cfg.toml:24: routes[1].upstream_timeout: store.inflight_ttl (5s) must be longer than upstream_timeout (10s)",
+        "cfg.toml:25: routes[1].event_id: event_id \"cookie:x\"",
+    ] {
+        assert!(e.contains(want), "expected {want:?} in:\n{e}");
+    }
+    // Secret values never appear in messages.
+    assert!(!e.contains("whsec_from_env"));
+}
+
+#[test]
+fn unknown_keys_name_the_key_and_line() {
+    let e = errors(&format!("{ROUTE}secret = \"typo\"\n"));
+    assert!(e.starts_with("cfg.toml: TOML parse error at line 8"), "{e}");
+    assert!(e.contains("unknown field `secret`"), "{e}");
+}
+
+#[test]
+fn duplicate_names_and_paths_are_refused() {
+    let e = errors(&format!("{ROUTE}{ROUTE}"));
+    assert!(
+        e.contains("routes[1].name: name \"stripe\" is used twice"),
+        "{e}"
+    );
+    let e = errors(&format!(
+        "{ROUTE}{}",
+        ROUTE.replace("name = \"stripe\"", "name = \"other\"")
+    ));
+    assert!(
+        e.contains("routes[1].path: path \"/stripe\" is already served by route \"stripe\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_dedup_window_must_cover_twice_the_tolerance() {
+    let e = errors(&format!(
+        "[store]\ndedup_ttl = \"10m\"\n{ROUTE}tolerance = \"6m\"\n"
+    ));
+    assert!(
+        e.contains("cfg.toml:10: routes[0].tolerance: 360s needs store.dedup_ttl (10m)"),
+        "{e}"
+    );
+    // Exactly twice is enough; "off" turns the check (and the timestamp check) off.
+    check(&format!(
+        "[store]\ndedup_ttl = \"10m\"\n{ROUTE}tolerance = \"5m\"\n"
+    ))
+    .expect("2 x 5m = 10m");
+    let cfg = check(&format!(
+        "[store]\ndedup_ttl = \"1m\"\n{ROUTE}tolerance = \"off\"\n"
+    ))
+    .expect("off");
+    assert_eq!(cfg.routes[0].tolerance, None);
+}
+
+#[test]
+fn the_generic_hmac_provider_is_checked() {
+    let base = r#"
+[[routes]]
+name = "x"
+path = "/x"
+provider = "hmac"
+secrets = ["s"]
+upstream = "http://127.0.0.1:1/"
+"#;
+    let e = errors(base);
+    assert!(e.contains("needs an [routes.hmac] table"), "{e}");
+    let e = errors(&format!(
+        "{base}event_id = \"body-sha256\"\nhmac = {{ header = \"X-Sig\", payload = \"{{timestamp}}.{{body}}\" }}\n"
+    ));
+    assert!(
+        e.contains("uses {timestamp} but no timestamp_header"),
+        "{e}"
+    );
+    let e = errors(&format!(
+        "{base}event_id = \"body-sha256\"\nhmac = {{ header = \"X-Sig\", algorithm = \"md5\" }}\n"
+    ));
+    assert!(e.contains("algorithm \"md5\""), "{e}");
+    let e = errors(&format!("{base}hmac = {{ header = \"X-Sig\" }}\n"));
+    assert!(
+        e.contains("routes[0].event_id: provider \"hmac\" needs event_id"),
+        "{e}"
+    );
+    let cfg = check(&format!("{base}hmac = {{ header = \"X-Sig\", id_header = \"X-Id\", timestamp_header = \"X-Ts\", payload = \"{{id}}.{{timestamp}}.{{body}}\" }}\n")).expect("valid");
+    assert_eq!(
+        cfg.routes[0].tolerance,
+        Some(300),
+        "a signed timestamp gets the default tolerance"
+    );
+    let e = errors(&ROUTE.replace(
+        "provider = \"stripe\"",
+        "provider = \"stripe\"\nhmac = { header = \"X\" }",
+    ));
+    assert!(
+        e.contains("routes[0].hmac: is only used with provider = \"hmac\""),
+        "{e}"
+    );
+}

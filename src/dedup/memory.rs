@@ -34,7 +34,13 @@ impl Expiry<String, Entry> for ExpiresAt {
         Some(v.expires_at.saturating_duration_since(now))
     }
 
-    fn expire_after_update(&self, _: &String, v: &Entry, now: Instant, _: Option<Duration>) -> Option<Duration> {
+    fn expire_after_update(
+        &self,
+        _: &String,
+        v: &Entry,
+        now: Instant,
+        _: Option<Duration>,
+    ) -> Option<Duration> {
         Some(v.expires_at.saturating_duration_since(now))
     }
 }
@@ -71,7 +77,12 @@ impl MemoryStore {
 }
 
 impl DedupStore for MemoryStore {
-    async fn claim(&self, key: &DedupKey, fingerprint: &str, lease: Duration) -> Result<Claim, StoreError> {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
         let token = Token::random();
         let now = Instant::now();
         let fresh = Entry {
@@ -136,7 +147,12 @@ impl DedupStore for MemoryStore {
         Ok(settled)
     }
 
-    async fn release(&self, key: &DedupKey, token: &Token, _fingerprint: &str) -> Result<Settled, StoreError> {
+    async fn release(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        _fingerprint: &str,
+    ) -> Result<Settled, StoreError> {
         let now = Instant::now();
         let mut settled = Settled::Applied;
         self.cache

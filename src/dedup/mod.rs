@@ -190,7 +190,12 @@ macro_rules! dispatch {
 }
 
 impl DedupStore for Store {
-    async fn claim(&self, key: &DedupKey, fingerprint: &str, lease: Duration) -> Result<Claim, StoreError> {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
         dispatch!(self, s => s.claim(key, fingerprint, lease).await)
     }
 
@@ -204,7 +209,12 @@ impl DedupStore for Store {
         dispatch!(self, s => s.complete(key, token, fingerprint, ttl).await)
     }
 
-    async fn release(&self, key: &DedupKey, token: &Token, fingerprint: &str) -> Result<Settled, StoreError> {
+    async fn release(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        fingerprint: &str,
+    ) -> Result<Settled, StoreError> {
         dispatch!(self, s => s.release(key, token, fingerprint).await)
     }
 

@@ -10,7 +10,9 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{AsyncCommands, Client, ExistenceCheck, IntoConnectionInfo, Script, SetExpiry, SetOptions};
+use redis::{
+    AsyncCommands, Client, ExistenceCheck, IntoConnectionInfo, Script, SetExpiry, SetOptions,
+};
 
 use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 
@@ -86,7 +88,7 @@ impl RedisStore {
     pub fn new(url: &str, op_timeout: Duration) -> Result<Self, StoreError> {
         let info = url
             .into_connection_info()
-            .map_err(|e| StoreError::Backend(format!("invalid redis url: {}", format!("{:?}", e.kind()))))?
+            .map_err(|e| StoreError::Backend(format!("invalid redis url: {:?}", e.kind())))?
             .set_tcp_settings(
                 redis::io::tcp::TcpSettings::default()
                     .set_nodelay(true)
@@ -145,7 +147,10 @@ impl RedisStore {
                     *m = fresh;
                 }
                 self.inner.timeouts.store(0, Ordering::Relaxed);
-                tracing::warn!(timeouts = n, "redis store: rebuilt the connection after repeated timeouts");
+                tracing::warn!(
+                    timeouts = n,
+                    "redis store: rebuilt the connection after repeated timeouts"
+                );
             }
         }
     }
@@ -156,7 +161,12 @@ fn millis(d: Duration) -> u64 {
 }
 
 impl DedupStore for RedisStore {
-    async fn claim(&self, key: &DedupKey, fingerprint: &str, lease: Duration) -> Result<Claim, StoreError> {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
         let token = Token::random();
         let record = Record::InFlight {
             token: token.as_str().to_owned(),
@@ -169,7 +179,10 @@ impl DedupStore for RedisStore {
             .with_expiration(SetExpiry::PX(millis(lease)));
         // SET NX GET: claims and reads the current state in one round trip.
         let result = self
-            .run(|mut c| async move { c.set_options::<_, _, Option<String>>(key.as_str(), record, opts).await })
+            .run(|mut c| async move {
+                c.set_options::<_, _, Option<String>>(key.as_str(), record, opts)
+                    .await
+            })
             .await;
         let prev = match result {
             Ok(prev) => prev,
@@ -226,10 +239,19 @@ impl DedupStore for RedisStore {
                     .await
             })
             .await?;
-        Ok(if n == 1 { Settled::Applied } else { Settled::NotOwner })
+        Ok(if n == 1 {
+            Settled::Applied
+        } else {
+            Settled::NotOwner
+        })
     }
 
-    async fn release(&self, key: &DedupKey, token: &Token, fingerprint: &str) -> Result<Settled, StoreError> {
+    async fn release(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        fingerprint: &str,
+    ) -> Result<Settled, StoreError> {
         let in_flight = Record::InFlight {
             token: token.as_str().to_owned(),
             fingerprint: fingerprint.to_owned(),
@@ -237,13 +259,25 @@ impl DedupStore for RedisStore {
         .encode();
         let script = &self.inner.release;
         let n: i64 = self
-            .run(|mut c| async move { script.key(key.as_str()).arg(in_flight).invoke_async(&mut c).await })
+            .run(|mut c| async move {
+                script
+                    .key(key.as_str())
+                    .arg(in_flight)
+                    .invoke_async(&mut c)
+                    .await
+            })
             .await?;
-        Ok(if n == 1 { Settled::Applied } else { Settled::NotOwner })
+        Ok(if n == 1 {
+            Settled::Applied
+        } else {
+            Settled::NotOwner
+        })
     }
 
     async fn forget(&self, key: &DedupKey) -> Result<bool, StoreError> {
-        let n: i64 = self.run(|mut c| async move { c.del(key.as_str()).await }).await?;
+        let n: i64 = self
+            .run(|mut c| async move { c.del(key.as_str()).await })
+            .await?;
         Ok(n > 0)
     }
 

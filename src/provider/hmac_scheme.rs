@@ -120,11 +120,9 @@ impl HmacScheme {
             None => None,
         };
 
-        let parts = self.payload.parts(
-            req.body,
-            ts_text.map(str::as_bytes),
-            id.map(str::as_bytes),
-        );
+        let parts = self
+            .payload
+            .parts(req.body, ts_text.map(str::as_bytes), id.map(str::as_bytes));
         let secret_index =
             first_match(&self.keys, &parts, &candidates).ok_or(VerifyError::BadSignature)?;
         Ok(Matched {
@@ -142,13 +140,22 @@ impl HmacScheme {
                 return Ok((name, header_once(headers, name)?));
             }
         }
-        let first = self.headers.first().map(|h| h.to_string()).unwrap_or_default();
+        let first = self
+            .headers
+            .first()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
         Err(VerifyError::MissingHeader(first))
     }
 
     /// Produces the signature header value(s) for `body`, as the provider would send
     /// them; used by `hookgate sign` and the tests.
-    pub fn sign(&self, body: &[u8], timestamp: Option<&str>, id: Option<&str>) -> Vec<(HeaderName, String)> {
+    pub fn sign(
+        &self,
+        body: &[u8],
+        timestamp: Option<&str>,
+        id: Option<&str>,
+    ) -> Vec<(HeaderName, String)> {
         let mut out = Vec::new();
         let parts = self
             .payload

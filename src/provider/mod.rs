@@ -182,7 +182,12 @@ impl Template {
     }
 
     /// The byte slices to MAC, in order.
-    pub fn parts<'a>(&'a self, body: &'a [u8], ts: Option<&'a [u8]>, id: Option<&'a [u8]>) -> Vec<&'a [u8]> {
+    pub fn parts<'a>(
+        &'a self,
+        body: &'a [u8],
+        ts: Option<&'a [u8]>,
+        id: Option<&'a [u8]>,
+    ) -> Vec<&'a [u8]> {
         self.0
             .iter()
             .map(|p| match p {
@@ -306,9 +311,7 @@ impl Preset {
         match self {
             Self::Stripe | Self::Slack | Self::StandardWebhooks | Self::Svix(_) => Some(300),
             Self::GitHub | Self::Shopify => None,
-            Self::Hmac => opts
-                .and_then(|o| o.timestamp_header.as_ref())
-                .map(|_| 300),
+            Self::Hmac => opts.and_then(|o| o.timestamp_header.as_ref()).map(|_| 300),
         }
     }
 
@@ -324,8 +327,18 @@ impl Preset {
         opts: Option<&HmacOptions>,
         tolerance: Option<u64>,
     ) -> Result<Verifier, String> {
-        let hmac_keys = |alg: Algorithm| secrets.iter().map(|s| MacKey::new(alg, s.expose())).collect::<Vec<_>>();
-        let names = |names: &[&'static str]| names.iter().map(|n| HeaderName::from_static(n)).collect::<Vec<_>>();
+        let hmac_keys = |alg: Algorithm| {
+            secrets
+                .iter()
+                .map(|s| MacKey::new(alg, s.expose()))
+                .collect::<Vec<_>>()
+        };
+        let names = |names: &[&'static str]| {
+            names
+                .iter()
+                .map(|n| HeaderName::from_static(n))
+                .collect::<Vec<_>>()
+        };
         let plain = |prefix: &str, separator: Option<&str>| SigFormat::Plain {
             prefix: prefix.into(),
             separator: separator.map(Into::into),
@@ -367,7 +380,9 @@ impl Preset {
                 format: plain("v0=", None),
                 encoding: Encoding::Hex,
                 payload: Template::parse("v0:{timestamp}:{body}")?,
-                timestamp: TimestampSource::Header(HeaderName::from_static("x-slack-request-timestamp")),
+                timestamp: TimestampSource::Header(HeaderName::from_static(
+                    "x-slack-request-timestamp",
+                )),
                 id_header: None,
                 keys: hmac_keys(Algorithm::Sha256),
             }),
@@ -376,7 +391,11 @@ impl Preset {
                     .iter()
                     .map(|s| SwKey::parse(s.expose()))
                     .collect::<Result<Vec<_>, _>>()?;
-                let prefix = if self == Self::StandardWebhooks { "webhook" } else { "svix" };
+                let prefix = if self == Self::StandardWebhooks {
+                    "webhook"
+                } else {
+                    "svix"
+                };
                 Scheme::Standard(StandardScheme::with_prefix(prefix, keys))
             }
             Self::Hmac => {
@@ -404,17 +423,22 @@ fn header_name(what: &str, s: &str) -> Result<HeaderName, String> {
 fn generic_scheme(o: &HmacOptions, secrets: &[Secret]) -> Result<HmacScheme, String> {
     let algorithm = match o.algorithm.as_deref() {
         None => Algorithm::Sha256,
-        Some(a) => Algorithm::parse(a).ok_or_else(|| format!("algorithm {a:?}: use sha1, sha256 or sha512"))?,
+        Some(a) => Algorithm::parse(a)
+            .ok_or_else(|| format!("algorithm {a:?}: use sha1, sha256 or sha512"))?,
     };
     let encoding = match o.encoding.as_deref() {
         None => Encoding::Hex,
-        Some(e) => Encoding::parse(e).ok_or_else(|| format!("encoding {e:?}: use hex or base64"))?,
+        Some(e) => {
+            Encoding::parse(e).ok_or_else(|| format!("encoding {e:?}: use hex or base64"))?
+        }
     };
     let payload = Template::parse(o.payload.as_deref().unwrap_or("{body}"))?;
     let timestamp = match &o.timestamp_header {
         Some(h) => TimestampSource::Header(header_name("timestamp_header", h)?),
         None if payload.uses_timestamp() => {
-            return Err("the payload template uses {timestamp} but no timestamp_header is set".into());
+            return Err(
+                "the payload template uses {timestamp} but no timestamp_header is set".into(),
+            );
         }
         None => TimestampSource::None,
     };
@@ -438,7 +462,10 @@ fn generic_scheme(o: &HmacOptions, secrets: &[Secret]) -> Result<HmacScheme, Str
         payload,
         timestamp,
         id_header,
-        keys: secrets.iter().map(|s| MacKey::new(algorithm, s.expose())).collect(),
+        keys: secrets
+            .iter()
+            .map(|s| MacKey::new(algorithm, s.expose()))
+            .collect(),
     })
 }
 
@@ -557,7 +584,10 @@ impl EventIdSource {
     /// Parses `header:NAME`, `json:/pointer` or `body-sha256`.
     pub fn parse(s: &str) -> Result<Self, String> {
         if let Some(name) = s.strip_prefix("header:") {
-            return Ok(Self::Header(vec![header_name("event_id header", name.trim())?]));
+            return Ok(Self::Header(vec![header_name(
+                "event_id header",
+                name.trim(),
+            )?]));
         }
         if let Some(ptr) = s.strip_prefix("json:") {
             if !ptr.is_empty() && !ptr.starts_with('/') {
@@ -574,7 +604,12 @@ impl EventIdSource {
     }
 
     /// Extracts the event ID from a verified request.
-    pub fn extract(&self, headers: &HeaderMap, body: &[u8], fingerprint: &Fingerprint) -> Option<EventId> {
+    pub fn extract(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        fingerprint: &Fingerprint,
+    ) -> Option<EventId> {
         let raw = match self {
             Self::Header(names) => names
                 .iter()
@@ -735,15 +770,25 @@ mod tests {
     fn timestamps_must_be_plain_digits_without_overflow() {
         assert_eq!(parse_timestamp("1767225600"), Ok(1_767_225_600));
         for bad in ["", "-1", "+5", "1.5", "12a", "99999999999999999999", " 1"] {
-            assert_eq!(parse_timestamp(bad), Err(VerifyError::BadTimestamp), "{bad:?}");
+            assert_eq!(
+                parse_timestamp(bad),
+                Err(VerifyError::BadTimestamp),
+                "{bad:?}"
+            );
         }
     }
 
     #[test]
     fn tolerance_applies_both_ways() {
         assert!(check_tolerance(1000, 1300, Some(300)).is_ok());
-        assert_eq!(check_tolerance(1000, 1301, Some(300)), Err(VerifyError::TimestampTooOld));
-        assert_eq!(check_tolerance(1301, 1000, Some(300)), Err(VerifyError::TimestampInFuture));
+        assert_eq!(
+            check_tolerance(1000, 1301, Some(300)),
+            Err(VerifyError::TimestampTooOld)
+        );
+        assert_eq!(
+            check_tolerance(1301, 1000, Some(300)),
+            Err(VerifyError::TimestampInFuture)
+        );
         assert!(check_tolerance(0, u64::MAX, None).is_ok());
     }
 
@@ -767,8 +812,14 @@ mod tests {
 
     #[test]
     fn event_id_sources_parse() {
-        assert_eq!(EventIdSource::parse("body-sha256"), Ok(EventIdSource::BodySha256));
-        assert_eq!(EventIdSource::parse("json:/data/id"), Ok(EventIdSource::Json("/data/id".into())));
+        assert_eq!(
+            EventIdSource::parse("body-sha256"),
+            Ok(EventIdSource::BodySha256)
+        );
+        assert_eq!(
+            EventIdSource::parse("json:/data/id"),
+            Ok(EventIdSource::Json("/data/id".into()))
+        );
         assert!(EventIdSource::parse("json:data").is_err());
         assert!(EventIdSource::parse("header:bad header").is_err());
         assert!(EventIdSource::parse("query:x").is_err());
@@ -780,6 +831,9 @@ mod tests {
         let name = HeaderName::from_static("x-sig");
         h.append(&name, "a".parse().expect("valid"));
         h.append(&name, "b".parse().expect("valid"));
-        assert_eq!(header_once(&h, &name), Err(VerifyError::Duplicated("x-sig".into())));
+        assert_eq!(
+            header_once(&h, &name),
+            Err(VerifyError::Duplicated("x-sig".into()))
+        );
     }
 }

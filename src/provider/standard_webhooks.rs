@@ -35,8 +35,8 @@ impl SwKey {
             return Ok(Self::Ed25519(key));
         }
         let b64 = text.strip_prefix("whsec_").unwrap_or(text);
-        let raw = decode_base64(b64)
-            .ok_or("a Standard Webhooks secret is whsec_ followed by base64")?;
+        let raw =
+            decode_base64(b64).ok_or("a Standard Webhooks secret is whsec_ followed by base64")?;
         if raw.is_empty() {
             return Err("the Standard Webhooks secret is empty".into());
         }

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request};
-use http_body_util::{BodyExt, Limited, LengthLimitError};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body, Incoming};
 
 use super::AppState;
@@ -48,21 +48,52 @@ pub(super) async fn handle(state: Arc<AppState>, req: Request<Incoming>, peer: S
     let secret = seen.secret_index.map(|i| i as i64).unwrap_or(-1);
     match outcome {
         Outcome::UpstreamError | Outcome::StoreError | Outcome::ForwardedUnclaimed => {
-            tracing::warn!(route, event_id, outcome = outcome.as_str(), status, ms, secret, detail, "delivery");
+            tracing::warn!(
+                route,
+                event_id,
+                outcome = outcome.as_str(),
+                status,
+                ms,
+                secret,
+                detail,
+                "delivery"
+            );
         }
-        _ => tracing::info!(route, event_id, outcome = outcome.as_str(), status, ms, secret, detail, "delivery"),
+        _ => tracing::info!(
+            route,
+            event_id,
+            outcome = outcome.as_str(),
+            status,
+            ms,
+            secret,
+            detail,
+            "delivery"
+        ),
     }
     resp
 }
 
-async fn pipeline(state: &Arc<AppState>, req: Request<Incoming>, peer: SocketAddr, seen: &mut Seen) -> (Resp, Outcome) {
+async fn pipeline(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    seen: &mut Seen,
+) -> (Resp, Outcome) {
     let Some(route) = state.routes.get(req.uri().path()).cloned() else {
         return (respond::no_route(), Outcome::NoRoute);
     };
     seen.route = Some(route.name.clone());
     if !route.methods.contains(req.method()) {
-        let allow = route.methods.iter().map(Method::as_str).collect::<Vec<_>>().join(", ");
-        return (respond::method_not_allowed(&allow), Outcome::MethodNotAllowed);
+        let allow = route
+            .methods
+            .iter()
+            .map(Method::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        return (
+            respond::method_not_allowed(&allow),
+            Outcome::MethodNotAllowed,
+        );
     }
 
     let (parts, body) = req.into_parts();
@@ -165,7 +196,11 @@ impl Job {
             Ok(Claim::Done { .. }) => (respond::mismatch(id), Outcome::Mismatch, None),
             Ok(Claim::InFlight) => (respond::in_flight(id), Outcome::InFlight, None),
             Err(e) => match self.route.on_error {
-                OnError::Reject => (respond::store_unavailable(), Outcome::StoreError, Some(e.to_string())),
+                OnError::Reject => (
+                    respond::store_unavailable(),
+                    Outcome::StoreError,
+                    Some(e.to_string()),
+                ),
                 OnError::Forward => {
                     st.unclaimed_forwards.fetch_add(1, Ordering::Relaxed);
                     let result = self.forward().await;
@@ -177,7 +212,9 @@ impl Job {
         }
     }
 
-    async fn forward(&self) -> Result<crate::forward::UpstreamResponse, crate::forward::ForwardError> {
+    async fn forward(
+        &self,
+    ) -> Result<crate::forward::UpstreamResponse, crate::forward::ForwardError> {
         let out = Outbound {
             method: self.method.clone(),
             headers: &self.headers,
@@ -218,9 +255,17 @@ async fn settle(st: Arc<AppState>, key: DedupKey, token: Token, fp: String, ackn
 }
 
 /// One settle attempt; true when there is nothing left to do.
-async fn settle_once(st: &AppState, key: &DedupKey, token: &Token, fp: &str, acknowledged: bool) -> bool {
+async fn settle_once(
+    st: &AppState,
+    key: &DedupKey,
+    token: &Token,
+    fp: &str,
+    acknowledged: bool,
+) -> bool {
     let result = if acknowledged {
-        st.store.complete(key, token, fp, st.store_cfg.dedup_ttl).await
+        st.store
+            .complete(key, token, fp, st.store_cfg.dedup_ttl)
+            .await
     } else {
         st.store.release(key, token, fp).await
     };

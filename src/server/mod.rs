@@ -69,7 +69,7 @@ impl AppState {
             Backend::Memory => Store::Memory(MemoryStore::new()),
             Backend::Redis { url } => Store::Redis(RedisStore::new(url, cfg.store.timeout)?),
         };
-        Ok(Self::with_store(cfg, store, clock)?)
+        Self::with_store(cfg, store, clock)
     }
 
     /// Builds the state on a given store.
@@ -144,11 +144,17 @@ pub async fn run(
     drop(listener);
     let grace = state.server.shutdown_grace;
     tracing::info!(grace = ?grace, "shutting down: draining open requests");
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("shutdown grace ran out with requests still open");
     }
     state.settles.close();
-    if tokio::time::timeout(grace, state.settles.wait()).await.is_err() {
+    if tokio::time::timeout(grace, state.settles.wait())
+        .await
+        .is_err()
+    {
         tracing::warn!(
             pending = state.settles.len(),
             "shutdown grace ran out with settle steps pending; their claims expire with the lease"

@@ -69,8 +69,10 @@ pub fn json(status: StatusCode, outcome: Outcome, body: serde_json::Value) -> Re
     let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
     let mut r = Response::new(Full::new(Bytes::from(bytes)));
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r.headers_mut()
         .insert(OUTCOME_HEADER, HeaderValue::from_static(outcome.as_str()));
     r
@@ -87,11 +89,19 @@ fn retry_after(mut r: Resp) -> Resp {
 }
 
 pub fn no_route() -> Resp {
-    error(StatusCode::NOT_FOUND, Outcome::NoRoute, "no route for this path")
+    error(
+        StatusCode::NOT_FOUND,
+        Outcome::NoRoute,
+        "no route for this path",
+    )
 }
 
 pub fn method_not_allowed(allow: &str) -> Resp {
-    let mut r = error(StatusCode::METHOD_NOT_ALLOWED, Outcome::MethodNotAllowed, "method not allowed");
+    let mut r = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        Outcome::MethodNotAllowed,
+        "method not allowed",
+    );
     if let Ok(v) = HeaderValue::from_str(allow) {
         r.headers_mut().insert(header::ALLOW, v);
     }
@@ -107,11 +117,19 @@ pub fn too_large(limit: usize) -> Resp {
 }
 
 pub fn body_timeout() -> Resp {
-    error(StatusCode::REQUEST_TIMEOUT, Outcome::BodyTimeout, "body not received in time")
+    error(
+        StatusCode::REQUEST_TIMEOUT,
+        Outcome::BodyTimeout,
+        "body not received in time",
+    )
 }
 
 pub fn bad_body() -> Resp {
-    error(StatusCode::BAD_REQUEST, Outcome::BadBody, "could not read the request body")
+    error(
+        StatusCode::BAD_REQUEST,
+        Outcome::BadBody,
+        "could not read the request body",
+    )
 }
 
 /// 401 for any verification failure, 400 for a missing event ID. The response names
@@ -120,14 +138,25 @@ pub fn rejected(r: &Rejection) -> (Resp, Outcome) {
     match r {
         Rejection::Verify(e) if e.is_timestamp() => {
             let o = Outcome::Rejected(e.reason());
-            (error(StatusCode::UNAUTHORIZED, o, "timestamp outside the tolerance"), o)
+            (
+                error(
+                    StatusCode::UNAUTHORIZED,
+                    o,
+                    "timestamp outside the tolerance",
+                ),
+                o,
+            )
         }
         Rejection::Verify(e) => {
             let o = Outcome::Rejected(e.reason());
             (error(StatusCode::UNAUTHORIZED, o, "invalid signature"), o)
         }
         Rejection::NoEventId => (
-            error(StatusCode::BAD_REQUEST, Outcome::NoEventId, "no event id in the delivery"),
+            error(
+                StatusCode::BAD_REQUEST,
+                Outcome::NoEventId,
+                "no event id in the delivery",
+            ),
             Outcome::NoEventId,
         ),
     }
@@ -136,10 +165,14 @@ pub fn rejected(r: &Rejection) -> (Resp, Outcome) {
 pub fn handshake(reply: HandshakeReply) -> Resp {
     let mut r = Response::new(Full::new(reply.body));
     *r.status_mut() = reply.status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
-    r.headers_mut()
-        .insert(OUTCOME_HEADER, HeaderValue::from_static(Outcome::Handshake.as_str()));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(reply.content_type),
+    );
+    r.headers_mut().insert(
+        OUTCOME_HEADER,
+        HeaderValue::from_static(Outcome::Handshake.as_str()),
+    );
     r
 }
 
@@ -176,7 +209,10 @@ pub fn store_unavailable() -> Resp {
 }
 
 /// Relays the upstream's answer, or maps a failed forward to 502/504.
-pub fn upstream(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> (Resp, Outcome) {
+pub fn upstream(
+    result: Result<UpstreamResponse, ForwardError>,
+    unclaimed: bool,
+) -> (Resp, Outcome) {
     match result {
         Ok(up) => {
             let outcome = match (up.status.is_success(), unclaimed) {
@@ -192,15 +228,27 @@ pub fn upstream(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool)
             (r, outcome)
         }
         Err(ForwardError::Timeout(_)) => (
-            error(StatusCode::GATEWAY_TIMEOUT, Outcome::UpstreamError, "upstream timed out"),
+            error(
+                StatusCode::GATEWAY_TIMEOUT,
+                Outcome::UpstreamError,
+                "upstream timed out",
+            ),
             Outcome::UpstreamError,
         ),
         Err(ForwardError::Connect(_)) => (
-            error(StatusCode::BAD_GATEWAY, Outcome::UpstreamError, "upstream unreachable"),
+            error(
+                StatusCode::BAD_GATEWAY,
+                Outcome::UpstreamError,
+                "upstream unreachable",
+            ),
             Outcome::UpstreamError,
         ),
         Err(ForwardError::Broken(_)) => (
-            error(StatusCode::BAD_GATEWAY, Outcome::UpstreamError, "upstream failed"),
+            error(
+                StatusCode::BAD_GATEWAY,
+                Outcome::UpstreamError,
+                "upstream failed",
+            ),
             Outcome::UpstreamError,
         ),
     }

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookgate::dedup::{Claim, DedupKey, DedupStore, MemoryStore, RedisStore, Settled, Store, Token};
+use hookgate::dedup::{
+    Claim, DedupKey, DedupStore, MemoryStore, RedisStore, Settled, Store, Token,
+};
 
 use crate::support::RedisServer;
 
@@ -29,72 +31,149 @@ async fn conformance(store: Store) {
     // First claim wins; a second sees it in flight.
     let k = key("a");
     let t = claimed(s.claim(&k, "fp1", LONG).await.expect("claim"));
-    assert_eq!(s.claim(&k, "fp1", LONG).await.expect("claim"), Claim::InFlight);
+    assert_eq!(
+        s.claim(&k, "fp1", LONG).await.expect("claim"),
+        Claim::InFlight
+    );
 
     // Settling with another token leaves the claim alone.
     let stranger = Token::random();
-    assert_eq!(s.complete(&k, &stranger, "fp1", LONG).await.expect("complete"), Settled::NotOwner);
-    assert_eq!(s.release(&k, &stranger, "fp1").await.expect("release"), Settled::NotOwner);
-    assert_eq!(s.claim(&k, "fp1", LONG).await.expect("claim"), Claim::InFlight);
+    assert_eq!(
+        s.complete(&k, &stranger, "fp1", LONG)
+            .await
+            .expect("complete"),
+        Settled::NotOwner
+    );
+    assert_eq!(
+        s.release(&k, &stranger, "fp1").await.expect("release"),
+        Settled::NotOwner
+    );
+    assert_eq!(
+        s.claim(&k, "fp1", LONG).await.expect("claim"),
+        Claim::InFlight
+    );
 
     // Completing makes later copies duplicates carrying the first body's fingerprint.
-    assert_eq!(s.complete(&k, &t, "fp1", LONG).await.expect("complete"), Settled::Applied);
+    assert_eq!(
+        s.complete(&k, &t, "fp1", LONG).await.expect("complete"),
+        Settled::Applied
+    );
     assert_eq!(
         s.claim(&k, "fp2", LONG).await.expect("claim"),
-        Claim::Done { fingerprint: "fp1".into() }
+        Claim::Done {
+            fingerprint: "fp1".into()
+        }
     );
     // Completing twice is harmless; releasing a completed claim does not undo it.
-    assert_eq!(s.complete(&k, &t, "fp1", LONG).await.expect("complete"), Settled::Applied);
-    assert_eq!(s.release(&k, &t, "fp1").await.expect("release"), Settled::NotOwner);
-    assert!(matches!(s.claim(&k, "fp1", LONG).await.expect("claim"), Claim::Done { .. }));
+    assert_eq!(
+        s.complete(&k, &t, "fp1", LONG).await.expect("complete"),
+        Settled::Applied
+    );
+    assert_eq!(
+        s.release(&k, &t, "fp1").await.expect("release"),
+        Settled::NotOwner
+    );
+    assert!(matches!(
+        s.claim(&k, "fp1", LONG).await.expect("claim"),
+        Claim::Done { .. }
+    ));
 
     // Releasing frees the key for the next copy.
     let k = key("b");
     let t = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
-    assert_eq!(s.release(&k, &t, "fp").await.expect("release"), Settled::Applied);
+    assert_eq!(
+        s.release(&k, &t, "fp").await.expect("release"),
+        Settled::Applied
+    );
     let t2 = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
     assert_ne!(t, t2, "each claim gets its own token");
     // The old token cannot touch the new claim.
-    assert_eq!(s.release(&k, &t, "fp").await.expect("release"), Settled::NotOwner);
-    assert_eq!(s.complete(&k, &t, "fp", LONG).await.expect("complete"), Settled::NotOwner);
-    assert_eq!(s.claim(&k, "fp", LONG).await.expect("claim"), Claim::InFlight);
+    assert_eq!(
+        s.release(&k, &t, "fp").await.expect("release"),
+        Settled::NotOwner
+    );
+    assert_eq!(
+        s.complete(&k, &t, "fp", LONG).await.expect("complete"),
+        Settled::NotOwner
+    );
+    assert_eq!(
+        s.claim(&k, "fp", LONG).await.expect("claim"),
+        Claim::InFlight
+    );
 
     // Releasing an absent key counts as released.
-    assert_eq!(s.release(&key("absent"), &Token::random(), "fp").await.expect("release"), Settled::Applied);
+    assert_eq!(
+        s.release(&key("absent"), &Token::random(), "fp")
+            .await
+            .expect("release"),
+        Settled::Applied
+    );
 
     // A lease expires: a crashed forward cannot block the event for ever.
     let k = key("c");
     let old = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
     tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
-    let newer = claimed(s.claim(&k, "fp", LONG).await.expect("claim after lease expiry"));
+    let newer = claimed(
+        s.claim(&k, "fp", LONG)
+            .await
+            .expect("claim after lease expiry"),
+    );
     // The late finisher of the expired claim must not overwrite the newer claim.
-    assert_eq!(s.complete(&k, &old, "fp", LONG).await.expect("complete"), Settled::NotOwner);
-    assert_eq!(s.claim(&k, "fp", LONG).await.expect("claim"), Claim::InFlight);
-    assert_eq!(s.complete(&k, &newer, "fp", LONG).await.expect("complete"), Settled::Applied);
+    assert_eq!(
+        s.complete(&k, &old, "fp", LONG).await.expect("complete"),
+        Settled::NotOwner
+    );
+    assert_eq!(
+        s.claim(&k, "fp", LONG).await.expect("claim"),
+        Claim::InFlight
+    );
+    assert_eq!(
+        s.complete(&k, &newer, "fp", LONG).await.expect("complete"),
+        Settled::Applied
+    );
 
     // A finisher whose lease ran out with nobody else claiming still records the effect.
     let k = key("d");
     let t = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
     tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
-    assert_eq!(s.complete(&k, &t, "fp", LONG).await.expect("complete"), Settled::Applied);
-    assert!(matches!(s.claim(&k, "fp", LONG).await.expect("claim"), Claim::Done { .. }));
+    assert_eq!(
+        s.complete(&k, &t, "fp", LONG).await.expect("complete"),
+        Settled::Applied
+    );
+    assert!(matches!(
+        s.claim(&k, "fp", LONG).await.expect("claim"),
+        Claim::Done { .. }
+    ));
 
     // The done record lives for its own TTL, not the remainder of the lease it replaced.
     let k = key("e");
     let t = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
-    assert_eq!(s.complete(&k, &t, "fp", LONG).await.expect("complete"), Settled::Applied);
+    assert_eq!(
+        s.complete(&k, &t, "fp", LONG).await.expect("complete"),
+        Settled::Applied
+    );
     tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
     assert!(
-        matches!(s.claim(&k, "fp", LONG).await.expect("claim"), Claim::Done { .. }),
+        matches!(
+            s.claim(&k, "fp", LONG).await.expect("claim"),
+            Claim::Done { .. }
+        ),
         "done record vanished with the lease"
     );
 
     // The dedup window ends: after dedup_ttl the key is free again.
     let k = key("f");
     let t = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
-    assert_eq!(s.complete(&k, &t, "fp", SHORT).await.expect("complete"), Settled::Applied);
+    assert_eq!(
+        s.complete(&k, &t, "fp", SHORT).await.expect("complete"),
+        Settled::Applied
+    );
     tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
-    claimed(s.claim(&k, "fp", LONG).await.expect("claim after dedup window"));
+    claimed(
+        s.claim(&k, "fp", LONG)
+            .await
+            .expect("claim after dedup window"),
+    );
 
     // forget frees a done key for a deliberate redelivery.
     let k = key("g");
@@ -153,17 +232,27 @@ async fn redis_store_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_fails_fast_when_redis_is_down_and_recovers() {
     let mut redis = RedisServer::start();
-    let store = Store::Redis(RedisStore::new(&redis.url(), Duration::from_millis(500)).expect("store"));
+    let store =
+        Store::Redis(RedisStore::new(&redis.url(), Duration::from_millis(500)).expect("store"));
     claimed(store.claim(&key("up"), "fp", LONG).await.expect("claim"));
     redis.stop();
     let started = std::time::Instant::now();
     let err = store.claim(&key("down"), "fp", LONG).await;
-    assert!(err.is_err(), "claim against a stopped redis must fail, got {err:?}");
-    assert!(started.elapsed() < Duration::from_secs(5), "store call was not bounded");
+    assert!(
+        err.is_err(),
+        "claim against a stopped redis must fail, got {err:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "store call was not bounded"
+    );
     redis.restart();
     let mut ok = false;
     for _ in 0..100 {
-        if matches!(store.claim(&key("back"), "fp", LONG).await, Ok(Claim::Claimed(_))) {
+        if matches!(
+            store.claim(&key("back"), "fp", LONG).await,
+            Ok(Claim::Claimed(_))
+        ) {
             ok = true;
             break;
         }

@@ -3,6 +3,11 @@
 //! Every test that needs Redis starts its own `redis-server` on a free port; every test
 //! that forwards runs a stub upstream that records what it receives.
 
+#![expect(
+    unreachable_pub,
+    reason = "a test binary has no public API; `pub` only spans its modules"
+)]
+
 mod conformance;
 mod pipeline;
 mod process;

@@ -7,7 +7,8 @@ use std::time::Duration;
 use futures_util::future::join_all;
 
 use crate::support::{
-    RedisServer, TestGateway, Upstream, eventually, post, send, store_toml, stripe_body, stripe_config,
+    RedisServer, TestGateway, Upstream, eventually, post, send, store_toml, stripe_body,
+    stripe_config,
 };
 
 /// Runs a scenario on both stores.
@@ -33,12 +34,18 @@ async fn forwarded_once_then_duplicate(redis: Option<&RedisServer>) {
     let first = gw.deliver("stripe", &body, "ignored").await;
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(first.outcome(), "forwarded");
-    assert_eq!(first.body, r#"{"ok":true}"#, "the upstream's own response is relayed");
+    assert_eq!(
+        first.body, r#"{"ok":true}"#,
+        "the upstream's own response is relayed"
+    );
     assert_eq!(first.header("x-upstream"), Some("stub"));
 
     let again = gw.deliver("stripe", &body, "ignored").await;
     assert_eq!(again.status, 200);
-    assert_eq!(again.json(), serde_json::json!({"status": "duplicate", "event_id": "evt_once"}));
+    assert_eq!(
+        again.json(),
+        serde_json::json!({"status": "duplicate", "event_id": "evt_once"})
+    );
     assert_eq!(up.count(), 1, "a replay must never be forwarded");
 
     let got = &up.received()[0];
@@ -49,14 +56,24 @@ async fn forwarded_once_then_duplicate(redis: Option<&RedisServer>) {
     assert_eq!(got.header("hookgate-event-id"), Some("evt_once"));
     assert_eq!(got.header("hookgate-route"), Some("stripe"));
     assert_eq!(got.header("x-forwarded-for"), Some("127.0.0.1"));
-    assert!(got.header("stripe-signature").is_some(), "end-to-end headers are kept");
+    assert!(
+        got.header("stripe-signature").is_some(),
+        "end-to-end headers are kept"
+    );
     if let Some(r) = redis {
         let ttl: i64 = r.cmd(redis::cmd("PTTL").arg("hookgate:stripe:evt_once"));
-        assert!(ttl > 23 * 3600 * 1000, "done record keeps the dedup_ttl, got {ttl} ms");
+        assert!(
+            ttl > 23 * 3600 * 1000,
+            "done record keeps the dedup_ttl, got {ttl} ms"
+        );
     }
     gw.stop().await;
 }
-both_stores!(memory_forwards_once_then_duplicate, redis_forwards_once_then_duplicate, forwarded_once_then_duplicate);
+both_stores!(
+    memory_forwards_once_then_duplicate,
+    redis_forwards_once_then_duplicate,
+    forwarded_once_then_duplicate
+);
 
 async fn fifty_concurrent_copies(redis: Option<&RedisServer>) {
     let up = Upstream::start().await;
@@ -66,21 +83,40 @@ async fn fifty_concurrent_copies(redis: Option<&RedisServer>) {
     let headers = gw.sign("stripe", &body, "x");
     let url = gw.url("/webhooks/stripe");
     let replies = join_all((0..50).map(|_| post(&url, &headers, body.clone().into_bytes()))).await;
-    let forwarded = replies.iter().filter(|r| r.outcome() == "forwarded").count();
+    let forwarded = replies
+        .iter()
+        .filter(|r| r.outcome() == "forwarded")
+        .count();
     let in_flight = replies.iter().filter(|r| r.status == 409).count();
-    let duplicate = replies.iter().filter(|r| r.outcome() == "duplicate").count();
+    let duplicate = replies
+        .iter()
+        .filter(|r| r.outcome() == "duplicate")
+        .count();
     assert_eq!(forwarded, 1, "exactly one copy is forwarded");
-    assert_eq!(forwarded + in_flight + duplicate, 50, "every copy gets 200 or 409");
+    assert_eq!(
+        forwarded + in_flight + duplicate,
+        50,
+        "every copy gets 200 or 409"
+    );
     for r in replies.iter().filter(|r| r.status == 409) {
         assert_eq!(r.header("retry-after"), Some("5"));
     }
     assert_eq!(up.count(), 1, "the upstream saw the event once");
 }
-both_stores!(memory_50_concurrent_copies_forwarded_once, redis_50_concurrent_copies_forwarded_once, fifty_concurrent_copies);
+both_stores!(
+    memory_50_concurrent_copies_forwarded_once,
+    redis_50_concurrent_copies_forwarded_once,
+    fifty_concurrent_copies
+);
 
 async fn failed_forwards_release_the_claim(redis: Option<&RedisServer>) {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&stripe_config(&up, &store_toml(redis, ""), "upstream_timeout = \"300ms\"")).await;
+    let gw = TestGateway::start(&stripe_config(
+        &up,
+        &store_toml(redis, ""),
+        "upstream_timeout = \"300ms\"",
+    ))
+    .await;
 
     // Upstream answers 500: relayed, the key is freed, and the retry is forwarded.
     up.set_status(500);
@@ -89,7 +125,11 @@ async fn failed_forwards_release_the_claim(redis: Option<&RedisServer>) {
     assert_eq!((r.status, r.outcome()), (500, "upstream_rejected"));
     up.set_status(200);
     let r = gw.deliver("stripe", &body, "x").await;
-    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "the retry after a 500 is forwarded");
+    assert_eq!(
+        (r.status, r.outcome()),
+        (200, "forwarded"),
+        "the retry after a 500 is forwarded"
+    );
     let r = gw.deliver("stripe", &body, "x").await;
     assert_eq!(r.outcome(), "duplicate");
     assert_eq!(up.count_for("evt_500"), 2);
@@ -102,11 +142,23 @@ async fn failed_forwards_release_the_claim(redis: Option<&RedisServer>) {
     assert_eq!(r.json()["error"], "upstream timed out");
     up.set_delay(Duration::ZERO);
     let r = gw.deliver("stripe", &body, "x").await;
-    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "the retry after a timeout is forwarded");
-    assert_eq!(up.count_for("evt_slow"), 2, "the timed-out attempt reached the upstream and the retry too");
+    assert_eq!(
+        (r.status, r.outcome()),
+        (200, "forwarded"),
+        "the retry after a timeout is forwarded"
+    );
+    assert_eq!(
+        up.count_for("evt_slow"),
+        2,
+        "the timed-out attempt reached the upstream and the retry too"
+    );
     gw.stop().await;
 }
-both_stores!(memory_failed_forwards_release_the_claim, redis_failed_forwards_release_the_claim, failed_forwards_release_the_claim);
+both_stores!(
+    memory_failed_forwards_release_the_claim,
+    redis_failed_forwards_release_the_claim,
+    failed_forwards_release_the_claim
+);
 
 async fn unreachable_upstream_is_502_and_released(redis: Option<&RedisServer>) {
     // A port with nothing listening.
@@ -128,7 +180,11 @@ async fn unreachable_upstream_is_502_and_released(redis: Option<&RedisServer>) {
     assert_eq!(r.status, 502);
     gw.stop().await;
 }
-both_stores!(memory_unreachable_upstream_is_502, redis_unreachable_upstream_is_502, unreachable_upstream_is_502_and_released);
+both_stores!(
+    memory_unreachable_upstream_is_502,
+    redis_unreachable_upstream_is_502,
+    unreachable_upstream_is_502_and_released
+);
 
 async fn in_flight_then_duplicate(redis: Option<&RedisServer>) {
     let up = Upstream::start().await;
@@ -148,12 +204,21 @@ async fn in_flight_then_duplicate(redis: Option<&RedisServer>) {
     assert_eq!((after.status, after.outcome()), (200, "duplicate"));
     assert_eq!(up.count(), 1);
 }
-both_stores!(memory_in_flight_then_duplicate, redis_in_flight_then_duplicate, in_flight_then_duplicate);
+both_stores!(
+    memory_in_flight_then_duplicate,
+    redis_in_flight_then_duplicate,
+    in_flight_then_duplicate
+);
 
 async fn same_id_other_body_is_422(redis: Option<&RedisServer>) {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&stripe_config(&up, &store_toml(redis, ""), "")).await;
-    assert_eq!(gw.deliver("stripe", &stripe_body("evt_x"), "x").await.outcome(), "forwarded");
+    assert_eq!(
+        gw.deliver("stripe", &stripe_body("evt_x"), "x")
+            .await
+            .outcome(),
+        "forwarded"
+    );
     let other = stripe_body("evt_x").replace("2000", "9999");
     let r = gw.deliver("stripe", &other, "x").await;
     assert_eq!(r.status, 422);
@@ -161,7 +226,11 @@ async fn same_id_other_body_is_422(redis: Option<&RedisServer>) {
     assert_eq!(up.count(), 1);
     gw.stop().await;
 }
-both_stores!(memory_same_id_other_body_is_422, redis_same_id_other_body_is_422, same_id_other_body_is_422);
+both_stores!(
+    memory_same_id_other_body_is_422,
+    redis_same_id_other_body_is_422,
+    same_id_other_body_is_422
+);
 
 async fn provider_hangs_up_mid_forward(redis: Option<&RedisServer>) {
     let up = Upstream::start().await;
@@ -175,11 +244,16 @@ async fn provider_hangs_up_mid_forward(redis: Option<&RedisServer>) {
         .no_proxy()
         .build()
         .expect("client");
-    let mut req = impatient.post(gw.url("/webhooks/stripe")).body(body.clone());
+    let mut req = impatient
+        .post(gw.url("/webhooks/stripe"))
+        .body(body.clone());
     for (n, v) in &headers {
         req = req.header(n.as_str(), v.as_str());
     }
-    assert!(req.send().await.is_err(), "the provider should have timed out");
+    assert!(
+        req.send().await.is_err(),
+        "the provider should have timed out"
+    );
     // The upstream's 2xx still marks the event done: the next copy is a duplicate.
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let r = gw.deliver("stripe", &body, "x").await;
@@ -187,7 +261,11 @@ async fn provider_hangs_up_mid_forward(redis: Option<&RedisServer>) {
     assert_eq!(up.count(), 1);
     gw.stop().await;
 }
-both_stores!(memory_provider_hangup_still_completes, redis_provider_hangup_still_completes, provider_hangs_up_mid_forward);
+both_stores!(
+    memory_provider_hangup_still_completes,
+    redis_provider_hangup_still_completes,
+    provider_hangs_up_mid_forward
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_rejects_with_503_or_forwards_by_route_then_recovers() {
@@ -200,18 +278,37 @@ async fn redis_down_rejects_with_503_or_forwards_by_route_then_recovers() {
         up.url("/open"),
     );
     let gw = TestGateway::start(&cfg).await;
-    assert_eq!(gw.deliver("strict", &stripe_body("evt_before"), "x").await.outcome(), "forwarded");
+    assert_eq!(
+        gw.deliver("strict", &stripe_body("evt_before"), "x")
+            .await
+            .outcome(),
+        "forwarded"
+    );
 
     redis.stop();
     let r = gw.deliver("strict", &stripe_body("evt_during"), "x").await;
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.header("retry-after"), Some("5"));
-    assert_eq!(up.count_for("evt_during"), 0, "reject mode forwards nothing while the store is down");
+    assert_eq!(
+        up.count_for("evt_during"),
+        0,
+        "reject mode forwards nothing while the store is down"
+    );
 
     let r = gw.deliver("open", &stripe_body("evt_open"), "x").await;
-    assert_eq!((r.status, r.outcome()), (200, "forwarded_unclaimed"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.outcome()),
+        (200, "forwarded_unclaimed"),
+        "{}",
+        r.body
+    );
     assert_eq!(up.count_for("evt_open"), 1);
-    assert_eq!(gw.state.unclaimed_forwards.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(
+        gw.state
+            .unclaimed_forwards
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
 
     redis.restart();
     // Back to normal service once Redis answers again: the rejected event goes through
@@ -223,11 +320,20 @@ async fn redis_down_rejects_with_503_or_forwards_by_route_then_recovers() {
             ok = true;
             break;
         }
-        assert_eq!(r.status, 503, "while reconnecting the answer stays 503: {}", r.body);
+        assert_eq!(
+            r.status, 503,
+            "while reconnecting the answer stays 503: {}",
+            r.body
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(ok, "the gateway did not recover after redis came back");
-    assert_eq!(gw.deliver("strict", &stripe_body("evt_during"), "x").await.outcome(), "duplicate");
+    assert_eq!(
+        gw.deliver("strict", &stripe_body("evt_during"), "x")
+            .await
+            .outcome(),
+        "duplicate"
+    );
     assert_eq!(up.count_for("evt_during"), 1);
     gw.stop().await;
 }
@@ -235,7 +341,11 @@ async fn redis_down_rejects_with_503_or_forwards_by_route_then_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_its_documented_answer_and_is_never_forwarded() {
     let up = Upstream::start().await;
-    let cfg = stripe_config(&up, "[server]\nmax_body = \"1KiB\"\n[store]\nbackend = \"memory\"", "");
+    let cfg = stripe_config(
+        &up,
+        "[server]\nmax_body = \"1KiB\"\n[store]\nbackend = \"memory\"",
+        "",
+    );
     let gw = TestGateway::start(&cfg).await;
     let body = stripe_body("evt_bad");
     let good = gw.sign("stripe", &body, "x");
@@ -253,17 +363,25 @@ async fn bad_input_gets_its_documented_answer_and_is_never_forwarded() {
     let r = post(&url, &big_headers, big.clone().into_bytes()).await;
     assert_eq!(r.status, 413, "declared Content-Length over max_body");
     // Without a Content-Length (chunked), the limit holds while reading.
-    let mut raw = format!("POST /webhooks/stripe HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n");
+    let mut raw =
+        "POST /webhooks/stripe HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n".to_string();
     for (n, v) in &big_headers {
         raw.push_str(&format!("{n}: {v}\r\n"));
     }
     raw.push_str("\r\n");
     for c in big.as_bytes().chunks(256) {
-        raw.push_str(&format!("{:x}\r\n{}\r\n", c.len(), String::from_utf8_lossy(c)));
+        raw.push_str(&format!(
+            "{:x}\r\n{}\r\n",
+            c.len(),
+            String::from_utf8_lossy(c)
+        ));
     }
     raw.push_str("0\r\n\r\n");
     let answer = crate::support::raw_http(gw.addr, raw.as_bytes()).await;
-    assert!(answer.starts_with("HTTP/1.1 413"), "chunked body over max_body: {answer}");
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "chunked body over max_body: {answer}"
+    );
 
     let tampered = body.replace("2000", "2001");
     let r = post(&url, &good, tampered.into_bytes()).await;
@@ -273,31 +391,52 @@ async fn bad_input_gets_its_documented_answer_and_is_never_forwarded() {
     let r = post(&url, &[], body.clone().into_bytes()).await;
     assert_eq!(r.status, 401, "missing signature header");
 
-    let wrong = TestGateway::start(&stripe_config(&up, "", "").replace("whsec_test", "whsec_other")).await;
-    let r = post(&url, &wrong.sign("stripe", &body, "x"), body.clone().into_bytes()).await;
+    let wrong =
+        TestGateway::start(&stripe_config(&up, "", "").replace("whsec_test", "whsec_other")).await;
+    let r = post(
+        &url,
+        &wrong.sign("stripe", &body, "x"),
+        body.clone().into_bytes(),
+    )
+    .await;
     assert_eq!(r.status, 401, "signed with another secret");
 
     // Stale and future timestamps (tolerance 300 s), correctly signed.
     for (offset, what) in [(-400i64, "stale"), (400, "future")] {
         let t = (hookgate::server::Clock::System.now() as i64 + offset) as u64;
         let route = &gw.config.routes[0];
-        let h: Vec<(String, String)> = hookgate::sign::headers(&route.verifier, &route.event_id, body.as_bytes(), t, "x")
-            .expect("sign")
-            .into_iter()
-            .map(|(n, v)| (n.to_string(), v))
-            .collect();
+        let h: Vec<(String, String)> =
+            hookgate::sign::headers(&route.verifier, &route.event_id, body.as_bytes(), t, "x")
+                .expect("sign")
+                .into_iter()
+                .map(|(n, v)| (n.to_string(), v))
+                .collect();
         let r = post(&url, &h, body.clone().into_bytes()).await;
         assert_eq!(r.status, 401, "{what} timestamp");
-        assert_eq!(r.json()["error"], "timestamp outside the tolerance", "{what}");
+        assert_eq!(
+            r.json()["error"],
+            "timestamp outside the tolerance",
+            "{what}"
+        );
     }
 
     let no_id = r#"{"object":"event","type":"ping"}"#;
-    let r = post(&url, &gw.sign("stripe", no_id, "x"), no_id.as_bytes().to_vec()).await;
+    let r = post(
+        &url,
+        &gw.sign("stripe", no_id, "x"),
+        no_id.as_bytes().to_vec(),
+    )
+    .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"], "no event id in the delivery");
 
     let not_json = "this is not json";
-    let r = post(&url, &gw.sign("stripe", not_json, "x"), not_json.as_bytes().to_vec()).await;
+    let r = post(
+        &url,
+        &gw.sign("stripe", not_json, "x"),
+        not_json.as_bytes().to_vec(),
+    )
+    .await;
     assert_eq!(r.status, 400, "a malformed body has no event id");
 
     assert_eq!(up.count(), 0, "no bad input reached the upstream");
@@ -318,8 +457,14 @@ async fn hop_by_hop_headers_are_dropped_and_forwarded_for_is_appended() {
     let r = post(&gw.url("/webhooks/stripe?attempt=2"), &h, body.into_bytes()).await;
     assert_eq!(r.outcome(), "forwarded");
     let got = &up.received()[0];
-    assert_eq!(got.uri, "/hooks/stripe?attempt=2", "the query string is passed on");
-    assert_eq!(got.header("x-forwarded-for"), Some("203.0.113.7, 127.0.0.1"));
+    assert_eq!(
+        got.uri, "/hooks/stripe?attempt=2",
+        "the query string is passed on"
+    );
+    assert_eq!(
+        got.header("x-forwarded-for"),
+        Some("203.0.113.7, 127.0.0.1")
+    );
     assert_eq!(got.header("x-custom"), Some("kept"));
     assert_eq!(got.header("x-drop-me"), None);
     assert_eq!(got.header("proxy-authorization"), None);
@@ -330,9 +475,17 @@ async fn hop_by_hop_headers_are_dropped_and_forwarded_for_is_appended() {
 async fn forward_secret_re_signs_with_standard_webhooks() {
     let up = Upstream::start().await;
     let fwd = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
-    let gw = TestGateway::start(&stripe_config(&up, "", &format!("forward_secret = \"{fwd}\""))).await;
+    let gw = TestGateway::start(&stripe_config(
+        &up,
+        "",
+        &format!("forward_secret = \"{fwd}\""),
+    ))
+    .await;
     let body = stripe_body("evt_resign");
-    assert_eq!(gw.deliver("stripe", &body, "x").await.outcome(), "forwarded");
+    assert_eq!(
+        gw.deliver("stripe", &body, "x").await.outcome(),
+        "forwarded"
+    );
     let got = &up.received()[0];
     let id = got.header("webhook-id").expect("webhook-id");
     let ts = got.header("webhook-timestamp").expect("webhook-timestamp");
@@ -348,7 +501,10 @@ async fn forward_secret_re_signs_with_standard_webhooks() {
     let mut mac = <hmac::Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&key).expect("key");
     mac.update(format!("{id}.{ts}.").as_bytes());
     mac.update(&got.body);
-    let want = format!("v1,{}", base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes()));
+    let want = format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    );
     assert_eq!(sig, want);
     gw.stop().await;
 }
@@ -401,12 +557,17 @@ hmac = {{ header = "X-Acme-Sig", algorithm = "sha512", encoding = "base64", pref
     );
     let gw = TestGateway::start(&cfg).await;
     // Rotation: signed with the second secret.
-    let other = TestGateway::start(&cfg.replace("[\"old-secret\", \"new-secret\"]", "[\"new-secret\"]")).await;
+    let other =
+        TestGateway::start(&cfg.replace("[\"old-secret\", \"new-secret\"]", "[\"new-secret\"]"))
+            .await;
     let body = r#"{"action":"opened"}"#;
     let h = other.sign("rotated", body, "delivery-1");
     let r = post(&gw.url("/rotated"), &h, body.as_bytes().to_vec()).await;
     assert_eq!(r.outcome(), "forwarded");
-    assert_eq!(up.received()[0].header("idempotency-key"), Some("delivery-1"));
+    assert_eq!(
+        up.received()[0].header("idempotency-key"),
+        Some("delivery-1")
+    );
 
     let body = r#"{"data":{"id":42}}"#;
     let r = gw.deliver("byjson", body, "unused").await;
@@ -416,9 +577,15 @@ hmac = {{ header = "X-Acme-Sig", algorithm = "sha512", encoding = "base64", pref
     let body = r#"{"anything":true}"#;
     let r = gw.deliver("byhash", body, "unused").await;
     assert_eq!(r.outcome(), "forwarded");
-    let hash = up.received()[2].header("idempotency-key").map(str::to_owned).expect("key");
+    let hash = up.received()[2]
+        .header("idempotency-key")
+        .map(str::to_owned)
+        .expect("key");
     assert_eq!(hash.len(), 64);
-    assert_eq!(gw.deliver("byhash", body, "other").await.outcome(), "duplicate");
+    assert_eq!(
+        gw.deliver("byhash", body, "other").await.outcome(),
+        "duplicate"
+    );
 
     // The generic provider: several signatures in one header, the second valid.
     let body = r#"{"n":1}"#;
@@ -433,9 +600,20 @@ hmac = {{ header = "X-Acme-Sig", algorithm = "sha512", encoding = "base64", pref
     // The {id} is signed: swapping the ID header breaks the signature.
     let h: Vec<_> = h
         .into_iter()
-        .map(|(n, v)| if n == "x-acme-id" { (n, "acme-2".to_string()) } else { (n, v) })
+        .map(|(n, v)| {
+            if n == "x-acme-id" {
+                (n, "acme-2".to_string())
+            } else {
+                (n, v)
+            }
+        })
         .collect();
-    assert_eq!(post(&gw.url("/acme"), &h, body.as_bytes().to_vec()).await.status, 401);
+    assert_eq!(
+        post(&gw.url("/acme"), &h, body.as_bytes().to_vec())
+            .await
+            .status,
+        401
+    );
 
     // Slack's url_verification is answered by the gateway and never forwarded.
     let before = up.count();

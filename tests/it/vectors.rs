@@ -14,8 +14,12 @@ use crate::support::{TestGateway, Upstream, send};
 
 fn vectors() -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/providers/vectors.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e} (shared/ must sit beside the repository)", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {}: {e} (shared/ must sit beside the repository)",
+            path.display()
+        )
+    });
     serde_json::from_str(&text).expect("vectors.json is JSON")
 }
 
@@ -28,7 +32,8 @@ fn secrets_toml(secret: &Value) -> Option<String> {
     match secret {
         Value::String(s) => Some(format!("[{}]", toml_str(s))),
         Value::Array(items) => {
-            let parts: Option<Vec<String>> = items.iter().map(|v| v.as_str().map(toml_str)).collect();
+            let parts: Option<Vec<String>> =
+                items.iter().map(|v| v.as_str().map(toml_str)).collect();
             Some(format!("[{}]", parts?.join(", ")))
         }
         _ => None,
@@ -41,7 +46,8 @@ async fn run_vector(v: &Value) -> Result<(), String> {
     let valid = v["valid"].as_bool().unwrap_or(false);
     let now = v["now"].as_u64().ok_or("vector has no now")?;
     let upstream = Upstream::start().await;
-    let secrets = secrets_toml(&v["secret"]).ok_or("credential shape not supported by this preset")?;
+    let secrets =
+        secrets_toml(&v["secret"]).ok_or("credential shape not supported by this preset")?;
     let public_url = v["url"]
         .as_str()
         .map(|u| format!("public_url = {}\n", toml_str(u)))
@@ -54,14 +60,21 @@ async fn run_vector(v: &Value) -> Result<(), String> {
     let gw = TestGateway::start_with_clock(&cfg, Clock::Fixed(now)).await;
     let headers: Vec<(String, String)> = v["headers"]
         .as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
         .unwrap_or_default();
     let body = v["body"].as_str().unwrap_or_default().as_bytes().to_vec();
     let method = v["method"].as_str().unwrap_or("POST");
     let reply = send(method, &gw.url("/hook"), &headers, body.clone()).await;
     let got = upstream.received();
 
-    let ctx = format!("{provider} / {case}: status {} body {}", reply.status, reply.body);
+    let ctx = format!(
+        "{provider} / {case}: status {} body {}",
+        reply.status, reply.body
+    );
     if !valid {
         if !(reply.status == 401 || reply.status == 400) {
             return Err(format!("{ctx}: expected a rejection (401/400)"));
@@ -81,12 +94,17 @@ async fn run_vector(v: &Value) -> Result<(), String> {
                 let have = reply.header(name).unwrap_or_default();
                 let want = val.as_str().unwrap_or_default();
                 if !have.starts_with(want) {
-                    return Err(format!("{ctx}: header {name} is {have:?}, expected {want:?}"));
+                    return Err(format!(
+                        "{ctx}: header {name} is {have:?}, expected {want:?}"
+                    ));
                 }
             }
         }
         let want_body = expected["body"].as_str().unwrap_or_default();
-        let same = match (serde_json::from_str::<Value>(want_body), serde_json::from_str::<Value>(&reply.body)) {
+        let same = match (
+            serde_json::from_str::<Value>(want_body),
+            serde_json::from_str::<Value>(&reply.body),
+        ) {
             (Ok(a), Ok(b)) => a == b,
             _ => want_body == reply.body,
         };
@@ -102,10 +120,17 @@ async fn run_vector(v: &Value) -> Result<(), String> {
         return Err(format!("{ctx}: expected forwarded with 200"));
     }
     let [one] = got.as_slice() else {
-        return Err(format!("{ctx}: upstream received {} requests, expected 1", got.len()));
+        return Err(format!(
+            "{ctx}: upstream received {} requests, expected 1",
+            got.len()
+        ));
     };
-    let want_id = v["event_id"].as_str().ok_or(format!("{ctx}: vector has no scalar event_id"))?;
-    if one.header("idempotency-key") != Some(want_id) || one.header("hookgate-event-id") != Some(want_id) {
+    let want_id = v["event_id"]
+        .as_str()
+        .ok_or(format!("{ctx}: vector has no scalar event_id"))?;
+    if one.header("idempotency-key") != Some(want_id)
+        || one.header("hookgate-event-id") != Some(want_id)
+    {
         return Err(format!(
             "{ctx}: event id forwarded as {:?}, expected {want_id:?}",
             one.header("idempotency-key")
@@ -117,7 +142,12 @@ async fn run_vector(v: &Value) -> Result<(), String> {
     // The same delivery again is a duplicate, never forwarded.
     let again = send(method, &gw.url("/hook"), &headers, body).await;
     if again.status != 200 || again.outcome() != "duplicate" || upstream.count() != 1 {
-        return Err(format!("{ctx}: replay answered {} {:?}, upstream saw {}", again.status, again.outcome(), upstream.count()));
+        return Err(format!(
+            "{ctx}: replay answered {} {:?}, upstream saw {}",
+            again.status,
+            again.outcome(),
+            upstream.count()
+        ));
     }
     gw.stop().await;
     Ok(())
@@ -145,14 +175,35 @@ async fn every_vector_of_a_supported_provider_gets_its_verdict() {
         "provider vectors: {passed} passed, {} failed; {skipped} vectors of {} providers not yet supported: {}",
         failures.len(),
         unsupported.len(),
-        unsupported.iter().map(|(p, n)| format!("{p} ({n})")).collect::<Vec<_>>().join(", ")
+        unsupported
+            .iter()
+            .map(|(p, n)| format!("{p} ({n})"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
-    assert!(failures.is_empty(), "vector failures:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "vector failures:\n{}",
+        failures.join("\n")
+    );
     // The presets of this release: every one of their vectors must have run.
-    for p in ["stripe", "github", "shopify", "slack", "standard_webhooks", "svix", "clerk", "resend"] {
+    for p in [
+        "stripe",
+        "github",
+        "shopify",
+        "slack",
+        "standard_webhooks",
+        "svix",
+        "clerk",
+        "resend",
+    ] {
         assert!(!unsupported.contains_key(p), "{p} vectors were not run");
     }
-    assert_eq!(passed + skipped, all.len(), "every vector is either run or listed as unsupported");
+    assert_eq!(
+        passed + skipped,
+        all.len(),
+        "every vector is either run or listed as unsupported"
+    );
 }
 
 #[test]

@@ -43,7 +43,9 @@ impl TestGateway {
     pub async fn start_with_clock(config_text: &str, clock: Clock) -> Self {
         let config = parse_config(config_text);
         let state = Arc::new(AppState::new(&config, clock).expect("gateway state"));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind gateway");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind gateway");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(server::run(state.clone(), listener, async move {
@@ -72,11 +74,17 @@ impl TestGateway {
             .iter()
             .find(|r| r.name == route)
             .unwrap_or_else(|| panic!("no route {route}"));
-        hookgate::sign::headers(&r.verifier, &r.event_id, body.as_bytes(), self.clock.now(), event_id)
-            .expect("sign")
-            .into_iter()
-            .map(|(n, v)| (n.to_string(), v))
-            .collect()
+        hookgate::sign::headers(
+            &r.verifier,
+            &r.event_id,
+            body.as_bytes(),
+            self.clock.now(),
+            event_id,
+        )
+        .expect("sign")
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect()
     }
 
     /// Signs and posts a delivery to a route; returns (status, headers, body).
@@ -146,7 +154,9 @@ pub fn client() -> reqwest::Client {
 
 /// Sends a request with these headers and body.
 pub async fn send(method: &str, url: &str, headers: &[(String, String)], body: Vec<u8>) -> Reply {
-    let mut req = client().request(method.parse().expect("method"), url).body(body);
+    let mut req = client()
+        .request(method.parse().expect("method"), url)
+        .body(body);
     for (n, v) in headers {
         req = req.header(n.as_str(), v.as_str());
     }
@@ -154,7 +164,11 @@ pub async fn send(method: &str, url: &str, headers: &[(String, String)], body: V
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let body = resp.text().await.unwrap_or_default();
-    Reply { status, headers, body }
+    Reply {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// POSTs a request.
@@ -166,7 +180,10 @@ pub async fn post(url: &str, headers: &[(String, String)], body: Vec<u8>) -> Rep
 pub fn store_toml(redis: Option<&RedisServer>, extra: &str) -> String {
     match redis {
         None => format!("[store]\nbackend = \"memory\"\n{extra}\n"),
-        Some(r) => format!("[store]\nbackend = \"redis\"\nurl = \"{}\"\n{extra}\n", r.url()),
+        Some(r) => format!(
+            "[store]\nbackend = \"redis\"\nurl = \"{}\"\n{extra}\n",
+            r.url()
+        ),
     }
 }
 
@@ -188,7 +205,9 @@ upstream = "{}"
 
 /// A Stripe event body with this ID.
 pub fn stripe_body(id: &str) -> String {
-    format!(r#"{{"id":"{id}","object":"event","type":"payment_intent.succeeded","data":{{"object":{{"amount":2000}}}}}}"#)
+    format!(
+        r#"{{"id":"{id}","object":"event","type":"payment_intent.succeeded","data":{{"object":{{"amount":2000}}}}}}"#
+    )
 }
 
 /// Polls `f` until it is true or `limit` passes.

@@ -50,7 +50,9 @@ pub struct Upstream {
 impl Upstream {
     /// Starts on a free port, answering 200 `{"ok":true}` at once.
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind upstream");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind upstream");
         let addr = listener.local_addr().expect("addr");
         let inner = Arc::new(Inner::default());
         *inner.plan.lock().expect("lock") = Some(Plan {
@@ -96,7 +98,11 @@ impl Upstream {
                 }
             }
         });
-        Self { addr, inner, _stop: stop }
+        Self {
+            addr,
+            inner,
+            _stop: stop,
+        }
     }
 
     /// `http://127.0.0.1:<port><path>`.
