@@ -389,12 +389,17 @@ impl Validator<'_> {
                 Some(u) => match self.secret(u, "store.url") {
                     Some(url) => {
                         let url = String::from_utf8_lossy(url.expose()).into_owned();
-                        if !(url.starts_with("redis://")
-                            || url.starts_with("rediss://")
+                        if url.starts_with("rediss://") {
+                            self.err(u, "store.url", "TLS (rediss://) is not supported yet; use redis:// on a private network or through a TLS tunnel");
+                        } else if !(url.starts_with("redis://")
                             || url.starts_with("redis+unix://")
                             || url.starts_with("unix://"))
                         {
-                            self.err(u, "store.url", "must start with redis:// or rediss://");
+                            self.err(
+                                u,
+                                "store.url",
+                                "must start with redis:// (or unix:// for a socket)",
+                            );
                         }
                         Backend::Redis { url }
                     }

@@ -41,7 +41,7 @@ pub(super) async fn handle(state: Arc<AppState>, req: Request<Incoming>, peer: S
     let mut seen = Seen::default();
     let (resp, outcome) = pipeline(&state, req, peer, &mut seen).await;
     let status = resp.status().as_u16();
-    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     let route = seen.route.as_deref().unwrap_or("-");
     let event_id = seen.event_id.as_deref().unwrap_or("-");
     let detail = seen.detail.as_deref().unwrap_or("");
@@ -53,7 +53,7 @@ pub(super) async fn handle(state: Arc<AppState>, req: Request<Incoming>, peer: S
                 event_id,
                 outcome = outcome.as_str(),
                 status,
-                ms,
+                elapsed_us,
                 secret,
                 detail,
                 "delivery"
@@ -64,7 +64,7 @@ pub(super) async fn handle(state: Arc<AppState>, req: Request<Incoming>, peer: S
             event_id,
             outcome = outcome.as_str(),
             status,
-            ms,
+            elapsed_us,
             secret,
             detail,
             "delivery"

@@ -625,3 +625,41 @@ hmac = {{ header = "X-Acme-Sig", algorithm = "sha512", encoding = "base64", pref
     assert_eq!(up.count(), before);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_trickles_in_gets_408_and_others_are_still_served() {
+    let up = Upstream::start().await;
+    let cfg = stripe_config(
+        &up,
+        "[server]\nbody_timeout = \"300ms\"\n[store]\nbackend = \"memory\"",
+        "",
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let body = stripe_body("evt_slowloris");
+    let headers = gw.sign("stripe", &body, "x");
+    let mut head = format!(
+        "POST /webhooks/stripe HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (n, v) in &headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    // Headers and half the body, then silence.
+    let partial = format!("{head}{}", &body[..body.len() / 2]);
+    let slow = tokio::spawn({
+        let addr = gw.addr;
+        async move { crate::support::raw_http(addr, partial.as_bytes()).await }
+    });
+    // Meanwhile a normal delivery goes through.
+    assert_eq!(
+        gw.deliver("stripe", &stripe_body("evt_fast"), "x")
+            .await
+            .outcome(),
+        "forwarded"
+    );
+    let answer = slow.await.expect("slow request");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert_eq!(up.count_for("evt_slowloris"), 0);
+    gw.stop().await;
+}
