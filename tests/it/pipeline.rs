@@ -178,6 +178,11 @@ async fn unreachable_upstream_is_502_and_released(redis: Option<&RedisServer>) {
     // The key was released: the next copy is tried again (and fails again), not a 409.
     let r = gw.deliver("stripe", &body, "x").await;
     assert_eq!(r.status, 502);
+    // Once the upstream is up, the provider's retry is forwarded.
+    let up = Upstream::start_on(port).await;
+    let r = gw.deliver("stripe", &body, "x").await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    assert_eq!(up.count_for("evt_down"), 1);
     gw.stop().await;
 }
 both_stores!(
