@@ -50,7 +50,12 @@ pub struct Upstream {
 impl Upstream {
     /// Starts on a free port, answering 200 `{"ok":true}` at once.
     pub async fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0")
+        Self::start_on(0).await
+    }
+
+    /// Starts on a given port (0 = any free one).
+    pub async fn start_on(port: u16) -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("bind upstream");
         let addr = listener.local_addr().expect("addr");
