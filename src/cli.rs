@@ -8,7 +8,7 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
 use crate::config::{self, Backend, Config, OnError};
-use crate::provider::{EventIdSource, Preset};
+use crate::provider::{Credential, EventIdSource, Preset};
 use crate::secret::Secret;
 use crate::server::{self, AppState, Clock};
 use crate::telemetry::{self, LogFormat};
@@ -59,6 +59,10 @@ pub enum Command {
         /// Print a curl command that posts the body to this URL.
         #[arg(long)]
         curl: Option<String>,
+        /// The public URL the provider calls, for URL-signing providers (default: the
+        /// route's public_url).
+        #[arg(long)]
+        url: Option<String>,
         /// The body, or - to read standard input.
         body: String,
     },
@@ -97,6 +101,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             event_id,
             timestamp,
             curl,
+            url,
             body,
         } => {
             let body = if body == "-" {
@@ -106,6 +111,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             } else {
                 body.into_bytes()
             };
+            let mut public_url = url;
             let (verifier, id_source) = match (route, provider, secret) {
                 (Some(name), _, _) => {
                     let cfg = config::load(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -116,19 +122,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                         .with_context(|| {
                             format!("no route named {name:?} in {}", config.display())
                         })?;
+                    public_url = public_url.or_else(|| r.public_url.clone());
                     (r.verifier.clone(), r.event_id.clone())
                 }
                 (None, Some(p), Some(s)) => {
                     let preset =
                         Preset::parse(&p).with_context(|| format!("unknown provider {p:?}"))?;
-                    if preset == Preset::Hmac {
+                    if preset == Preset::HMAC {
                         bail!(
                             "the generic hmac provider needs its options: sign with --route NAME from a config file"
                         );
                     }
                     let v = preset
                         .verifier(
-                            &[Secret::new(s.into_bytes())],
+                            &[Credential::Text(Secret::new(s.into_bytes()))],
                             None,
                             preset.default_tolerance(None),
                         )
@@ -142,8 +149,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             let now = timestamp.unwrap_or_else(|| Clock::System.now());
             let id = event_id.unwrap_or_else(crate::sign::random_event_id);
-            let headers = crate::sign::headers(&verifier, &id_source, &body, now, &id)
-                .map_err(|e| anyhow::anyhow!(e))?;
+            let headers = crate::sign::headers(
+                &verifier,
+                &id_source,
+                &body,
+                now,
+                &id,
+                public_url.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?;
             match curl {
                 Some(url) => {
                     let mut cmd = String::from("curl -sS -i -X POST");

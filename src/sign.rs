@@ -1,32 +1,58 @@
 //! Signing a body the way a provider would: for `hookgate sign`, the README walk and
 //! the tests. Verification never uses this code.
 
-use http::HeaderName;
+use std::time::{Duration, UNIX_EPOCH};
+
+use http::{HeaderMap, HeaderName, Method};
 
 use crate::provider::hmac_scheme::TimestampSource;
-use crate::provider::{EventIdSource, Scheme, Verifier};
+use crate::provider::timestamp::TsFormat;
+use crate::provider::{EventIdSource, Inbound, Scheme, Verifier};
 
-/// The headers a provider would send with `body`, including the event ID header when
-/// the route takes its event ID from a header.
+/// The headers a provider would send with `body` at `now` (unix seconds), including
+/// the event ID header when the route takes its event ID from a header. `url` is the
+/// URL the provider calls, for URL-signing schemes.
 pub fn headers(
     verifier: &Verifier,
     id_source: &EventIdSource,
     body: &[u8],
     now: u64,
     event_id: &str,
+    url: Option<&str>,
 ) -> Result<Vec<(HeaderName, String)>, String> {
-    let ts = now.to_string();
+    let (method, empty) = (Method::POST, HeaderMap::new());
+    let req = Inbound {
+        method: &method,
+        headers: &empty,
+        body,
+        query: url.and_then(|u| u.split_once('?')).map(|(_, q)| q),
+        url,
+    };
     let mut out = match verifier.scheme() {
         Scheme::Hmac(s) => {
+            let ts = match s.ts_format {
+                TsFormat::Seconds => now.to_string(),
+                TsFormat::Millis => now.saturating_mul(1000).to_string(),
+                TsFormat::Iso8601 => {
+                    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(now))
+                        .to_string()
+                }
+            };
             let ts = match s.timestamp {
                 TimestampSource::None => None,
                 _ => Some(ts.as_str()),
             };
-            s.sign(body, ts, Some(event_id))
+            s.sign(&req, ts, Some(event_id))
         }
         Scheme::Standard(s) => s
             .sign(event_id, now, body)
             .ok_or("this route has no HMAC secret to sign with (public keys only verify)")?,
+        Scheme::Special(_) => {
+            return Err(format!(
+                "signing is not available for provider {:?}: its scheme is asymmetric, token-based or signs more than the body",
+                verifier.preset().name()
+            ));
+        }
     };
     if let EventIdSource::Header(names) = id_source {
         if let Some(name) = names.first() {

@@ -18,9 +18,9 @@ use http::Method;
 use toml::Spanned;
 
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
-use crate::provider::{EventIdSource, Preset, Verifier};
+use crate::provider::{Credential, EventIdSource, Preset, Verifier};
 use crate::secret::Secret;
-use raw::{RawConfig, RawRoute};
+use raw::{RawConfig, RawCredential, RawRoute};
 
 /// What to do when the store cannot be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -527,21 +527,38 @@ impl Validator<'_> {
         }
         let opts = r.hmac.as_ref().map(|h| h.get_ref());
         if let (Some(h), Some(p)) = (&r.hmac, preset) {
-            if p != Preset::Hmac {
+            if p != Preset::HMAC {
                 self.err(h, &k("hmac"), "is only used with provider = \"hmac\"");
             }
         }
 
-        if r.secrets.get_ref().is_empty() {
+        if r.secrets.get_ref().is_empty() && !preset.is_some_and(|p| p.secret_from_handshake()) {
             self.err(&r.secrets, &k("secrets"), "at least one secret is required");
         }
-        let secrets: Vec<Secret> = r
-            .secrets
-            .get_ref()
-            .iter()
-            .enumerate()
-            .filter_map(|(j, s)| self.secret(s, &k(&format!("secrets[{j}]"))))
-            .collect();
+        let mut secrets: Vec<Credential> = Vec::new();
+        for (j, c) in r.secrets.get_ref().iter().enumerate() {
+            let key = k(&format!("secrets[{j}]"));
+            match c.get_ref() {
+                RawCredential::Text(t) => {
+                    let spanned = Spanned::new(c.span(), t.clone());
+                    if let Some(s) = self.secret(&spanned, &key) {
+                        secrets.push(Credential::Text(s));
+                    }
+                }
+                RawCredential::Parts(parts) => {
+                    let mut out = std::collections::BTreeMap::new();
+                    for (name, value) in parts {
+                        let spanned = Spanned::new(c.span(), value.clone());
+                        if let Some(s) = self.secret(&spanned, &format!("{key}.{name}")) {
+                            out.insert(name.clone(), s);
+                        }
+                    }
+                    if out.len() == parts.len() {
+                        secrets.push(Credential::Parts(out));
+                    }
+                }
+            }
+        }
 
         let default_tol = preset.and_then(|p| p.default_tolerance(opts));
         let tolerance = match &r.tolerance {
@@ -638,14 +655,29 @@ impl Validator<'_> {
         }
         let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
         let public_url = match &r.public_url {
-            None => None,
-            Some(u) => match reqwest::Url::parse(u.get_ref()) {
-                Ok(_) => Some(u.get_ref().clone()),
-                Err(_) => {
-                    self.err(u, &k("public_url"), "is not an absolute URL");
-                    None
+            None => {
+                if let Some(p) = preset.filter(|p| p.needs_public_url(opts)) {
+                    self.err(
+                        &r.provider,
+                        &k("public_url"),
+                        format_args!("provider {:?} signs the URL it calls: set public_url = \"https://…\" (without the query)", p.name()),
+                    );
                 }
-            },
+                None
+            }
+            Some(u) => {
+                match reqwest::Url::parse(u.get_ref()) {
+                    Ok(_) if u.get_ref().contains('?') => {
+                        self.err(u, &k("public_url"), "must not hold a query: the gateway appends the query string as received");
+                        None
+                    }
+                    Ok(_) => Some(u.get_ref().clone()),
+                    Err(_) => {
+                        self.err(u, &k("public_url"), "is not an absolute URL");
+                        None
+                    }
+                }
+            }
         };
         let forward_signer = match &r.forward_secret {
             None => None,
@@ -672,22 +704,24 @@ impl Validator<'_> {
         };
 
         let verifier = match preset {
-            Some(p) if !secrets.is_empty() => match p.verifier(&secrets, opts, tolerance) {
-                Ok(v) => Some(v),
-                Err(msg) => {
-                    let span_line = r
-                        .hmac
-                        .as_ref()
-                        .map(|h| self.line(h.span()))
-                        .unwrap_or_else(|| self.line(r.secrets.span()));
-                    self.err_at(
-                        span_line,
-                        &k(if r.hmac.is_some() { "hmac" } else { "secrets" }),
-                        msg,
-                    );
-                    None
+            Some(p) if !secrets.is_empty() || p.secret_from_handshake() => {
+                match p.verifier(&secrets, opts, tolerance) {
+                    Ok(v) => Some(v),
+                    Err(msg) => {
+                        let span_line = r
+                            .hmac
+                            .as_ref()
+                            .map(|h| self.line(h.span()))
+                            .unwrap_or_else(|| self.line(r.secrets.span()));
+                        self.err_at(
+                            span_line,
+                            &k(if r.hmac.is_some() { "hmac" } else { "secrets" }),
+                            msg,
+                        );
+                        None
+                    }
                 }
-            },
+            }
             _ => None,
         };
 

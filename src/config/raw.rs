@@ -46,7 +46,7 @@ pub(super) struct RawRoute {
     pub name: Spanned<String>,
     pub path: Spanned<String>,
     pub provider: Spanned<String>,
-    pub secrets: Spanned<Vec<Spanned<String>>>,
+    pub secrets: Spanned<Vec<Spanned<RawCredential>>>,
     pub tolerance: Option<Spanned<String>>,
     pub upstream: Spanned<String>,
     pub upstream_timeout: Option<Spanned<String>>,
@@ -56,4 +56,71 @@ pub(super) struct RawRoute {
     pub methods: Option<Vec<Spanned<String>>>,
     pub on_error: Option<Spanned<String>>,
     pub hmac: Option<Spanned<HmacOptions>>,
+}
+
+/// A credential as written: a string, or an inline table of named parts
+/// (`{ app_secret = "…", verify_token = "…" }`). A hand-written visitor rather than
+/// an untagged enum, so a wrong type is reported at the exact key and line.
+#[derive(Debug, Clone)]
+pub(super) enum RawCredential {
+    Text(String),
+    Parts(std::collections::BTreeMap<String, String>),
+}
+
+impl<'de> Deserialize<'de> for RawCredential {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawCredential;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a secret string, or an inline table of named parts")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(RawCredential::Text(v.to_owned()))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut parts = std::collections::BTreeMap::new();
+                while let Some((k, v)) = map.next_entry::<String, PartValue>()? {
+                    parts.insert(k, v.0);
+                }
+                Ok(RawCredential::Parts(parts))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One part of a credential table: text, or an integer written as text.
+struct PartValue(String);
+
+impl<'de> Deserialize<'de> for PartValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = PartValue;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an integer")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(PartValue(v.to_owned()))
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(PartValue(v.to_string()))
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(PartValue(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }

@@ -1,11 +1,13 @@
-//! Every scheme whose signature is an HMAC over a template of the raw body, an
-//! optional timestamp and an optional message ID: GitHub, Shopify, Slack, Stripe and
-//! the generic `hmac` provider are all data over this one verifier.
+//! Every scheme whose signature is an HMAC over a template of the raw body and, where
+//! the provider signs them, a timestamp, a message ID, the method or the public URL.
+//! Most presets (GitHub, Shopify, Slack, Stripe, Paddle, Mux, Twitch, Zoom, …) and the
+//! generic `hmac` provider are data over this one verifier.
 
 use http::{HeaderMap, HeaderName};
 
 use super::mac::{Encoding, MacKey, first_match};
-use super::{Inbound, Template, VerifyError, header_once, parse_timestamp};
+use super::timestamp::TsFormat;
+use super::{Inbound, Template, VerifyError, header_once};
 
 /// Where the signatures sit in their header.
 #[derive(Debug, Clone)]
@@ -16,25 +18,29 @@ pub enum SigFormat {
         prefix: String,
         separator: Option<String>,
     },
-    /// The header is a list of `key=value` items that carries the timestamp and one or
-    /// more signatures (`t=1700000000,v1=ab12…,v1=cd34…`). Items with other keys, such as
-    /// Stripe's `v0`, are ignored.
+    /// The header is a list of `key=value` items (split on any of `separators`) that
+    /// carries the timestamp and one or more signatures (`t=1700000000,v1=ab12…`).
+    /// Items with other keys, such as Stripe's `v0`, are ignored.
     KeyValue {
-        item_separator: char,
-        timestamp_key: String,
-        signature_key: String,
+        separators: &'static [char],
+        timestamp_key: &'static str,
+        signature_key: &'static str,
     },
+    /// `timestamp,signature[,signature…]` (Recurly).
+    Positional { separator: char },
 }
 
-/// Where the timestamp that the signature covers comes from.
+/// Where the timestamp comes from.
 #[derive(Debug, Clone)]
 pub enum TimestampSource {
-    /// The scheme signs no timestamp.
+    /// The scheme has no timestamp.
     None,
     /// A header of its own (`X-Slack-Request-Timestamp`).
     Header(HeaderName),
     /// An item of the signature header itself (`t=` in `Stripe-Signature`).
     SignatureHeader,
+    /// A header, else a field of the (signed) JSON body (Linear's `webhookTimestamp`).
+    HeaderOrJson(HeaderName, &'static str),
 }
 
 /// A complete HMAC scheme with the route's keys.
@@ -46,26 +52,45 @@ pub struct HmacScheme {
     pub encoding: Encoding,
     pub payload: Template,
     pub timestamp: TimestampSource,
+    pub ts_format: TsFormat,
     /// The header that fills `{id}` in the payload, if the template uses it.
     pub id_header: Option<HeaderName>,
     /// One keyed MAC per configured secret, in config order.
     pub keys: Vec<MacKey>,
 }
 
-/// What passed: which secret matched, and the signed timestamp if there was one.
+/// What passed: which secret matched, and the timestamp (unix ms) if there was one.
 #[derive(Debug, Clone, Copy)]
 pub struct Matched {
     pub secret_index: usize,
-    pub timestamp: Option<u64>,
+    pub timestamp_ms: Option<u64>,
 }
 
 impl HmacScheme {
+    /// A plain body HMAC in one header: the most common scheme.
+    pub fn body(header: &'static str, prefix: &str, encoding: Encoding, keys: Vec<MacKey>) -> Self {
+        Self {
+            headers: vec![HeaderName::from_static(header)],
+            format: SigFormat::Plain {
+                prefix: prefix.into(),
+                separator: None,
+            },
+            encoding,
+            payload: Template::body(),
+            timestamp: TimestampSource::None,
+            ts_format: TsFormat::Seconds,
+            id_header: None,
+            keys,
+        }
+    }
+
     /// Checks the signature of `req`. The timestamp is returned for the caller's
-    /// tolerance check; it is only trusted because it is part of the signed bytes.
+    /// window check; it is trusted only because the signature covers it.
     pub fn verify(&self, req: &Inbound<'_>) -> Result<Matched, VerifyError> {
         let (name, value) = self.signature_header(req.headers)?;
         let mut candidates = Vec::new();
         let mut ts_text: Option<&str> = None;
+        let malformed = || VerifyError::Malformed(name.to_string());
         match &self.format {
             SigFormat::Plain { prefix, separator } => {
                 let mut push = |item: &str| {
@@ -81,53 +106,69 @@ impl HmacScheme {
                 }
             }
             SigFormat::KeyValue {
-                item_separator,
+                separators,
                 timestamp_key,
                 signature_key,
             } => {
-                for item in value.split(*item_separator) {
+                for item in value.split(*separators) {
                     let Some((k, v)) = item.split_once('=') else {
                         continue;
                     };
                     let (k, v) = (k.trim(), v.trim());
-                    if k == timestamp_key {
+                    if k == *timestamp_key {
                         if ts_text.is_some() {
-                            return Err(VerifyError::Malformed(name.to_string()));
+                            return Err(malformed());
                         }
                         ts_text = Some(v);
-                    } else if k == signature_key {
+                    } else if k == *signature_key {
                         if let Some(bytes) = self.encoding.decode(v) {
                             candidates.push(bytes);
                         }
                     }
                 }
             }
+            SigFormat::Positional { separator } => {
+                let mut items = value.split(*separator).map(str::trim);
+                ts_text = items.next();
+                candidates.extend(items.filter_map(|s| self.encoding.decode(s)));
+            }
         }
         if candidates.is_empty() {
-            return Err(VerifyError::Malformed(name.to_string()));
+            return Err(malformed());
         }
 
-        let ts_text = match &self.timestamp {
-            TimestampSource::None => None,
-            TimestampSource::Header(h) => Some(header_once(req.headers, h)?),
+        let (ts_text, ts_signed): (Option<String>, bool) = match &self.timestamp {
+            TimestampSource::None => (None, false),
+            TimestampSource::Header(h) => (Some(header_once(req.headers, h)?.to_owned()), true),
             TimestampSource::SignatureHeader => {
-                Some(ts_text.ok_or_else(|| VerifyError::Malformed(name.to_string()))?)
+                (Some(ts_text.ok_or_else(malformed)?.to_owned()), true)
+            }
+            TimestampSource::HeaderOrJson(h, ptr) => {
+                let from_header = header_once(req.headers, h).ok().map(str::to_owned);
+                let text = match from_header {
+                    Some(t) => t,
+                    None => json_scalar(req.body, ptr).ok_or(VerifyError::BadTimestamp)?,
+                };
+                (Some(text), false)
             }
         };
-        let timestamp = ts_text.map(parse_timestamp).transpose()?;
+        let timestamp_ms = ts_text
+            .as_deref()
+            .map(|t| self.ts_format.parse_ms(t))
+            .transpose()?;
         let id = match &self.id_header {
             Some(h) => Some(header_once(req.headers, h)?),
             None => None,
         };
-
+        let signed_ts = if ts_signed { ts_text.as_deref() } else { None };
         let parts = self
             .payload
-            .parts(req.body, ts_text.map(str::as_bytes), id.map(str::as_bytes));
+            .parts(req, signed_ts.map(str::as_bytes), id.map(str::as_bytes));
         let secret_index =
             first_match(&self.keys, &parts, &candidates).ok_or(VerifyError::BadSignature)?;
         Ok(Matched {
             secret_index,
-            timestamp,
+            timestamp_ms,
         })
     }
 
@@ -148,45 +189,67 @@ impl HmacScheme {
         Err(VerifyError::MissingHeader(first))
     }
 
-    /// Produces the signature header value(s) for `body`, as the provider would send
-    /// them; used by `hookgate sign` and the tests.
+    /// The headers a provider would send with `req`'s body, signed with the first key
+    /// (`hookgate sign` and the tests). `timestamp` is in the provider's own format.
     pub fn sign(
         &self,
-        body: &[u8],
+        req: &Inbound<'_>,
         timestamp: Option<&str>,
         id: Option<&str>,
     ) -> Vec<(HeaderName, String)> {
         let mut out = Vec::new();
+        let (Some(key), Some(header)) = (self.keys.first(), self.headers.first()) else {
+            return out;
+        };
+        let signed_ts = match self.timestamp {
+            TimestampSource::Header(_) | TimestampSource::SignatureHeader => timestamp,
+            _ => None,
+        };
         let parts = self
             .payload
-            .parts(body, timestamp.map(str::as_bytes), id.map(str::as_bytes));
-        let Some(key) = self.keys.first() else {
-            return out;
-        };
+            .parts(req, signed_ts.map(str::as_bytes), id.map(str::as_bytes));
         let sig = self.encoding.encode(key.tag(&parts).as_bytes());
-        let Some(header) = self.headers.first() else {
-            return out;
-        };
         match &self.format {
             SigFormat::Plain { prefix, .. } => out.push((header.clone(), format!("{prefix}{sig}"))),
             SigFormat::KeyValue {
-                item_separator,
+                separators,
                 timestamp_key,
                 signature_key,
-            } => out.push((
-                header.clone(),
-                format!(
-                    "{timestamp_key}={}{item_separator}{signature_key}={sig}",
-                    timestamp.unwrap_or_default()
-                ),
-            )),
+            } => {
+                let sep = separators.first().copied().unwrap_or(',');
+                out.push((
+                    header.clone(),
+                    format!(
+                        "{timestamp_key}={}{sep}{signature_key}={sig}",
+                        timestamp.unwrap_or_default()
+                    ),
+                ));
+            }
+            SigFormat::Positional { separator } => {
+                out.push((
+                    header.clone(),
+                    format!("{}{separator}{sig}", timestamp.unwrap_or_default()),
+                ));
+            }
         }
-        if let (TimestampSource::Header(h), Some(ts)) = (&self.timestamp, timestamp) {
+        if let (TimestampSource::Header(h) | TimestampSource::HeaderOrJson(h, _), Some(ts)) =
+            (&self.timestamp, timestamp)
+        {
             out.push((h.clone(), ts.to_string()));
         }
         if let (Some(h), Some(id)) = (&self.id_header, id) {
             out.push((h.clone(), id.to_string()));
         }
         out
+    }
+}
+
+/// A string or integer field of a JSON body, as text.
+pub fn json_scalar(body: &[u8], pointer: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match v.pointer(pointer)? {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Number(n) if n.is_u64() || n.is_i64() => Some(n.to_string()),
+        _ => None,
     }
 }

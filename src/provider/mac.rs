@@ -3,7 +3,7 @@
 use std::fmt;
 
 use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD_PAD_INDIFFERENT;
+use base64::engine::general_purpose::{STANDARD_PAD_INDIFFERENT, URL_SAFE_PAD_INDIFFERENT};
 use hmac::{Hmac, KeyInit, Mac};
 use sha1::Sha1;
 use sha2::{Sha256, Sha512};
@@ -36,6 +36,8 @@ pub enum Encoding {
     Hex,
     /// Standard base64, padded or not.
     Base64,
+    /// URL-safe base64, padded or not.
+    Base64Url,
 }
 
 impl Encoding {
@@ -44,6 +46,7 @@ impl Encoding {
         match s.to_ascii_lowercase().as_str() {
             "hex" => Some(Self::Hex),
             "base64" => Some(Self::Base64),
+            "base64url" => Some(Self::Base64Url),
             _ => None,
         }
     }
@@ -54,6 +57,7 @@ impl Encoding {
         match self {
             Self::Hex => hex::decode(s).ok(),
             Self::Base64 => STANDARD_PAD_INDIFFERENT.decode(s).ok(),
+            Self::Base64Url => URL_SAFE_PAD_INDIFFERENT.decode(s).ok(),
         }
     }
 
@@ -62,6 +66,7 @@ impl Encoding {
         match self {
             Self::Hex => hex::encode(tag),
             Self::Base64 => base64::engine::general_purpose::STANDARD.encode(tag),
+            Self::Base64Url => base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag),
         }
     }
 }
@@ -69,6 +74,21 @@ impl Encoding {
 /// Decodes base64 that a provider or a user may write with or without padding.
 pub fn decode_base64(s: &str) -> Option<Vec<u8>> {
     STANDARD_PAD_INDIFFERENT.decode(s.trim()).ok()
+}
+
+/// Decodes URL-safe base64 with or without padding (JWTs).
+pub fn decode_base64url(s: &str) -> Option<Vec<u8>> {
+    URL_SAFE_PAD_INDIFFERENT.decode(s.trim()).ok()
+}
+
+/// Standard padded base64.
+pub fn encode_base64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Constant-time equality of two byte strings (a length mismatch is not secret).
+pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.ct_eq(b).into()
 }
 
 /// An HMAC keyed once at config load; each request clones the keyed state, so the key

@@ -102,12 +102,17 @@ async fn pipeline(
         Err(resp) => return resp,
     };
     let query = parts.uri.query().map(str::to_owned);
+    let url = route.public_url.as_ref().map(|u| match &query {
+        Some(q) => format!("{u}?{q}"),
+        None => u.clone(),
+    });
     let now = state.clock.now();
     let inbound = Inbound {
         method: &parts.method,
         headers: &parts.headers,
         body: &body,
         query: query.as_deref(),
+        url: url.as_deref(),
     };
     let delivery = match accept(&route.verifier, &route.event_id, &inbound, now) {
         Ok(Accepted::Delivery(d)) => d,
@@ -134,10 +139,17 @@ async fn pipeline(
         peer,
         now,
     };
+    let fixed = job.route.verifier.fixed_reply().cloned();
     match state.settles.spawn(job.run()).await {
         Ok((resp, outcome, detail)) => {
             seen.detail = detail;
-            (resp, outcome)
+            match (fixed, outcome) {
+                (
+                    Some(f),
+                    Outcome::Forwarded | Outcome::ForwardedUnclaimed | Outcome::Duplicate,
+                ) => (respond::fixed(&f, outcome), outcome),
+                _ => (resp, outcome),
+            }
         }
         Err(e) => {
             tracing::error!(error = %e, "delivery task failed");

@@ -7,7 +7,7 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 
 use crate::forward::{ForwardError, UpstreamResponse};
-use crate::provider::{HandshakeReply, Rejection};
+use crate::provider::{FixedReply, HandshakeReply, Rejection};
 
 /// The response type of every handler.
 pub type Resp = Response<Full<Bytes>>;
@@ -165,14 +165,29 @@ pub fn rejected(r: &Rejection) -> (Resp, Outcome) {
 pub fn handshake(reply: HandshakeReply) -> Resp {
     let mut r = Response::new(Full::new(reply.body));
     *r.status_mut() = reply.status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(reply.content_type),
-    );
+    for (name, value) in reply.headers {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            r.headers_mut().append(name, v);
+        }
+    }
     r.headers_mut().insert(
         OUTCOME_HEADER,
         HeaderValue::from_static(Outcome::Handshake.as_str()),
     );
+    r
+}
+
+/// The answer a provider requires for an accepted event (Adyen's `[accepted]`,
+/// Microsoft Graph's 202), used for first deliveries and duplicates alike.
+pub fn fixed(reply: &FixedReply, outcome: Outcome) -> Resp {
+    let mut r = Response::new(Full::new(Bytes::from_static(reply.body.as_bytes())));
+    *r.status_mut() = reply.status;
+    if !reply.body.is_empty() {
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    }
+    r.headers_mut()
+        .insert(OUTCOME_HEADER, HeaderValue::from_static(outcome.as_str()));
     r
 }
 

@@ -410,12 +410,18 @@ async fn bad_input_gets_its_documented_answer_and_is_never_forwarded() {
     for (offset, what) in [(-400i64, "stale"), (400, "future")] {
         let t = (hookgate::server::Clock::System.now() as i64 + offset) as u64;
         let route = &gw.config.routes[0];
-        let h: Vec<(String, String)> =
-            hookgate::sign::headers(&route.verifier, &route.event_id, body.as_bytes(), t, "x")
-                .expect("sign")
-                .into_iter()
-                .map(|(n, v)| (n.to_string(), v))
-                .collect();
+        let h: Vec<(String, String)> = hookgate::sign::headers(
+            &route.verifier,
+            &route.event_id,
+            body.as_bytes(),
+            t,
+            "x",
+            None,
+        )
+        .expect("sign")
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
         let r = post(&url, &h, body.clone().into_bytes()).await;
         assert_eq!(r.status, 401, "{what} timestamp");
         assert_eq!(

@@ -80,6 +80,7 @@ impl TestGateway {
             body.as_bytes(),
             self.clock.now(),
             event_id,
+            r.public_url.as_deref(),
         )
         .expect("sign")
         .into_iter()

@@ -1,0 +1,324 @@
+//! Set-up exchanges a provider performs that the gateway answers itself. A handshake
+//! is never forwarded and never claims a key.
+//!
+//! Some are checked *before* verification because the provider does not sign them
+//! (Meta's `GET hub.challenge`, Dropbox's challenge, Asana's `X-Hook-Secret`, …); the
+//! rest only after the signature passed (Slack, Discord, Twitch, Zoom, Xero, Okta, …).
+
+use bytes::Bytes;
+use http::{HeaderName, Method, StatusCode};
+use serde_json::Value;
+
+use super::mac::{Algorithm, MacKey, ct_eq};
+use super::{Inbound, Scheme, VerifyError, header_once};
+use crate::secret::Secret;
+
+/// The gateway's own reply to a handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandshakeReply {
+    pub status: StatusCode,
+    pub headers: Vec<(HeaderName, String)>,
+    pub body: Bytes,
+}
+
+impl HandshakeReply {
+    fn empty(status: StatusCode) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: Bytes::new(),
+        }
+    }
+
+    fn text(body: String) -> Self {
+        Self {
+            status: StatusCode::OK,
+            headers: vec![(http::header::CONTENT_TYPE, "text/plain".into())],
+            body: body.into(),
+        }
+    }
+
+    fn json(v: &Value) -> Self {
+        Self {
+            status: StatusCode::OK,
+            headers: vec![(http::header::CONTENT_TYPE, "application/json".into())],
+            body: serde_json::to_vec(v).unwrap_or_default().into(),
+        }
+    }
+}
+
+/// The answer a provider requires for a delivered event, instead of the upstream's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedReply {
+    pub status: StatusCode,
+    pub body: &'static str,
+}
+
+/// Which handshake a preset answers.
+#[derive(Debug, Clone)]
+pub enum Handshake {
+    None,
+    /// Signed `{"type":"url_verification"}`: reply `{"challenge":…}`.
+    Slack,
+    /// Interaction PING (`type` 1) → `{"type":1}`; webhook-event PING (`type` 0) → 204.
+    Discord,
+    /// `Twitch-Eventsub-Message-Type: webhook_callback_verification` → the challenge as text.
+    Twitch,
+    /// `endpoint.url_validation` → `plainToken` and its HMAC as `encryptedToken`.
+    Zoom,
+    /// `GET ?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…` → the challenge.
+    Meta {
+        verify_tokens: Vec<Secret>,
+    },
+    /// `GET ?challenge=…` → the challenge as text, with `X-Content-Type-Options: nosniff`.
+    Dropbox,
+    /// `X-Hook-Secret` → echoed back (the operator then configures it as the secret).
+    Asana,
+    /// The unsigned creation ping `webhook_id=N` → 200.
+    WooCommerce,
+    /// The `{"verification_token":…}` set-up request → 200 (the token is logged for
+    /// the operator, who pastes it back into Notion and into the route's secrets).
+    Notion,
+    /// Intent to Receive (a signed body with no events) → 200 with an empty body.
+    Xero,
+    /// `HEAD` when the webhook is created → 200 (Trello, Mandrill).
+    Head,
+    /// `GET ?bt_challenge=…` → `public_key|hex(HMAC-SHA1(SHA1(private_key), challenge))`.
+    Braintree {
+        keys: Vec<(String, MacKey)>,
+    },
+    /// `?validationToken=…` on subscription → the token as text.
+    MsGraph,
+    /// `GET` when the webhook is saved (after the URL token check) → 200.
+    Mailchimp,
+    /// `GET` with `X-Okta-Verification-Challenge` (after the auth check) → `{"verification":…}`.
+    Okta,
+    /// Unsigned `{"challenge":…}` → echoed as JSON.
+    Monday,
+    /// `event_type: PING` (after the passcode check) → 200.
+    Figma,
+}
+
+fn query_param(req: &Inbound<'_>, name: &str) -> Option<String> {
+    form_urlencoded::parse(req.query.unwrap_or_default().as_bytes())
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.into_owned())
+}
+
+fn json(body: &[u8]) -> Option<Value> {
+    serde_json::from_slice(body).ok()
+}
+
+impl Handshake {
+    /// A description for `hookgate providers`.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Self::None => "—",
+            Self::Slack => "url_verification → challenge",
+            Self::Discord => "PING → {\"type\":1} / 204",
+            Self::Twitch => "webhook_callback_verification → challenge",
+            Self::Zoom => "endpoint.url_validation → encryptedToken",
+            Self::Meta { .. } => "GET hub.challenge (verify_token)",
+            Self::Dropbox => "GET challenge echo",
+            Self::Asana => "X-Hook-Secret echo",
+            Self::WooCommerce => "unsigned webhook_id ping → 200",
+            Self::Notion => "verification_token → 200 (token logged)",
+            Self::Xero => "Intent to Receive → 200",
+            Self::Head => "HEAD → 200",
+            Self::Braintree { .. } => "GET bt_challenge → signed reply",
+            Self::MsGraph => "validationToken echo",
+            Self::Mailchimp => "GET → 200",
+            Self::Okta => "GET X-Okta-Verification-Challenge",
+            Self::Monday => "{\"challenge\"} echo",
+            Self::Figma => "PING → 200",
+        }
+    }
+
+    /// Handshakes answered before (or instead of) signature verification.
+    pub fn before(&self, req: &Inbound<'_>) -> Result<Option<HandshakeReply>, VerifyError> {
+        let reply = match self {
+            Self::Meta { verify_tokens } if req.method == Method::GET => {
+                let mode = query_param(req, "hub.mode").unwrap_or_default();
+                let token = query_param(req, "hub.verify_token").unwrap_or_default();
+                let known = verify_tokens
+                    .iter()
+                    .fold(false, |ok, t| ct_eq(t.expose(), token.as_bytes()) | ok);
+                if mode != "subscribe" || !known {
+                    return Err(VerifyError::BadSignature);
+                }
+                HandshakeReply::text(query_param(req, "hub.challenge").unwrap_or_default())
+            }
+            Self::Dropbox if req.method == Method::GET => {
+                let challenge = query_param(req, "challenge")
+                    .ok_or_else(|| VerifyError::MissingHeader("challenge".into()))?;
+                let mut r = HandshakeReply::text(challenge);
+                r.headers.push((
+                    HeaderName::from_static("x-content-type-options"),
+                    "nosniff".into(),
+                ));
+                r
+            }
+            Self::Asana => {
+                match header_once(req.headers, &HeaderName::from_static("x-hook-secret")) {
+                    Ok(secret) => {
+                        tracing::warn!(
+                            "asana handshake answered: configure the X-Hook-Secret it carried as this route's secret"
+                        );
+                        HandshakeReply {
+                            status: StatusCode::OK,
+                            headers: vec![(
+                                HeaderName::from_static("x-hook-secret"),
+                                secret.to_owned(),
+                            )],
+                            body: Bytes::new(),
+                        }
+                    }
+                    Err(_) => return Ok(None),
+                }
+            }
+            Self::WooCommerce => {
+                let unsigned = !req.headers.contains_key("x-wc-webhook-signature");
+                let is_ping = req.body.starts_with(b"webhook_id=")
+                    && req.body.len() > 11
+                    && req.body[11..].iter().all(u8::is_ascii_digit);
+                if !(unsigned && is_ping) {
+                    return Ok(None);
+                }
+                HandshakeReply::empty(StatusCode::OK)
+            }
+            Self::Notion => {
+                let Some(Value::Object(map)) = json(req.body) else {
+                    return Ok(None);
+                };
+                if map.len() != 1 || !map.contains_key("verification_token") {
+                    return Ok(None);
+                }
+                if let Some(token) = map.get("verification_token").and_then(Value::as_str) {
+                    // A one-time set-up value the operator must copy; it becomes the
+                    // route's secret, so it is shown once, here, and nowhere else.
+                    tracing::warn!(
+                        verification_token = token,
+                        "notion verification request: paste this token into Notion and into the route's secrets"
+                    );
+                }
+                HandshakeReply::empty(StatusCode::OK)
+            }
+            Self::Head if req.method == Method::HEAD => HandshakeReply::empty(StatusCode::OK),
+            Self::Braintree { keys } if req.method == Method::GET => {
+                let challenge = query_param(req, "bt_challenge").unwrap_or_default();
+                let hex_ok = (20..=32).contains(&challenge.len())
+                    && challenge
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+                let Some((public_key, key)) = keys.first().filter(|_| hex_ok) else {
+                    return Err(VerifyError::Malformed("bt_challenge".into()));
+                };
+                let sig = hex::encode(key.tag(&[challenge.as_bytes()]).as_bytes());
+                HandshakeReply::text(format!("{public_key}|{sig}"))
+            }
+            Self::MsGraph => match query_param(req, "validationToken") {
+                Some(token) => HandshakeReply::text(token),
+                None => return Ok(None),
+            },
+            Self::Monday => {
+                let Some(Value::Object(map)) = json(req.body) else {
+                    return Ok(None);
+                };
+                if map.len() != 1 || !map.contains_key("challenge") {
+                    return Ok(None);
+                }
+                HandshakeReply::json(&Value::Object(map))
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(reply))
+    }
+
+    /// Handshakes recognised only once the request proved authentic.
+    pub fn after(
+        &self,
+        req: &Inbound<'_>,
+        scheme: &Scheme,
+        secret_index: usize,
+    ) -> Option<HandshakeReply> {
+        match self {
+            Self::Slack => {
+                let j = json(req.body)?;
+                if j.get("type")? != "url_verification" {
+                    return None;
+                }
+                Some(HandshakeReply::json(
+                    &serde_json::json!({ "challenge": j.get("challenge")? }),
+                ))
+            }
+            Self::Discord => {
+                let j = json(req.body)?;
+                let kind = j.get("type").and_then(Value::as_i64);
+                if j.get("token").is_some() && kind == Some(1) {
+                    return Some(HandshakeReply::json(&serde_json::json!({ "type": 1 })));
+                }
+                let webhook_event = j.get("event").is_some()
+                    || (j.get("version").is_some() && j.get("token").is_none());
+                (webhook_event && kind == Some(0))
+                    .then(|| HandshakeReply::empty(StatusCode::NO_CONTENT))
+            }
+            Self::Twitch => {
+                let kind = header_once(
+                    req.headers,
+                    &HeaderName::from_static("twitch-eventsub-message-type"),
+                )
+                .ok()?;
+                if kind != "webhook_callback_verification" {
+                    return None;
+                }
+                let challenge = json(req.body)?.get("challenge")?.as_str()?.to_owned();
+                Some(HandshakeReply::text(challenge))
+            }
+            Self::Zoom => {
+                let j = json(req.body)?;
+                if j.get("event")? != "endpoint.url_validation" {
+                    return None;
+                }
+                let plain = j.pointer("/payload/plainToken")?.as_str()?;
+                let Scheme::Hmac(s) = scheme else { return None };
+                let key = s.keys.get(secret_index)?;
+                let encrypted = hex::encode(key.tag(&[plain.as_bytes()]).as_bytes());
+                Some(HandshakeReply::json(
+                    &serde_json::json!({ "plainToken": plain, "encryptedToken": encrypted }),
+                ))
+            }
+            Self::Xero => {
+                let j = json(req.body)?;
+                let empty = j.get("events")?.as_array()?.is_empty();
+                empty.then(|| HandshakeReply::empty(StatusCode::OK))
+            }
+            Self::Mailchimp => {
+                (req.method == Method::GET).then(|| HandshakeReply::empty(StatusCode::OK))
+            }
+            Self::Okta => {
+                if req.method != Method::GET {
+                    return None;
+                }
+                let ch = header_once(
+                    req.headers,
+                    &HeaderName::from_static("x-okta-verification-challenge"),
+                )
+                .ok()?;
+                Some(HandshakeReply::json(
+                    &serde_json::json!({ "verification": ch }),
+                ))
+            }
+            Self::Figma => {
+                let j = json(req.body)?;
+                (j.get("event_type")? == "PING").then(|| HandshakeReply::empty(StatusCode::OK))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The Braintree handshake/notification key: HMAC-SHA1 keyed with SHA-1(private key).
+pub fn braintree_key(private_key: &[u8]) -> MacKey {
+    use sha1::{Digest, Sha1};
+    MacKey::new(Algorithm::Sha1, &Sha1::digest(private_key))
+}

@@ -1,0 +1,697 @@
+//! Schemes that are not an HMAC over a template: URL-signing (Twilio, Mandrill,
+//! HubSpot, Contentful), several signature headers (Box, DocuSign), asymmetric
+//! signatures (Discord Ed25519, SendGrid ECDSA, Plaid JWT ES256, PayPal RSA), JWTs
+//! (Netlify, monday.com), signatures inside the body (Mailgun, Adyen, Braintree), and
+//! the providers that sign nothing and offer a shared token instead.
+
+use http::{HeaderMap, HeaderName, Method};
+use p256::ecdsa::signature::Verifier as _;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::mac::{MacKey, ct_eq, decode_base64, decode_base64url, encode_base64};
+use super::timestamp::{TsFormat, check_window};
+use super::{Inbound, VerifyError, header_once};
+
+/// The key data of a special scheme, one entry per configured credential.
+#[derive(Debug, Clone)]
+pub enum Special {
+    Twilio {
+        keys: Vec<MacKey>,
+    },
+    Mandrill {
+        keys: Vec<MacKey>,
+    },
+    /// v3 HMAC keys and the raw secrets the v1/v2 SHA-256 scheme concatenates.
+    HubSpot {
+        keys: Vec<MacKey>,
+        raw: Vec<crate::secret::Secret>,
+    },
+    Contentful {
+        keys: Vec<MacKey>,
+    },
+    Box {
+        keys: Vec<(Option<MacKey>, Option<MacKey>)>,
+    },
+    DocuSign {
+        keys: Vec<MacKey>,
+    },
+    Discord {
+        keys: Vec<ed25519_dalek::VerifyingKey>,
+    },
+    SendGrid {
+        keys: Vec<p256::ecdsa::VerifyingKey>,
+    },
+    Plaid {
+        keys: Vec<(String, p256::ecdsa::VerifyingKey)>,
+    },
+    PayPal {
+        keys: Vec<(String, rsa::pkcs1v15::VerifyingKey<Sha256>)>,
+    },
+    Netlify {
+        keys: Vec<MacKey>,
+    },
+    Monday {
+        keys: Vec<MacKey>,
+    },
+    Mailgun {
+        keys: Vec<MacKey>,
+    },
+    Adyen {
+        keys: Vec<MacKey>,
+    },
+    Braintree {
+        keys: Vec<(String, MacKey)>,
+    },
+    /// A header that must equal one of the configured values (GitLab, Okta).
+    Token {
+        header: HeaderName,
+        values: Vec<crate::secret::Secret>,
+    },
+    /// HTTP Basic auth with `user:password` as configured (Postmark, Chargebee, Pipedrive).
+    BasicAuth {
+        values: Vec<String>,
+    },
+    /// A passcode inside the JSON body (Figma).
+    Passcode {
+        values: Vec<crate::secret::Secret>,
+    },
+    /// A token in the URL's query string (Mailchimp Marketing).
+    QueryToken {
+        values: Vec<crate::secret::Secret>,
+    },
+    /// Every notification's `clientState` (Microsoft Graph).
+    ClientState {
+        values: Vec<crate::secret::Secret>,
+    },
+}
+
+fn h(name: &'static str) -> HeaderName {
+    HeaderName::from_static(name)
+}
+
+fn need<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<&'a str, VerifyError> {
+    header_once(headers, &h(name))
+}
+
+fn json(body: &[u8]) -> Option<Value> {
+    serde_json::from_slice(body).ok()
+}
+
+/// Index of the first key for which `check` holds.
+fn first<T>(keys: &[T], check: impl FnMut(&T) -> bool) -> Result<usize, VerifyError> {
+    keys.iter().position(check).ok_or(VerifyError::BadSignature)
+}
+
+/// Form fields as (name, value) pairs, in order.
+fn form(body: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(body)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// The URL as signed: `public_url` plus the query as received.
+fn url<'a>(req: &Inbound<'a>) -> Result<&'a str, VerifyError> {
+    req.url.ok_or(VerifyError::Malformed("public_url".into()))
+}
+
+/// Splits `scheme://netloc/rest` into (scheme, userinfo@, host, port, rest).
+fn split_url(u: &str) -> Option<(&str, &str, &str, Option<&str>, &str)> {
+    let (scheme, after) = u.split_once("://")?;
+    let end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let (netloc, rest) = after.split_at(end);
+    let (userinfo, hostport) = match netloc.rfind('@') {
+        Some(i) => (&netloc[..=i], &netloc[i + 1..]),
+        None => ("", netloc),
+    };
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((h, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => (h, Some(p)),
+        _ => (hostport, None),
+    };
+    Some((scheme, userinfo, host, port, rest))
+}
+
+/// Twilio signs the URL either with or without the default port; try both.
+fn twilio_url_variants(u: &str) -> Vec<String> {
+    let Some((scheme, userinfo, host, port, rest)) = split_url(u) else {
+        return vec![u.to_owned()];
+    };
+    let host = host.to_ascii_lowercase();
+    let port = port.map(str::to_owned).unwrap_or_else(|| {
+        if scheme == "https" {
+            "443".into()
+        } else {
+            "80".into()
+        }
+    });
+    vec![
+        format!("{scheme}://{userinfo}{host}{rest}"),
+        format!("{scheme}://{userinfo}{host}:{port}{rest}"),
+    ]
+}
+
+/// HubSpot decodes these escapes in the URI before signing (v3).
+fn hubspot_uri(uri: &str) -> String {
+    const KEEP: &[(&str, char)] = &[
+        ("%3A", ':'),
+        ("%2F", '/'),
+        ("%3F", '?'),
+        ("%40", '@'),
+        ("%21", '!'),
+        ("%24", '$'),
+        ("%27", '\''),
+        ("%28", '('),
+        ("%29", ')'),
+        ("%2A", '*'),
+        ("%2C", ','),
+        ("%3B", ';'),
+    ];
+    let mut out = String::with_capacity(uri.len());
+    let mut i = 0;
+    while i < uri.len() {
+        let rest = &uri[i..];
+        if rest.starts_with('%') && rest.len() >= 3 && rest.is_char_boundary(3) {
+            let esc = rest[..3].to_ascii_uppercase();
+            if let Some((_, c)) = KEEP.iter().find(|(e, _)| *e == esc) {
+                out.push(*c);
+                i += 3;
+                continue;
+            }
+        }
+        let c = rest.chars().next().unwrap_or_default();
+        out.push(c);
+        i += c.len_utf8().max(1);
+    }
+    out
+}
+
+/// Contentful's path canonicalisation (encodeURI over the path, with the query first
+/// escaped as querystring.escape does), byte for byte as their toolkit computes it.
+fn contentful_path(path: &str) -> String {
+    const URI_KEEP: &str =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!~*'()";
+    fn pct(s: &str, keep: &str) -> String {
+        let mut out = String::new();
+        for c in s.chars() {
+            if keep.contains(c) {
+                out.push(c);
+            } else {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("%{b:02X}"));
+                }
+            }
+        }
+        out
+    }
+    let (pathname, search) = path.split_once('?').unwrap_or((path, ""));
+    let joined = if search.is_empty() {
+        pathname.to_owned()
+    } else {
+        format!("{pathname}?{}", pct(search, URI_KEEP))
+    };
+    pct(&joined, &format!("{URI_KEEP};,/?:@&=+$#"))
+}
+
+/// Splits a JWT/JWS into its decoded header and payload and the signing input.
+fn jwt_parts(token: &str) -> Result<(Value, Value, String, Vec<u8>), VerifyError> {
+    let bad = || VerifyError::Malformed("jwt".into());
+    let mut it = token.split('.');
+    let (Some(h64), Some(p64), Some(s64), None) = (it.next(), it.next(), it.next(), it.next())
+    else {
+        return Err(bad());
+    };
+    let header: Value =
+        serde_json::from_slice(&decode_base64url(h64).ok_or_else(bad)?).map_err(|_| bad())?;
+    let payload: Value =
+        serde_json::from_slice(&decode_base64url(p64).ok_or_else(bad)?).map_err(|_| bad())?;
+    let sig = decode_base64url(s64).ok_or_else(bad)?;
+    Ok((header, payload, format!("{h64}.{p64}"), sig))
+}
+
+fn str_of(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => {
+            if *b {
+                "True".into()
+            } else {
+                "False".into()
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+impl Special {
+    /// Verifies `req` at `now` (unix seconds); returns the index of the matching secret.
+    pub fn verify(
+        &self,
+        req: &Inbound<'_>,
+        now: u64,
+        tol: Option<u64>,
+    ) -> Result<usize, VerifyError> {
+        let hs = req.headers;
+        match self {
+            Self::Twilio { keys } => {
+                let sig = decode_base64(need(hs, "x-twilio-signature")?)
+                    .ok_or(VerifyError::Malformed("x-twilio-signature".into()))?;
+                let u = url(req)?;
+                let query = u.split_once('?').map(|(_, q)| q).unwrap_or_default();
+                let mut params: Vec<(String, String)> = Vec::new();
+                if let Some((_, want)) =
+                    form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "bodySHA256")
+                {
+                    if !ct_eq(sha256_hex(req.body).as_bytes(), want.as_bytes()) {
+                        return Err(VerifyError::BadSignature);
+                    }
+                } else if req.method == Method::POST {
+                    params = form(req.body);
+                }
+                // name + each distinct value, names sorted, values sorted per name.
+                params.sort();
+                params.dedup();
+                let tail: String = params.iter().map(|(k, v)| format!("{k}{v}")).collect();
+                let variants = twilio_url_variants(u);
+                first(keys, |k| {
+                    variants
+                        .iter()
+                        .any(|v| k.tag(&[v.as_bytes(), tail.as_bytes()]).matches(&sig))
+                })
+            }
+            Self::Mandrill { keys } => {
+                let sig = decode_base64(need(hs, "x-mandrill-signature")?)
+                    .ok_or(VerifyError::Malformed("x-mandrill-signature".into()))?;
+                let mut params = form(req.body);
+                params.sort_by(|a, b| a.0.cmp(&b.0));
+                params.dedup_by(|a, b| a.0 == b.0);
+                let tail: String = params.iter().map(|(k, v)| format!("{k}{v}")).collect();
+                let u = url(req)?;
+                first(keys, |k| {
+                    k.tag(&[u.as_bytes(), tail.as_bytes()]).matches(&sig)
+                })
+            }
+            Self::HubSpot { keys, raw } => {
+                let method = req.method.as_str().as_bytes();
+                if let Ok(sig) = need(hs, "x-hubspot-signature-v3") {
+                    let sig = decode_base64(sig)
+                        .ok_or(VerifyError::Malformed("x-hubspot-signature-v3".into()))?;
+                    let ts = need(hs, "x-hubspot-request-timestamp")?;
+                    let ts_ms = TsFormat::Millis.parse_ms(ts)?;
+                    let uri = hubspot_uri(url(req)?);
+                    let i = first(keys, |k| {
+                        k.tag(&[method, uri.as_bytes(), req.body, ts.as_bytes()])
+                            .matches(&sig)
+                    })?;
+                    check_window(ts_ms, now, tol)?;
+                    return Ok(i);
+                }
+                let sig = hex::decode(need(hs, "x-hubspot-signature")?)
+                    .map_err(|_| VerifyError::Malformed("x-hubspot-signature".into()))?;
+                let version = need(hs, "x-hubspot-signature-version")
+                    .unwrap_or("v1")
+                    .to_ascii_lowercase();
+                let u = url(req).unwrap_or_default();
+                first(raw, |s| {
+                    let digest = match version.as_str() {
+                        "v1" => Sha256::new()
+                            .chain_update(s.expose())
+                            .chain_update(req.body)
+                            .finalize(),
+                        "v2" => Sha256::new()
+                            .chain_update(s.expose())
+                            .chain_update(method)
+                            .chain_update(u.as_bytes())
+                            .chain_update(req.body)
+                            .finalize(),
+                        _ => return false,
+                    };
+                    ct_eq(&digest, &sig)
+                })
+            }
+            Self::Contentful { keys } => {
+                let sig = hex::decode(need(hs, "x-contentful-signature")?)
+                    .map_err(|_| VerifyError::Malformed("x-contentful-signature".into()))?;
+                let signed: Vec<String> = need(hs, "x-contentful-signed-headers")?
+                    .split(',')
+                    .map(|n| n.trim().to_ascii_lowercase())
+                    .collect();
+                let ts = need(hs, "x-contentful-timestamp")?;
+                let ts_ms = TsFormat::Millis.parse_ms(ts)?;
+                let tol_ms = tol.map(|t| t.saturating_mul(1000));
+                if let Some(t) = tol_ms {
+                    let now_ms = now.saturating_mul(1000);
+                    if now_ms.saturating_sub(ts_ms) >= t {
+                        return Err(VerifyError::TimestampTooOld);
+                    }
+                    if ts_ms.saturating_sub(now_ms) > t {
+                        return Err(VerifyError::TimestampInFuture);
+                    }
+                }
+                let mut picked = std::collections::BTreeMap::new();
+                for name in &signed {
+                    if let Some(v) = hs.get(name.as_str()).and_then(|v| v.to_str().ok()) {
+                        picked.insert(name.clone(), v.trim().to_owned());
+                    }
+                }
+                picked.insert("x-contentful-timestamp".into(), ts.to_owned());
+                let names: Vec<String> = picked.keys().cloned().collect();
+                picked.insert("x-contentful-signed-headers".into(), names.join(","));
+                let canon_headers: Vec<String> =
+                    picked.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                let u = url(req)?;
+                let path = split_url(u).map(|(.., rest)| rest).unwrap_or("/");
+                let path = path.split('#').next().unwrap_or(path);
+                let head = format!(
+                    "{}\n{}\n{}\n",
+                    req.method.as_str(),
+                    contentful_path(path),
+                    canon_headers.join(";")
+                );
+                first(keys, |k| k.tag(&[head.as_bytes(), req.body]).matches(&sig))
+            }
+            Self::Box { keys } => {
+                if need(hs, "box-signature-version")? != "1"
+                    || need(hs, "box-signature-algorithm")? != "HmacSHA256"
+                {
+                    return Err(VerifyError::Malformed("box-signature-version".into()));
+                }
+                let ts = need(hs, "box-delivery-timestamp")?;
+                let ts_ms = TsFormat::Iso8601.parse_ms(ts)?;
+                let primary = need(hs, "box-signature-primary")
+                    .ok()
+                    .and_then(decode_base64);
+                let secondary = need(hs, "box-signature-secondary")
+                    .ok()
+                    .and_then(decode_base64);
+                let parts: [&[u8]; 2] = [req.body, ts.as_bytes()];
+                let i = first(keys, |(p, s)| {
+                    let check = |k: &Option<MacKey>, sig: &Option<Vec<u8>>| match (k, sig) {
+                        (Some(k), Some(sig)) => k.tag(&parts).matches(sig),
+                        _ => false,
+                    };
+                    check(p, &primary) | check(s, &secondary)
+                })?;
+                check_window(ts_ms, now, tol)?;
+                Ok(i)
+            }
+            Self::DocuSign { keys } => {
+                let sigs: Vec<Vec<u8>> = hs
+                    .iter()
+                    .filter(|(n, _)| n.as_str().starts_with("x-docusign-signature-"))
+                    .filter_map(|(_, v)| v.to_str().ok().and_then(decode_base64))
+                    .collect();
+                if sigs.is_empty() {
+                    return Err(VerifyError::MissingHeader("x-docusign-signature-1".into()));
+                }
+                first(keys, |k| {
+                    let tag = k.tag(&[req.body]);
+                    sigs.iter().fold(false, |ok, s| tag.matches(s) | ok)
+                })
+            }
+            Self::Discord { keys } => {
+                let sig = hex::decode(need(hs, "x-signature-ed25519")?)
+                    .map_err(|_| VerifyError::Malformed("x-signature-ed25519".into()))?;
+                let ts = need(hs, "x-signature-timestamp")?;
+                let sig: [u8; 64] = sig
+                    .try_into()
+                    .map_err(|_| VerifyError::Malformed("x-signature-ed25519".into()))?;
+                let sig = ed25519_dalek::Signature::from_bytes(&sig);
+                let msg = [ts.as_bytes(), req.body].concat();
+                let i = first(keys, |k| k.verify_strict(&msg, &sig).is_ok())?;
+                if tol.is_some() {
+                    check_window(TsFormat::Seconds.parse_ms(ts)?, now, tol)?;
+                }
+                Ok(i)
+            }
+            Self::SendGrid { keys } => {
+                let name = "x-twilio-email-event-webhook-signature";
+                let sig =
+                    decode_base64(need(hs, name)?).ok_or(VerifyError::Malformed(name.into()))?;
+                let ts = need(hs, "x-twilio-email-event-webhook-timestamp")?;
+                let sig = p256::ecdsa::Signature::from_der(&sig)
+                    .map_err(|_| VerifyError::Malformed(name.into()))?;
+                let sig = sig.normalize_s();
+                let msg = [ts.as_bytes(), req.body].concat();
+                let i = first(keys, |k| k.verify(&msg, &sig).is_ok())?;
+                if tol.is_some() {
+                    check_window(TsFormat::Seconds.parse_ms(ts)?, now, tol)?;
+                }
+                Ok(i)
+            }
+            Self::Plaid { keys } => {
+                let (header, payload, input, sig) = jwt_parts(need(hs, "plaid-verification")?)?;
+                if header.get("alg").and_then(Value::as_str) != Some("ES256") || sig.len() != 64 {
+                    return Err(VerifyError::Malformed("plaid-verification".into()));
+                }
+                let kid = header
+                    .get("kid")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let sig = p256::ecdsa::Signature::from_slice(&sig)
+                    .map_err(|_| VerifyError::BadSignature)?;
+                let i = first(keys, |(k, key)| {
+                    k == kid && key.verify(input.as_bytes(), &sig.normalize_s()).is_ok()
+                })?;
+                let iat = payload
+                    .get("iat")
+                    .and_then(Value::as_u64)
+                    .ok_or(VerifyError::BadTimestamp)?;
+                check_window(iat.saturating_mul(1000), now, tol)?;
+                let want = payload
+                    .get("request_body_sha256")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if !ct_eq(sha256_hex(req.body).as_bytes(), want.as_bytes()) {
+                    return Err(VerifyError::BadSignature);
+                }
+                Ok(i)
+            }
+            Self::PayPal { keys } => {
+                let id = need(hs, "paypal-transmission-id")?;
+                let time = need(hs, "paypal-transmission-time")?;
+                let sig = decode_base64(need(hs, "paypal-transmission-sig")?)
+                    .ok_or(VerifyError::Malformed("paypal-transmission-sig".into()))?;
+                let cert_url = need(hs, "paypal-cert-url")?;
+                if need(hs, "paypal-auth-algo")? != "SHA256withRSA" {
+                    return Err(VerifyError::Malformed("paypal-auth-algo".into()));
+                }
+                let on_paypal = split_url(cert_url).is_some_and(|(scheme, _, host, _, _)| {
+                    scheme == "https" && host.to_ascii_lowercase().ends_with(".paypal.com")
+                });
+                if !on_paypal {
+                    return Err(VerifyError::Malformed("paypal-cert-url".into()));
+                }
+                let sig = rsa::pkcs1v15::Signature::try_from(sig.as_slice())
+                    .map_err(|_| VerifyError::BadSignature)?;
+                let crc = crc32fast::hash(req.body);
+                first(keys, |(webhook_id, key)| {
+                    let msg = format!("{id}|{time}|{webhook_id}|{crc}");
+                    rsa::signature::Verifier::verify(key, msg.as_bytes(), &sig).is_ok()
+                })
+            }
+            Self::Netlify { keys } => {
+                let (header, payload, input, sig) = jwt_parts(need(hs, "x-webhook-signature")?)?;
+                if header.get("alg").and_then(Value::as_str) != Some("HS256") {
+                    return Err(VerifyError::Malformed("x-webhook-signature".into()));
+                }
+                let i = first(keys, |k| k.tag(&[input.as_bytes()]).matches(&sig))?;
+                let want = payload
+                    .get("sha256")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if payload.get("iss").and_then(Value::as_str) != Some("netlify")
+                    || !ct_eq(sha256_hex(req.body).as_bytes(), want.as_bytes())
+                {
+                    return Err(VerifyError::BadSignature);
+                }
+                Ok(i)
+            }
+            Self::Monday { keys } => {
+                let auth = need(hs, "authorization")?;
+                let token = match auth.get(..7) {
+                    Some(p) if p.eq_ignore_ascii_case("bearer ") => &auth[7..],
+                    _ => auth,
+                };
+                let (header, payload, input, sig) = jwt_parts(token)?;
+                if header.get("alg").and_then(Value::as_str) != Some("HS256") {
+                    return Err(VerifyError::Malformed("authorization".into()));
+                }
+                let i = first(keys, |k| k.tag(&[input.as_bytes()]).matches(&sig))?;
+                let exp = payload.get("exp").and_then(Value::as_u64).unwrap_or(0);
+                if exp < now {
+                    return Err(VerifyError::TimestampTooOld);
+                }
+                Ok(i)
+            }
+            Self::Mailgun { keys } => {
+                let (ts, token, sig) = match json(req.body) {
+                    Some(j) if j.get("signature").is_some() => {
+                        let s = &j["signature"];
+                        (
+                            str_of(s.get("timestamp")),
+                            str_of(s.get("token")),
+                            str_of(s.get("signature")),
+                        )
+                    }
+                    _ => {
+                        let f = form(req.body);
+                        let get = |n: &str| {
+                            f.iter()
+                                .find(|(k, _)| k == n)
+                                .map(|(_, v)| v.clone())
+                                .unwrap_or_default()
+                        };
+                        (get("timestamp"), get("token"), get("signature"))
+                    }
+                };
+                let ts_ms = TsFormat::Seconds.parse_ms(&ts)?;
+                let sig =
+                    hex::decode(sig).map_err(|_| VerifyError::Malformed("signature".into()))?;
+                let i = first(keys, |k| {
+                    k.tag(&[ts.as_bytes(), token.as_bytes()]).matches(&sig)
+                })?;
+                check_window(ts_ms, now, tol)?;
+                Ok(i)
+            }
+            Self::Adyen { keys } => {
+                let j = json(req.body).ok_or(VerifyError::Malformed("body".into()))?;
+                let items: Vec<&Value> = j
+                    .get("notificationItems")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|i| i.get("NotificationRequestItem"))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if items.is_empty() {
+                    return Err(VerifyError::MissingHeader("notificationItems".into()));
+                }
+                first(keys, |k| {
+                    items.iter().all(|it| {
+                        let amount = it.get("amount");
+                        let fields = [
+                            str_of(it.get("pspReference")),
+                            str_of(it.get("originalReference")),
+                            str_of(it.get("merchantAccountCode")),
+                            str_of(it.get("merchantReference")),
+                            str_of(amount.and_then(|a| a.get("value"))),
+                            str_of(amount.and_then(|a| a.get("currency"))),
+                            str_of(it.get("eventCode")),
+                            str_of(it.get("success")),
+                        ];
+                        let want = str_of(it.pointer("/additionalData/hmacSignature"));
+                        let expected =
+                            encode_base64(k.tag(&[fields.join(":").as_bytes()]).as_bytes());
+                        ct_eq(expected.as_bytes(), want.as_bytes())
+                    })
+                })
+            }
+            Self::Braintree { keys } => {
+                let f = form(req.body);
+                let get = |n: &str| {
+                    f.iter()
+                        .find(|(k, _)| k == n)
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or_default()
+                };
+                let (sig_str, payload) = (get("bt_signature"), get("bt_payload"));
+                let legal = !payload.is_empty()
+                    && payload
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"+=/\n".contains(&b));
+                let challenge_like = (20..=40).contains(&payload.len())
+                    && payload
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+                if !legal || challenge_like {
+                    return Err(VerifyError::Malformed("bt_payload".into()));
+                }
+                let pairs: Vec<(&str, &str)> = sig_str
+                    .split('&')
+                    .filter_map(|p| p.split_once('|'))
+                    .collect();
+                first(keys, |(public_key, key)| {
+                    let Some((_, sig)) = pairs.iter().find(|(pk, _)| pk == public_key) else {
+                        return false;
+                    };
+                    let Ok(sig) = hex::decode(sig) else {
+                        return false;
+                    };
+                    let nl = format!("{payload}\n");
+                    key.tag(&[payload.as_bytes()]).matches(&sig)
+                        | key.tag(&[nl.as_bytes()]).matches(&sig)
+                })
+            }
+            Self::Token { header, values } => {
+                let got = header_once(hs, header)?;
+                first(values, |v| ct_eq(v.expose(), got.as_bytes()))
+            }
+            Self::BasicAuth { values } => {
+                let got = need(hs, "authorization")?;
+                first(values, |v| ct_eq(v.as_bytes(), got.as_bytes()))
+            }
+            Self::Passcode { values } => {
+                let got = str_of(json(req.body).as_ref().and_then(|j| j.get("passcode")));
+                first(values, |v| ct_eq(v.expose(), got.as_bytes()))
+            }
+            Self::QueryToken { values } => {
+                let got = form_urlencoded::parse(req.query.unwrap_or_default().as_bytes())
+                    .find(|(k, _)| k == "token")
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default();
+                first(values, |v| ct_eq(v.expose(), got.as_bytes()))
+            }
+            Self::ClientState { values } => {
+                let j = json(req.body).ok_or(VerifyError::Malformed("body".into()))?;
+                let items: Vec<String> = j
+                    .get("value")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().map(|i| str_of(i.get("clientState"))).collect())
+                    .unwrap_or_default();
+                if items.is_empty() {
+                    return Err(VerifyError::MissingHeader("clientState".into()));
+                }
+                first(values, |v| {
+                    items.iter().all(|s| ct_eq(v.expose(), s.as_bytes()))
+                })
+            }
+        }
+    }
+}
+
+/// `"Basic " + base64(user:password)` for a configured `user:password`.
+pub fn basic_auth_header(credential: &[u8]) -> String {
+    format!("Basic {}", encode_base64(credential))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_helpers() {
+        assert_eq!(
+            twilio_url_variants("https://Example.com/x?y=1"),
+            vec![
+                "https://example.com/x?y=1".to_string(),
+                "https://example.com:443/x?y=1".to_string()
+            ]
+        );
+        assert_eq!(
+            hubspot_uri("https://h.io/a%3Ab%40c%2fd%20e"),
+            "https://h.io/a:b@c/d%20e"
+        );
+        assert_eq!(
+            contentful_path("/a b?x=1&y=é"),
+            "/a%20b?x%253D1%2526y%253D%25C3%25A9"
+        );
+        assert!(split_url("nourl").is_none());
+    }
+}
