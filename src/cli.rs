@@ -37,6 +37,8 @@ pub enum Command {
         #[arg(long, short, default_value = "config.toml")]
         config: PathBuf,
     },
+    /// List every provider preset: scheme, headers, event ID, window, handshake.
+    Providers,
     /// Sign a body the way a provider would and print the headers, or a curl command.
     Sign {
         /// Sign as this route of the config file does (any provider, including hmac).
@@ -81,6 +83,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
             };
             serve(cfg).await?;
+            Ok(0)
+        }
+        Command::Providers => {
+            print!("{}", crate::provider::catalogue::markdown_table());
             Ok(0)
         }
         Command::Check { config } => match config::load(&config) {

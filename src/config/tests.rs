@@ -224,3 +224,55 @@ upstream = "http://127.0.0.1:1/"
         "{e}"
     );
 }
+
+#[test]
+fn credentials_may_be_tables_and_url_signing_needs_public_url() {
+    let meta = r#"
+[[routes]]
+name = "meta"
+path = "/meta"
+provider = "meta"
+secrets = [{ app_secret = "${STRIPE_SECRET}", verify_token = "vt" }]
+upstream = "http://127.0.0.1:1/"
+"#;
+    let cfg = check(meta).expect("a table credential");
+    assert!(!format!("{cfg:?}").contains("whsec_from_env"));
+    let e = errors(&meta.replace("verify_token = \"vt\"", "verify_token = \"${NOT_SET}\""));
+    assert!(
+        e.contains("cfg.toml:6: routes[0].secrets[0].verify_token: ${NOT_SET} is not set"),
+        "{e}"
+    );
+    let e = errors(&meta.replace("verify_token", "verify_tokn"));
+    assert!(e.contains("needs a `verify_token` entry"), "{e}");
+    let e = errors(&meta.replace(
+        "[{ app_secret = \"${STRIPE_SECRET}\", verify_token = \"vt\" }]",
+        "[\"plain\"]",
+    ));
+    assert!(e.contains("table credential"), "{e}");
+    let e = errors(
+        &meta
+            .replace("[{ app_secret", "[{ app_secret = 1.5, x")
+            .replace("= \"${STRIPE_SECRET}\", ", ""),
+    );
+    assert!(e.contains("TOML parse error"), "{e}");
+
+    let twilio = ROUTE.replace("provider = \"stripe\"", "provider = \"twilio\"");
+    let e = errors(&twilio);
+    assert!(
+        e.contains("routes[0].public_url: provider \"twilio\" signs the URL it calls"),
+        "{e}"
+    );
+    let e = errors(&format!(
+        "{twilio}public_url = \"https://h.example/t?x=1\"\n"
+    ));
+    assert!(e.contains("must not hold a query"), "{e}");
+    check(&format!("{twilio}public_url = \"https://h.example/t\"\n")).expect("valid");
+
+    // Asana hands out its secret in the handshake: no secret yet is allowed.
+    check(
+        &ROUTE
+            .replace("provider = \"stripe\"", "provider = \"asana\"")
+            .replace("[\"${STRIPE_SECRET}\"]", "[]"),
+    )
+    .expect("asana without a secret yet");
+}

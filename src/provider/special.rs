@@ -355,8 +355,12 @@ impl Special {
                 }
                 let mut picked = std::collections::BTreeMap::new();
                 for name in &signed {
-                    if let Some(v) = hs.get(name.as_str()).and_then(|v| v.to_str().ok()) {
-                        picked.insert(name.clone(), v.trim().to_owned());
+                    let Ok(hname) = HeaderName::try_from(name.as_str()) else {
+                        continue;
+                    };
+                    if hs.contains_key(&hname) {
+                        // A signed header sent twice is refused, not guessed at.
+                        picked.insert(name.clone(), header_once(hs, &hname)?.to_owned());
                     }
                 }
                 picked.insert("x-contentful-timestamp".into(), ts.to_owned());
@@ -401,11 +405,16 @@ impl Special {
                 Ok(i)
             }
             Self::DocuSign { keys } => {
-                let sigs: Vec<Vec<u8>> = hs
-                    .iter()
-                    .filter(|(n, _)| n.as_str().starts_with("x-docusign-signature-"))
-                    .filter_map(|(_, v)| v.to_str().ok().and_then(decode_base64))
-                    .collect();
+                let mut sigs: Vec<Vec<u8>> = Vec::new();
+                for name in hs
+                    .keys()
+                    .filter(|n| n.as_str().starts_with("x-docusign-signature-"))
+                {
+                    // header_once refuses a name sent twice.
+                    if let Some(sig) = decode_base64(header_once(hs, name)?) {
+                        sigs.push(sig);
+                    }
+                }
                 if sigs.is_empty() {
                     return Err(VerifyError::MissingHeader("x-docusign-signature-1".into()));
                 }

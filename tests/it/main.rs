@@ -9,6 +9,8 @@
 )]
 
 mod conformance;
+mod docs;
+mod malformed;
 mod pipeline;
 mod process;
 mod support;

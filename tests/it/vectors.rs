@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::support::{TestGateway, Upstream, send};
 
-fn vectors() -> Vec<Value> {
+pub(crate) fn vectors() -> Vec<Value> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/providers/vectors.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
@@ -114,14 +114,10 @@ fn response_matches(expected: &Value, reply: &crate::support::Reply) -> Result<(
     Ok(())
 }
 
-async fn run_vector(v: &Value) -> Result<(), String> {
+/// The config of a one-route gateway for a vector, and the query string to send.
+pub(crate) fn vector_config(v: &Value, upstream: &str) -> Option<(String, String)> {
     let provider = v["provider"].as_str().unwrap_or_default();
-    let case = v["case"].as_str().unwrap_or_default();
-    let valid = v["valid"].as_bool().unwrap_or(false);
-    let now = v["now"].as_u64().ok_or("vector has no now")?;
-    let upstream = Upstream::start().await;
-    let secrets =
-        secrets_toml(&v["secret"]).ok_or("credential shape not supported by this preset")?;
+    let secrets = secrets_toml(&v["secret"])?;
     let (public_url, query) = match v["url"].as_str() {
         Some(u) => {
             let (base, q) = u.split_once('?').map_or((u, None), |(b, q)| (b, Some(q)));
@@ -135,8 +131,19 @@ async fn run_vector(v: &Value) -> Result<(), String> {
     let cfg = format!(
         "[store]\nbackend = \"memory\"\ndedup_ttl = \"3d\"\n\n[[routes]]\nname = \"r\"\npath = \"/hook\"\nprovider = {}\nsecrets = {secrets}\nupstream = {}\n{public_url}methods = [\"POST\", \"GET\", \"HEAD\", \"PUT\"]\n",
         toml_str(provider),
-        toml_str(&upstream.url("/up")),
+        toml_str(upstream),
     );
+    Some((cfg, query))
+}
+
+async fn run_vector(v: &Value) -> Result<(), String> {
+    let provider = v["provider"].as_str().unwrap_or_default();
+    let case = v["case"].as_str().unwrap_or_default();
+    let valid = v["valid"].as_bool().unwrap_or(false);
+    let now = v["now"].as_u64().ok_or("vector has no now")?;
+    let upstream = Upstream::start().await;
+    let (cfg, query) =
+        vector_config(v, &upstream.url("/up")).ok_or("credential shape not supported")?;
     let gw = TestGateway::start_with_clock(&cfg, Clock::Fixed(now)).await;
     let headers: Vec<(String, String)> = v["headers"]
         .as_object()
