@@ -47,12 +47,12 @@ pub fn headers(
         Scheme::Standard(s) => s
             .sign(event_id, now, body)
             .ok_or("this route has no HMAC secret to sign with (public keys only verify)")?,
-        Scheme::Special(_) => {
-            return Err(format!(
-                "signing is not available for provider {:?}: its scheme is asymmetric, token-based or signs more than the body",
+        Scheme::Special(s) => s.sign(&req, now).ok_or_else(|| {
+            format!(
+                "signing is not available for provider {:?}: its signature lives in the body, needs a private key, or it signs nothing",
                 verifier.preset().name()
-            ));
-        }
+            )
+        })?,
     };
     if let EventIdSource::Header(names) = id_source {
         if let Some(name) = names.first() {

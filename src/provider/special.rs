@@ -704,3 +704,125 @@ mod tests {
         assert!(split_url("nourl").is_none());
     }
 }
+
+impl Special {
+    /// The headers a provider would send with `req`'s body at `now`, signed with the
+    /// first credential; `None` where the signature lives in the body (Mailgun, Adyen,
+    /// Braintree) or needs a private key the gateway does not hold.
+    pub fn sign(&self, req: &Inbound<'_>, now: u64) -> Option<Vec<(HeaderName, String)>> {
+        let b64 = |k: &MacKey, parts: &[&[u8]]| encode_base64(k.tag(parts).as_bytes());
+        let jwt = |k: &MacKey, claims: Value| {
+            use base64::Engine as _;
+            let e = |v: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+            let input = format!(
+                "{}.{}",
+                e(br#"{"alg":"HS256","typ":"JWT"}"#),
+                e(claims.to_string().as_bytes())
+            );
+            let sig = e(k.tag(&[input.as_bytes()]).as_bytes());
+            format!("{input}.{sig}")
+        };
+        Some(match self {
+            Self::Twilio { keys } => {
+                let u = req.url?;
+                let mut params = if u.contains("bodySHA256=") {
+                    Vec::new()
+                } else {
+                    form(req.body)
+                };
+                params.sort();
+                params.dedup();
+                let tail: String = params.iter().map(|(k, v)| format!("{k}{v}")).collect();
+                vec![(
+                    h("x-twilio-signature"),
+                    b64(keys.first()?, &[u.as_bytes(), tail.as_bytes()]),
+                )]
+            }
+            Self::Mandrill { keys } => {
+                let mut params = form(req.body);
+                params.sort_by(|a, b| a.0.cmp(&b.0));
+                params.dedup_by(|a, b| a.0 == b.0);
+                let tail: String = params.iter().map(|(k, v)| format!("{k}{v}")).collect();
+                vec![(
+                    h("x-mandrill-signature"),
+                    b64(keys.first()?, &[req.url?.as_bytes(), tail.as_bytes()]),
+                )]
+            }
+            Self::HubSpot { keys, .. } => {
+                let ts = now.saturating_mul(1000).to_string();
+                let uri = hubspot_uri(req.url?);
+                let sig = b64(
+                    keys.first()?,
+                    &[
+                        req.method.as_str().as_bytes(),
+                        uri.as_bytes(),
+                        req.body,
+                        ts.as_bytes(),
+                    ],
+                );
+                vec![
+                    (h("x-hubspot-signature-v3"), sig),
+                    (h("x-hubspot-request-timestamp"), ts),
+                ]
+            }
+            Self::Contentful { keys } => {
+                let ts = now.saturating_mul(1000).to_string();
+                let path = split_url(req.url?)
+                    .map(|(.., rest)| rest)
+                    .unwrap_or_default();
+                let head = format!(
+                    "{}\n{}\nx-contentful-signed-headers:x-contentful-signed-headers,x-contentful-timestamp;x-contentful-timestamp:{ts}\n",
+                    req.method.as_str(),
+                    contentful_path(path)
+                );
+                let sig = hex::encode(keys.first()?.tag(&[head.as_bytes(), req.body]).as_bytes());
+                vec![
+                    (h("x-contentful-signature"), sig),
+                    (
+                        h("x-contentful-signed-headers"),
+                        "x-contentful-signed-headers,x-contentful-timestamp".into(),
+                    ),
+                    (h("x-contentful-timestamp"), ts),
+                ]
+            }
+            Self::Box { keys } => {
+                let (primary, secondary) = keys.first()?;
+                let ts = humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + std::time::Duration::from_secs(now),
+                )
+                .to_string();
+                let mut out = vec![
+                    (h("box-signature-version"), "1".into()),
+                    (h("box-signature-algorithm"), "HmacSHA256".into()),
+                    (h("box-delivery-timestamp"), ts.clone()),
+                ];
+                if let Some(k) = primary {
+                    out.push((
+                        h("box-signature-primary"),
+                        b64(k, &[req.body, ts.as_bytes()]),
+                    ));
+                }
+                if let Some(k) = secondary {
+                    out.push((
+                        h("box-signature-secondary"),
+                        b64(k, &[req.body, ts.as_bytes()]),
+                    ));
+                }
+                out
+            }
+            Self::DocuSign { keys } => {
+                vec![(h("x-docusign-signature-1"), b64(keys.first()?, &[req.body]))]
+            }
+            Self::Netlify { keys } => {
+                let claims =
+                    serde_json::json!({ "iss": "netlify", "sha256": sha256_hex(req.body) });
+                vec![(h("x-webhook-signature"), jwt(keys.first()?, claims))]
+            }
+            Self::Monday { keys } => {
+                let claims = serde_json::json!({ "exp": now + 300 });
+                vec![(h("authorization"), jwt(keys.first()?, claims))]
+            }
+            _ => return None,
+        })
+    }
+}

@@ -13,5 +13,6 @@ mod docs;
 mod malformed;
 mod pipeline;
 mod process;
+mod sign;
 mod support;
 mod vectors;
