@@ -680,31 +680,6 @@ pub fn basic_auth_header(credential: &[u8]) -> String {
     format!("Basic {}", encode_base64(credential))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn url_helpers() {
-        assert_eq!(
-            twilio_url_variants("https://Example.com/x?y=1"),
-            vec![
-                "https://example.com/x?y=1".to_string(),
-                "https://example.com:443/x?y=1".to_string()
-            ]
-        );
-        assert_eq!(
-            hubspot_uri("https://h.io/a%3Ab%40c%2fd%20e"),
-            "https://h.io/a:b@c/d%20e"
-        );
-        assert_eq!(
-            contentful_path("/a b?x=1&y=é"),
-            "/a%20b?x%253D1%2526y%253D%25C3%25A9"
-        );
-        assert!(split_url("nourl").is_none());
-    }
-}
-
 impl Special {
     /// The headers a provider would send with `req`'s body at `now`, signed with the
     /// first credential; `None` where the signature lives in the body (Mailgun, Adyen,
@@ -824,5 +799,30 @@ impl Special {
             }
             _ => return None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_helpers() {
+        assert_eq!(
+            twilio_url_variants("https://Example.com/x?y=1"),
+            vec![
+                "https://example.com/x?y=1".to_string(),
+                "https://example.com:443/x?y=1".to_string()
+            ]
+        );
+        assert_eq!(
+            hubspot_uri("https://h.io/a%3Ab%40c%2fd%20e"),
+            "https://h.io/a:b@c/d%20e"
+        );
+        assert_eq!(
+            contentful_path("/a b?x=1&y=é"),
+            "/a%20b?x%253D1%2526y%253D%25C3%25A9"
+        );
+        assert!(split_url("nourl").is_none());
     }
 }

@@ -1,7 +1,7 @@
 //! `hookgate sign` signs as each provider would: for every preset with a signing side,
 //! a signed body verifies; the presets without one say so.
 
-use http::{HeaderMap, HeaderName, HeaderValue, Method};
+use http::{HeaderMap, HeaderValue, Method};
 
 use hookgate::provider::{Inbound, Preset, Verdict};
 
@@ -72,10 +72,7 @@ fn every_signable_preset_verifies_what_it_signs() {
         let headers = signed.unwrap_or_else(|e| panic!("{name}: {e}"));
         let mut map = HeaderMap::new();
         for (n, v) in headers {
-            map.insert(
-                HeaderName::from(n),
-                HeaderValue::from_str(&v).expect("header value"),
-            );
+            map.insert(n, HeaderValue::from_str(&v).expect("header value"));
         }
         let req = Inbound {
             method: &Method::POST,
