@@ -28,9 +28,29 @@ pub enum Command {
         /// The config file.
         #[arg(long, short, default_value = "config.toml")]
         config: PathBuf,
-        /// Log format (pretty on a terminal, json for log pipelines).
-        #[arg(long, value_enum, default_value = "pretty")]
-        log_format: LogFormat,
+        /// Log format (pretty on a terminal, json for log pipelines); overrides
+        /// `server.log_format`.
+        #[arg(long, value_enum)]
+        log_format: Option<LogFormat>,
+    },
+    /// Free one event's key so its next delivery is forwarded again (a deliberate
+    /// redelivery), through the admin listener of a running gateway.
+    Forget {
+        #[arg(long)]
+        route: String,
+        #[arg(long)]
+        event_id: String,
+        /// The config file, to find `server.admin_listen`.
+        #[arg(long, short, default_value = "config.toml")]
+        config: PathBuf,
+        /// The admin listener's base URL (overrides the config), e.g. http://127.0.0.1:9090.
+        #[arg(long)]
+        admin: Option<String>,
+    },
+    /// GET a URL and exit 0 on a 2xx (a health check that needs no curl in the image).
+    Probe {
+        #[arg(default_value = "http://127.0.0.1:9090/healthz")]
+        url: String,
     },
     /// Validate a config file and print its routes; exit 1 on any error.
     Check {
@@ -74,7 +94,6 @@ pub enum Command {
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Serve { config, log_format } => {
-            telemetry::init(log_format);
             let cfg = match config::load(&config) {
                 Ok(c) => c,
                 Err(e) => {
@@ -82,8 +101,62 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                     return Ok(1);
                 }
             };
+            telemetry::init(
+                log_format
+                    .or(cfg.server.log_format)
+                    .unwrap_or(LogFormat::Pretty),
+            );
             serve(cfg).await?;
             Ok(0)
+        }
+        Command::Forget {
+            route,
+            event_id,
+            config,
+            admin,
+        } => {
+            let base = match admin {
+                Some(a) => a,
+                None => {
+                    let cfg = config::load(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let addr = cfg.server.admin_listen.with_context(|| {
+                        format!(
+                            "{} sets no server.admin_listen; pass --admin URL",
+                            config.display()
+                        )
+                    })?;
+                    format!("http://{addr}")
+                }
+            };
+            let enc = |s: &str| {
+                percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string()
+            };
+            let url = format!(
+                "{}/keys/{}/{}",
+                base.trim_end_matches('/'),
+                enc(&route),
+                enc(&event_id)
+            );
+            let resp = reqwest::Client::builder()
+                .no_proxy()
+                .build()?
+                .delete(&url)
+                .send()
+                .await?;
+            let status = resp.status();
+            println!("{}", resp.text().await.unwrap_or_default());
+            Ok(if status.is_success() { 0 } else { 1 })
+        }
+        Command::Probe { url } => {
+            let client = reqwest::Client::builder()
+                .no_proxy()
+                .timeout(std::time::Duration::from_secs(3))
+                .build()?;
+            Ok(match client.get(&url).send().await {
+                Ok(r) if r.status().is_success() => 0,
+                _ => 1,
+            })
         }
         Command::Providers => {
             print!("{}", crate::provider::catalogue::markdown_table());
@@ -193,14 +266,23 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// Runs the gateway until SIGTERM or SIGINT.
+/// Runs the gateway until SIGTERM or SIGINT; SIGHUP reloads the config.
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(cfg.server.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
+    let admin = match cfg.server.admin_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr} (admin)"))?,
+        ),
+        None => None,
+    };
     let state = Arc::new(AppState::new(&cfg, Clock::System)?);
     tracing::info!(
         listen = %listener.local_addr()?,
+        admin = ?cfg.server.admin_listen,
         store = state.store().kind(),
         routes = cfg.routes.len(),
         "hookgate serving"
@@ -210,7 +292,37 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             "memory store: dedup state is lost on restart and not shared between replicas"
         );
     }
-    server::run(state, listener, crate::shutdown::signal()).await
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            crate::shutdown::signal().await;
+            stop.cancel();
+        }
+    });
+    #[cfg(unix)]
+    tokio::spawn({
+        let state = state.clone();
+        async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                return;
+            };
+            while hup.recv().await.is_some() {
+                tracing::info!("SIGHUP received: reloading the config");
+                let _ = state.reload();
+            }
+        }
+    });
+    let admin_task = admin.map(|l| {
+        let (state, stop) = (state.clone(), stop.clone());
+        tokio::spawn(async move { server::admin::run(state, l, stop.cancelled_owned()).await })
+    });
+    server::run(state, listener, stop.clone().cancelled_owned()).await?;
+    if let Some(t) = admin_task {
+        let _ = t.await;
+    }
+    Ok(())
 }
 
 /// The `check` report: one block per route.

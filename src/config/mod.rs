@@ -61,6 +61,8 @@ pub struct ServerConfig {
     pub header_read_timeout: Duration,
     /// How long shutdown waits for deliveries in progress.
     pub shutdown_grace: Duration,
+    /// `pretty` or `json` (the `--log-format` flag overrides it).
+    pub log_format: Option<crate::telemetry::LogFormat>,
 }
 
 /// `[store]`.
@@ -374,6 +376,19 @@ impl Validator<'_> {
                 "server.shutdown_grace",
                 Duration::from_secs(30),
             ),
+            log_format: match rs.log_format.as_ref().map(|f| (f, f.get_ref().as_str())) {
+                None => None,
+                Some((_, "pretty")) => Some(crate::telemetry::LogFormat::Pretty),
+                Some((_, "json")) => Some(crate::telemetry::LogFormat::Json),
+                Some((f, other)) => {
+                    self.err(
+                        f,
+                        "server.log_format",
+                        format_args!("{other:?}: use \"pretty\" or \"json\""),
+                    );
+                    None
+                }
+            },
         };
 
         let st = raw.store.unwrap_or_default();

@@ -26,6 +26,7 @@ pub(super) struct RawServer {
     pub body_timeout: Option<Spanned<String>>,
     pub header_read_timeout: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
+    pub log_format: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

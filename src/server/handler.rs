@@ -15,16 +15,18 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body, Incoming};
+use tracing::Instrument as _;
 
-use super::AppState;
 use super::respond::{self, Outcome, Resp};
+use super::{AppState, Routing};
 use crate::config::{OnError, Route};
 use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
-use crate::forward::Outbound;
+use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
+use crate::telemetry::{RouteLabel, RouteSecret};
 
 /// What the log line of a delivery says besides the outcome.
 #[derive(Default)]
@@ -35,20 +37,73 @@ struct Seen {
     secret_index: Option<usize>,
 }
 
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+/// The W3C trace context of a request: the provider's, or a new one (so a delivery
+/// can be followed across services). Returns the trace ID for the log.
+fn trace_context(headers: &mut HeaderMap) -> String {
+    let valid = headers
+        .get(&TRACEPARENT)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            let p: Vec<&str> = v.split('-').collect();
+            p.len() == 4
+                && p[1].len() == 32
+                && p[2].len() == 16
+                && p.iter().all(|x| x.bytes().all(|b| b.is_ascii_hexdigit()))
+                && p[1] != "00000000000000000000000000000000"
+        })
+        .map(|v| v.split('-').nth(1).unwrap_or_default().to_owned());
+    if let Some(trace_id) = valid {
+        return trace_id;
+    }
+    use rand::Rng as _;
+    let (trace, span): ([u8; 16], [u8; 8]) = (rand::rng().random(), rand::rng().random());
+    let (trace_id, span_id) = (hex::encode(trace), hex::encode(span));
+    if let Ok(v) = HeaderValue::from_str(&format!("00-{trace_id}-{span_id}-01")) {
+        headers.insert(TRACEPARENT, v);
+    }
+    trace_id
+}
+
 /// Handles one request and writes its log line.
-pub(super) async fn handle(state: Arc<AppState>, req: Request<Incoming>, peer: SocketAddr) -> Resp {
+pub(super) async fn handle(
+    state: Arc<AppState>,
+    mut req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Resp {
     let started = Instant::now();
-    let mut seen = Seen::default();
-    let (resp, outcome) = pipeline(&state, req, peer, &mut seen).await;
-    let status = resp.status().as_u16();
-    let elapsed_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    let route = seen.route.as_deref().unwrap_or("-");
-    let event_id = seen.event_id.as_deref().unwrap_or("-");
-    let detail = seen.detail.as_deref().unwrap_or("");
-    let secret = seen.secret_index.map(|i| i as i64).unwrap_or(-1);
-    match outcome {
-        Outcome::UpstreamError | Outcome::StoreError | Outcome::ForwardedUnclaimed => {
-            tracing::warn!(
+    let trace_id = trace_context(req.headers_mut());
+    let span = tracing::info_span!("delivery", trace_id = %trace_id);
+    async move {
+        state.metrics.in_flight.inc();
+        let mut seen = Seen::default();
+        let (resp, outcome) = pipeline(&state, req, peer, &mut seen).await;
+        state.metrics.in_flight.dec();
+        let status = resp.status().as_u16();
+        let elapsed = started.elapsed();
+        let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let route = seen.route.as_deref().unwrap_or("-");
+        let event_id = seen.event_id.as_deref().unwrap_or("-");
+        let detail = seen.detail.as_deref().unwrap_or("");
+        let secret = seen.secret_index.map(|i| i as i64).unwrap_or(-1);
+        state
+            .metrics
+            .delivery(route, outcome.as_str(), elapsed.as_secs_f64());
+        match outcome {
+            Outcome::UpstreamError | Outcome::StoreError | Outcome::ForwardedUnclaimed => {
+                tracing::warn!(
+                    route,
+                    event_id,
+                    outcome = outcome.as_str(),
+                    status,
+                    elapsed_us,
+                    secret,
+                    detail,
+                    "delivery"
+                );
+            }
+            _ => tracing::info!(
                 route,
                 event_id,
                 outcome = outcome.as_str(),
@@ -57,20 +112,12 @@ pub(super) async fn handle(state: Arc<AppState>, req: Request<Incoming>, peer: S
                 secret,
                 detail,
                 "delivery"
-            );
+            ),
         }
-        _ => tracing::info!(
-            route,
-            event_id,
-            outcome = outcome.as_str(),
-            status,
-            elapsed_us,
-            secret,
-            detail,
-            "delivery"
-        ),
+        resp
     }
-    resp
+    .instrument(span)
+    .await
 }
 
 async fn pipeline(
@@ -79,7 +126,8 @@ async fn pipeline(
     peer: SocketAddr,
     seen: &mut Seen,
 ) -> (Resp, Outcome) {
-    let Some(route) = state.routes.get(req.uri().path()).cloned() else {
+    let routing = state.routing();
+    let Some(route) = routing.routes.get(req.uri().path()).cloned() else {
         return (respond::no_route(), Outcome::NoRoute);
     };
     seen.route = Some(route.name.clone());
@@ -97,7 +145,7 @@ async fn pipeline(
     }
 
     let (parts, body) = req.into_parts();
-    let body = match read_body(body, state.server.max_body, state.server.body_timeout).await {
+    let body = match read_body(body, routing.server.max_body, routing.server.body_timeout).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
@@ -124,12 +172,22 @@ async fn pipeline(
     };
     seen.event_id = Some(delivery.event_id().to_string());
     seen.secret_index = Some(delivery.secret_index());
+    state
+        .metrics
+        .matched_secret
+        .get_or_create(&RouteSecret {
+            route: route.name.clone(),
+            secret: delivery.secret_index().to_string(),
+        })
+        .inc();
 
     // From the claim on, the work runs in its own tracked task: if the provider hangs
     // up, hyper drops this future, but the claim, the forward and its settle step run
     // to the end (and shutdown waits for them).
+    let fixed = route.verifier.fixed_reply().cloned();
     let job = Job {
         state: state.clone(),
+        routing,
         route,
         method: parts.method,
         headers: parts.headers,
@@ -139,8 +197,7 @@ async fn pipeline(
         peer,
         now,
     };
-    let fixed = job.route.verifier.fixed_reply().cloned();
-    match state.settles.spawn(job.run()).await {
+    match state.settles.spawn(job.run().in_current_span()).await {
         Ok((resp, outcome, detail)) => {
             seen.detail = detail;
             match (fixed, outcome) {
@@ -177,6 +234,7 @@ async fn read_body(body: Incoming, max: usize, limit: Duration) -> Result<Bytes,
 /// A verified delivery on its way through the store and the upstream.
 struct Job {
     state: Arc<AppState>,
+    routing: Arc<Routing>,
     route: Arc<Route>,
     method: Method,
     headers: HeaderMap,
@@ -190,15 +248,27 @@ struct Job {
 impl Job {
     async fn run(self) -> (Resp, Outcome, Option<String>) {
         let st = &self.state;
+        let cfg = &self.routing.store_cfg;
         let id = self.delivery.event_id().as_str();
-        let key = DedupKey::new(&st.store_cfg.key_prefix, &self.route.name, id);
+        let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
         let fp = self.delivery.fingerprint().short_hex();
-        match st.store.claim(&key, &fp, st.store_cfg.inflight_ttl).await {
+        let t = Instant::now();
+        let claim = st.store.claim(&key, &fp, cfg.inflight_ttl).await;
+        st.metrics.store_call("claim", t.elapsed().as_secs_f64());
+        match claim {
             Ok(Claim::Claimed(token)) => {
                 let result = self.forward().await;
                 let acknowledged = matches!(&result, Ok(r) if r.status.is_success());
                 let detail = result.as_ref().err().map(ToString::to_string);
-                settle(st.clone(), key, token, fp, acknowledged).await;
+                settle(
+                    st.clone(),
+                    self.routing.clone(),
+                    key,
+                    token,
+                    fp,
+                    acknowledged,
+                )
+                .await;
                 let (resp, outcome) = respond::upstream(result, false);
                 (resp, outcome, detail)
             }
@@ -224,9 +294,7 @@ impl Job {
         }
     }
 
-    async fn forward(
-        &self,
-    ) -> Result<crate::forward::UpstreamResponse, crate::forward::ForwardError> {
+    async fn forward(&self) -> Result<UpstreamResponse, ForwardError> {
         let out = Outbound {
             method: self.method.clone(),
             headers: &self.headers,
@@ -236,51 +304,76 @@ impl Job {
             peer: self.peer.ip(),
             now: self.now,
         };
-        self.state.forwarder.send(&self.route, out).await
+        let t = Instant::now();
+        let result = self.state.forwarder.send(&self.route, out).await;
+        self.state
+            .metrics
+            .upstream_seconds
+            .get_or_create(&RouteLabel {
+                route: self.route.name.clone(),
+            })
+            .observe(t.elapsed().as_secs_f64());
+        result
     }
 }
 
 /// Completes (after a 2xx) or releases the claim. The first attempt is awaited so the
 /// provider's answer follows the store's state; if it fails, retries continue in a
 /// tracked background task for up to `inflight_ttl`, after which the lease decides.
-async fn settle(st: Arc<AppState>, key: DedupKey, token: Token, fp: String, acknowledged: bool) {
-    if settle_once(&st, &key, &token, &fp, acknowledged).await {
+async fn settle(
+    st: Arc<AppState>,
+    routing: Arc<Routing>,
+    key: DedupKey,
+    token: Token,
+    fp: String,
+    acknowledged: bool,
+) {
+    if settle_once(&st, &routing, &key, &token, &fp, acknowledged).await {
         return;
     }
     let tracker = st.settles.clone();
-    tracker.spawn(async move {
-        let deadline = Instant::now() + st.store_cfg.inflight_ttl;
-        let mut delay = Duration::from_millis(50);
-        while Instant::now() + delay < deadline {
-            tokio::time::sleep(delay).await;
-            if settle_once(&st, &key, &token, &fp, acknowledged).await {
-                return;
+    tracker.spawn(
+        async move {
+            let deadline = Instant::now() + routing.store_cfg.inflight_ttl;
+            let mut delay = Duration::from_millis(50);
+            while Instant::now() + delay < deadline {
+                tokio::time::sleep(delay).await;
+                if settle_once(&st, &routing, &key, &token, &fp, acknowledged).await {
+                    return;
+                }
+                delay = (delay * 2).min(Duration::from_secs(1));
             }
-            delay = (delay * 2).min(Duration::from_secs(1));
+            tracing::error!(
+                key = %key,
+                acknowledged,
+                "gave up settling the claim; it expires with its lease (a retry may then be forwarded again, with the same Idempotency-Key)"
+            );
         }
-        tracing::error!(
-            key = %key,
-            acknowledged,
-            "gave up settling the claim; it expires with its lease (a retry may then be forwarded again, with the same Idempotency-Key)"
-        );
-    });
+        .in_current_span(),
+    );
 }
 
 /// One settle attempt; true when there is nothing left to do.
 async fn settle_once(
     st: &AppState,
+    routing: &Routing,
     key: &DedupKey,
     token: &Token,
     fp: &str,
     acknowledged: bool,
 ) -> bool {
+    let t = Instant::now();
     let result = if acknowledged {
         st.store
-            .complete(key, token, fp, st.store_cfg.dedup_ttl)
+            .complete(key, token, fp, routing.store_cfg.dedup_ttl)
             .await
     } else {
         st.store.release(key, token, fp).await
     };
+    st.metrics.store_call(
+        if acknowledged { "complete" } else { "release" },
+        t.elapsed().as_secs_f64(),
+    );
     match result {
         Ok(Settled::Applied) => true,
         Ok(Settled::NotOwner) => {

@@ -4,11 +4,13 @@
 //! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
 //! and stop the server when they like.
 
+pub mod admin;
 mod handler;
 pub mod respond;
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -20,9 +22,12 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
-use crate::config::{Backend, Config, Route, ServerConfig, StoreConfig};
+use arc_swap::ArcSwap;
+
+use crate::config::{self, Backend, Config, ConfigErrors, Route, ServerConfig, StoreConfig};
 use crate::dedup::{MemoryStore, RedisStore, Store};
 use crate::forward::Forwarder;
+use crate::telemetry::{Metrics, ResultLabel};
 
 /// Where the gateway reads the time from when it checks signed timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,18 +51,46 @@ impl Clock {
     }
 }
 
+/// The part of the state a reload replaces: routes and the settings they use.
+#[derive(Debug)]
+pub struct Routing {
+    pub(crate) routes: HashMap<String, Arc<Route>>,
+    pub(crate) server: ServerConfig,
+    pub(crate) store_cfg: StoreConfig,
+}
+
+impl Routing {
+    fn new(cfg: &Config) -> Self {
+        Self {
+            routes: cfg
+                .routes
+                .iter()
+                .map(|r| (r.path.clone(), Arc::new(r.clone())))
+                .collect(),
+            server: cfg.server.clone(),
+            store_cfg: cfg.store.clone(),
+        }
+    }
+}
+
 /// Everything a request needs, shared by all connections.
 #[derive(Debug)]
 pub struct AppState {
-    routes: HashMap<String, Arc<Route>>,
+    /// Swapped whole on reload; a request keeps the snapshot it started with, so
+    /// in-flight deliveries are unaffected.
+    routing: ArcSwap<Routing>,
+    /// Settings fixed at start: the listener and the store are not reloaded.
     server: ServerConfig,
-    store_cfg: StoreConfig,
     store: Store,
+    backend: Backend,
     forwarder: Forwarder,
     clock: Clock,
     /// Settle steps (complete or release) run as tracked tasks: they outlive a
     /// provider that hangs up, and shutdown waits for them.
     settles: TaskTracker,
+    /// The config file, for reloads.
+    source: PathBuf,
+    pub metrics: Metrics,
     /// Deliveries forwarded without a claim because the store was down.
     pub unclaimed_forwards: AtomicU64,
 }
@@ -75,17 +108,15 @@ impl AppState {
     /// Builds the state on a given store.
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
         Ok(Self {
-            routes: cfg
-                .routes
-                .iter()
-                .map(|r| (r.path.clone(), Arc::new(r.clone())))
-                .collect(),
+            routing: ArcSwap::from_pointee(Routing::new(cfg)),
             server: cfg.server.clone(),
-            store_cfg: cfg.store.clone(),
             store,
+            backend: cfg.store.backend.clone(),
             forwarder: Forwarder::new()?,
             clock,
             settles: TaskTracker::new(),
+            source: cfg.source.clone(),
+            metrics: Metrics::new(),
             unclaimed_forwards: AtomicU64::new(0),
         })
     }
@@ -93,6 +124,51 @@ impl AppState {
     /// The dedup store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The current routing snapshot.
+    pub fn routing(&self) -> Arc<Routing> {
+        self.routing.load_full()
+    }
+
+    /// Re-reads the config file and swaps routes, secrets and upstreams atomically.
+    /// An invalid file keeps the running config; the error says why. The listeners
+    /// and the store backend are not changed by a reload (a warning says so).
+    pub fn reload(&self) -> Result<usize, ConfigErrors> {
+        let result = config::load(&self.source);
+        let cfg = match result {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                self.metrics
+                    .reloads
+                    .get_or_create(&ResultLabel {
+                        result: "error".into(),
+                    })
+                    .inc();
+                self.metrics.config_ok.set(0);
+                tracing::error!(errors = %e, "reload refused; the running config stays");
+                return Err(e);
+            }
+        };
+        if cfg.store.backend != self.backend {
+            tracing::warn!("reload: the store backend changed; it takes effect only on restart");
+        }
+        if cfg.server.listen != self.server.listen
+            || cfg.server.admin_listen != self.server.admin_listen
+        {
+            tracing::warn!("reload: listen addresses changed; they take effect only on restart");
+        }
+        let n = cfg.routes.len();
+        self.routing.store(Arc::new(Routing::new(&cfg)));
+        self.metrics
+            .reloads
+            .get_or_create(&ResultLabel {
+                result: "ok".into(),
+            })
+            .inc();
+        self.metrics.config_ok.set(1);
+        tracing::info!(routes = n, "config reloaded");
+        Ok(n)
     }
 }
 

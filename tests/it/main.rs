@@ -11,6 +11,7 @@
 mod conformance;
 mod docs;
 mod malformed;
+mod ops;
 mod pipeline;
 mod process;
 mod sign;

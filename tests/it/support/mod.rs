@@ -18,6 +18,7 @@ pub use self::upstream::Upstream;
 /// A gateway running in this process on a free port.
 pub struct TestGateway {
     pub addr: SocketAddr,
+    pub admin: SocketAddr,
     pub state: Arc<AppState>,
     pub config: Config,
     clock: Clock,
@@ -41,18 +42,39 @@ impl TestGateway {
 
     /// Starts a gateway that believes it is `clock`.
     pub async fn start_with_clock(config_text: &str, clock: Clock) -> Self {
-        let config = parse_config(config_text);
+        Self::start_config(parse_config(config_text), clock).await
+    }
+
+    /// Starts a gateway from a config file (so that reloads re-read it).
+    pub async fn start_file(path: &Path) -> Self {
+        let config = config::load(path).unwrap_or_else(|e| panic!("{e}"));
+        Self::start_config(config, Clock::System).await
+    }
+
+    async fn start_config(config: Config, clock: Clock) -> Self {
         let state = Arc::new(AppState::new(&config, clock).expect("gateway state"));
+        let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind admin");
+        let admin = admin_listener.local_addr().expect("admin addr");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind gateway");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let admin_stop = tokio_util::sync::CancellationToken::new();
+        tokio::spawn(server::admin::run(
+            state.clone(),
+            admin_listener,
+            admin_stop.clone().cancelled_owned(),
+        ));
         let task = tokio::spawn(server::run(state.clone(), listener, async move {
             let _ = stopped.await;
+            admin_stop.cancel();
         }));
         Self {
             addr,
+            admin,
             state,
             config,
             clock,
@@ -64,6 +86,30 @@ impl TestGateway {
     /// `http://127.0.0.1:<port><path>`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// `http://127.0.0.1:<admin port><path>`.
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.admin)
+    }
+
+    /// The value of one sample in the gateway's `/metrics` (0 when absent), e.g.
+    /// `metric("hookgate_deliveries_total{route=\"stripe\",outcome=\"forwarded\"}")`.
+    pub async fn metric(&self, sample: &str) -> f64 {
+        let text = client()
+            .get(self.admin_url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(sample)
+                    .and_then(|rest| rest.trim().parse().ok())
+            })
+            .unwrap_or(0.0)
     }
 
     /// Signs `body` as the route named `route` expects, at the gateway's clock.

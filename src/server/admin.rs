@@ -1,0 +1,153 @@
+//! The admin listener, separate from the public one (bind it to a private address):
+//!
+//! - `GET /healthz` — the process is alive;
+//! - `GET /readyz` — the store answers a PING (503 otherwise);
+//! - `GET /metrics` — Prometheus text format;
+//! - `DELETE /keys/<route>/<event id>` — frees one key for a deliberate redelivery
+//!   (`hookgate forget` calls it);
+//! - `POST /reload` — re-reads the config file (as SIGHUP does).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+
+use super::AppState;
+use crate::dedup::{DedupKey, DedupStore};
+use crate::provider::EventId;
+
+type Resp = Response<Full<Bytes>>;
+
+fn json(status: StatusCode, v: serde_json::Value) -> Resp {
+    let mut r = Response::new(Full::new(Bytes::from(
+        serde_json::to_vec(&v).unwrap_or_default(),
+    )));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
+    let path = req.uri().path().to_owned();
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/healthz") => json(StatusCode::OK, serde_json::json!({ "status": "ok" })),
+        (&Method::GET, "/readyz") => {
+            let ping = tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await;
+            match ping {
+                Ok(Ok(())) => json(
+                    StatusCode::OK,
+                    serde_json::json!({ "status": "ready", "store": state.store().kind() }),
+                ),
+                Ok(Err(e)) => json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    serde_json::json!({ "status": "store unavailable", "error": e.to_string() }),
+                ),
+                Err(_) => json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    serde_json::json!({ "status": "store unavailable", "error": "ping timed out" }),
+                ),
+            }
+        }
+        (&Method::GET, "/metrics") => {
+            let mut r = Response::new(Full::new(Bytes::from(state.metrics.render())));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        (&Method::POST, "/reload") => match state.reload() {
+            Ok(n) => json(
+                StatusCode::OK,
+                serde_json::json!({ "status": "reloaded", "routes": n }),
+            ),
+            Err(e) => json(
+                StatusCode::BAD_REQUEST,
+                serde_json::json!({ "status": "refused", "errors": e.0 }),
+            ),
+        },
+        (&Method::DELETE, p) if p.starts_with("/keys/") => {
+            let rest = &p["/keys/".len()..];
+            let Some((route, raw_id)) = rest.split_once('/') else {
+                return json(
+                    StatusCode::BAD_REQUEST,
+                    serde_json::json!({ "error": "use DELETE /keys/<route>/<event id>" }),
+                );
+            };
+            let route = percent_encoding::percent_decode_str(route)
+                .decode_utf8_lossy()
+                .into_owned();
+            let raw_id = percent_encoding::percent_decode_str(raw_id)
+                .decode_utf8_lossy()
+                .into_owned();
+            let routing = state.routing();
+            if !routing.routes.values().any(|r| r.name == route) || raw_id.is_empty() {
+                return json(
+                    StatusCode::NOT_FOUND,
+                    serde_json::json!({ "error": "no such route" }),
+                );
+            }
+            let id = EventId::new(&raw_id);
+            let key = DedupKey::new(&routing.store_cfg.key_prefix, &route, id.as_str());
+            match state.store().forget(&key).await {
+                Ok(existed) => {
+                    tracing::info!(route, event_id = %id, existed, "key forgotten on request: the next delivery of this event is forwarded");
+                    json(
+                        StatusCode::OK,
+                        serde_json::json!({ "route": route, "event_id": id.as_str(), "forgotten": existed }),
+                    )
+                }
+                Err(e) => json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    serde_json::json!({ "error": e.to_string() }),
+                ),
+            }
+        }
+        _ => json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({ "error": "not found" }),
+        ),
+    }
+}
+
+/// Serves the admin endpoints until `shutdown` resolves.
+pub async fn run(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let st = state.clone();
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req| {
+                        let st = st.clone();
+                        async move { Ok::<_, Infallible>(handle(st, req).await) }
+                    });
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+}
