@@ -127,12 +127,26 @@ struct Gateway {
 
 impl Gateway {
     fn spawn(config: &std::path::Path, port: u16) -> Self {
+        Self::spawn_logging(config, port, "warn", None)
+    }
+
+    /// Starts the binary; with `log`, its stderr goes to that file.
+    fn spawn_logging(
+        config: &std::path::Path,
+        port: u16,
+        level: &str,
+        log: Option<&std::path::Path>,
+    ) -> Self {
+        let stderr = match log {
+            Some(p) => Stdio::from(std::fs::File::create(p).expect("log file")),
+            None => Stdio::null(),
+        };
         let child = Command::new(BIN)
             .args(["serve", "--config"])
             .arg(config)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", level)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("spawn hookgate");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -231,36 +245,51 @@ async fn a_gateway_killed_mid_forward_lets_the_retry_through_after_the_lease() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_lets_a_slow_forward_finish_and_exits_0() {
-    let up = Upstream::start().await;
-    up.set_delay(Duration::from_millis(800));
+async fn sigterm_lets_slow_forwards_finish_exits_0_and_marks_only_2xx_done() {
+    let redis = RedisServer::start();
+    let ok = Upstream::start().await;
+    let failing = Upstream::start().await;
+    ok.set_delay(Duration::from_millis(800));
+    failing.set_delay(Duration::from_millis(800));
+    failing.set_status(500);
     let port = free_port();
     let dir = tempfile::tempdir().expect("dir");
     let cfg = write_config(
         &dir,
         &format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"5s\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
-            up.url("/up")
+            "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"5s\"\n[store]\nbackend = \"redis\"\nurl = \"{}\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n[[routes]]\nname = \"failing\"\npath = \"/f\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
+            redis.url(),
+            ok.url("/up"),
+            failing.url("/up")
         ),
     );
-    let body = stripe_body("evt_term");
-    let headers = signed(&cfg, &body);
+    let (good, bad) = (stripe_body("evt_term_ok"), stripe_body("evt_term_500"));
+    let (hg, hb) = (signed(&cfg, &good), signed(&cfg, &bad));
     let mut gw = Gateway::spawn(&cfg, port);
-    let url = gw.url("/s");
-    let pending = tokio::spawn(async move { post(&url, &headers, body.into_bytes()).await });
-    assert!(crate::support::eventually(Duration::from_secs(5), || up.count() == 1).await);
+    let (u1, u2) = (gw.url("/s"), gw.url("/f"));
+    let first = tokio::spawn(async move { post(&u1, &hg, good.into_bytes()).await });
+    let second = tokio::spawn(async move { post(&u2, &hb, bad.into_bytes()).await });
+    assert!(
+        crate::support::eventually(Duration::from_secs(5), || ok.count() == 1
+            && failing.count() == 1)
+        .await
+    );
     let pid = gw.child.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let r = pending.await.expect("request");
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let r = first.await.expect("request");
     assert_eq!(
         (r.status, r.outcome()),
         (200, "forwarded"),
         "the in-flight delivery completes"
     );
+    let r = second.await.expect("request");
+    assert_eq!(r.status, 500);
     let status = tokio::task::spawn_blocking(move || {
         let s = gw.child.wait();
         (s, gw)
@@ -268,4 +297,153 @@ async fn sigterm_lets_a_slow_forward_finish_and_exits_0() {
     .await
     .expect("wait");
     assert_eq!(status.0.expect("exit").code(), Some(0));
+    let done: Option<String> = redis.cmd(redis::cmd("GET").arg("hookgate:stripe:evt_term_ok"));
+    assert!(
+        done.is_some_and(|v| v.starts_with("d|")),
+        "the 2xx delivery is recorded done"
+    );
+    let failed: Option<String> = redis.cmd(redis::cmd("GET").arg("hookgate:failing:evt_term_500"));
+    assert_eq!(
+        failed, None,
+        "a delivery whose upstream answered 500 is never left done (nor claimed)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_forget_frees_a_key_and_no_secret_reaches_the_log() {
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let secrets = ["whsec_log_probe_4f1e2d3c", "gh-log-probe-9a8b7c"];
+    let base = format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"{}\"]\nupstream = \"{}\"\n",
+        secrets[0],
+        up.url("/up")
+    );
+    let cfg = write_config(&dir, &base);
+    let log = dir.path().join("hookgate.log");
+    let mut gw = Gateway::spawn_logging(&cfg, port, "debug", Some(&log));
+    let body = stripe_body("evt_hup");
+    let headers = signed(&cfg, &body);
+    let signature = headers
+        .iter()
+        .find(|(n, _)| n == "stripe-signature")
+        .map(|(_, v)| v.clone())
+        .expect("sig");
+    assert_eq!(
+        post(&gw.url("/s"), &headers, body.clone().into_bytes())
+            .await
+            .outcome(),
+        "forwarded"
+    );
+    assert_eq!(
+        post(&gw.url("/s"), &headers, b"tampered".to_vec())
+            .await
+            .status,
+        401
+    );
+
+    // A new route appears on SIGHUP, without a restart.
+    let with_gh = format!(
+        "{base}[[routes]]\nname = \"gh\"\npath = \"/g\"\nprovider = \"github\"\nsecrets = [\"{}\"]\nupstream = \"{}\"\n",
+        secrets[1],
+        up.url("/gh")
+    );
+    std::fs::write(&cfg, &with_gh).expect("write");
+    let pid = gw.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let gh_body = r#"{"zen":"hup"}"#;
+    let out = Command::new(BIN)
+        .args(["sign", "--route", "gh", "--event-id", "gh-1", "--config"])
+        .arg(&cfg)
+        .arg(gh_body)
+        .output()
+        .expect("sign");
+    let gh_headers: Vec<(String, String)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .collect();
+    let mut served = false;
+    for _ in 0..50 {
+        let r = post(&gw.url("/g"), &gh_headers, gh_body.as_bytes().to_vec()).await;
+        if r.outcome() == "forwarded" {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(served, "the route added by SIGHUP is served");
+
+    // A broken file on SIGHUP: the old config keeps serving.
+    std::fs::write(&cfg, "[[routes]]\nname = 1\n").expect("write");
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        post(&gw.url("/g"), &gh_headers, gh_body.as_bytes().to_vec())
+            .await
+            .outcome(),
+        "duplicate"
+    );
+
+    // hookgate forget frees the key through the admin listener.
+    std::fs::write(&cfg, &with_gh).expect("write");
+    let out = Command::new(BIN)
+        .args([
+            "forget",
+            "--route",
+            "stripe",
+            "--event-id",
+            "evt_hup",
+            "--config",
+        ])
+        .arg(&cfg)
+        .output()
+        .expect("forget");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"forgotten\":true"));
+    assert_eq!(
+        post(&gw.url("/s"), &headers, body.into_bytes())
+            .await
+            .outcome(),
+        "forwarded"
+    );
+    let probe = Command::new(BIN)
+        .args(["probe", &format!("http://127.0.0.1:{admin}/healthz")])
+        .status()
+        .expect("probe");
+    assert!(probe.success());
+
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let _ = gw.child.wait();
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("config reloaded") && text.contains("reload refused"),
+        "{text}"
+    );
+    for secret in secrets {
+        assert!(!text.contains(secret), "a secret reached the log:\n{text}");
+    }
+    let sig_value = signature.split("v1=").nth(1).expect("v1");
+    assert!(!text.contains(sig_value), "a signature reached the log");
+    assert!(
+        !text.contains("payment_intent"),
+        "a body reached the log below trace"
+    );
 }
