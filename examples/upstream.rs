@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --example upstream            # listens on 127.0.0.1:3000
 //! cargo run --example upstream -- 4000    # another port
+//! upstream 0.0.0.0:3000                   # any address (containers)
 //! ```
 
 use std::convert::Infallible;

@@ -633,9 +633,17 @@ impl Validator<'_> {
             (None, None) => None,
         };
 
-        let upstream = match reqwest::Url::parse(r.upstream.get_ref()) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
-            _ => {
+        // `${VAR}` may name the upstream host per environment.
+        let upstream_text = if r.upstream.get_ref().contains("${") {
+            self.secret(&r.upstream, &k("upstream"))
+                .map(|s| String::from_utf8_lossy(s.expose()).into_owned())
+        } else {
+            Some(r.upstream.get_ref().clone())
+        };
+        let upstream = match upstream_text.as_deref().map(reqwest::Url::parse) {
+            None => None,
+            Some(Ok(u)) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
+            Some(_) => {
                 self.err(
                     &r.upstream,
                     &k("upstream"),

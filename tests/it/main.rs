@@ -9,6 +9,7 @@
 )]
 
 mod conformance;
+mod deploy;
 mod docs;
 mod malformed;
 mod ops;
