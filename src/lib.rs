@@ -17,15 +17,20 @@
 //!   implementations.
 //! - [`forward`]: the pooled upstream client.
 //! - [`config`]: the TOML file, parsed and validated.
-//! - [`cli`], [`telemetry`], [`shutdown`], [`sign`]: the binary's plumbing.
+//! - [`capture`], [`replay`], [`sign`]: capturing deliveries, replay files, signing.
+//! - [`testing`]: a gateway and a recording upstream for your own test suites.
+//! - [`cli`], [`telemetry`], [`shutdown`]: the binary's plumbing.
 
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod dedup;
 pub mod forward;
 pub mod provider;
+pub mod replay;
 pub mod secret;
 pub mod server;
 pub mod shutdown;
 pub mod sign;
 pub mod telemetry;
+pub mod testing;

@@ -73,3 +73,50 @@ pub fn random_event_id() -> String {
     let bytes: [u8; 12] = rand::rng().random();
     format!("evt_{}", hex::encode(bytes))
 }
+
+/// Re-signs a replay for a test secret at `now`, keeping its body and event ID:
+/// the provider's signature headers are replaced. `provider` overrides the one the
+/// file names; `public_url` is needed for URL-signing providers.
+pub fn resign(
+    replay: &mut crate::replay::Replay,
+    provider: Option<&str>,
+    secret: &str,
+    now: u64,
+    public_url: Option<&str>,
+) -> Result<(), String> {
+    use crate::provider::{Credential, Preset};
+    let name = provider
+        .or(replay.provider.as_deref())
+        .ok_or("the replay names no provider: pass --provider")?;
+    let preset = Preset::parse(name).ok_or_else(|| format!("unknown provider {name:?}"))?;
+    let verifier = preset.verifier(
+        &[Credential::Text(crate::secret::Secret::new(
+            secret.as_bytes().to_vec(),
+        ))],
+        None,
+        preset.default_tolerance(None),
+    )?;
+    let id_source = preset
+        .default_event_id(None)
+        .unwrap_or(EventIdSource::BodySha256);
+    // Keep a header-based event ID; body-based ones live in the unchanged body.
+    let event_id = match &id_source {
+        EventIdSource::Header(names) => names
+            .iter()
+            .find_map(|n| replay.header(n.as_str()))
+            .map(str::to_owned),
+        _ => None,
+    }
+    .unwrap_or_else(random_event_id);
+    let url = public_url.map(
+        |u| match replay.query.as_deref().filter(|q| !q.is_empty()) {
+            Some(q) => format!("{u}?{q}"),
+            None => u.to_owned(),
+        },
+    );
+    let body = replay.body_bytes();
+    for (name, value) in headers(&verifier, &id_source, &body, now, &event_id, url.as_deref())? {
+        replay.set_header(name.as_str(), &value);
+    }
+    Ok(())
+}

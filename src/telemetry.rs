@@ -77,6 +77,7 @@ pub struct Metrics {
     pub matched_secret: Family<RouteSecret, Counter>,
     pub reloads: Family<ResultLabel, Counter>,
     pub config_ok: Gauge<i64, AtomicI64>,
+    pub captures: Family<ResultLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -141,8 +142,15 @@ impl Metrics {
             "1 if the last reload succeeded (or none was tried)",
             config_ok.clone(),
         );
+        let captures = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "captures",
+            "Captured deliveries by result (written, dropped, failed)",
+            captures.clone(),
+        );
         Self {
             registry,
+            captures,
             deliveries,
             delivery_seconds,
             upstream_seconds,

@@ -98,6 +98,14 @@ pub struct Route {
     pub secret_count: usize,
 }
 
+/// `[capture]`: write every received delivery as a replay file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureConfig {
+    pub dir: PathBuf,
+    /// The oldest files are removed beyond this many.
+    pub max_files: usize,
+}
+
 /// A whole validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -105,6 +113,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub store: StoreConfig,
     pub routes: Vec<Route>,
+    pub capture: Option<CaptureConfig>,
 }
 
 /// Every problem found in a config file, one per line.
@@ -476,11 +485,23 @@ impl Validator<'_> {
                 routes.push(route);
             }
         }
+        let capture = raw.capture.map(|c| CaptureConfig {
+            dir: self.base.join(c.dir),
+            max_files: match c.max_files {
+                None => 10_000,
+                Some(n) if *n.get_ref() > 0 => usize::try_from(*n.get_ref()).unwrap_or(10_000),
+                Some(n) => {
+                    self.err(&n, "capture.max_files", "must be at least 1");
+                    10_000
+                }
+            },
+        });
         Some(Config {
             source: path.to_path_buf(),
             server,
             store,
             routes,
+            capture,
         })
     }
 

@@ -15,6 +15,15 @@ pub(super) struct RawConfig {
     pub store: Option<RawStore>,
     #[serde(default)]
     pub routes: Vec<RawRoute>,
+    #[serde(default)]
+    pub capture: Option<RawCapture>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCapture {
+    pub dir: String,
+    pub max_files: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -32,9 +32,12 @@ use crate::telemetry::{RouteLabel, RouteSecret};
 #[derive(Default)]
 struct Seen {
     route: Option<String>,
+    provider: Option<&'static str>,
     event_id: Option<String>,
     detail: Option<String>,
     secret_index: Option<usize>,
+    /// The raw body, kept only when capturing.
+    body: Option<Bytes>,
 }
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
@@ -77,8 +80,42 @@ pub(super) async fn handle(
     let span = tracing::info_span!("delivery", trace_id = %trace_id);
     async move {
         state.metrics.in_flight.inc();
+        let received_at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(0))
+            .unwrap_or(0);
+        // Copied only when capturing: the pipeline consumes the request.
+        let request = state.capture.as_ref().map(|_| {
+            let headers: Vec<(String, String)> = req
+                .headers()
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect();
+            (
+                req.method().to_string(),
+                req.uri().path().to_owned(),
+                req.uri().query().map(str::to_owned),
+                headers,
+            )
+        });
         let mut seen = Seen::default();
         let (resp, outcome) = pipeline(&state, req, peer, &mut seen).await;
+        if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request) {
+            let body = seen.body.take().unwrap_or_default();
+            let mut r =
+                crate::replay::Replay::new(&method, &path, query.as_deref(), headers, &body);
+            r.received_at = received_at;
+            r.route = seen.route.clone();
+            r.provider = seen.provider.map(str::to_owned);
+            r.outcome = Some(outcome.as_str().to_owned());
+            r.status = Some(resp.status().as_u16());
+            capture.record(r);
+        }
         state.metrics.in_flight.dec();
         let status = resp.status().as_u16();
         let elapsed = started.elapsed();
@@ -131,6 +168,7 @@ async fn pipeline(
         return (respond::no_route(), Outcome::NoRoute);
     };
     seen.route = Some(route.name.clone());
+    seen.provider = Some(route.verifier.preset().name());
     if !route.methods.contains(req.method()) {
         let allow = route
             .methods
@@ -149,6 +187,9 @@ async fn pipeline(
         Ok(b) => b,
         Err(resp) => return resp,
     };
+    if state.capture.is_some() {
+        seen.body = Some(body.clone());
+    }
     let query = parts.uri.query().map(str::to_owned);
     let url = route.public_url.as_ref().map(|u| match &query {
         Some(q) => format!("{u}?{q}"),

@@ -24,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use arc_swap::ArcSwap;
 
+use crate::capture::Capture;
 use crate::config::{self, Backend, Config, ConfigErrors, Route, ServerConfig, StoreConfig};
 use crate::dedup::{MemoryStore, RedisStore, Store};
 use crate::forward::Forwarder;
@@ -91,6 +92,8 @@ pub struct AppState {
     /// The config file, for reloads.
     source: PathBuf,
     pub metrics: Metrics,
+    /// Writes every delivery as a replay file, when configured.
+    pub(crate) capture: Option<Capture>,
     /// Deliveries forwarded without a claim because the store was down.
     pub unclaimed_forwards: AtomicU64,
 }
@@ -107,7 +110,16 @@ impl AppState {
 
     /// Builds the state on a given store.
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
+        let metrics = Metrics::new();
+        let capture = match &cfg.capture {
+            Some(c) => Some(
+                Capture::start(c.dir.clone(), c.max_files, metrics.captures.clone())
+                    .map_err(|e| anyhow::anyhow!("capture dir {}: {e}", c.dir.display()))?,
+            ),
+            None => None,
+        };
         Ok(Self {
+            capture,
             routing: ArcSwap::from_pointee(Routing::new(cfg)),
             server: cfg.server.clone(),
             store,
@@ -116,7 +128,7 @@ impl AppState {
             clock,
             settles: TaskTracker::new(),
             source: cfg.source.clone(),
-            metrics: Metrics::new(),
+            metrics,
             unclaimed_forwards: AtomicU64::new(0),
         })
     }
