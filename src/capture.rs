@@ -44,13 +44,21 @@ impl Capture {
         max_files: usize,
         counts: Family<ResultLabel, Counter>,
     ) -> std::io::Result<Self> {
-        std::fs::create_dir_all(&dir)?;
+        // A directory that cannot be made is logged, not fatal: every write then fails
+        // and is counted, and deliveries are served as usual.
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            tracing::warn!(dir = %dir.display(), error = %e, "capture directory unavailable; captures will be dropped");
+        }
         let (tx, mut rx) = mpsc::channel::<Replay>(QUEUE);
-        let mut existing: Vec<PathBuf> = std::fs::read_dir(&dir)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .collect();
+        let mut existing: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                    .collect()
+            })
+            .unwrap_or_default();
         existing.sort();
         let mut files: VecDeque<PathBuf> = existing.into();
         let writer_counts = counts.clone();

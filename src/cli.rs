@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{self, Backend, Config, OnError};
 use crate::provider::{Credential, EventIdSource, Preset};
+use crate::replay::{Replay, Verdict};
 use crate::secret::Secret;
 use crate::server::{self, AppState, Clock};
 use crate::telemetry::{self, LogFormat};
@@ -32,6 +33,10 @@ pub enum Command {
         /// `server.log_format`.
         #[arg(long, value_enum)]
         log_format: Option<LogFormat>,
+        /// Write every received delivery as a replay file into this directory
+        /// (overrides `[capture] dir`).
+        #[arg(long)]
+        capture: Option<PathBuf>,
     },
     /// Free one event's key so its next delivery is forwarded again (a deliberate
     /// redelivery), through the admin listener of a running gateway.
@@ -59,6 +64,37 @@ pub enum Command {
     },
     /// List every provider preset: scheme, headers, event ID, window, handshake.
     Providers,
+    /// Send replay files (captured or signed) to a gateway and report each outcome.
+    Replay {
+        /// Replay files, or directories of them.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// The gateway's base URL, e.g. http://127.0.0.1:8080.
+        #[arg(long)]
+        target: String,
+        /// Re-sign each delivery for this test secret with a fresh timestamp.
+        #[arg(long)]
+        resign: Option<String>,
+        /// The provider to re-sign as (default: the one the file names).
+        #[arg(long, requires = "resign")]
+        provider: Option<String>,
+        /// The public URL to sign against, for URL-signing providers.
+        #[arg(long, requires = "resign")]
+        public_url: Option<String>,
+        /// Send each delivery this many times.
+        #[arg(long, default_value_t = 1)]
+        copies: usize,
+        /// How many copies are in flight at once.
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+        /// Fail (exit 1) unless every delivery ends like this. With --copies N,
+        /// `forwarded` means one copy forwarded and the rest duplicates or in flight.
+        #[arg(long, value_enum)]
+        expect: Option<crate::replay::Verdict>,
+        /// One JSON object per line, then a summary object.
+        #[arg(long)]
+        json: bool,
+    },
     /// Sign a body the way a provider would and print the headers, or a curl command.
     Sign {
         /// Sign as this route of the config file does (any provider, including hmac).
@@ -78,9 +114,19 @@ pub enum Command {
         /// Unix timestamp to sign at (default: now).
         #[arg(long)]
         timestamp: Option<u64>,
-        /// Print a curl command that posts the body to this URL.
-        #[arg(long)]
+        /// Print a curl command that posts the body to this URL instead of a replay file.
+        #[arg(long, conflicts_with = "headers")]
         curl: Option<String>,
+        /// Print only the signature headers, one `Name: value` per line.
+        #[arg(long)]
+        headers: bool,
+        /// The request path recorded in the replay file (default: the route's path, or /).
+        #[arg(long)]
+        path: Option<String>,
+        /// An extra header for the replay file, `Name: value` (repeatable), such as
+        /// `X-GitHub-Event: push`.
+        #[arg(long = "header", value_name = "NAME: VALUE")]
+        extra_headers: Vec<String>,
         /// The public URL the provider calls, for URL-signing providers (default: the
         /// route's public_url).
         #[arg(long)]
@@ -93,14 +139,22 @@ pub enum Command {
 /// Runs a parsed command line; returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Serve { config, log_format } => {
-            let cfg = match config::load(&config) {
+        Command::Serve {
+            config,
+            log_format,
+            capture,
+        } => {
+            let mut cfg = match config::load(&config) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("{e}");
                     return Ok(1);
                 }
             };
+            if let Some(dir) = capture {
+                let max_files = cfg.capture.as_ref().map_or(10_000, |c| c.max_files);
+                cfg.capture = Some(config::CaptureConfig { dir, max_files });
+            }
             telemetry::init(
                 log_format
                     .or(cfg.server.log_format)
@@ -158,6 +212,29 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 _ => 1,
             })
         }
+        Command::Replay {
+            inputs,
+            target,
+            resign,
+            provider,
+            public_url,
+            copies,
+            concurrency,
+            expect,
+            json,
+        } => {
+            let opts = ReplayOpts {
+                target,
+                resign,
+                provider,
+                public_url,
+                copies: copies.max(1),
+                concurrency: concurrency.max(1),
+                expect,
+                json,
+            };
+            replay_files(&inputs, &opts).await
+        }
         Command::Providers => {
             print!("{}", crate::provider::catalogue::markdown_table());
             Ok(0)
@@ -180,6 +257,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             event_id,
             timestamp,
             curl,
+            headers: only_headers,
+            path,
+            extra_headers,
             url,
             body,
         } => {
@@ -191,6 +271,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 body.into_bytes()
             };
             let mut public_url = url;
+            let mut replay_path = path;
+            let mut route_name = None;
             let (verifier, id_source) = match (route, provider, secret) {
                 (Some(name), _, _) => {
                     let cfg = config::load(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -202,6 +284,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                             format!("no route named {name:?} in {}", config.display())
                         })?;
                     public_url = public_url.or_else(|| r.public_url.clone());
+                    replay_path = replay_path.or_else(|| Some(r.path.clone()));
+                    route_name = Some(r.name.clone());
                     (r.verifier.clone(), r.event_id.clone())
                 }
                 (None, Some(p), Some(s)) => {
@@ -251,10 +335,43 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                     ));
                     println!("{cmd}");
                 }
-                None => {
+                None if only_headers => {
                     for (n, v) in &headers {
                         println!("{n}: {v}");
                     }
+                }
+                None => {
+                    let query = public_url
+                        .as_deref()
+                        .and_then(|u| u.split_once('?'))
+                        .map(|(_, q)| q);
+                    let mut all: Vec<(String, String)> = headers
+                        .iter()
+                        .map(|(n, v)| (n.to_string(), v.clone()))
+                        .collect();
+                    for h in &extra_headers {
+                        let (n, v) = h
+                            .split_once(':')
+                            .with_context(|| format!("--header {h:?}: write `Name: value`"))?;
+                        all.push((n.trim().to_owned(), v.trim().to_owned()));
+                    }
+                    if !all
+                        .iter()
+                        .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+                    {
+                        all.push(("content-type".into(), "application/json".into()));
+                    }
+                    let mut r = Replay::new(
+                        "POST",
+                        replay_path.as_deref().unwrap_or("/"),
+                        query,
+                        all,
+                        &body,
+                    );
+                    r.received_at = now.saturating_mul(1000);
+                    r.provider = Some(verifier.preset().name().to_owned());
+                    r.route = route_name;
+                    println!("{}", r.to_json());
                 }
             }
             Ok(0)
@@ -359,4 +476,119 @@ pub fn describe(cfg: &Config) -> String {
         ));
     }
     s
+}
+
+/// The options of `hookgate replay`.
+#[derive(Debug)]
+struct ReplayOpts {
+    target: String,
+    resign: Option<String>,
+    provider: Option<String>,
+    public_url: Option<String>,
+    copies: usize,
+    concurrency: usize,
+    expect: Option<Verdict>,
+    json: bool,
+}
+
+/// What happened to one file's delivery, over all its copies.
+fn overall(verdicts: &[Verdict]) -> Verdict {
+    let forwarded = verdicts
+        .iter()
+        .filter(|v| **v == Verdict::Forwarded)
+        .count();
+    let acked = |v: &Verdict| matches!(v, Verdict::Duplicate | Verdict::InFlight);
+    if forwarded == 1
+        && verdicts
+            .iter()
+            .all(|v| *v == Verdict::Forwarded || acked(v))
+    {
+        Verdict::Forwarded
+    } else if verdicts.iter().all(|v| *v == Verdict::Duplicate) {
+        Verdict::Duplicate
+    } else if verdicts.iter().all(|v| *v == Verdict::Rejected) {
+        Verdict::Rejected
+    } else if verdicts.iter().all(|v| *v == Verdict::Handshake) {
+        Verdict::Handshake
+    } else if verdicts.iter().all(acked) {
+        Verdict::InFlight
+    } else {
+        Verdict::Error
+    }
+}
+
+async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32> {
+    use futures_util::stream::{self, StreamExt as _};
+    let files = crate::replay::collect(inputs)?;
+    if files.is_empty() {
+        bail!("no replay files in {inputs:?}");
+    }
+    let client = crate::replay::client();
+    let mut totals: std::collections::BTreeMap<Verdict, usize> = std::collections::BTreeMap::new();
+    let mut unexpected = 0;
+    for file in &files {
+        let mut r = Replay::load(file)?;
+        if let Some(secret) = &o.resign {
+            crate::sign::resign(
+                &mut r,
+                o.provider.as_deref(),
+                secret,
+                Clock::System.now(),
+                o.public_url.as_deref(),
+            )
+            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        }
+        let sends = stream::iter(0..o.copies)
+            .map(|_| r.send(&client, &o.target))
+            .buffer_unordered(o.concurrency)
+            .collect::<Vec<_>>()
+            .await;
+        let mut verdicts = Vec::new();
+        for (i, sent) in sends.into_iter().enumerate() {
+            let (status, verdict, meaning) = match sent {
+                Ok(s) => (s.status, s.verdict(), s.meaning()),
+                Err(e) => (0, Verdict::Error, format!("error: {e}")),
+            };
+            *totals.entry(verdict).or_default() += 1;
+            verdicts.push(verdict);
+            if o.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "file": file.display().to_string(), "copy": i + 1, "status": status, "verdict": verdict, "meaning": meaning })
+                );
+            } else {
+                println!("{}  copy {}: {} {}", file.display(), i + 1, status, meaning);
+            }
+        }
+        let result = overall(&verdicts);
+        if let Some(want) = o.expect {
+            if result != want {
+                unexpected += 1;
+                if !o.json {
+                    println!(
+                        "{}  UNEXPECTED: expected {want:?}, got {result:?}",
+                        file.display()
+                    );
+                }
+            }
+        }
+    }
+    let summary: Vec<String> = totals
+        .iter()
+        .map(|(v, n)| format!("{n} {v:?}").to_lowercase())
+        .collect();
+    if o.json {
+        println!(
+            "{}",
+            serde_json::json!({ "summary": totals.iter().map(|(v, n)| (format!("{v:?}").to_lowercase(), n)).collect::<std::collections::BTreeMap<_, _>>(), "files": files.len(), "unexpected": unexpected })
+        );
+    } else {
+        println!(
+            "{} files, {} requests: {}; {unexpected} unexpected",
+            files.len(),
+            files.len() * o.copies,
+            summary.join(", ")
+        );
+    }
+    Ok(if unexpected > 0 { 1 } else { 0 })
 }

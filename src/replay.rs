@@ -213,18 +213,29 @@ pub fn collect(inputs: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for input in inputs {
         if input.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(input)?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "json"))
-                .collect();
-            files.sort();
-            out.extend(files);
+            walk(input, &mut out)?;
         } else {
             out.push(input.clone());
         }
     }
     Ok(out)
+}
+
+/// The `*.json` files under `dir`, subdirectories included, in name order.
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if p.extension().is_some_and(|e| e == "json") {
+            out.push(p);
+        }
+    }
+    Ok(())
 }
 
 /// A client for sending replays: no proxy, no redirects, bounded.

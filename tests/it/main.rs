@@ -15,6 +15,8 @@ mod malformed;
 mod ops;
 mod pipeline;
 mod process;
+mod replay;
 mod sign;
 mod support;
+mod testing_api;
 mod vectors;

@@ -174,7 +174,7 @@ impl Drop for Gateway {
 
 fn signed(config: &std::path::Path, body: &str) -> Vec<(String, String)> {
     let out = Command::new(BIN)
-        .args(["sign", "--route", "stripe", "--config"])
+        .args(["sign", "--headers", "--route", "stripe", "--config"])
         .arg(config)
         .arg(body)
         .output()
@@ -360,7 +360,15 @@ async fn sighup_reloads_forget_frees_a_key_and_no_secret_reaches_the_log() {
     );
     let gh_body = r#"{"zen":"hup"}"#;
     let out = Command::new(BIN)
-        .args(["sign", "--route", "gh", "--event-id", "gh-1", "--config"])
+        .args([
+            "sign",
+            "--headers",
+            "--route",
+            "gh",
+            "--event-id",
+            "gh-1",
+            "--config",
+        ])
         .arg(&cfg)
         .arg(gh_body)
         .output()

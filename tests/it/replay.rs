@@ -1,0 +1,330 @@
+//! Capture, sign and replay: the fixtures through a gateway on Redis, a capture
+//! replayed with `--resign`, `--expect` failing the command, and a capture directory
+//! that cannot be written.
+
+use std::process::Command;
+use std::time::Duration;
+
+use hookgate::replay::Replay;
+use hookgate::server::Clock;
+
+use crate::support::{RedisServer, TestGateway, Upstream, store_toml};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+/// The fixtures' signing time plus five seconds.
+const FIXTURE_NOW: u64 = 1_767_225_600;
+
+fn fixture_routes(upstream: &Upstream, secrets: Option<&str>) -> String {
+    let routes = [
+        (
+            "stripe",
+            "/webhooks/stripe",
+            "stripe",
+            "whsec_fixture_stripe",
+        ),
+        (
+            "github",
+            "/webhooks/github",
+            "github",
+            "fixture-github-secret",
+        ),
+        (
+            "shopify",
+            "/webhooks/shopify",
+            "shopify",
+            "fixture-shopify-secret",
+        ),
+        ("slack", "/webhooks/slack", "slack", "fixture-slack-secret"),
+        (
+            "billing",
+            "/webhooks/billing",
+            "standard_webhooks",
+            "whsec_Zml4dHVyZS1zdGFuZGFyZC13ZWJob29rcy1zZWNyZXQ=",
+        ),
+    ];
+    routes
+        .iter()
+        .map(|(name, path, provider, secret)| {
+            format!(
+                "[[routes]]\nname = \"{name}\"\npath = \"{path}\"\nprovider = \"{provider}\"\nsecrets = [\"{}\"]\nupstream = \"{}\"\n",
+                secrets.unwrap_or(secret),
+                upstream.url(&format!("/{name}"))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn replay_cmd(args: &[&str]) -> (i32, String) {
+    let out = Command::new(BIN)
+        .arg("replay")
+        .args(args)
+        .output()
+        .expect("run replay");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixtures_replayed_on_redis_first_copy_forwarded_rest_duplicates() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "{}\n{}",
+        store_toml(Some(&redis), "dedup_ttl = \"3d\""),
+        fixture_routes(&up, None)
+    );
+    let gw = TestGateway::start_with_clock(&cfg, Clock::Fixed(FIXTURE_NOW)).await;
+    let base = gw.base_url();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        replay_cmd(&[
+            FIXTURES,
+            "--target",
+            &base,
+            "--copies",
+            "3",
+            "--concurrency",
+            "1",
+            "--expect",
+            "forwarded",
+        ])
+    })
+    .await
+    .expect("replay");
+    assert_eq!(code, 0, "{out}");
+    let files = hookgate::replay::collect(&[FIXTURES.into()]).expect("fixtures");
+    let fixtures = files;
+    assert!(fixtures.len() >= 15, "{} fixtures", fixtures.len());
+    assert_eq!(
+        up.count(),
+        fixtures.len(),
+        "each fixture reached the upstream exactly once"
+    );
+    assert!(
+        out.contains("copy 1: 200 forwarded to the upstream"),
+        "{out}"
+    );
+    assert!(
+        out.contains("copy 2: 200 duplicate: acknowledged, not forwarded"),
+        "{out}"
+    );
+    let summary = out.lines().last().unwrap_or_default();
+    assert_eq!(
+        summary,
+        format!(
+            "{} files, {} requests: {} forwarded, {} duplicate; 0 unexpected",
+            fixtures.len(),
+            fixtures.len() * 3,
+            fixtures.len(),
+            fixtures.len() * 2
+        )
+    );
+
+    // Told the wrong outcome, the command fails; told the right one, it passes.
+    let base = gw.base_url();
+    let stripe = format!("{FIXTURES}/stripe");
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        replay_cmd(&[&stripe, "--target", &base, "--expect", "forwarded"])
+    })
+    .await
+    .expect("replay");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("UNEXPECTED: expected Forwarded, got Duplicate"),
+        "{out}"
+    );
+    let base = gw.base_url();
+    let stripe = format!("{FIXTURES}/stripe");
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        replay_cmd(&[
+            &stripe,
+            "--target",
+            &base,
+            "--expect",
+            "duplicate",
+            "--json",
+        ])
+    })
+    .await
+    .expect("replay");
+    assert_eq!(code, 0, "{out}");
+    let last: serde_json::Value =
+        serde_json::from_str(out.lines().last().unwrap_or_default()).expect("json summary");
+    assert_eq!(last["unexpected"], 0);
+    assert_eq!(last["summary"]["duplicate"], 3);
+    let first: serde_json::Value =
+        serde_json::from_str(out.lines().next().unwrap_or_default()).expect("json line");
+    assert_eq!(first["verdict"], "duplicate");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capture_replayed_with_resign_reaches_the_upstream_as_it_first_did() {
+    let dir = tempfile::tempdir().expect("dir");
+    let captures = dir.path().join("captures");
+    let first_up = Upstream::start().await;
+    let cfg = format!(
+        "[capture]\ndir = \"{}\"\nmax_files = 100\n{}",
+        captures.display(),
+        fixture_routes(&first_up, None)
+    );
+    let first = TestGateway::start(&cfg).await;
+    // Live deliveries, signed now with the production secrets.
+    let stripe =
+        r#"{"id":"evt_capture_1","type":"charge.refunded","data":{"object":{"amount":500}}}"#;
+    let github = r#"{"action":"closed","number":9}"#;
+    assert_eq!(
+        first.deliver("stripe", stripe, "x").await.outcome(),
+        "forwarded"
+    );
+    assert_eq!(
+        first
+            .deliver("github", github, "gh-capture-1")
+            .await
+            .outcome(),
+        "forwarded"
+    );
+    assert!(
+        crate::support::eventually(Duration::from_secs(5), || std::fs::read_dir(&captures)
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 2)
+        .await
+    );
+    first.stop().await;
+    let files = hookgate::replay::collect(std::slice::from_ref(&captures)).expect("captures");
+    assert_eq!(files.len(), 2, "no temporary or partial files");
+    let captured = Replay::load(&files[0]).expect("load");
+    assert_eq!(captured.outcome.as_deref(), Some("forwarded"));
+    assert_eq!(captured.status, Some(200));
+    assert!(captured.received_at > 0);
+
+    // A second gateway with a test secret: replay the captures re-signed for it.
+    let second_up = Upstream::start().await;
+    let second = TestGateway::start(&fixture_routes(
+        &second_up,
+        Some("dGVzdC1zZWNyZXQtZm9yLWNp"),
+    ))
+    .await;
+    let base = second.base_url();
+    let capture_dir = captures.display().to_string();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        replay_cmd(&[
+            &capture_dir,
+            "--target",
+            &base,
+            "--resign",
+            "dGVzdC1zZWNyZXQtZm9yLWNp",
+            "--expect",
+            "forwarded",
+        ])
+    })
+    .await
+    .expect("replay");
+    assert_eq!(code, 0, "{out}");
+    let (a, b) = (first_up.received(), second_up.received());
+    assert_eq!(b.len(), 2);
+    for original in &a {
+        let id = original.header("idempotency-key").expect("id");
+        let again = b
+            .iter()
+            .find(|r| r.header("idempotency-key") == Some(id))
+            .expect("replayed");
+        assert_eq!(again.body, original.body, "body byte-identical");
+        assert_eq!(again.uri, original.uri);
+        // Every header but the re-signed signature and per-hop ones is identical.
+        let skip = [
+            "stripe-signature",
+            "x-hub-signature-256",
+            "traceparent",
+            "x-forwarded-for",
+            "user-agent",
+            "accept",
+            "host",
+        ];
+        for (name, value) in &original.headers {
+            if skip.contains(&name.as_str()) {
+                continue;
+            }
+            assert_eq!(again.headers.get(name), Some(value), "header {name}");
+        }
+        let signed = ["stripe-signature", "x-hub-signature-256"];
+        assert!(
+            signed.iter().any(|h| again.headers.contains_key(*h)),
+            "the replay carries a fresh signature"
+        );
+    }
+    second.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unwritable_capture_directory_does_not_break_serving() {
+    let dir = tempfile::tempdir().expect("dir");
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, "not a directory").expect("write");
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "[capture]\ndir = \"{}/captures\"\n{}",
+        blocker.display(),
+        fixture_routes(&up, None)
+    );
+    let gw = TestGateway::start(&cfg).await;
+    for i in 0..5 {
+        let body = format!(r#"{{"id":"evt_nocap_{i}"}}"#);
+        assert_eq!(
+            gw.deliver("stripe", &body, "x").await.outcome(),
+            "forwarded"
+        );
+    }
+    assert_eq!(up.count(), 5);
+    let mut failed = 0.0;
+    for _ in 0..50 {
+        failed = gw
+            .metric("hookgate_captures_total{result=\"failed\"}")
+            .await;
+        if failed == 5.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(failed, 5.0, "every failed capture is counted");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_are_bounded_by_max_files() {
+    let dir = tempfile::tempdir().expect("dir");
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "[capture]\ndir = \"{}\"\nmax_files = 3\n{}",
+        dir.path().display(),
+        fixture_routes(&up, None)
+    );
+    let gw = TestGateway::start(&cfg).await;
+    for i in 0..7 {
+        let _ = gw
+            .deliver("stripe", &format!(r#"{{"id":"evt_bound_{i}"}}"#), "x")
+            .await;
+    }
+    let mut written = 0.0;
+    for _ in 0..50 {
+        written = gw
+            .metric("hookgate_captures_total{result=\"written\"}")
+            .await;
+        if written == 7.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(written, 7.0);
+    let left = hookgate::replay::collect(&[dir.path().to_path_buf()]).expect("files");
+    assert_eq!(left.len(), 3, "the oldest captures were removed");
+    let newest = Replay::load(left.last().expect("file")).expect("load");
+    assert!(newest.body.unwrap_or_default().contains("evt_bound_6"));
+    gw.stop().await;
+}
