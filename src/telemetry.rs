@@ -65,9 +65,30 @@ fn latency() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
 }
 
+/// One route's metric handles, resolved once: the hot path then counts without
+/// building label strings or hashing them into the registry's families.
+#[derive(Debug)]
+pub struct RouteMetrics {
+    route: String,
+    outcomes: std::sync::RwLock<std::collections::HashMap<&'static str, Counter>>,
+    delivery_seconds: Histogram,
+    upstream_seconds: Histogram,
+    secrets: std::sync::RwLock<Vec<Counter>>,
+}
+
+fn read<T>(l: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(l: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Every metric hookgate exports, registered once and shared by all requests.
 #[derive(Debug)]
 pub struct Metrics {
+    routes: std::sync::RwLock<std::collections::HashMap<String, std::sync::Arc<RouteMetrics>>>,
+    store_ops: [Histogram; 3],
     registry: Registry,
     pub deliveries: Family<RouteOutcome, Counter>,
     pub delivery_seconds: Family<RouteLabel, Histogram, fn() -> Histogram>,
@@ -142,6 +163,11 @@ impl Metrics {
             "1 if the last reload succeeded (or none was tried)",
             config_ok.clone(),
         );
+        let store_ops = ["claim", "complete", "release"].map(|op| {
+            store_seconds
+                .get_or_create(&OpLabel { op: op.to_owned() })
+                .clone()
+        });
         let captures = Family::<ResultLabel, Counter>::default();
         registry.register(
             "captures",
@@ -149,6 +175,8 @@ impl Metrics {
             captures.clone(),
         );
         Self {
+            routes: std::sync::RwLock::default(),
+            store_ops,
             registry,
             captures,
             deliveries,
@@ -162,26 +190,79 @@ impl Metrics {
         }
     }
 
-    /// Counts one delivery.
-    pub fn delivery(&self, route: &str, outcome: &str, seconds: f64) {
-        self.deliveries
-            .get_or_create(&RouteOutcome {
-                route: route.to_owned(),
-                outcome: outcome.to_owned(),
-            })
-            .inc();
-        self.delivery_seconds
-            .get_or_create(&RouteLabel {
-                route: route.to_owned(),
-            })
-            .observe(seconds);
+    /// The handles of one route (created on first use).
+    pub fn route(&self, route: &str) -> std::sync::Arc<RouteMetrics> {
+        if let Some(m) = read(&self.routes).get(route) {
+            return m.clone();
+        }
+        let label = RouteLabel {
+            route: route.to_owned(),
+        };
+        let m = std::sync::Arc::new(RouteMetrics {
+            route: route.to_owned(),
+            outcomes: std::sync::RwLock::default(),
+            delivery_seconds: self.delivery_seconds.get_or_create(&label).clone(),
+            upstream_seconds: self.upstream_seconds.get_or_create(&label).clone(),
+            secrets: std::sync::RwLock::default(),
+        });
+        write(&self.routes)
+            .entry(route.to_owned())
+            .or_insert(m)
+            .clone()
     }
 
-    /// Times one store call.
+    /// Counts one delivery.
+    pub fn delivery(&self, route: &RouteMetrics, outcome: &'static str, seconds: f64) {
+        let counter = read(&route.outcomes).get(outcome).cloned();
+        let counter = counter.unwrap_or_else(|| {
+            let c = self
+                .deliveries
+                .get_or_create(&RouteOutcome {
+                    route: route.route.clone(),
+                    outcome: outcome.to_owned(),
+                })
+                .clone();
+            write(&route.outcomes).insert(outcome, c.clone());
+            c
+        });
+        counter.inc();
+        route.delivery_seconds.observe(seconds);
+    }
+
+    /// Counts which secret matched.
+    pub fn matched_secret(&self, route: &RouteMetrics, index: usize) {
+        if let Some(c) = read(&route.secrets).get(index) {
+            c.inc();
+            return;
+        }
+        let mut secrets = write(&route.secrets);
+        while secrets.len() <= index {
+            let i = secrets.len();
+            secrets.push(
+                self.matched_secret
+                    .get_or_create(&RouteSecret {
+                        route: route.route.clone(),
+                        secret: i.to_string(),
+                    })
+                    .clone(),
+            );
+        }
+        secrets[index].inc();
+    }
+
+    /// Times one upstream call.
+    pub fn upstream(&self, route: &RouteMetrics, seconds: f64) {
+        route.upstream_seconds.observe(seconds);
+    }
+
+    /// Times one store call: `claim`, `complete` or `release`.
     pub fn store_call(&self, op: &'static str, seconds: f64) {
-        self.store_seconds
-            .get_or_create(&OpLabel { op: op.to_owned() })
-            .observe(seconds);
+        let i = match op {
+            "claim" => 0,
+            "complete" => 1,
+            _ => 2,
+        };
+        self.store_ops[i].observe(seconds);
     }
 
     /// The Prometheus text exposition.

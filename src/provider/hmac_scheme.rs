@@ -246,10 +246,5 @@ impl HmacScheme {
 
 /// A string or integer field of a JSON body, as text.
 pub fn json_scalar(body: &[u8], pointer: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    match v.pointer(pointer)? {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Number(n) if n.is_u64() || n.is_i64() => Some(n.to_string()),
-        _ => None,
-    }
+    super::json_pointer::scalar(body, pointer)
 }

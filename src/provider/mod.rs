@@ -11,6 +11,7 @@ pub mod catalogue;
 pub mod event_id;
 pub mod handshake;
 pub mod hmac_scheme;
+pub mod json_pointer;
 pub mod mac;
 pub mod special;
 pub mod standard_webhooks;

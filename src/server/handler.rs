@@ -26,7 +26,6 @@ use crate::config::{OnError, Route};
 use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
-use crate::telemetry::{RouteLabel, RouteSecret};
 
 /// What the log line of a delivery says besides the outcome.
 #[derive(Default)]
@@ -124,9 +123,11 @@ pub(super) async fn handle(
         let event_id = seen.event_id.as_deref().unwrap_or("-");
         let detail = seen.detail.as_deref().unwrap_or("");
         let secret = seen.secret_index.map(|i| i as i64).unwrap_or(-1);
-        state
-            .metrics
-            .delivery(route, outcome.as_str(), elapsed.as_secs_f64());
+        state.metrics.delivery(
+            &state.metrics.route(route),
+            outcome.as_str(),
+            elapsed.as_secs_f64(),
+        );
         match outcome {
             Outcome::UpstreamError | Outcome::StoreError | Outcome::ForwardedUnclaimed => {
                 tracing::warn!(
@@ -215,12 +216,7 @@ async fn pipeline(
     seen.secret_index = Some(delivery.secret_index());
     state
         .metrics
-        .matched_secret
-        .get_or_create(&RouteSecret {
-            route: route.name.clone(),
-            secret: delivery.secret_index().to_string(),
-        })
-        .inc();
+        .matched_secret(&state.metrics.route(&route.name), delivery.secret_index());
 
     // From the claim on, the work runs in its own tracked task: if the provider hangs
     // up, hyper drops this future, but the claim, the forward and its settle step run
@@ -347,13 +343,10 @@ impl Job {
         };
         let t = Instant::now();
         let result = self.state.forwarder.send(&self.route, out).await;
+        let route_metrics = self.state.metrics.route(&self.route.name);
         self.state
             .metrics
-            .upstream_seconds
-            .get_or_create(&RouteLabel {
-                route: self.route.name.clone(),
-            })
-            .observe(t.elapsed().as_secs_f64());
+            .upstream(&route_metrics, t.elapsed().as_secs_f64());
         result
     }
 }

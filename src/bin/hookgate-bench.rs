@@ -1,0 +1,561 @@
+//! hookgate's load benchmark: the same Stripe-signed load against the upstream
+//! directly, a bare pass-through proxy (hyper + reqwest, no verification, no dedup:
+//! the reference), hookgate on the memory store and hookgate on a real Redis — one
+//! process each, on this machine, load generator included. Prints one table.
+//!
+//! ```text
+//! hookgate-bench [--duration 10s] [--connections 32] [--body 1024] [--dup 0.1] [--smoke]
+//! ```
+//! `benches/run.sh` builds in release mode and runs the three documented variants.
+//! Internal modes (run by the benchmark itself): `upstream PORT`, `proxy PORT UPSTREAM`.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+
+type AnyResult<T> = anyhow::Result<T>;
+
+fn free_port() -> AnyResult<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+async fn serve<F, Fut>(port: u16, handler: F) -> AnyResult<()>
+where
+    F: Fn(http::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = http::Response<Full<Bytes>>> + Send + 'static,
+{
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        let h = handler.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let h = h.clone();
+                async move { Ok::<_, Infallible>(h(req).await) }
+            });
+            let _ = auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// The upstream: reads the body, answers 200 at once.
+async fn upstream(port: u16) -> AnyResult<()> {
+    serve(
+        port,
+        |req: http::Request<hyper::body::Incoming>| async move {
+            let _ = req.into_body().collect().await;
+            http::Response::new(Full::new(Bytes::from_static(b"{\"ok\":true}")))
+        },
+    )
+    .await
+}
+
+/// The reference: a pass-through proxy on the same stack as hookgate (hyper server,
+/// body read whole, reqwest pooled client), with no verification and no dedup.
+async fn proxy(port: u16, target: String) -> AnyResult<()> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_idle_timeout(Duration::from_secs(4))
+        .tcp_nodelay(true)
+        .build()?;
+    let target = Arc::new(target);
+    serve(port, move |req: http::Request<hyper::body::Incoming>| {
+        let (client, target) = (client.clone(), target.clone());
+        async move {
+            let (parts, body) = req.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            let url = format!("{target}{}", parts.uri.path());
+            let mut headers = hookgate::forward::end_to_end(&parts.headers);
+            headers.remove(http::header::HOST);
+            let resp = client
+                .request(parts.method, url)
+                .headers(headers)
+                .body(body)
+                .send()
+                .await;
+            match resp {
+                Ok(r) => {
+                    let status = r.status();
+                    let bytes = r.bytes().await.unwrap_or_default();
+                    let mut out = http::Response::new(Full::new(bytes));
+                    *out.status_mut() = status;
+                    out
+                }
+                Err(_) => {
+                    let mut out = http::Response::new(Full::new(Bytes::new()));
+                    *out.status_mut() = http::StatusCode::BAD_GATEWAY;
+                    out
+                }
+            }
+        }
+    })
+    .await
+}
+
+#[derive(Debug, Clone)]
+struct Opts {
+    duration: Duration,
+    connections: usize,
+    body: usize,
+    dup: f64,
+}
+
+/// A Stripe-signed request for event `n`; duplicates reuse an earlier `n`.
+fn request(
+    secret: &hookgate::provider::Verifier,
+    n: u64,
+    body_len: usize,
+    now: u64,
+) -> (Vec<(String, String)>, Bytes) {
+    let head = format!(
+        "{{\"id\":\"evt_bench_{n:012}\",\"object\":\"event\",\"type\":\"invoice.paid\",\"pad\":\""
+    );
+    let tail = "\"}";
+    let pad = body_len.saturating_sub(head.len() + tail.len());
+    let body = format!("{head}{}{tail}", "x".repeat(pad));
+    let headers = hookgate::sign::headers(
+        secret,
+        &hookgate::provider::EventIdSource::Json("/id".into()),
+        body.as_bytes(),
+        now,
+        "x",
+        None,
+    )
+    .unwrap_or_default()
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect();
+    (headers, Bytes::from(body))
+}
+
+struct Stats {
+    ok: u64,
+    failed: u64,
+    latencies_us: Vec<u32>,
+}
+
+/// Drives `connections` keep-alive HTTP/1.1 connections at `addr` for the duration.
+async fn load(addr: SocketAddr, path: &'static str, o: &Opts) -> AnyResult<(Stats, Duration)> {
+    use hyper::client::conn::http1;
+    let verifier = hookgate::provider::Preset::parse("stripe")
+        .ok_or_else(|| anyhow::anyhow!("stripe preset"))?
+        .verifier(
+            &[hookgate::provider::Credential::Text(
+                hookgate::secret::Secret::new(b"whsec_bench".to_vec()),
+            )],
+            None,
+            Some(300),
+        )
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let verifier = Arc::new(verifier);
+    let now = hookgate::server::Clock::System.now();
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + o.duration;
+    let mut tasks = Vec::new();
+    for c in 0..o.connections {
+        let (verifier, next, o) = (verifier.clone(), next.clone(), o.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut stats = Stats {
+                ok: 0,
+                failed: 0,
+                latencies_us: Vec::with_capacity(100_000),
+            };
+            let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
+                return stats;
+            };
+            let _ = stream.set_nodelay(true);
+            let Ok((mut sender, conn)) =
+                http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await
+            else {
+                return stats;
+            };
+            tokio::spawn(conn);
+            let mut rng_state = 0x9E37_79B9_7F4A_7C15u64 ^ (c as u64 + 1);
+            while Instant::now() < deadline {
+                // xorshift: a cheap, reproducible choice of duplicates.
+                rng_state ^= rng_state << 13;
+                rng_state ^= rng_state >> 7;
+                rng_state ^= rng_state << 17;
+                let issued = next.load(std::sync::atomic::Ordering::Relaxed);
+                let dup = issued > 0 && (rng_state % 10_000) as f64 / 10_000.0 < o.dup;
+                let n = if dup {
+                    rng_state % issued
+                } else {
+                    next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                };
+                let (headers, body) = request(&verifier, n, o.body, now);
+                let mut req = http::Request::post(path)
+                    .header("host", "bench")
+                    .header("content-type", "application/json");
+                for (k, v) in &headers {
+                    req = req.header(k.as_str(), v.as_str());
+                }
+                let Ok(req) = req.body(Full::new(body)) else {
+                    break;
+                };
+                if sender.ready().await.is_err() {
+                    break;
+                }
+                let t = Instant::now();
+                match sender.send_request(req).await {
+                    Ok(resp) => {
+                        let ok = resp.status().is_success();
+                        let _ = resp.into_body().collect().await;
+                        stats
+                            .latencies_us
+                            .push(u32::try_from(t.elapsed().as_micros()).unwrap_or(u32::MAX));
+                        if ok { stats.ok += 1 } else { stats.failed += 1 }
+                    }
+                    Err(_) => {
+                        stats.failed += 1;
+                        break;
+                    }
+                }
+            }
+            stats
+        }));
+    }
+    let mut all = Stats {
+        ok: 0,
+        failed: 0,
+        latencies_us: Vec::new(),
+    };
+    for t in tasks {
+        let s = t.await?;
+        all.ok += s.ok;
+        all.failed += s.failed;
+        all.latencies_us.extend(s.latencies_us);
+    }
+    Ok((all, start.elapsed()))
+}
+
+/// Peak resident memory (VmHWM) of a process, in MiB.
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_listening(port: u16) -> AnyResult<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        anyhow::ensure!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn spawn(cmd: &mut Command, port: u16) -> AnyResult<Proc> {
+    let p = Proc(cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn()?);
+    wait_listening(port)?;
+    Ok(p)
+}
+
+fn pct(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    f64::from(sorted[i.min(sorted.len() - 1)]) / 1000.0
+}
+
+struct Row {
+    name: &'static str,
+    rps: f64,
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    rss: Option<f64>,
+    ok: u64,
+    failed: u64,
+}
+
+async fn run_target(
+    name: &'static str,
+    port: u16,
+    path: &'static str,
+    pid: u32,
+    o: &Opts,
+) -> AnyResult<Row> {
+    // A short warm-up fills pools and caches; then the measured run.
+    let warm = Opts {
+        duration: Duration::from_millis(300).min(o.duration),
+        ..o.clone()
+    };
+    let _ = load(([127, 0, 0, 1], port).into(), path, &warm).await?;
+    let (mut s, elapsed) = load(([127, 0, 0, 1], port).into(), path, o).await?;
+    s.latencies_us.sort_unstable();
+    Ok(Row {
+        name,
+        rps: (s.ok + s.failed) as f64 / elapsed.as_secs_f64(),
+        p50: pct(&s.latencies_us, 0.5),
+        p99: pct(&s.latencies_us, 0.99),
+        p999: pct(&s.latencies_us, 0.999),
+        rss: peak_rss_mib(pid),
+        ok: s.ok,
+        failed: s.failed,
+    })
+}
+
+fn hookgate_config(port: u16, upstream: u16, redis: Option<u16>) -> String {
+    let store = match redis {
+        Some(p) => format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{p}\""),
+        None => "backend = \"memory\"".into(),
+    };
+    format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nmax_body = \"1MiB\"\n[store]\n{store}\n[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_bench\"]\nupstream = \"http://127.0.0.1:{upstream}/stripe\"\n"
+    )
+}
+
+fn parse_args() -> AnyResult<(Vec<String>, Opts, bool)> {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut o = Opts {
+        duration: Duration::from_secs(10),
+        connections: 32,
+        body: 1024,
+        dup: 0.1,
+    };
+    let mut smoke = false;
+    let mut rest = Vec::new();
+    while !args.is_empty() {
+        let a = args.remove(0);
+        let mut val = || -> AnyResult<String> {
+            if args.is_empty() {
+                anyhow::bail!("{a} needs a value")
+            } else {
+                Ok(args.remove(0))
+            }
+        };
+        match a.as_str() {
+            "--duration" => o.duration = humantime::parse_duration(&val()?)?,
+            "--connections" => o.connections = val()?.parse()?,
+            "--body" => o.body = val()?.parse()?,
+            "--dup" => o.dup = val()?.parse()?,
+            "--smoke" => smoke = true,
+            _ => rest.push(a),
+        }
+    }
+    if smoke {
+        o.duration = Duration::from_millis(500);
+        o.connections = o.connections.min(4);
+    }
+    Ok((rest, o, smoke))
+}
+
+#[tokio::main]
+async fn main() -> AnyResult<()> {
+    let (rest, o, smoke) = parse_args()?;
+    match rest.first().map(String::as_str) {
+        Some("upstream") => {
+            return upstream(rest.get(1).and_then(|p| p.parse().ok()).unwrap_or(3000)).await;
+        }
+        Some("load") => {
+            // Load an already running target: `load PORT PATH` (for profiling).
+            let port: u16 = rest.get(1).and_then(|p| p.parse().ok()).unwrap_or(8080);
+            let path: &'static str = Box::leak(
+                rest.get(2)
+                    .cloned()
+                    .unwrap_or_else(|| "/webhooks/stripe".into())
+                    .into_boxed_str(),
+            );
+            let (s, elapsed) = load(([127, 0, 0, 1], port).into(), path, &o).await?;
+            println!(
+                "{} ok, {} other, {:.0} req/s",
+                s.ok,
+                s.failed,
+                (s.ok + s.failed) as f64 / elapsed.as_secs_f64()
+            );
+            return Ok(());
+        }
+        Some("proxy") => {
+            let port = rest.get(1).and_then(|p| p.parse().ok()).unwrap_or(3001);
+            return proxy(port, rest.get(2).cloned().unwrap_or_default()).await;
+        }
+        _ => {}
+    }
+    let me = std::env::current_exe()?;
+    let hookgate_bin: PathBuf = me.with_file_name("hookgate");
+    anyhow::ensure!(
+        hookgate_bin.exists(),
+        "build the hookgate binary first (cargo build --release --bins)"
+    );
+    let dir = std::env::temp_dir().join(format!("hookgate-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+
+    let up_port = free_port()?;
+    let up = spawn(
+        Command::new(&me).args(["upstream", &up_port.to_string()]),
+        up_port,
+    )?;
+    let proxy_port = free_port()?;
+    let px = spawn(
+        Command::new(&me).args([
+            "proxy",
+            &proxy_port.to_string(),
+            &format!("http://127.0.0.1:{up_port}"),
+        ]),
+        proxy_port,
+    )?;
+
+    let mem_port = free_port()?;
+    let mem_cfg = dir.join("memory.toml");
+    std::fs::write(&mem_cfg, hookgate_config(mem_port, up_port, None))?;
+    let mem = spawn(
+        Command::new(&hookgate_bin)
+            .arg("serve")
+            .arg("--config")
+            .arg(&mem_cfg)
+            .env("RUST_LOG", "warn"),
+        mem_port,
+    )?;
+
+    let redis_port = free_port()?;
+    let redis = Command::new("redis-server")
+        .args([
+            "--port",
+            &redis_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .map(Proc);
+    let rd = match redis {
+        Ok(r) => {
+            wait_listening(redis_port)?;
+            let rd_port = free_port()?;
+            let rd_cfg = dir.join("redis.toml");
+            std::fs::write(&rd_cfg, hookgate_config(rd_port, up_port, Some(redis_port)))?;
+            Some((
+                r,
+                rd_port,
+                spawn(
+                    Command::new(&hookgate_bin)
+                        .arg("serve")
+                        .arg("--config")
+                        .arg(&rd_cfg)
+                        .env("RUST_LOG", "warn"),
+                    rd_port,
+                )?,
+            ))
+        }
+        Err(_) => {
+            eprintln!("redis-server not found: the Redis row is skipped");
+            None
+        }
+    };
+
+    println!(
+        "hookgate-bench: {} s, {} connections, {} B bodies, {:.0} % duplicates, Stripe-signed{}",
+        o.duration.as_secs_f64(),
+        o.connections,
+        o.body,
+        o.dup * 100.0,
+        if smoke { " (smoke)" } else { "" }
+    );
+    let mut rows = Vec::new();
+    rows.push(run_target("upstream directly", up_port, "/stripe", up.0.id(), &o).await?);
+    rows.push(
+        run_target(
+            "bare proxy (reference)",
+            proxy_port,
+            "/stripe",
+            px.0.id(),
+            &o,
+        )
+        .await?,
+    );
+    rows.push(
+        run_target(
+            "hookgate, memory",
+            mem_port,
+            "/webhooks/stripe",
+            mem.0.id(),
+            &o,
+        )
+        .await?,
+    );
+    if let Some((_, port, p)) = &rd {
+        rows.push(run_target("hookgate, redis", *port, "/webhooks/stripe", p.0.id(), &o).await?);
+    }
+    let reference = rows
+        .iter()
+        .find(|r| r.name.starts_with("bare"))
+        .map(|r| r.rps)
+        .unwrap_or(1.0);
+    println!();
+    println!(
+        "| target | req/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB | vs bare proxy | 2xx | other |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {} | {} |",
+            r.name,
+            r.rps,
+            r.p50,
+            r.p99,
+            r.p999,
+            r.rss.map_or("-".into(), |m| format!("{m:.1}")),
+            r.rps / reference,
+            r.ok,
+            r.failed
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if smoke {
+        // In smoke mode the run only has to work: every target answered 2xx.
+        for r in &rows {
+            anyhow::ensure!(
+                r.ok > 0 && r.failed == 0,
+                "{}: {} ok, {} failed",
+                r.name,
+                r.ok,
+                r.failed
+            );
+        }
+        println!("smoke: every target served the load");
+    }
+    Ok(())
+}
