@@ -14,14 +14,12 @@ use hookgate::config;
 use hookgate::dedup::{DedupKey, DedupStore, MemoryStore, RedisStore, Store};
 use hookgate::provider::{Fingerprint, Inbound, accept};
 
-const NOW: u64 = 1_767_225_600;
-
 /// A route of `provider` and a delivery for it, from the shared vectors where the
 /// scheme needs keys only the vectors have (Ed25519, ECDSA).
-fn vector_case(
-    provider: &str,
-    case: &str,
-) -> Option<(config::Config, HeaderMap, Vec<u8>, Option<String>, u64)> {
+/// A vector's route config, headers, body, URL and `now`.
+type Case = (config::Config, HeaderMap, Vec<u8>, Option<String>, u64);
+
+fn vector_case(provider: &str, case: &str) -> Option<Case> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../shared/providers/vectors.json"
@@ -161,6 +159,8 @@ fn bench_claim(c: &mut Criterion) {
         .spawn();
     if let Ok(mut child) = redis {
         std::thread::sleep(Duration::from_millis(300));
+        // The connection manager needs a runtime to spawn its connection task on.
+        let _guard = rt.enter();
         if let Ok(store) =
             RedisStore::new(&format!("redis://127.0.0.1:{port}"), Duration::from_secs(1))
         {
