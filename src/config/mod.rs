@@ -63,6 +63,14 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// `pretty` or `json` (the `--log-format` flag overrides it).
     pub log_format: Option<crate::telemetry::LogFormat>,
+    /// Largest request head (request line and headers) in bytes; larger gets 431.
+    pub max_header_bytes: usize,
+    /// Most headers in a request; more gets 431.
+    pub max_headers: usize,
+    /// Open connections at most; beyond, a new connection gets 503 and is closed.
+    pub max_connections: usize,
+    /// Deliveries being handled at most; beyond, 503 + Retry-After.
+    pub max_in_flight: usize,
 }
 
 /// `[store]`.
@@ -96,6 +104,9 @@ pub struct Route {
     /// Re-signs forwarded deliveries with the Standard Webhooks scheme.
     pub forward_signer: Option<StandardScheme>,
     pub secret_count: usize,
+    /// Failed verifications per second the route absorbs; beyond, its requests get
+    /// 429 without being verified until the budget refills.
+    pub failure_budget: u32,
 }
 
 /// `[capture]`: write every received delivery as a replay file.
@@ -265,6 +276,19 @@ impl Validator<'_> {
         }
     }
 
+    fn count(&mut self, v: &Option<Spanned<i64>>, key: &str, default: usize, min: usize) -> usize {
+        match v {
+            None => default,
+            Some(n) => match usize::try_from(*n.get_ref()) {
+                Ok(x) if x >= min => x,
+                _ => {
+                    self.err(n, key, format_args!("must be at least {min}"));
+                    default
+                }
+            },
+        }
+    }
+
     fn on_error(&mut self, v: &Option<Spanned<String>>, key: &str, default: OnError) -> OnError {
         match v.as_ref().map(|s| (s, s.get_ref().as_str())) {
             None => default,
@@ -398,6 +422,23 @@ impl Validator<'_> {
                     None
                 }
             },
+            max_header_bytes: match &rs.max_header_bytes {
+                None => 16 * 1024,
+                Some(v) => match size::parse(v.get_ref()) {
+                    Some(n) if n >= 8192 => n,
+                    _ => {
+                        self.err(
+                            v,
+                            "server.max_header_bytes",
+                            "must be a size of at least 8KiB",
+                        );
+                        16 * 1024
+                    }
+                },
+            },
+            max_headers: self.count(&rs.max_headers, "server.max_headers", 100, 1),
+            max_connections: self.count(&rs.max_connections, "server.max_connections", 10_000, 1),
+            max_in_flight: self.count(&rs.max_in_flight, "server.max_in_flight", 1024, 1),
         };
 
         let st = raw.store.unwrap_or_default();
@@ -785,6 +826,13 @@ impl Validator<'_> {
             public_url,
             forward_signer,
             secret_count: secrets.len(),
+            failure_budget: u32::try_from(self.count(
+                &r.failure_budget,
+                &k("failure_budget"),
+                100,
+                1,
+            ))
+            .unwrap_or(u32::MAX),
         })
     }
 }

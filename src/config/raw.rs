@@ -36,6 +36,10 @@ pub(super) struct RawServer {
     pub header_read_timeout: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
     pub log_format: Option<Spanned<String>>,
+    pub max_header_bytes: Option<Spanned<String>>,
+    pub max_headers: Option<Spanned<i64>>,
+    pub max_connections: Option<Spanned<i64>>,
+    pub max_in_flight: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -66,6 +70,7 @@ pub(super) struct RawRoute {
     pub methods: Option<Vec<Spanned<String>>>,
     pub on_error: Option<Spanned<String>>,
     pub hmac: Option<Spanned<HmacOptions>>,
+    pub failure_budget: Option<Spanned<i64>>,
 }
 
 /// A credential as written: a string, or an inline table of named parts

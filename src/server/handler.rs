@@ -164,6 +164,10 @@ async fn pipeline(
     peer: SocketAddr,
     seen: &mut Seen,
 ) -> (Resp, Outcome) {
+    // Bounded, never queued: beyond server.max_in_flight the provider retries later.
+    let Ok(_in_flight) = state.in_flight.clone().try_acquire_owned() else {
+        return (respond::overloaded(), Outcome::Overloaded);
+    };
     let routing = state.routing();
     let Some(route) = routing.routes.get(req.uri().path()).cloned() else {
         return (respond::no_route(), Outcome::NoRoute);
@@ -204,10 +208,19 @@ async fn pipeline(
         query: query.as_deref(),
         url: url.as_deref(),
     };
+    // A flood of bad signatures (costly for the asymmetric schemes) spends the route's
+    // budget; once spent, its requests are refused before verification until it
+    // refills, so other routes keep their share of the CPU.
+    if !state.budget_left(&route.name, route.failure_budget) {
+        return (respond::rate_limited(), Outcome::RateLimited);
+    }
     let delivery = match accept(&route.verifier, &route.event_id, &inbound, now) {
         Ok(Accepted::Delivery(d)) => d,
         Ok(Accepted::Handshake(reply)) => return (respond::handshake(reply), Outcome::Handshake),
         Err(rejection) => {
+            if matches!(rejection, crate::provider::Rejection::Verify(_)) {
+                state.spend_budget(&route.name);
+            }
             seen.detail = Some(rejection.to_string());
             return respond::rejected(&rejection);
         }

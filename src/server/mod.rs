@@ -96,6 +96,48 @@ pub struct AppState {
     pub(crate) capture: Option<Capture>,
     /// Deliveries forwarded without a claim because the store was down.
     pub unclaimed_forwards: AtomicU64,
+    /// Bounds the deliveries handled at once (`server.max_in_flight`).
+    in_flight: Arc<tokio::sync::Semaphore>,
+    /// Per-route budgets of failed verifications.
+    budgets: std::sync::Mutex<HashMap<String, Budget>>,
+}
+
+/// A token bucket of failed verifications: `rate` per second, at most `rate` banked.
+#[derive(Debug)]
+struct Budget {
+    tokens: f64,
+    last: std::time::Instant,
+}
+
+impl AppState {
+    /// Whether the route may still spend on verifying (its failure budget is not spent).
+    pub(crate) fn budget_left(&self, route: &str, rate: u32) -> bool {
+        let mut b = self
+            .budgets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        let entry = b.entry(route.to_owned()).or_insert(Budget {
+            tokens: f64::from(rate),
+            last: now,
+        });
+        entry.tokens = (entry.tokens
+            + now.duration_since(entry.last).as_secs_f64() * f64::from(rate))
+        .min(f64::from(rate));
+        entry.last = now;
+        entry.tokens >= 1.0
+    }
+
+    /// Spends one token of the route's budget on a failed verification.
+    pub(crate) fn spend_budget(&self, route: &str) {
+        let mut b = self
+            .budgets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(entry) = b.get_mut(route) {
+            entry.tokens = (entry.tokens - 1.0).max(0.0);
+        }
+    }
 }
 
 impl AppState {
@@ -129,6 +171,8 @@ impl AppState {
             settles: TaskTracker::new(),
             source: cfg.source.clone(),
             metrics,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_in_flight)),
+            budgets: std::sync::Mutex::default(),
             unclaimed_forwards: AtomicU64::new(0),
         })
     }
@@ -196,8 +240,14 @@ pub async fn run(
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(state.server.header_read_timeout);
-    builder.http2().timer(TokioTimer::new());
+        .header_read_timeout(state.server.header_read_timeout)
+        .max_headers(state.server.max_headers)
+        .max_buf_size(state.server.max_header_bytes);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size(u32::try_from(state.server.max_header_bytes).unwrap_or(u32::MAX));
+    let connections = Arc::new(tokio::sync::Semaphore::new(state.server.max_connections));
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -213,6 +263,17 @@ pub async fn run(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                    // Over server.max_connections: answer and close, never queue.
+                    tokio::spawn(async move {
+                        use tokio::io::AsyncWriteExt as _;
+                        let mut stream = stream;
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 5\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                            .await;
+                    });
+                    continue;
+                };
                 let st = state.clone();
                 let svc = service_fn(move |req| {
                     let st = st.clone();
@@ -224,6 +285,7 @@ pub async fn run(
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
+                    drop(permit);
                 });
             }
             () = &mut shutdown => break,

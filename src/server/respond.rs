@@ -35,6 +35,10 @@ pub enum Outcome {
     Rejected(&'static str),
     NoEventId,
     StoreError,
+    /// Too many deliveries in progress (`server.max_in_flight`).
+    Overloaded,
+    /// The route's failed-verification budget is spent.
+    RateLimited,
 }
 
 impl Outcome {
@@ -57,6 +61,8 @@ impl Outcome {
             Self::Rejected(reason) => reason,
             Self::NoEventId => "no_event_id",
             Self::StoreError => "store_error",
+            Self::Overloaded => "overloaded",
+            Self::RateLimited => "rate_limited",
         }
     }
 }
@@ -274,5 +280,21 @@ pub fn internal() -> Resp {
         StatusCode::SERVICE_UNAVAILABLE,
         Outcome::UpstreamError,
         "internal error, retry later",
+    ))
+}
+
+pub fn overloaded() -> Resp {
+    retry_after(error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::Overloaded,
+        "too many deliveries in progress, retry later",
+    ))
+}
+
+pub fn rate_limited() -> Resp {
+    retry_after(error(
+        StatusCode::TOO_MANY_REQUESTS,
+        Outcome::RateLimited,
+        "too many failed verifications on this route, retry later",
     ))
 }

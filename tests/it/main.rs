@@ -11,6 +11,7 @@
 mod conformance;
 mod deploy;
 mod docs;
+mod limits;
 mod malformed;
 mod ops;
 mod pipeline;
