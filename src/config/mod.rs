@@ -71,6 +71,15 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Deliveries being handled at most; beyond, 503 + Retry-After.
     pub max_in_flight: usize,
+    /// TLS on the public listener: certificate chain and key (PEM), re-read on reload.
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[server.tls]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// `[store]`.
@@ -439,6 +448,22 @@ impl Validator<'_> {
             max_headers: self.count(&rs.max_headers, "server.max_headers", 100, 1),
             max_connections: self.count(&rs.max_connections, "server.max_connections", 10_000, 1),
             max_in_flight: self.count(&rs.max_in_flight, "server.max_in_flight", 1024, 1),
+            tls: match &rs.tls {
+                None => None,
+                Some(t) => {
+                    let tls = TlsConfig {
+                        cert: self.base.join(&t.get_ref().cert),
+                        key: self.base.join(&t.get_ref().key),
+                    };
+                    match crate::server::tls::server_config(&tls.cert, &tls.key) {
+                        Ok(_) => Some(tls),
+                        Err(msg) => {
+                            self.err(t, "server.tls", msg);
+                            None
+                        }
+                    }
+                }
+            },
         };
 
         let st = raw.store.unwrap_or_default();

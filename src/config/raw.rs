@@ -40,6 +40,14 @@ pub(super) struct RawServer {
     pub max_headers: Option<Spanned<i64>>,
     pub max_connections: Option<Spanned<i64>>,
     pub max_in_flight: Option<Spanned<i64>>,
+    pub tls: Option<Spanned<RawTls>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTls {
+    pub cert: String,
+    pub key: String,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -7,6 +7,7 @@
 pub mod admin;
 mod handler;
 pub mod respond;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -100,6 +101,8 @@ pub struct AppState {
     in_flight: Arc<tokio::sync::Semaphore>,
     /// Per-route budgets of failed verifications.
     budgets: std::sync::Mutex<HashMap<String, Budget>>,
+    /// The TLS config of the public listener, swapped on reload (new certificates).
+    tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
 }
 
 /// A token bucket of failed verifications: `rate` per second, at most `rate` banked.
@@ -173,6 +176,12 @@ impl AppState {
             metrics,
             in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_in_flight)),
             budgets: std::sync::Mutex::default(),
+            tls: arc_swap::ArcSwapOption::new(match &cfg.server.tls {
+                Some(t) => {
+                    Some(tls::server_config(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?)
+                }
+                None => None,
+            }),
             unclaimed_forwards: AtomicU64::new(0),
         })
     }
@@ -213,6 +222,16 @@ impl AppState {
             || cfg.server.admin_listen != self.server.admin_listen
         {
             tracing::warn!("reload: listen addresses changed; they take effect only on restart");
+        }
+        match (&cfg.server.tls, self.tls.load().is_some()) {
+            (Some(t), true) => match tls::server_config(&t.cert, &t.key) {
+                Ok(c) => self.tls.store(Some(c)),
+                Err(e) => {
+                    tracing::error!(error = %e, "reload: the new certificate was refused; the old one stays")
+                }
+            },
+            (None, false) => {}
+            _ => tracing::warn!("reload: turning TLS on or off takes effect only on restart"),
         }
         let n = cfg.routes.len();
         self.routing.store(Arc::new(Routing::new(&cfg)));
@@ -279,6 +298,23 @@ pub async fn run(
                     let st = st.clone();
                     async move { Ok::<_, std::convert::Infallible>(handler::handle(st, req, peer).await) }
                 });
+                if let Some(tls) = state.tls.load_full() {
+                    // The handshake runs in the connection's task, bounded like a
+                    // request head, so a slow client cannot stall the accept loop.
+                    let (builder, watcher, limit) = (builder.clone(), graceful.watcher(), state.server.header_read_timeout);
+                    tokio::spawn(async move {
+                        let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+                        let Ok(Ok(stream)) = tokio::time::timeout(limit, acceptor.accept(stream)).await else {
+                            return;
+                        };
+                        let conn = builder.serve_connection(TokioIo::new(stream), svc);
+                        if let Err(e) = watcher.watch(conn.into_owned()).await {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                        drop(permit);
+                    });
+                    continue;
+                }
                 let conn = builder.serve_connection(TokioIo::new(stream), svc);
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {

@@ -11,6 +11,7 @@
 mod conformance;
 mod deploy;
 mod docs;
+mod fuzz;
 mod limits;
 mod malformed;
 mod ops;
@@ -20,4 +21,5 @@ mod replay;
 mod sign;
 mod support;
 mod testing_api;
+mod tls;
 mod vectors;
