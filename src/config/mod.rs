@@ -73,6 +73,9 @@ pub struct ServerConfig {
     pub max_in_flight: usize,
     /// TLS on the public listener: certificate chain and key (PEM), re-read on reload.
     pub tls: Option<TlsConfig>,
+    /// Bound on a whole request, from its head to the answer (503 + Retry-After beyond;
+    /// a forward already under way still settles in the background).
+    pub request_timeout: Duration,
 }
 
 /// `[server.tls]`.
@@ -448,6 +451,11 @@ impl Validator<'_> {
             max_headers: self.count(&rs.max_headers, "server.max_headers", 100, 1),
             max_connections: self.count(&rs.max_connections, "server.max_connections", 10_000, 1),
             max_in_flight: self.count(&rs.max_in_flight, "server.max_in_flight", 1024, 1),
+            request_timeout: self.duration(
+                &rs.request_timeout,
+                "server.request_timeout",
+                Duration::from_secs(60),
+            ),
             tls: match &rs.tls {
                 None => None,
                 Some(t) => {

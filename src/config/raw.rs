@@ -41,6 +41,7 @@ pub(super) struct RawServer {
     pub max_connections: Option<Spanned<i64>>,
     pub max_in_flight: Option<Spanned<i64>>,
     pub tls: Option<Spanned<RawTls>>,
+    pub request_timeout: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -103,7 +103,12 @@ pub(super) async fn handle(
             )
         });
         let mut seen = Seen::default();
-        let (resp, outcome) = pipeline(&state, req, peer, &mut seen).await;
+        let limit = state.server.request_timeout;
+        let (resp, outcome) =
+            match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut seen)).await {
+                Ok(answer) => answer,
+                Err(_) => (respond::request_timeout(), Outcome::RequestTimeout),
+            };
         if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request) {
             let body = seen.body.take().unwrap_or_default();
             let mut r =

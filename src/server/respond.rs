@@ -39,6 +39,8 @@ pub enum Outcome {
     Overloaded,
     /// The route's failed-verification budget is spent.
     RateLimited,
+    /// The whole request exceeded `server.request_timeout`.
+    RequestTimeout,
 }
 
 impl Outcome {
@@ -63,6 +65,7 @@ impl Outcome {
             Self::StoreError => "store_error",
             Self::Overloaded => "overloaded",
             Self::RateLimited => "rate_limited",
+            Self::RequestTimeout => "request_timeout",
         }
     }
 }
@@ -123,11 +126,23 @@ pub fn too_large(limit: usize) -> Resp {
 }
 
 pub fn body_timeout() -> Resp {
-    error(
+    let mut r = error(
         StatusCode::REQUEST_TIMEOUT,
         Outcome::BodyTimeout,
         "body not received in time",
-    )
+    );
+    // The rest of a trickled body is not worth reading: close the connection.
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+pub fn request_timeout() -> Resp {
+    retry_after(error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::RequestTimeout,
+        "request took too long, retry later",
+    ))
 }
 
 pub fn bad_body() -> Resp {

@@ -306,3 +306,29 @@ async fn a_valid_signature_on_another_path_query_or_body_is_never_forwarded() {
     assert_eq!(up.count(), 1);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_request_timeout_gets_503_and_its_forward_still_settles() {
+    let up = Upstream::start().await;
+    up.set_delay(Duration::from_millis(800));
+    let gw = TestGateway::start(&two_routes(
+        &up,
+        "request_timeout = \"300ms\"",
+        "upstream_timeout = \"2s\"",
+    ))
+    .await;
+    let body = stripe_body("evt_deadline");
+    let r = gw.deliver("stripe", &body, "x").await;
+    assert_eq!((r.status, r.outcome()), (503, "request_timeout"));
+    assert_eq!(r.header("retry-after"), Some("5"));
+    // The forward went on in its own task and the upstream answered 2xx: the provider's
+    // retry is a duplicate, not a second effect.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    up.set_delay(Duration::ZERO);
+    assert_eq!(
+        gw.deliver("stripe", &body, "x").await.outcome(),
+        "duplicate"
+    );
+    assert_eq!(up.count_for("evt_deadline"), 1);
+    gw.stop().await;
+}

@@ -671,6 +671,10 @@ async fn a_body_that_trickles_in_gets_408_and_others_are_still_served() {
     );
     let answer = slow.await.expect("slow request");
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(
+        answer.contains("connection: close"),
+        "a trickled body closes the connection: {answer}"
+    );
     assert_eq!(up.count_for("evt_slowloris"), 0);
     gw.stop().await;
 }
