@@ -465,7 +465,11 @@ pub fn describe(cfg: &Config) -> String {
             r.verifier.preset().name(),
             r.secret_count,
             r.event_id,
-            r.tolerance.map_or("off".to_string(), |t| format!("{t}s")),
+            match r.tolerance {
+                Some(t) => format!("{t}s"),
+                None if r.verifier.preset().default_tolerance(None).is_some() => "off".to_string(),
+                None => "none (the provider signs no timestamp)".to_string(),
+            },
             r.upstream,
             humantime::format_duration(r.upstream_timeout),
             match r.on_error {

@@ -130,10 +130,7 @@ impl DedupStore for MemoryStore {
             return Ok(e.record.as_existing());
         }
         let token = Token::random();
-        let record = Record::InFlight {
-            token: token.as_str().to_owned(),
-            fingerprint: fingerprint.to_owned(),
-        };
+        let record = Record::in_flight(&token, fingerprint);
         shard.put(
             key.as_str(),
             Entry {
@@ -165,10 +162,7 @@ impl DedupStore for MemoryStore {
             // record the effect so later copies are duplicates.
             None => {}
         }
-        let done = Record::Done {
-            token: token.as_str().to_owned(),
-            fingerprint: fingerprint.to_owned(),
-        };
+        let done = Record::done(token, fingerprint);
         shard.put(
             key.as_str(),
             Entry {

@@ -71,6 +71,22 @@ pub(crate) enum Record {
 }
 
 impl Record {
+    /// The in-flight record of a claim.
+    pub(crate) fn in_flight(token: &Token, fingerprint: &str) -> Self {
+        Self::InFlight {
+            token: token.as_str().to_owned(),
+            fingerprint: fingerprint.to_owned(),
+        }
+    }
+
+    /// The done record of a claim.
+    pub(crate) fn done(token: &Token, fingerprint: &str) -> Self {
+        Self::Done {
+            token: token.as_str().to_owned(),
+            fingerprint: fingerprint.to_owned(),
+        }
+    }
+
     /// The text form stored in Redis: `i|token|fp` or `d|token|fp`.
     pub(crate) fn encode(&self) -> String {
         match self {

@@ -168,11 +168,7 @@ impl DedupStore for RedisStore {
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         let token = Token::random();
-        let record = Record::InFlight {
-            token: token.as_str().to_owned(),
-            fingerprint: fingerprint.to_owned(),
-        }
-        .encode();
+        let record = Record::in_flight(&token, fingerprint).encode();
         let opts = SetOptions::default()
             .conditional_set(ExistenceCheck::NX)
             .get(true)
@@ -217,16 +213,8 @@ impl DedupStore for RedisStore {
         fingerprint: &str,
         ttl: Duration,
     ) -> Result<Settled, StoreError> {
-        let in_flight = Record::InFlight {
-            token: token.as_str().to_owned(),
-            fingerprint: fingerprint.to_owned(),
-        }
-        .encode();
-        let done = Record::Done {
-            token: token.as_str().to_owned(),
-            fingerprint: fingerprint.to_owned(),
-        }
-        .encode();
+        let in_flight = Record::in_flight(token, fingerprint).encode();
+        let done = Record::done(token, fingerprint).encode();
         let script = &self.inner.complete;
         let n: i64 = self
             .run(|mut c| async move {
@@ -252,11 +240,7 @@ impl DedupStore for RedisStore {
         token: &Token,
         fingerprint: &str,
     ) -> Result<Settled, StoreError> {
-        let in_flight = Record::InFlight {
-            token: token.as_str().to_owned(),
-            fingerprint: fingerprint.to_owned(),
-        }
-        .encode();
+        let in_flight = Record::in_flight(token, fingerprint).encode();
         let script = &self.inner.release;
         let n: i64 = self
             .run(|mut c| async move {

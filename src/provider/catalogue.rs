@@ -741,6 +741,12 @@ impl Preset {
             Ok(texts()?.into_iter().map(|t| MacKey::new(alg, t)).collect())
         };
         let sha256 = || keys(Algorithm::Sha256);
+        let raw = || -> Result<Vec<crate::secret::Secret>, String> {
+            Ok(texts()?
+                .into_iter()
+                .map(|t| crate::secret::Secret::new(t.to_vec()))
+                .collect())
+        };
         let body = |header: &'static str,
                     prefix: &str,
                     enc: Encoding,
@@ -932,10 +938,7 @@ impl Preset {
             }
             "hubspot" => Scheme::Special(Special::HubSpot {
                 keys: sha256()?,
-                raw: texts()?
-                    .into_iter()
-                    .map(|t| crate::secret::Secret::new(t.to_vec()))
-                    .collect(),
+                raw: raw()?,
             }),
             "square" => full(
                 "x-square-hmacsha256-signature",
@@ -950,10 +953,7 @@ impl Preset {
             "mailgun" => Scheme::Special(Special::Mailgun { keys: sha256()? }),
             "gitlab" => Scheme::Special(Special::Token {
                 header: hdr("x-gitlab-token"),
-                values: texts()?
-                    .into_iter()
-                    .map(|t| crate::secret::Secret::new(t.to_vec()))
-                    .collect(),
+                values: raw()?,
             }),
             "meta" => {
                 let mut app = Vec::new();
@@ -1101,10 +1101,7 @@ impl Preset {
                 handshake = Handshake::Okta;
                 Scheme::Special(Special::Token {
                     header: hdr("authorization"),
-                    values: texts()?
-                        .into_iter()
-                        .map(|t| crate::secret::Secret::new(t.to_vec()))
-                        .collect(),
+                    values: raw()?,
                 })
             }
             "segment" => body("x-signature", "", Hex, Algorithm::Sha1)?,
@@ -1122,12 +1119,7 @@ impl Preset {
             ),
             "figma" => {
                 handshake = Handshake::Figma;
-                Scheme::Special(Special::Passcode {
-                    values: texts()?
-                        .into_iter()
-                        .map(|t| crate::secret::Secret::new(t.to_vec()))
-                        .collect(),
-                })
+                Scheme::Special(Special::Passcode { values: raw()? })
             }
             "notion" => {
                 handshake = Handshake::Notion;
@@ -1198,12 +1190,7 @@ impl Preset {
             }
             "mailchimp" => {
                 handshake = Handshake::Mailchimp;
-                Scheme::Special(Special::QueryToken {
-                    values: texts()?
-                        .into_iter()
-                        .map(|t| crate::secret::Secret::new(t.to_vec()))
-                        .collect(),
-                })
+                Scheme::Special(Special::QueryToken { values: raw()? })
             }
             "msgraph" => {
                 handshake = Handshake::MsGraph;
@@ -1211,12 +1198,7 @@ impl Preset {
                     status: StatusCode::ACCEPTED,
                     body: "",
                 });
-                Scheme::Special(Special::ClientState {
-                    values: texts()?
-                        .into_iter()
-                        .map(|t| crate::secret::Secret::new(t.to_vec()))
-                        .collect(),
-                })
+                Scheme::Special(Special::ClientState { values: raw()? })
             }
             _ => {
                 let o = opts.ok_or("provider \"hmac\" needs an [routes.hmac] table (header, algorithm, encoding, payload)")?;

@@ -133,9 +133,9 @@ pub(super) async fn handle(
             outcome.as_str(),
             elapsed.as_secs_f64(),
         );
-        match outcome {
-            Outcome::UpstreamError | Outcome::StoreError | Outcome::ForwardedUnclaimed => {
-                tracing::warn!(
+        macro_rules! line {
+            ($level:ident) => {
+                tracing::$level!(
                     route,
                     event_id,
                     outcome = outcome.as_str(),
@@ -144,18 +144,14 @@ pub(super) async fn handle(
                     secret,
                     detail,
                     "delivery"
-                );
+                )
+            };
+        }
+        match outcome {
+            Outcome::UpstreamError | Outcome::StoreError | Outcome::ForwardedUnclaimed => {
+                line!(warn)
             }
-            _ => tracing::info!(
-                route,
-                event_id,
-                outcome = outcome.as_str(),
-                status,
-                elapsed_us,
-                secret,
-                detail,
-                "delivery"
-            ),
+            _ => line!(info),
         }
         resp
     }
