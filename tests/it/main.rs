@@ -8,6 +8,7 @@
     reason = "a test binary has no public API; `pub` only spans its modules"
 )]
 
+mod chaos;
 mod conformance;
 mod deploy;
 mod docs;

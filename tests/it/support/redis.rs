@@ -10,6 +10,8 @@ pub struct RedisServer {
     pub port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// Append-only persistence with an fsync per write (survives SIGKILL).
+    aof: bool,
 }
 
 fn free_port() -> u16 {
@@ -22,11 +24,18 @@ fn free_port() -> u16 {
 impl RedisServer {
     /// Starts a server and waits until it answers PING.
     pub fn start() -> Self {
+        Self::start_with_aof(false)
+    }
+
+    /// Starts a server; with `aof`, every write is appended and fsynced, so a restart
+    /// (even after SIGKILL) keeps every key.
+    pub fn start_with_aof(aof: bool) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut s = Self {
             port: free_port(),
             dir,
             child: None,
+            aof,
         };
         s.spawn();
         s
@@ -38,6 +47,11 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
+        let aof: &[&str] = if self.aof {
+            &["--appendonly", "yes", "--appendfsync", "always"]
+        } else {
+            &["--appendonly", "no"]
+        };
         let child = Command::new("redis-server")
             .args([
                 "--port",
@@ -46,9 +60,8 @@ impl RedisServer {
                 "127.0.0.1",
                 "--save",
                 "",
-                "--appendonly",
-                "no",
             ])
+            .args(aof)
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())

@@ -1,0 +1,525 @@
+//! The chaos suite: a provider simulator sends hundreds of events, each several times,
+//! copies interleaved and concurrent, retrying every non-2xx with jittered backoff; an
+//! upstream simulator records every attempt and injects faults. For every scenario:
+//! every event is acknowledged and reached the upstream (nothing lost), and no event is
+//! forwarded again after the gateway saw its 2xx (no duplicate effect) — except across
+//! a gateway SIGKILL, the one window the design leaves (a crash between the upstream's
+//! 2xx and the store's `complete`), where the repeat carries the same Idempotency-Key.
+//! Loopback only; every scenario is bounded in time and stops by itself.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use rand::{Rng as _, SeedableRng as _};
+
+use crate::support::{RedisServer, client};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
+const SECRET: &str = "whsec_chaos";
+
+/// What the simulated upstream did with one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Did {
+    /// Applied and answered 2xx at once.
+    Ok,
+    /// Answered 500 without applying.
+    Failed,
+    /// Applied, but answered only after the gateway's timeout.
+    Stalled,
+    /// Applied, then closed the connection without answering.
+    Reset,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Faults {
+    /// Share of first attempts answered 500.
+    fail: f64,
+    /// Share of first attempts that stall past the upstream timeout.
+    stall: f64,
+    /// Share of first attempts whose connection is reset after applying.
+    reset: f64,
+}
+
+#[derive(Default)]
+struct Record {
+    /// Every attempt per Idempotency-Key: what the upstream did, and when it arrived.
+    attempts: Mutex<HashMap<String, Vec<(Did, Instant)>>>,
+}
+
+async fn upstream_sim(faults: Faults, record: Arc<Record>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let rng = Arc::new(Mutex::new(rand::rngs::StdRng::seed_from_u64(11)));
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (record, rng) = (record.clone(), rng.clone());
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let (record, rng) = (record.clone(), rng.clone());
+                    async move {
+                        let key = req
+                            .headers()
+                            .get("idempotency-key")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_owned();
+                        let _ = req.into_body().collect().await;
+                        let first = record
+                            .attempts
+                            .lock()
+                            .expect("lock")
+                            .get(&key)
+                            .is_none_or(|a| a.is_empty());
+                        let roll: f64 = rng.lock().expect("lock").random();
+                        let did = if !first {
+                            Did::Ok
+                        } else if roll < faults.fail {
+                            Did::Failed
+                        } else if roll < faults.fail + faults.stall {
+                            Did::Stalled
+                        } else if roll < faults.fail + faults.stall + faults.reset {
+                            Did::Reset
+                        } else {
+                            Did::Ok
+                        };
+                        record
+                            .attempts
+                            .lock()
+                            .expect("lock")
+                            .entry(key)
+                            .or_default()
+                            .push((did, Instant::now()));
+                        match did {
+                            Did::Ok => {
+                                Ok(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+                            }
+                            Did::Failed => {
+                                let mut r =
+                                    http::Response::new(Full::new(Bytes::from_static(b"no")));
+                                *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+                                Ok(r)
+                            }
+                            Did::Stalled => {
+                                tokio::time::sleep(Duration::from_millis(2500)).await;
+                                Ok(http::Response::new(Full::new(Bytes::from_static(b"late"))))
+                            }
+                            // An error from the service makes hyper drop the connection
+                            // without an answer: the gateway sees a broken exchange.
+                            Did::Reset => Err(std::io::Error::other("reset")),
+                        }
+                    }
+                });
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+struct Gateway {
+    child: Option<Child>,
+    port: u16,
+    config: std::path::PathBuf,
+}
+
+impl Gateway {
+    fn start(dir: &std::path::Path, name: &str, redis: &RedisServer, upstream: SocketAddr) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("port");
+        let config = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"2s\"\n[store]\nbackend = \"redis\"\nurl = \"{}\"\ninflight_ttl = \"5s\"\ntimeout = \"500ms\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"{SECRET}\"]\nupstream = \"http://{upstream}/up\"\nupstream_timeout = \"2s\"\n",
+                redis.url()
+            ),
+        )
+        .expect("config");
+        let mut g = Self {
+            child: None,
+            port,
+            config,
+        };
+        g.spawn();
+        g
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(match std::env::var("CHAOS_LOGS") {
+                Ok(dir) => Stdio::from(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(format!("{dir}/gw-{}.log", self.port))
+                        .expect("log"),
+                ),
+                Err(_) => Stdio::null(),
+            })
+            .spawn()
+            .expect("spawn");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "gateway did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/s", self.port)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    events: usize,
+    copies: usize,
+    attempts: u64,
+    acked: usize,
+    lost: usize,
+    duplicate_effects: usize,
+    repeats_after_faults: usize,
+}
+
+/// Sends `events` events, `copies` each, to the gateways round-robin, until every copy
+/// is acknowledged or `limit` passes; `during` runs the scenario's fault meanwhile.
+/// When the provider first received `forwarded` for each event.
+type ForwardedAt = Arc<Mutex<HashMap<usize, Instant>>>;
+
+async fn provider_sim<F: std::future::Future<Output = ()>>(
+    urls: Arc<Mutex<Vec<String>>>,
+    events: usize,
+    copies: usize,
+    limit: Duration,
+    forwarded_at: ForwardedAt,
+    during: F,
+) -> (Vec<bool>, u64) {
+    let route = crate::support::parse_config(&format!(
+        "[[routes]]\nname = \"s\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"{SECRET}\"]\nupstream = \"http://127.0.0.1:9/\"\n"
+    ))
+    .routes
+    .remove(0);
+    let attempts = Arc::new(AtomicU64::new(0));
+    let next_target = Arc::new(AtomicUsize::new(0));
+    let deadline = Instant::now() + limit;
+    let now = hookgate::server::Clock::System.now();
+    let mut tasks = Vec::new();
+    for e in 0..events {
+        let body = format!(r#"{{"id":"evt_chaos_{e:05}","type":"invoice.paid"}}"#);
+        let headers: Vec<(String, String)> = hookgate::sign::headers(
+            &route.verifier,
+            &route.event_id,
+            body.as_bytes(),
+            now,
+            "x",
+            None,
+        )
+        .expect("sign")
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+        for c in 0..copies {
+            let (body, headers, urls, attempts, next_target) = (
+                body.clone(),
+                headers.clone(),
+                urls.clone(),
+                attempts.clone(),
+                next_target.clone(),
+            );
+            let forwarded_at = forwarded_at.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut rng = rand::rngs::StdRng::seed_from_u64((e * 31 + c) as u64);
+                tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
+                let http = client();
+                let mut backoff = 40u64;
+                while Instant::now() < deadline {
+                    let url = {
+                        let u = urls.lock().expect("lock");
+                        u[next_target.fetch_add(1, Ordering::Relaxed) % u.len()].clone()
+                    };
+                    attempts.fetch_add(1, Ordering::Relaxed);
+                    let mut req = http
+                        .post(&url)
+                        .body(body.clone())
+                        .timeout(Duration::from_secs(3));
+                    for (n, v) in &headers {
+                        req = req.header(n.as_str(), v.as_str());
+                    }
+                    match req.send().await {
+                        Ok(r) if r.status().is_success() => {
+                            if r.headers()
+                                .get("hookgate-outcome")
+                                .is_some_and(|v| v == "forwarded")
+                            {
+                                forwarded_at
+                                    .lock()
+                                    .expect("lock")
+                                    .entry(e)
+                                    .or_insert_with(Instant::now);
+                            }
+                            return true;
+                        }
+                        Ok(r) if std::env::var("CHAOS_DEBUG").is_ok() => {
+                            eprintln!("{} {:?}", r.status(), r.headers().get("hookgate-outcome"))
+                        }
+                        Err(e) if std::env::var("CHAOS_DEBUG").is_ok() => eprintln!("error {e}"),
+                        _ => {}
+                    }
+                    // Jittered exponential backoff, like a real provider (compressed).
+                    tokio::time::sleep(Duration::from_millis(
+                        backoff + rng.random_range(0..backoff),
+                    ))
+                    .await;
+                    backoff = (backoff * 2).min(600);
+                }
+                false
+            }));
+        }
+    }
+    during.await;
+    let mut acked = vec![false; events];
+    for (i, t) in tasks.into_iter().enumerate() {
+        if t.await.unwrap_or(false) {
+            acked[i / copies] = true;
+        }
+    }
+    (acked, attempts.load(Ordering::Relaxed))
+}
+
+fn tally(
+    record: &Record,
+    acked: &[bool],
+    copies: usize,
+    attempts: u64,
+    forwarded_at: &HashMap<usize, Instant>,
+) -> Counts {
+    let all = record.attempts.lock().expect("lock");
+    let mut c = Counts {
+        events: acked.len(),
+        copies: acked.len() * copies,
+        attempts,
+        acked: acked.iter().filter(|a| **a).count(),
+        ..Counts::default()
+    };
+    for (e, was_acked) in acked.iter().enumerate() {
+        let key = format!("evt_chaos_{e:05}");
+        let tries = all.get(&key).cloned().unwrap_or_default();
+        let applied = tries
+            .iter()
+            .filter(|(d, _)| matches!(d, Did::Ok | Did::Stalled | Did::Reset))
+            .count();
+        if !*was_acked || applied == 0 {
+            c.lost += 1;
+        }
+        // A duplicate effect: the upstream got the event again after the gateway had
+        // told the provider it was forwarded (so it knew the event was done).
+        if let Some(done) = forwarded_at.get(&e) {
+            let again = tries.iter().filter(|(_, at)| at > done).count();
+            if again > 0 {
+                eprintln!("chaos: {key} forwarded again after its 2xx: {tries:?}");
+            }
+            c.duplicate_effects += again;
+        }
+        // The window the design leaves: applied, but the gateway never saw the 2xx
+        // (a stall past the timeout, a reset, a crash); the retry repeats it with the
+        // same Idempotency-Key, which is how the upstream is keyed here.
+        c.repeats_after_faults += applied.saturating_sub(1);
+    }
+    c
+}
+
+/// Scenarios run one at a time: they share two cores with their gateways.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn scenario(
+    name: &str,
+    faults: Faults,
+    events: usize,
+    replicas: usize,
+    fault: impl AsyncFnOnce(&mut Vec<Gateway>, &mut RedisServer),
+) -> Counts {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut redis = RedisServer::start_with_aof(true);
+    let record = Arc::new(Record::default());
+    let upstream = upstream_sim(faults, record.clone()).await;
+    let mut gateways: Vec<Gateway> = (0..replicas)
+        .map(|i| Gateway::start(dir.path(), &format!("g{i}"), &redis, upstream))
+        .collect();
+    let urls = Arc::new(Mutex::new(
+        gateways.iter().map(Gateway::url).collect::<Vec<_>>(),
+    ));
+    let copies = 3;
+    let forwarded_at: ForwardedAt = Arc::default();
+    let (acked, attempts) = provider_sim(
+        urls,
+        events,
+        copies,
+        Duration::from_secs(25),
+        forwarded_at.clone(),
+        async {
+            fault(&mut gateways, &mut redis).await;
+        },
+    )
+    .await;
+    let counts = tally(
+        &record,
+        &acked,
+        copies,
+        attempts,
+        &forwarded_at.lock().expect("lock"),
+    );
+    eprintln!(
+        "chaos [{name}]: {} events, {} copies, {} attempts, {} acknowledged, {} lost, {} duplicate effects, {} repeated with the same Idempotency-Key after a fault",
+        counts.events,
+        counts.copies,
+        counts.attempts,
+        counts.acked,
+        counts.lost,
+        counts.duplicate_effects,
+        counts.repeats_after_faults,
+    );
+    assert_eq!(counts.lost, 0, "{name}: events lost");
+    assert_eq!(
+        counts.duplicate_effects, 0,
+        "{name}: an event was forwarded again after its 2xx"
+    );
+    counts
+}
+
+async fn nothing(_: &mut Vec<Gateway>, _: &mut RedisServer) {}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_upstream_faults() {
+    let c = scenario(
+        "upstream: 30% fail first",
+        Faults {
+            fail: 0.3,
+            ..Faults::default()
+        },
+        300,
+        2,
+        nothing,
+    )
+    .await;
+    assert!(
+        c.attempts > c.copies as u64,
+        "faults made the provider retry"
+    );
+    // Stalls and resets apply the effect without the gateway seeing a 2xx: the retry
+    // repeats it, with the same Idempotency-Key (the window docs/guarantees.md names).
+    let c = scenario(
+        "upstream: 15% stall past the timeout",
+        Faults {
+            stall: 0.15,
+            ..Faults::default()
+        },
+        200,
+        2,
+        nothing,
+    )
+    .await;
+    assert!(c.repeats_after_faults > 10);
+    let c = scenario(
+        "upstream: 15% reset after applying",
+        Faults {
+            reset: 0.15,
+            ..Faults::default()
+        },
+        200,
+        2,
+        nothing,
+    )
+    .await;
+    assert!(c.repeats_after_faults > 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_redis_restarts_and_outages() {
+    scenario(
+        "redis SIGKILLed and restarted (AOF)",
+        Faults {
+            fail: 0.1,
+            ..Faults::default()
+        },
+        300,
+        2,
+        async |_, redis| {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            redis.restart();
+        },
+    )
+    .await;
+    scenario(
+        "redis unreachable for 2 s",
+        Faults {
+            fail: 0.1,
+            ..Faults::default()
+        },
+        300,
+        2,
+        async |_, redis| {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            redis.stop();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            redis.restart();
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_a_replica_is_sigkilled_and_restarted() {
+    scenario(
+        "gateway replica SIGKILLed mid-run and restarted",
+        Faults {
+            fail: 0.1,
+            ..Faults::default()
+        },
+        300,
+        2,
+        async |gateways, _| {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            gateways[0].kill();
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            gateways[0].spawn();
+        },
+    )
+    .await;
+}
