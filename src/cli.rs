@@ -451,6 +451,7 @@ pub fn describe(cfg: &Config) -> String {
         match cfg.store.backend {
             Backend::Memory => "memory",
             Backend::Redis { .. } => "redis",
+            Backend::RedisCluster { .. } => "redis cluster",
         },
         humantime::format_duration(cfg.store.dedup_ttl),
         humantime::format_duration(cfg.store.inflight_ttl),

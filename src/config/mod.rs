@@ -35,7 +35,13 @@ pub enum OnError {
 #[derive(Clone, PartialEq, Eq)]
 pub enum Backend {
     Memory,
-    Redis { url: String },
+    Redis {
+        url: String,
+    },
+    /// Redis Cluster, reached through any of these nodes.
+    RedisCluster {
+        urls: Vec<String>,
+    },
 }
 
 impl fmt::Debug for Backend {
@@ -44,6 +50,9 @@ impl fmt::Debug for Backend {
             Self::Memory => f.write_str("Memory"),
             // The URL may hold a password.
             Self::Redis { .. } => f.write_str("Redis { url: [redacted] }"),
+            Self::RedisCluster { urls } => {
+                write!(f, "RedisCluster {{ {} nodes: [redacted] }}", urls.len())
+            }
         }
     }
 }
@@ -481,7 +490,46 @@ impl Validator<'_> {
                 if let Some(u) = &st.url {
                     self.err(u, "store.url", "is only used with backend = \"redis\"");
                 }
+                if let Some(c) = &st.cluster {
+                    self.err(c, "store.cluster", "is only used with backend = \"redis\"");
+                }
                 Backend::Memory
+            }
+            Some((b, "redis"))
+                if st.cluster.is_some()
+                    || st
+                        .url
+                        .as_ref()
+                        .is_some_and(|u| u.get_ref().starts_with("redis+cluster://")) =>
+            {
+                // Redis Cluster: a list of nodes, or `redis+cluster://host:port,host:port`
+                // (the redis crate has no cluster URL form, so it is split here).
+                let mut urls = Vec::new();
+                if let Some(list) = &st.cluster {
+                    for (i, u) in list.get_ref().iter().enumerate() {
+                        if let Some(v) = self.secret(u, &format!("store.cluster[{i}]")) {
+                            urls.push(String::from_utf8_lossy(v.expose()).into_owned());
+                        }
+                    }
+                }
+                if let Some(u) = &st.url {
+                    if let Some(v) = self.secret(u, "store.url") {
+                        let text = String::from_utf8_lossy(v.expose()).into_owned();
+                        match text.strip_prefix("redis+cluster://") {
+                            Some(hosts) => urls.extend(hosts.split(',').filter(|h| !h.trim().is_empty()).map(|h| format!("redis://{}", h.trim()))),
+                            None => self.err(u, "store.url", "with store.cluster, leave url out (or write redis+cluster://host:port,host:port)"),
+                        }
+                    }
+                }
+                for u in &urls {
+                    if !u.starts_with("redis://") {
+                        self.err(b, "store.cluster", format_args!("each node is redis://host:port (TLS is not supported yet), got {:?}", u.split('@').next_back().unwrap_or_default()));
+                    }
+                }
+                if urls.is_empty() {
+                    self.err(b, "store.cluster", "name at least one node of the cluster");
+                }
+                Backend::RedisCluster { urls }
             }
             Some((b, "redis")) => match &st.url {
                 Some(u) => match self.secret(u, "store.url") {

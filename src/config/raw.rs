@@ -56,6 +56,7 @@ pub(super) struct RawTls {
 pub(super) struct RawStore {
     pub backend: Option<Spanned<String>>,
     pub url: Option<Spanned<String>>,
+    pub cluster: Option<Spanned<Vec<Spanned<String>>>>,
     pub key_prefix: Option<String>,
     pub dedup_ttl: Option<Spanned<String>>,
     pub inflight_ttl: Option<Spanned<String>>,

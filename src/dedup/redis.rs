@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::{
     AsyncCommands, Client, ExistenceCheck, IntoConnectionInfo, Script, SetExpiry, SetOptions,
 };
@@ -43,9 +45,61 @@ return 0";
 /// Consecutive timeouts after which the connection is rebuilt.
 const REBUILD_AFTER: u32 = 3;
 
+/// A single server (reconnecting manager, rebuilt after repeated timeouts) or a
+/// Redis Cluster (the cluster connection follows MOVED/ASK and failovers itself).
+enum Target {
+    Single {
+        client: Client,
+        manager: RwLock<ConnectionManager>,
+    },
+    Cluster {
+        client: Box<ClusterClient>,
+        conn: tokio::sync::Mutex<Option<ClusterConnection>>,
+        nodes: usize,
+    },
+}
+
+/// The connection one store call uses. Every operation is single-key, so the cluster
+/// routes it (scripts included) to the key's slot.
+#[derive(Clone)]
+enum AnyConn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for AnyConn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Single(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
 struct Inner {
-    client: Client,
-    manager: RwLock<ConnectionManager>,
+    target: Target,
     timeouts: AtomicU32,
     op_timeout: Duration,
     complete: Script,
@@ -61,7 +115,10 @@ pub struct RedisStore {
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The URL may carry a password: print only where it points.
-        let addr = self.inner.client.get_connection_info().addr().to_string();
+        let addr = match &self.inner.target {
+            Target::Single { client, .. } => client.get_connection_info().addr().to_string(),
+            Target::Cluster { nodes, .. } => format!("cluster of {nodes} seed nodes"),
+        };
         f.debug_struct("RedisStore")
             .field("addr", &addr)
             .field("op_timeout", &self.inner.op_timeout)
@@ -98,8 +155,7 @@ impl RedisStore {
         let manager = RwLock::new(manager(&client, op_timeout)?);
         Ok(Self {
             inner: Arc::new(Inner {
-                client,
-                manager,
+                target: Target::Single { client, manager },
                 timeouts: AtomicU32::new(0),
                 op_timeout,
                 complete: Script::new(COMPLETE),
@@ -108,42 +164,108 @@ impl RedisStore {
         })
     }
 
-    fn conn(&self) -> ConnectionManager {
-        match self.inner.manager.read() {
-            Ok(m) => m.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
+    /// Connects to a Redis Cluster through any of its nodes (lazily, on first use).
+    /// Cluster defaults have no response timeout and 16 retries with long back-off:
+    /// both are bounded here, and every call is still under `op_timeout`.
+    pub fn new_cluster(urls: &[String], op_timeout: Duration) -> Result<Self, StoreError> {
+        let client = ClusterClient::builder(urls.to_vec())
+            .response_timeout(op_timeout)
+            .connection_timeout(op_timeout.min(Duration::from_millis(500)))
+            .overall_response_timeout(Some(op_timeout))
+            .retries(3)
+            .build()
+            .map_err(backend)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                target: Target::Cluster {
+                    client: Box::new(client),
+                    conn: tokio::sync::Mutex::new(None),
+                    nodes: urls.len(),
+                },
+                timeouts: AtomicU32::new(0),
+                op_timeout,
+                complete: Script::new(COMPLETE),
+                release: Script::new(RELEASE),
+            }),
+        })
+    }
+
+    async fn conn(&self) -> redis::RedisResult<AnyConn> {
+        match &self.inner.target {
+            Target::Single { manager, .. } => Ok(AnyConn::Single(match manager.read() {
+                Ok(m) => m.clone(),
+                Err(poisoned) => poisoned.into_inner().clone(),
+            })),
+            Target::Cluster { client, conn, .. } => {
+                let mut slot = conn.lock().await;
+                if let Some(c) = slot.as_ref() {
+                    return Ok(AnyConn::Cluster(c.clone()));
+                }
+                let c = client.get_async_connection().await?;
+                *slot = Some(c.clone());
+                Ok(AnyConn::Cluster(c))
+            }
         }
     }
 
     /// Runs one store call under the timeout, counting consecutive timeouts.
-    async fn run<T, F>(&self, f: impl FnOnce(ConnectionManager) -> F) -> Result<T, StoreError>
+    async fn run<T, F>(&self, f: impl FnOnce(AnyConn) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {
-        let out = tokio::time::timeout(self.inner.op_timeout, f(self.conn())).await;
+        // Connecting a cluster may try dead seeds one by one: it gets its own, longer
+        // bound; the command itself gets `op_timeout`.
+        let conn = match tokio::time::timeout(self.inner.op_timeout * 5, self.conn()).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                self.note_timeout().await;
+                return Err(backend(e));
+            }
+            Err(_) => {
+                self.note_timeout().await;
+                return Err(StoreError::Timeout(self.inner.op_timeout * 5));
+            }
+        };
+        let out = tokio::time::timeout(self.inner.op_timeout, f(conn)).await;
         match out {
             Ok(Ok(v)) => {
                 self.inner.timeouts.store(0, Ordering::Relaxed);
                 Ok(v)
             }
             Ok(Err(e)) => {
-                if e.is_timeout() {
-                    self.note_timeout();
+                // On a cluster any error may mean a topology change (a failover): count
+                // it, so a connection that does not recover by itself is rebuilt.
+                if e.is_timeout() || matches!(self.inner.target, Target::Cluster { .. }) {
+                    self.note_timeout().await;
                 }
                 Err(backend(e))
             }
             Err(_) => {
-                self.note_timeout();
+                self.note_timeout().await;
                 Err(StoreError::Timeout(self.inner.op_timeout))
             }
         }
     }
 
-    fn note_timeout(&self) {
+    async fn note_timeout(&self) {
         let n = self.inner.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
+        let (client, current) = match &self.inner.target {
+            Target::Single { client, manager } => (client, manager),
+            Target::Cluster { conn, .. } => {
+                if n >= REBUILD_AFTER {
+                    *conn.lock().await = None;
+                    self.inner.timeouts.store(0, Ordering::Relaxed);
+                    tracing::warn!(
+                        failures = n,
+                        "redis cluster store: reconnecting after repeated failures"
+                    );
+                }
+                return;
+            }
+        };
         if n >= REBUILD_AFTER {
-            if let Ok(fresh) = manager(&self.inner.client, self.inner.op_timeout) {
-                if let Ok(mut m) = self.inner.manager.write() {
+            if let Ok(fresh) = manager(client, self.inner.op_timeout) {
+                if let Ok(mut m) = current.write() {
                     *m = fresh;
                 }
                 self.inner.timeouts.store(0, Ordering::Relaxed);

@@ -149,6 +149,9 @@ impl AppState {
         let store = match &cfg.store.backend {
             Backend::Memory => Store::Memory(MemoryStore::new()),
             Backend::Redis { url } => Store::Redis(RedisStore::new(url, cfg.store.timeout)?),
+            Backend::RedisCluster { urls } => {
+                Store::Redis(RedisStore::new_cluster(urls, cfg.store.timeout)?)
+            }
         };
         Self::with_store(cfg, store, clock)
     }

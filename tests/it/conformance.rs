@@ -25,7 +25,7 @@ fn claimed(c: Claim) -> Token {
     }
 }
 
-async fn conformance(store: Store) {
+pub(crate) async fn conformance(store: Store) {
     let s = &store;
 
     // First claim wins; a second sees it in flight.

@@ -9,6 +9,7 @@
 )]
 
 mod chaos;
+mod cluster;
 mod conformance;
 mod deploy;
 mod docs;

@@ -118,3 +118,115 @@ impl Drop for RedisServer {
         self.stop();
     }
 }
+
+/// A private Redis Cluster: three primaries and three replicas on free ports, created
+/// with `redis-cli --cluster create`, killed on drop.
+pub struct RedisCluster {
+    pub ports: Vec<u16>,
+    _dir: tempfile::TempDir,
+    children: Vec<Option<Child>>,
+}
+
+impl RedisCluster {
+    /// Starts six nodes and forms the cluster; waits until it reports `cluster_state:ok`.
+    pub fn start() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
+        let mut children = Vec::new();
+        for p in &ports {
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &p.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
+                .args(["--cluster-config-file", &format!("nodes-{p}.conf")])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server");
+            children.push(Some(child));
+        }
+        let c = Self {
+            ports,
+            _dir: dir,
+            children,
+        };
+        for p in &c.ports {
+            c.wait_ping(*p);
+        }
+        let nodes: Vec<String> = c.ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&nodes)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        c.wait_ok(&c.ports.clone());
+        c
+    }
+
+    fn wait_ping(&self, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let ok = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+                .is_ok();
+            if ok {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("cluster node {port} did not start");
+    }
+
+    /// Waits until every listed node reports a healthy cluster with all slots served.
+    pub fn wait_ok(&self, ports: &[u16]) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            let all = ports.iter().all(|p| {
+                redis::Client::open(format!("redis://127.0.0.1:{p}"))
+                    .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+                    .and_then(|mut c| redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut c))
+                    .is_ok_and(|info| info.contains("cluster_state:ok"))
+            });
+            if all {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the cluster did not become ok");
+    }
+
+    /// `redis://127.0.0.1:<port>` of every node.
+    pub fn urls(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect()
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().filter_map(Option::take) {
+            let mut c = c;
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! Redis Cluster: the store contract holds on a three-primary cluster, and concurrent
+//! copies are forwarded once through several gateways sharing it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+
+use hookgate::dedup::{Claim, DedupKey, DedupStore, RedisStore, Store};
+
+use crate::support::redis::RedisCluster;
+use crate::support::{TestGateway, Upstream, post, stripe_body};
+
+fn cluster_config(cluster: &RedisCluster, upstream: &Upstream) -> String {
+    let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    format!(
+        "[store]\nbackend = \"redis\"\ncluster = [{}]\ntimeout = \"1s\"\n[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
+        nodes.join(", "),
+        upstream.url("/up")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_contract_holds_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let store = Store::Redis(
+        RedisStore::new_cluster(&cluster.urls(), Duration::from_secs(1)).expect("store"),
+    );
+    crate::conformance::conformance(store.clone()).await;
+
+    // Keys spread over every primary; fifty concurrent claims of one key still pick one.
+    let store = Arc::new(store);
+    let key = DedupKey::new("hookgate:", "stripe", "evt_cluster_race");
+    let claims = join_all((0..50).map(|_| {
+        let (s, k) = (store.clone(), key.clone());
+        async move { s.claim(&k, "fp", Duration::from_secs(30)).await }
+    }))
+    .await;
+    assert_eq!(
+        claims
+            .iter()
+            .filter(|c| matches!(c, Ok(Claim::Claimed(_))))
+            .count(),
+        1
+    );
+
+    // Losing a primary is not covered yet: in this suite, after `kill` of a primary
+    // and its replica's promotion, the cluster connection kept timing out (see the
+    // README's store section). Until that is solved, failover is a known gap.
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_gateways_on_one_cluster_forward_each_event_once() {
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    up.set_delay(Duration::from_millis(200));
+    let cfg = cluster_config(&cluster, &up);
+    let gateways = vec![
+        TestGateway::start(&cfg).await,
+        TestGateway::start(&cfg).await,
+        TestGateway::start(&cfg).await,
+    ];
+    for e in 0..10 {
+        let body = stripe_body(&format!("evt_three_{e}"));
+        let headers = gateways[0].sign("stripe", &body, "x");
+        let sends = (0..12).map(|i| {
+            let url = gateways[i % 3].url("/webhooks/stripe");
+            let (h, b) = (headers.clone(), body.clone());
+            async move { post(&url, &h, b.into_bytes()).await }
+        });
+        let replies = join_all(sends).await;
+        assert_eq!(
+            replies
+                .iter()
+                .filter(|r| r.outcome() == "forwarded")
+                .count(),
+            1,
+            "event {e}"
+        );
+        assert!(
+            replies
+                .iter()
+                .all(|r| matches!(r.outcome(), "forwarded" | "duplicate" | "in_flight"))
+        );
+        assert_eq!(up.count_for(&format!("evt_three_{e}")), 1);
+    }
+    for g in gateways {
+        g.stop().await;
+    }
+}
