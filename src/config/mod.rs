@@ -106,6 +106,11 @@ pub struct StoreConfig {
     pub on_error: OnError,
     /// Bound on every single store call.
     pub timeout: Duration,
+    /// PEM of a private CA for `rediss://` (default: the system's roots).
+    pub tls_ca: Option<Vec<u8>>,
+    /// Claims wait for this many replicas (`WAIT`); 0 = off.
+    pub min_replicas_ack: u32,
+    pub replica_ack_timeout: Duration,
 }
 
 /// One validated `[[routes]]` entry.
@@ -535,16 +540,15 @@ impl Validator<'_> {
                 Some(u) => match self.secret(u, "store.url") {
                     Some(url) => {
                         let url = String::from_utf8_lossy(url.expose()).into_owned();
-                        if url.starts_with("rediss://") {
-                            self.err(u, "store.url", "TLS (rediss://) is not supported yet; use redis:// on a private network or through a TLS tunnel");
-                        } else if !(url.starts_with("redis://")
+                        if !(url.starts_with("redis://")
+                            || url.starts_with("rediss://")
                             || url.starts_with("redis+unix://")
                             || url.starts_with("unix://"))
                         {
                             self.err(
                                 u,
                                 "store.url",
-                                "must start with redis:// (or unix:// for a socket)",
+                                "must start with redis:// or rediss:// (or unix:// for a socket)",
                             );
                         }
                         Backend::Redis { url }
@@ -584,6 +588,32 @@ impl Validator<'_> {
             ),
             on_error: self.on_error(&st.on_error, "store.on_error", OnError::Reject),
             timeout: self.duration(&st.timeout, "store.timeout", Duration::from_millis(1000)),
+            tls_ca: match &st.tls_ca {
+                None => None,
+                Some(p) => match std::fs::read(self.base.join(p.get_ref())) {
+                    Ok(pem) => Some(pem),
+                    Err(e) => {
+                        self.err(
+                            p,
+                            "store.tls_ca",
+                            format_args!("cannot read {}: {e}", p.get_ref()),
+                        );
+                        None
+                    }
+                },
+            },
+            min_replicas_ack: u32::try_from(self.count(
+                &st.min_replicas_ack,
+                "store.min_replicas_ack",
+                0,
+                0,
+            ))
+            .unwrap_or(u32::MAX),
+            replica_ack_timeout: self.duration(
+                &st.replica_ack_timeout,
+                "store.replica_ack_timeout",
+                Duration::from_millis(100),
+            ),
         };
 
         if raw.routes.is_empty() {

@@ -98,8 +98,21 @@ impl ConnectionLike for AnyConn {
     }
 }
 
+/// Options of a single-server store.
+#[derive(Debug, Clone, Default)]
+pub struct RedisOptions {
+    /// PEM of a private CA that signed the server's certificate (`rediss://`).
+    pub tls_ca: Option<Vec<u8>>,
+    /// Make each claim wait until this many replicas have it (Redis `WAIT`).
+    pub min_replicas_ack: u32,
+    /// How long a claim waits for those replicas.
+    pub replica_ack_timeout: Duration,
+}
+
 struct Inner {
     target: Target,
+    /// `(replicas, timeout)` when claims must reach replicas before forwarding.
+    wait: Option<(u32, Duration)>,
     timeouts: AtomicU32,
     op_timeout: Duration,
     complete: Script,
@@ -143,6 +156,15 @@ impl RedisStore {
     /// Connects lazily: the first call opens the connection, so a gateway can start
     /// while Redis is still coming up (and answers 503 until it is).
     pub fn new(url: &str, op_timeout: Duration) -> Result<Self, StoreError> {
+        Self::with_options(url, op_timeout, &RedisOptions::default())
+    }
+
+    /// A single-server store with TLS and replica-acknowledgement options.
+    pub fn with_options(
+        url: &str,
+        op_timeout: Duration,
+        opts: &RedisOptions,
+    ) -> Result<Self, StoreError> {
         let info = url
             .into_connection_info()
             .map_err(|e| StoreError::Backend(format!("invalid redis url: {:?}", e.kind())))?
@@ -151,11 +173,23 @@ impl RedisStore {
                     .set_nodelay(true)
                     .set_user_timeout(Duration::from_secs(5)),
             );
-        let client = Client::open(info).map_err(backend)?;
+        let client = match &opts.tls_ca {
+            Some(pem) => Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.clone()),
+                },
+            ),
+            None => Client::open(info),
+        }
+        .map_err(backend)?;
         let manager = RwLock::new(manager(&client, op_timeout)?);
         Ok(Self {
             inner: Arc::new(Inner {
                 target: Target::Single { client, manager },
+                wait: (opts.min_replicas_ack > 0)
+                    .then_some((opts.min_replicas_ack, opts.replica_ack_timeout)),
                 timeouts: AtomicU32::new(0),
                 op_timeout,
                 complete: Script::new(COMPLETE),
@@ -182,6 +216,7 @@ impl RedisStore {
                     conn: tokio::sync::Mutex::new(None),
                     nodes: urls.len(),
                 },
+                wait: None,
                 timeouts: AtomicU32::new(0),
                 op_timeout,
                 complete: Script::new(COMPLETE),
@@ -295,11 +330,36 @@ impl DedupStore for RedisStore {
             .conditional_set(ExistenceCheck::NX)
             .get(true)
             .with_expiration(SetExpiry::PX(millis(lease)));
-        // SET NX GET: claims and reads the current state in one round trip.
+        // SET NX GET: claims and reads the current state in one round trip. With
+        // min_replicas_ack, WAIT follows in the same pipeline: the claim counts only
+        // once that many replicas hold it, so a primary lost right after cannot hand
+        // the event to a second copy.
+        let wait = self.inner.wait;
         let result = self
             .run(|mut c| async move {
-                c.set_options::<_, _, Option<String>>(key.as_str(), record, opts)
-                    .await
+                match wait {
+                    None => {
+                        c.set_options::<_, _, Option<String>>(key.as_str(), record, opts)
+                            .await
+                    }
+                    Some((n, t)) => {
+                        let (prev, acked): (Option<String>, i64) = redis::pipe()
+                            .set_options(key.as_str(), record, opts)
+                            .cmd("WAIT")
+                            .arg(n)
+                            .arg(millis(t))
+                            .query_async(&mut c)
+                            .await?;
+                        if prev.is_none() && acked < i64::from(n) {
+                            return Err(redis::RedisError::from((
+                                redis::ErrorKind::Client,
+                                "claim not acknowledged by enough replicas",
+                                format!("{acked} of {n}"),
+                            )));
+                        }
+                        Ok(prev)
+                    }
+                }
             })
             .await;
         let prev = match result {

@@ -19,6 +19,7 @@ mod malformed;
 mod ops;
 mod pipeline;
 mod process;
+mod redis_extras;
 mod replay;
 mod sign;
 mod support;

@@ -1,0 +1,212 @@
+//! Redis over TLS (`rediss://` with a private CA), and claims that wait for a replica
+//! (`min_replicas_ack`).
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hookgate::dedup::redis::RedisOptions;
+use hookgate::dedup::{Claim, DedupKey, DedupStore, RedisStore, Store};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("port")
+}
+
+fn redis(args: &[&str], dir: &std::path::Path, port: u16) -> Proc {
+    let child = Command::new("redis-server")
+        .args(args)
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Proc(child)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_contract_holds_over_tls() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (cert, key) = (dir.path().join("r.crt"), dir.path().join("r.key"));
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args([
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+        ])
+        .args([
+            "-addext",
+            "keyUsage=digitalSignature",
+            "-addext",
+            "extendedKeyUsage=serverAuth",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stderr(Stdio::null())
+        .status()
+        .expect("openssl");
+    assert!(ok.success());
+    let port = free_port();
+    let (c, k) = (cert.display().to_string(), key.display().to_string());
+    let _server = redis(
+        &[
+            "--port",
+            "0",
+            "--tls-port",
+            &port.to_string(),
+            "--tls-cert-file",
+            &c,
+            "--tls-key-file",
+            &k,
+            "--tls-auth-clients",
+            "no",
+        ],
+        dir.path(),
+        port,
+    );
+    let opts = RedisOptions {
+        tls_ca: Some(std::fs::read(&cert).expect("ca")),
+        ..RedisOptions::default()
+    };
+    let store = RedisStore::with_options(
+        &format!("rediss://localhost:{port}"),
+        Duration::from_secs(2),
+        &opts,
+    )
+    .expect("store");
+    crate::conformance::conformance(Store::Redis(store)).await;
+    // Without the CA the server is not trusted: no claim goes through.
+    let untrusted = Store::Redis(
+        RedisStore::new(
+            &format!("rediss://localhost:{port}"),
+            Duration::from_secs(1),
+        )
+        .expect("store"),
+    );
+    assert!(
+        untrusted
+            .claim(&DedupKey::new("t:", "r", "x"), "fp", Duration::from_secs(5))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_wait_for_a_replica_and_fail_closed_without_one() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (primary_port, replica_port) = (free_port(), free_port());
+    let primary_dir = dir.path().join("p");
+    let replica_dir = dir.path().join("r");
+    std::fs::create_dir_all(&primary_dir).expect("dir");
+    std::fs::create_dir_all(&replica_dir).expect("dir");
+    let _primary = redis(
+        &["--port", &primary_port.to_string()],
+        &primary_dir,
+        primary_port,
+    );
+    let replica = redis(
+        &[
+            "--port",
+            &replica_port.to_string(),
+            "--replicaof",
+            "127.0.0.1",
+            &primary_port.to_string(),
+        ],
+        &replica_dir,
+        replica_port,
+    );
+    let opts = RedisOptions {
+        min_replicas_ack: 1,
+        replica_ack_timeout: Duration::from_millis(300),
+        ..RedisOptions::default()
+    };
+    let url = format!("redis://127.0.0.1:{primary_port}");
+    let store =
+        Store::Redis(RedisStore::with_options(&url, Duration::from_secs(2), &opts).expect("store"));
+    // Wait for the replica to sync, then a claim is acknowledged by it.
+    let mut claimed = false;
+    for i in 0..50 {
+        let k = DedupKey::new("t:", "r", &format!("sync{i}"));
+        if matches!(
+            store.claim(&k, "fp", Duration::from_secs(30)).await,
+            Ok(Claim::Claimed(_))
+        ) {
+            claimed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(claimed, "claims pass once the replica acknowledges them");
+    let key = DedupKey::new("t:", "r", "acked");
+    let replica_value: Option<String> = {
+        let Ok(Claim::Claimed(_)) = store.claim(&key, "fp", Duration::from_secs(30)).await else {
+            panic!("claim")
+        };
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{replica_port}"))
+            .expect("client")
+            .get_connection()
+            .expect("conn");
+        redis::cmd("GET")
+            .arg(key.as_str())
+            .query(&mut c)
+            .expect("get")
+    };
+    assert!(
+        replica_value.is_some_and(|v| v.starts_with("i|")),
+        "the replica holds the claim when it returns"
+    );
+
+    // Without the replica, a claim is refused (the gateway answers 503, the provider
+    // retries) and the key is freed again.
+    drop(replica);
+    let lost = DedupKey::new("t:", "r", "unacked");
+    assert!(
+        store
+            .claim(&lost, "fp", Duration::from_secs(30))
+            .await
+            .is_err()
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let mut c = redis::Client::open(url)
+        .expect("client")
+        .get_connection()
+        .expect("conn");
+    let left: Option<String> = redis::cmd("GET")
+        .arg(lost.as_str())
+        .query(&mut c)
+        .expect("get");
+    assert_eq!(left, None, "the unacknowledged claim was released");
+}
