@@ -221,6 +221,145 @@ impl RedisCluster {
     }
 }
 
+impl RedisCluster {
+    /// Waits until the replica of the primary serving `key` holds `key` with a value
+    /// starting with `prefix` (replication is asynchronous).
+    pub fn wait_replicated(&self, key: &str, prefix: &str) {
+        let primary = self.primary_of(key);
+        let nodes: String = redis::Client::open(format!("redis://127.0.0.1:{primary}"))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+            .and_then(|mut c| redis::cmd("CLUSTER").arg("NODES").query(&mut c))
+            .expect("cluster nodes");
+        let primary_id = nodes
+            .lines()
+            .find(|l| l.contains("myself"))
+            .and_then(|l| l.split(' ').next())
+            .expect("id")
+            .to_owned();
+        let replica: u16 = nodes
+            .lines()
+            .find(|l| l.contains("slave") && l.contains(&primary_id))
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|a| a.split('@').next())
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .expect("replica");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            let v: Option<String> = redis::Client::open(format!("redis://127.0.0.1:{replica}"))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                .and_then(|mut c| {
+                    redis::cmd("READONLY").query::<()>(&mut c)?;
+                    redis::cmd("GET").arg(key).query(&mut c)
+                })
+                .unwrap_or(None);
+            if v.is_some_and(|v| v.starts_with(prefix)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{key} never reached the replica");
+    }
+
+    /// Promotes the replica of the (killed) primary on `dead` with
+    /// `CLUSTER FAILOVER TAKEOVER` — what an operator or the cluster's own election
+    /// does — and waits until it serves `key`'s slot.
+    pub fn wait_failover(&self, key: &str, dead: u16) -> u16 {
+        let alive = self
+            .ports
+            .iter()
+            .copied()
+            .find(|p| *p != dead)
+            .unwrap_or(dead);
+        let nodes: String = redis::Client::open(format!("redis://127.0.0.1:{alive}"))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+            .and_then(|mut c| redis::cmd("CLUSTER").arg("NODES").query(&mut c))
+            .expect("cluster nodes");
+        let dead_id = nodes
+            .lines()
+            .find(|l| l.contains(&format!(":{dead}@")))
+            .and_then(|l| l.split(' ').next())
+            .expect("dead node id")
+            .to_owned();
+        let replica: u16 = nodes
+            .lines()
+            .find(|l| l.contains("slave") && l.contains(&dead_id))
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|a| a.split('@').next())
+            .and_then(|a| a.rsplit(':').next())
+            .and_then(|p| p.parse().ok())
+            .expect("replica of the dead primary");
+        let _: String = redis::Client::open(format!("redis://127.0.0.1:{replica}"))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+            .and_then(|mut c| {
+                redis::cmd("CLUSTER")
+                    .arg("FAILOVER")
+                    .arg("TAKEOVER")
+                    .query(&mut c)
+            })
+            .expect("takeover");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let p = self.primary_of_via(
+                key,
+                self.ports
+                    .iter()
+                    .copied()
+                    .find(|p| *p != dead)
+                    .unwrap_or(dead),
+            );
+            if p != dead && p != 0 {
+                return p;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("no failover within 30 s");
+    }
+
+    /// The port of the primary that serves `key`'s slot.
+    pub fn primary_of(&self, key: &str) -> u16 {
+        self.primary_of_via(key, self.ports[0])
+    }
+
+    fn primary_of_via(&self, key: &str, via: u16) -> u16 {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{via}"))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+            .expect("connect");
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut c)
+            .expect("keyslot");
+        let slots: redis::Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut c)
+            .expect("slots");
+        let num = |v: &redis::Value| if let redis::Value::Int(n) = v { *n } else { -1 };
+        if let redis::Value::Array(ranges) = slots {
+            for r in ranges {
+                if let redis::Value::Array(parts) = r {
+                    if parts.len() >= 3 && num(&parts[0]) <= slot && slot <= num(&parts[1]) {
+                        if let redis::Value::Array(node) = &parts[2] {
+                            return u16::try_from(num(&node[1])).unwrap_or(0);
+                        }
+                    }
+                }
+            }
+        }
+        panic!("no primary for slot {slot}");
+    }
+
+    /// SIGKILLs the node on `port`.
+    pub fn kill(&mut self, port: u16) {
+        if let Some(i) = self.ports.iter().position(|p| *p == port) {
+            if let Some(mut c) = self.children[i].take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
 impl Drop for RedisCluster {
     fn drop(&mut self) {
         for c in self.children.iter_mut().filter_map(Option::take) {
