@@ -452,6 +452,7 @@ pub fn describe(cfg: &Config) -> String {
             Backend::Memory => "memory",
             Backend::Redis { .. } => "redis",
             Backend::RedisCluster { .. } => "redis cluster",
+            Backend::RedisSentinel { .. } => "redis via sentinel",
         },
         humantime::format_duration(cfg.store.dedup_ttl),
         humantime::format_duration(cfg.store.inflight_ttl),

@@ -42,6 +42,11 @@ pub enum Backend {
     RedisCluster {
         urls: Vec<String>,
     },
+    /// A primary managed by Sentinel: the sentinels' URLs and the master's name.
+    RedisSentinel {
+        sentinels: Vec<String>,
+        master: String,
+    },
 }
 
 impl fmt::Debug for Backend {
@@ -53,6 +58,11 @@ impl fmt::Debug for Backend {
             Self::RedisCluster { urls } => {
                 write!(f, "RedisCluster {{ {} nodes: [redacted] }}", urls.len())
             }
+            Self::RedisSentinel { sentinels, master } => write!(
+                f,
+                "RedisSentinel {{ master: {master:?}, {} sentinels: [redacted] }}",
+                sentinels.len()
+            ),
         }
     }
 }
@@ -499,6 +509,31 @@ impl Validator<'_> {
                     self.err(c, "store.cluster", "is only used with backend = \"redis\"");
                 }
                 Backend::Memory
+            }
+            Some((b, "redis")) if st.sentinel.is_some() => {
+                let mut sentinels = Vec::new();
+                if let Some(list) = &st.sentinel {
+                    for (i, u) in list.get_ref().iter().enumerate() {
+                        if let Some(v) = self.secret(u, &format!("store.sentinel[{i}]")) {
+                            sentinels.push(String::from_utf8_lossy(v.expose()).into_owned());
+                        }
+                    }
+                }
+                if sentinels.is_empty() {
+                    self.err(
+                        b,
+                        "store.sentinel",
+                        "name at least one sentinel, redis://host:26379",
+                    );
+                }
+                let master = match &st.sentinel_master {
+                    Some(m) => m.get_ref().clone(),
+                    None => {
+                        self.err(b, "store.sentinel_master", "the name Sentinel monitors the primary under is required with store.sentinel");
+                        String::new()
+                    }
+                };
+                Backend::RedisSentinel { sentinels, master }
             }
             Some((b, "redis"))
                 if st.cluster.is_some()

@@ -58,6 +58,8 @@ pub(super) struct RawStore {
     pub url: Option<Spanned<String>>,
     pub cluster: Option<Spanned<Vec<Spanned<String>>>>,
     pub tls_ca: Option<Spanned<String>>,
+    pub sentinel: Option<Spanned<Vec<Spanned<String>>>>,
+    pub sentinel_master: Option<Spanned<String>>,
     pub min_replicas_ack: Option<Spanned<i64>>,
     pub replica_ack_timeout: Option<Spanned<String>>,
     pub key_prefix: Option<String>,

@@ -276,3 +276,42 @@ upstream = "http://127.0.0.1:1/"
     )
     .expect("asana without a secret yet");
 }
+
+#[test]
+fn redis_topologies_are_configured_and_checked() {
+    let cluster = check(&format!("[store]\nbackend = \"redis\"\nurl = \"redis+cluster://10.0.0.1:6379,10.0.0.2:6379\"\n{ROUTE}")).expect("cluster url");
+    assert_eq!(
+        cluster.store.backend,
+        Backend::RedisCluster {
+            urls: vec![
+                "redis://10.0.0.1:6379".into(),
+                "redis://10.0.0.2:6379".into()
+            ]
+        }
+    );
+    let list = check(&format!(
+        "[store]\nbackend = \"redis\"\ncluster = [\"redis://a:1\", \"redis://b:2\"]\n{ROUTE}"
+    ))
+    .expect("cluster list");
+    assert!(matches!(list.store.backend, Backend::RedisCluster { ref urls } if urls.len() == 2));
+    let s = check(&format!("[store]\nbackend = \"redis\"\nsentinel = [\"redis://s1:26379\"]\nsentinel_master = \"mymaster\"\n{ROUTE}")).expect("sentinel");
+    assert!(
+        matches!(s.store.backend, Backend::RedisSentinel { ref master, .. } if master == "mymaster")
+    );
+    let e = errors(&format!(
+        "[store]\nbackend = \"redis\"\nsentinel = [\"redis://s1:26379\"]\n{ROUTE}"
+    ));
+    assert!(e.contains("store.sentinel_master"), "{e}");
+    let tls = check(&format!(
+        "[store]\nbackend = \"redis\"\nurl = \"rediss://h:6380\"\nmin_replicas_ack = 1\n{ROUTE}"
+    ))
+    .expect("tls");
+    assert_eq!(tls.store.min_replicas_ack, 1);
+    let e = errors(&format!(
+        "[store]\nbackend = \"memory\"\ncluster = [\"redis://a:1\"]\n{ROUTE}"
+    ));
+    assert!(
+        e.contains("store.cluster: is only used with backend"),
+        "{e}"
+    );
+}

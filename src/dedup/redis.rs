@@ -52,6 +52,12 @@ enum Target {
         client: Client,
         manager: RwLock<ConnectionManager>,
     },
+    /// A primary found through Sentinel; re-resolved after repeated failures.
+    Sentinel {
+        client: Box<tokio::sync::Mutex<redis::sentinel::SentinelClient>>,
+        conn: tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>,
+        sentinels: usize,
+    },
     Cluster {
         client: Box<ClusterClient>,
         conn: tokio::sync::Mutex<Option<ClusterConnection>>,
@@ -65,6 +71,7 @@ enum Target {
 enum AnyConn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
+    Sentinel(redis::aio::MultiplexedConnection),
 }
 
 impl ConnectionLike for AnyConn {
@@ -75,6 +82,7 @@ impl ConnectionLike for AnyConn {
         match self {
             Self::Single(c) => c.req_packed_command(cmd),
             Self::Cluster(c) => c.req_packed_command(cmd),
+            Self::Sentinel(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -87,6 +95,7 @@ impl ConnectionLike for AnyConn {
         match self {
             Self::Single(c) => c.req_packed_commands(cmd, offset, count),
             Self::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Self::Sentinel(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
@@ -94,6 +103,7 @@ impl ConnectionLike for AnyConn {
         match self {
             Self::Single(c) => c.get_db(),
             Self::Cluster(c) => c.get_db(),
+            Self::Sentinel(c) => c.get_db(),
         }
     }
 }
@@ -131,6 +141,7 @@ impl std::fmt::Debug for RedisStore {
         let addr = match &self.inner.target {
             Target::Single { client, .. } => client.get_connection_info().addr().to_string(),
             Target::Cluster { nodes, .. } => format!("cluster of {nodes} seed nodes"),
+            Target::Sentinel { sentinels, .. } => format!("primary via {sentinels} sentinels"),
         };
         f.debug_struct("RedisStore")
             .field("addr", &addr)
@@ -225,8 +236,47 @@ impl RedisStore {
         })
     }
 
+    /// A store on the primary that Sentinel names for `master`; after repeated
+    /// failures (a failover) the primary is looked up again.
+    pub fn new_sentinel(
+        sentinels: &[String],
+        master: &str,
+        op_timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let client = redis::sentinel::SentinelClient::build(
+            sentinels.to_vec(),
+            master,
+            None,
+            redis::sentinel::SentinelServerType::Master,
+        )
+        .map_err(backend)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                target: Target::Sentinel {
+                    client: Box::new(tokio::sync::Mutex::new(client)),
+                    conn: tokio::sync::Mutex::new(None),
+                    sentinels: sentinels.len(),
+                },
+                wait: None,
+                timeouts: AtomicU32::new(0),
+                op_timeout,
+                complete: Script::new(COMPLETE),
+                release: Script::new(RELEASE),
+            }),
+        })
+    }
+
     async fn conn(&self) -> redis::RedisResult<AnyConn> {
         match &self.inner.target {
+            Target::Sentinel { client, conn, .. } => {
+                let mut slot = conn.lock().await;
+                if let Some(c) = slot.as_ref() {
+                    return Ok(AnyConn::Sentinel(c.clone()));
+                }
+                let c = client.lock().await.get_async_connection().await?;
+                *slot = Some(c.clone());
+                Ok(AnyConn::Sentinel(c))
+            }
             Target::Single { manager, .. } => Ok(AnyConn::Single(match manager.read() {
                 Ok(m) => m.clone(),
                 Err(poisoned) => poisoned.into_inner().clone(),
@@ -270,7 +320,7 @@ impl RedisStore {
             Ok(Err(e)) => {
                 // On a cluster any error may mean a topology change (a failover): count
                 // it, so a connection that does not recover by itself is rebuilt.
-                if e.is_timeout() || matches!(self.inner.target, Target::Cluster { .. }) {
+                if e.is_timeout() || !matches!(self.inner.target, Target::Single { .. }) {
                     self.note_timeout().await;
                 }
                 Err(backend(e))
@@ -286,6 +336,17 @@ impl RedisStore {
         let n = self.inner.timeouts.fetch_add(1, Ordering::Relaxed) + 1;
         let (client, current) = match &self.inner.target {
             Target::Single { client, manager } => (client, manager),
+            Target::Sentinel { conn, .. } => {
+                if n >= REBUILD_AFTER {
+                    *conn.lock().await = None;
+                    self.inner.timeouts.store(0, Ordering::Relaxed);
+                    tracing::warn!(
+                        failures = n,
+                        "redis store: asking Sentinel for the primary again after repeated failures"
+                    );
+                }
+                return;
+            }
             Target::Cluster { conn, .. } => {
                 if n >= REBUILD_AFTER {
                     *conn.lock().await = None;

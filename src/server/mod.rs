@@ -146,21 +146,25 @@ impl AppState {
 impl AppState {
     /// Builds the state: the store (Redis connects lazily) and the HTTP client.
     pub fn new(cfg: &Config, clock: Clock) -> anyhow::Result<Self> {
-        let store = match &cfg.store.backend {
-            Backend::Memory => Store::Memory(MemoryStore::new()),
-            Backend::Redis { url } => Store::Redis(RedisStore::with_options(
-                url,
-                cfg.store.timeout,
-                &crate::dedup::redis::RedisOptions {
-                    tls_ca: cfg.store.tls_ca.clone(),
-                    min_replicas_ack: cfg.store.min_replicas_ack,
-                    replica_ack_timeout: cfg.store.replica_ack_timeout,
-                },
-            )?),
-            Backend::RedisCluster { urls } => {
-                Store::Redis(RedisStore::new_cluster(urls, cfg.store.timeout)?)
-            }
-        };
+        let store =
+            match &cfg.store.backend {
+                Backend::Memory => Store::Memory(MemoryStore::new()),
+                Backend::Redis { url } => Store::Redis(RedisStore::with_options(
+                    url,
+                    cfg.store.timeout,
+                    &crate::dedup::redis::RedisOptions {
+                        tls_ca: cfg.store.tls_ca.clone(),
+                        min_replicas_ack: cfg.store.min_replicas_ack,
+                        replica_ack_timeout: cfg.store.replica_ack_timeout,
+                    },
+                )?),
+                Backend::RedisSentinel { sentinels, master } => Store::Redis(
+                    RedisStore::new_sentinel(sentinels, master, cfg.store.timeout)?,
+                ),
+                Backend::RedisCluster { urls } => {
+                    Store::Redis(RedisStore::new_cluster(urls, cfg.store.timeout)?)
+                }
+            };
         Self::with_store(cfg, store, clock)
     }
 

@@ -210,3 +210,106 @@ async fn claims_wait_for_a_replica_and_fail_closed_without_one() {
         .expect("get");
     assert_eq!(left, None, "the unacknowledged claim was released");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_failover_is_followed_without_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (primary_port, replica_port) = (free_port(), free_port());
+    for d in ["p", "r", "s0", "s1", "s2"] {
+        std::fs::create_dir_all(dir.path().join(d)).expect("dir");
+    }
+    let mut primary = Some(redis(
+        &["--port", &primary_port.to_string()],
+        &dir.path().join("p"),
+        primary_port,
+    ));
+    let _replica = redis(
+        &[
+            "--port",
+            &replica_port.to_string(),
+            "--replicaof",
+            "127.0.0.1",
+            &primary_port.to_string(),
+        ],
+        &dir.path().join("r"),
+        replica_port,
+    );
+    let mut sentinels = Vec::new();
+    let mut urls = Vec::new();
+    for i in 0..3 {
+        let port = free_port();
+        let conf = dir.path().join(format!("s{i}/sentinel.conf"));
+        std::fs::write(
+            &conf,
+            format!("port {port}\nbind 127.0.0.1\nsentinel monitor hg 127.0.0.1 {primary_port} 2\nsentinel down-after-milliseconds hg 1000\nsentinel failover-timeout hg 3000\n"),
+        )
+        .expect("conf");
+        let child = Command::new("redis-server")
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sentinel");
+        sentinels.push(Proc(child));
+        urls.push(format!("redis://127.0.0.1:{port}"));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "sentinel did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let store =
+        Store::Redis(RedisStore::new_sentinel(&urls, "hg", Duration::from_secs(1)).expect("store"));
+    crate::conformance::conformance(store.clone()).await;
+    let key = DedupKey::new("t:", "r", "evt_sentinel");
+    let Ok(Claim::Claimed(token)) = store.claim(&key, "fp", Duration::from_secs(60)).await else {
+        panic!("claim")
+    };
+    store
+        .complete(&key, &token, "fp", Duration::from_secs(600))
+        .await
+        .expect("complete");
+    // Wait until the replica has the done record, then lose the primary.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v: Option<String> = redis::Client::open(format!("redis://127.0.0.1:{replica_port}"))
+            .and_then(|c| c.get_connection())
+            .and_then(|mut c| redis::cmd("GET").arg(key.as_str()).query(&mut c))
+            .unwrap_or(None);
+        if v.is_some_and(|v| v.starts_with("d|")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica never got the record"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(primary.take());
+    // Sentinel promotes the replica (down-after 1 s); the store follows it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut answer = None;
+    while Instant::now() < deadline {
+        if let Ok(c) = store.claim(&key, "fp", Duration::from_secs(60)).await {
+            answer = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        answer,
+        Some(Claim::Done {
+            fingerprint: "fp".into()
+        }),
+        "the promoted replica serves and still knows the event"
+    );
+    let fresh = DedupKey::new("t:", "r", "evt_after_sentinel_failover");
+    assert!(
+        matches!(
+            store.claim(&fresh, "fp", Duration::from_secs(60)).await,
+            Ok(Claim::Claimed(_))
+        ),
+        "writes go to the new primary"
+    );
+}
