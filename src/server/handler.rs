@@ -41,6 +41,15 @@ struct Seen {
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
+/// Headers whose value is a credential, never written to a capture file.
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-gitlab-token",
+    "x-hook-secret",
+];
+
 /// The W3C trace context of a request: the provider's, or a new one (so a delivery
 /// can be followed across services). Returns the trace ID for the log.
 fn trace_context(headers: &mut HeaderMap) -> String {
@@ -89,10 +98,15 @@ pub(super) async fn handle(
                 .headers()
                 .iter()
                 .map(|(n, v)| {
-                    (
-                        n.to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
+                    // Captures are files on disk: headers that *are* credentials (Basic
+                    // auth, static tokens) are not written. Signatures are kept: they
+                    // are useless without the secret, and replays re-sign anyway.
+                    let value = if CREDENTIAL_HEADERS.contains(&n.as_str()) {
+                        "[redacted]".to_owned()
+                    } else {
+                        String::from_utf8_lossy(v.as_bytes()).into_owned()
+                    };
+                    (n.to_string(), value)
                 })
                 .collect();
             (

@@ -328,3 +328,48 @@ async fn captures_are_bounded_by_max_files() {
     assert!(newest.body.unwrap_or_default().contains("evt_bound_6"));
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_never_hold_credential_headers() {
+    let dir = tempfile::tempdir().expect("dir");
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "[capture]\ndir = \"{}\"\n[[routes]]\nname = \"gitlab\"\npath = \"/gitlab\"\nprovider = \"gitlab\"\nsecrets = [\"glpat-capture-secret\"]\nupstream = \"{}\"\n",
+        dir.path().display(),
+        up.url("/gl")
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let headers = vec![
+        (
+            "x-gitlab-token".to_string(),
+            "glpat-capture-secret".to_string(),
+        ),
+        ("idempotency-key".to_string(), "gl-1".to_string()),
+        (
+            "authorization".to_string(),
+            "Basic dXNlcjpwYXNz".to_string(),
+        ),
+    ];
+    let r = crate::support::post(
+        &gw.url("/gitlab"),
+        &headers,
+        br#"{"object_kind":"push"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(r.outcome(), "forwarded");
+    let mut files = Vec::new();
+    for _ in 0..50 {
+        files = hookgate::replay::collect(&[dir.path().to_path_buf()]).expect("files");
+        if !files.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let text = std::fs::read_to_string(&files[0]).expect("capture");
+    assert!(
+        !text.contains("glpat-capture-secret") && !text.contains("dXNlcjpwYXNz"),
+        "{text}"
+    );
+    assert!(text.contains("[redacted]"));
+    gw.stop().await;
+}
