@@ -113,24 +113,33 @@ impl Replay {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// Sends it to `base` (`http://host:port`), path and query as recorded.
-    pub async fn send(&self, client: &reqwest::Client, base: &str) -> Result<Sent, String> {
+    /// The URL to send it to on `base` (`http://host:port`): path and query as recorded.
+    pub fn url(&self, base: &str) -> String {
         let mut url = format!("{}{}", base.trim_end_matches('/'), self.path);
         if let Some(q) = self.query.as_deref().filter(|q| !q.is_empty()) {
             url.push('?');
             url.push_str(q);
         }
+        url
+    }
+
+    /// The headers to send again: all recorded ones but those a client sets for its own
+    /// connection (`Host`, `Content-Length`, `Transfer-Encoding`).
+    pub fn request_headers(&self) -> impl Iterator<Item = &(String, String)> {
+        self.headers.iter().filter(|(n, _)| {
+            !["content-length", "host", "transfer-encoding"]
+                .iter()
+                .any(|h| n.eq_ignore_ascii_case(h))
+        })
+    }
+
+    /// Sends it to `base` (`http://host:port`), path and query as recorded.
+    pub async fn send(&self, client: &reqwest::Client, base: &str) -> Result<Sent, String> {
+        let url = self.url(base);
         let method =
             reqwest::Method::from_bytes(self.method.as_bytes()).map_err(|e| e.to_string())?;
         let mut req = client.request(method, &url).body(self.body_bytes());
-        for (n, v) in &self.headers {
-            // The client sets these for the new connection.
-            if n.eq_ignore_ascii_case("content-length")
-                || n.eq_ignore_ascii_case("host")
-                || n.eq_ignore_ascii_case("transfer-encoding")
-            {
-                continue;
-            }
+        for (n, v) in self.request_headers() {
             req = req.header(n.as_str(), v.as_str());
         }
         let resp = req.send().await.map_err(|e| format!("{url}: {e}"))?;

@@ -381,20 +381,14 @@ impl Gateway {
 
     /// Sends a replay file's delivery as recorded.
     pub async fn send(&self, replay: &Replay) -> Reply {
-        let mut url = self.url(&replay.path);
-        if let Some(q) = replay.query.as_deref().filter(|q| !q.is_empty()) {
-            url = format!("{url}?{q}");
-        }
-        let headers: Vec<(String, String)> = replay
-            .headers
-            .iter()
-            .filter(|(n, _)| {
-                !["content-length", "host", "transfer-encoding"]
-                    .contains(&n.to_ascii_lowercase().as_str())
-            })
-            .cloned()
-            .collect();
-        send(&replay.method, &url, &headers, replay.body_bytes()).await
+        let headers: Vec<(String, String)> = replay.request_headers().cloned().collect();
+        send(
+            &replay.method,
+            &replay.url(&self.base_url()),
+            &headers,
+            replay.body_bytes(),
+        )
+        .await
     }
 
     /// Stops the gateway and waits for it (and its settle steps) to finish.

@@ -806,21 +806,25 @@ impl Preset {
                 keys,
             })
         }
+        // `t=…,v1=…` over `t.body`, HMAC-SHA256 hex: Stripe's scheme, shared by others.
+        let t_dot_body = |header: &'static str| -> Result<Scheme, String> {
+            Ok(full(
+                header,
+                kv(&[','], "t", "v1"),
+                Encoding::Hex,
+                tmpl("{timestamp}.{body}")?,
+                TimestampSource::SignatureHeader,
+                TsFormat::Seconds,
+                None,
+                sha256()?,
+            ))
+        };
         use Encoding::{Base64 as B64, Hex};
         use TsFormat::{Iso8601, Millis, Seconds};
         let mut handshake = Handshake::None;
         let mut reply = None;
         let scheme = match self.0 {
-            "stripe" => full(
-                "stripe-signature",
-                kv(&[','], "t", "v1"),
-                Hex,
-                tmpl("{timestamp}.{body}")?,
-                TimestampSource::SignatureHeader,
-                Seconds,
-                None,
-                sha256()?,
-            ),
+            "stripe" => t_dot_body("stripe-signature")?,
             "github" => body("x-hub-signature-256", "sha256=", Hex, Algorithm::Sha256)?,
             "shopify" => {
                 let mut s = HmacScheme::body("x-shopify-hmac-sha256", "", B64, sha256()?);
@@ -985,16 +989,7 @@ impl Preset {
                 None,
                 sha256()?,
             ),
-            "calendly" => full(
-                "calendly-webhook-signature",
-                kv(&[','], "t", "v1"),
-                Hex,
-                tmpl("{timestamp}.{body}")?,
-                TimestampSource::SignatureHeader,
-                Seconds,
-                None,
-                sha256()?,
-            ),
+            "calendly" => t_dot_body("calendly-webhook-signature")?,
             "vercel" => body("x-vercel-signature", "", Hex, Algorithm::Sha1)?,
             "sentry" => body("sentry-hook-signature", "", Hex, Algorithm::Sha256)?,
             "postmark" | "chargebee" | "pipedrive" => Scheme::Special(Special::BasicAuth {
@@ -1039,16 +1034,7 @@ impl Preset {
                 )
             }
             "coinbase_commerce" => body("x-cc-webhook-signature", "", Hex, Algorithm::Sha256)?,
-            "mux" => full(
-                "mux-signature",
-                kv(&[','], "t", "v1"),
-                Hex,
-                tmpl("{timestamp}.{body}")?,
-                TimestampSource::SignatureHeader,
-                Seconds,
-                None,
-                sha256()?,
-            ),
+            "mux" => t_dot_body("mux-signature")?,
             "contentful" => Scheme::Special(Special::Contentful { keys: sha256()? }),
             "sanity" => full(
                 "sanity-webhook-signature",

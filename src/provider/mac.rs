@@ -139,6 +139,14 @@ impl Tag {
     pub fn matches(&self, candidate: &[u8]) -> bool {
         self.as_bytes().ct_eq(candidate).into()
     }
+
+    /// Whether any candidate matches. Every candidate is compared (no short circuit),
+    /// so the time taken does not depend on which one matched.
+    pub fn matches_any(&self, candidates: &[Vec<u8>]) -> bool {
+        candidates
+            .iter()
+            .fold(false, |found, c| self.matches(c) | found)
+    }
 }
 
 impl MacKey {
@@ -180,14 +188,8 @@ impl MacKey {
 /// Returns the index of the first key whose tag matches any candidate, testing every
 /// pair in constant time per comparison.
 pub fn first_match(keys: &[MacKey], parts: &[&[u8]], candidates: &[Vec<u8>]) -> Option<usize> {
-    keys.iter().position(|k| {
-        let tag = k.tag(parts);
-        // Fold over all candidates rather than short-circuit, so the time taken does not
-        // depend on which candidate matched.
-        candidates
-            .iter()
-            .fold(false, |found, c| tag.matches(c) | found)
-    })
+    keys.iter()
+        .position(|k| k.tag(parts).matches_any(candidates))
 }
 
 #[cfg(test)]

@@ -110,6 +110,22 @@ fn form(body: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Twilio's signed parameters: name + each distinct value, names sorted, values
+/// sorted per name.
+fn twilio_params(mut params: Vec<(String, String)>) -> String {
+    params.sort();
+    params.dedup();
+    params.iter().map(|(k, v)| format!("{k}{v}")).collect()
+}
+
+/// Mandrill's signed parameters: each key + its first value, keys sorted.
+fn mandrill_params(body: &[u8]) -> String {
+    let mut params = form(body);
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    params.dedup_by(|a, b| a.0 == b.0);
+    params.iter().map(|(k, v)| format!("{k}{v}")).collect()
+}
+
 /// The URL as signed: `public_url` plus the query as received.
 fn url<'a>(req: &Inbound<'a>) -> Result<&'a str, VerifyError> {
     req.url.ok_or(VerifyError::Malformed("public_url".into()))
@@ -273,10 +289,7 @@ impl Special {
                 } else if req.method == Method::POST {
                     params = form(req.body);
                 }
-                // name + each distinct value, names sorted, values sorted per name.
-                params.sort();
-                params.dedup();
-                let tail: String = params.iter().map(|(k, v)| format!("{k}{v}")).collect();
+                let tail = twilio_params(params);
                 let variants = twilio_url_variants(u);
                 first(keys, |k| {
                     variants
@@ -287,10 +300,7 @@ impl Special {
             Self::Mandrill { keys } => {
                 let sig = decode_base64(need(hs, "x-mandrill-signature")?)
                     .ok_or(VerifyError::Malformed("x-mandrill-signature".into()))?;
-                let mut params = form(req.body);
-                params.sort_by(|a, b| a.0.cmp(&b.0));
-                params.dedup_by(|a, b| a.0 == b.0);
-                let tail: String = params.iter().map(|(k, v)| format!("{k}{v}")).collect();
+                let tail = mandrill_params(req.body);
                 let u = url(req)?;
                 first(keys, |k| {
                     k.tag(&[u.as_bytes(), tail.as_bytes()]).matches(&sig)
@@ -420,7 +430,7 @@ impl Special {
                 }
                 first(keys, |k| {
                     let tag = k.tag(&[req.body]);
-                    sigs.iter().fold(false, |ok, s| tag.matches(s) | ok)
+                    tag.matches_any(&sigs)
                 })
             }
             Self::Discord { keys } => {
@@ -700,24 +710,19 @@ impl Special {
         Some(match self {
             Self::Twilio { keys } => {
                 let u = req.url?;
-                let mut params = if u.contains("bodySHA256=") {
+                let params = if u.contains("bodySHA256=") {
                     Vec::new()
                 } else {
                     form(req.body)
                 };
-                params.sort();
-                params.dedup();
-                let tail: String = params.iter().map(|(k, v)| format!("{k}{v}")).collect();
+                let tail = twilio_params(params);
                 vec![(
                     h("x-twilio-signature"),
                     b64(keys.first()?, &[u.as_bytes(), tail.as_bytes()]),
                 )]
             }
             Self::Mandrill { keys } => {
-                let mut params = form(req.body);
-                params.sort_by(|a, b| a.0.cmp(&b.0));
-                params.dedup_by(|a, b| a.0 == b.0);
-                let tail: String = params.iter().map(|(k, v)| format!("{k}{v}")).collect();
+                let tail = mandrill_params(req.body);
                 vec![(
                     h("x-mandrill-signature"),
                     b64(keys.first()?, &[req.url?.as_bytes(), tail.as_bytes()]),

@@ -97,7 +97,7 @@ impl StandardScheme {
             let ok = match key {
                 SwKey::Hmac(mac) => {
                     let tag = mac.tag(&parts);
-                    v1.iter().fold(false, |found, c| tag.matches(c) | found)
+                    tag.matches_any(&v1)
                 }
                 SwKey::Ed25519(pk) => {
                     let msg = parts.concat();

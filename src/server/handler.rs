@@ -26,6 +26,7 @@ use crate::config::{OnError, Route};
 use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
+use crate::telemetry::RouteMetrics;
 
 /// What the log line of a delivery says besides the outcome.
 #[derive(Default)]
@@ -37,6 +38,8 @@ struct Seen {
     secret_index: Option<usize>,
     /// The raw body, kept only when capturing.
     body: Option<Bytes>,
+    /// The route's metric handles, resolved once per request.
+    metrics: Option<Arc<RouteMetrics>>,
 }
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
@@ -142,11 +145,13 @@ pub(super) async fn handle(
         let event_id = seen.event_id.as_deref().unwrap_or("-");
         let detail = seen.detail.as_deref().unwrap_or("");
         let secret = seen.secret_index.map(|i| i as i64).unwrap_or(-1);
-        state.metrics.delivery(
-            &state.metrics.route(route),
-            outcome.as_str(),
-            elapsed.as_secs_f64(),
-        );
+        let route_metrics = seen
+            .metrics
+            .take()
+            .unwrap_or_else(|| state.metrics.route(route));
+        state
+            .metrics
+            .delivery(&route_metrics, outcome.as_str(), elapsed.as_secs_f64());
         macro_rules! line {
             ($level:ident) => {
                 tracing::$level!(
@@ -188,6 +193,8 @@ async fn pipeline(
         return (respond::no_route(), Outcome::NoRoute);
     };
     seen.route = Some(route.name.clone());
+    let route_metrics = state.metrics.route(&route.name);
+    seen.metrics = Some(route_metrics.clone());
     seen.provider = Some(route.verifier.preset().name());
     if !route.methods.contains(req.method()) {
         let allow = route
@@ -244,7 +251,7 @@ async fn pipeline(
     seen.secret_index = Some(delivery.secret_index());
     state
         .metrics
-        .matched_secret(&state.metrics.route(&route.name), delivery.secret_index());
+        .matched_secret(&route_metrics, delivery.secret_index());
 
     // From the claim on, the work runs in its own tracked task: if the provider hangs
     // up, hyper drops this future, but the claim, the forward and its settle step run
@@ -254,6 +261,7 @@ async fn pipeline(
         state: state.clone(),
         routing,
         route,
+        route_metrics,
         method: parts.method,
         headers: parts.headers,
         body,
@@ -301,6 +309,7 @@ struct Job {
     state: Arc<AppState>,
     routing: Arc<Routing>,
     route: Arc<Route>,
+    route_metrics: Arc<RouteMetrics>,
     method: Method,
     headers: HeaderMap,
     body: Bytes,
@@ -371,10 +380,9 @@ impl Job {
         };
         let t = Instant::now();
         let result = self.state.forwarder.send(&self.route, out).await;
-        let route_metrics = self.state.metrics.route(&self.route.name);
         self.state
             .metrics
-            .upstream(&route_metrics, t.elapsed().as_secs_f64());
+            .upstream(&self.route_metrics, t.elapsed().as_secs_f64());
         result
     }
 }
