@@ -650,6 +650,19 @@ impl Validator<'_> {
                 Duration::from_millis(100),
             ),
         };
+        if let (
+            Some(n),
+            Backend::Memory | Backend::RedisCluster { .. } | Backend::RedisSentinel { .. },
+        ) = (&st.min_replicas_ack, &store.backend)
+        {
+            if *n.get_ref() > 0 {
+                self.err(
+                    n,
+                    "store.min_replicas_ack",
+                    "is supported with a single Redis primary (backend = \"redis\" with url) only",
+                );
+            }
+        }
 
         if raw.routes.is_empty() {
             self.err_at(1, "routes", "no [[routes]] defined");
