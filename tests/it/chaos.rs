@@ -145,10 +145,7 @@ impl Gateway {
 
     /// A gateway whose `[store]` names its Redis with `store` (`url = …` or `cluster = […]`).
     fn start_on(dir: &std::path::Path, name: &str, store: &str, upstream: SocketAddr) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("port");
+        let port = crate::support::free_port();
         let config = dir.join(format!("{name}.toml"));
         std::fs::write(
             &config,
@@ -170,7 +167,10 @@ impl Gateway {
         let child = Command::new(BIN)
             .args(["serve", "--config"])
             .arg(&self.config)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("CHAOS_LOG_LEVEL").unwrap_or("warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(match std::env::var("CHAOS_LOGS") {
                 Ok(dir) => Stdio::from(
@@ -302,7 +302,12 @@ async fn provider_sim<F: std::future::Future<Output = ()>>(
                         Ok(r) if std::env::var("CHAOS_DEBUG").is_ok() => {
                             eprintln!("{} {:?}", r.status(), r.headers().get("hookgate-outcome"))
                         }
-                        Err(e) if std::env::var("CHAOS_DEBUG").is_ok() => eprintln!("error {e}"),
+                        Err(e) if std::env::var("CHAOS_DEBUG").is_ok() => {
+                            eprintln!(
+                                "{:?} left: error {e:?}",
+                                deadline.saturating_duration_since(Instant::now())
+                            )
+                        }
                         _ => {}
                     }
                     // Jittered exponential backoff, like a real provider (compressed).
@@ -588,11 +593,13 @@ async fn chaos_three_replicas_on_a_cluster_lose_a_primary() {
         counts.repeats_after_faults
     );
     assert_eq!(counts.lost, 0, "events lost");
-    // Asynchronous replication may lose done records written just before the primary
-    // died; a copy arriving later is then forwarded again (the window min_replicas_ack
-    // narrows on a single primary). Report it, and bound it by what the kill can touch.
+    // Asynchronous replication may lose the done records written in the last moments
+    // before the primary died (the harness has made sure the replica was receiving);
+    // a copy arriving later is then forwarded again, the window min_replicas_ack
+    // narrows on a single primary. Report it, and bound it by what a few milliseconds
+    // of replication lag can touch.
     assert!(
-        counts.duplicate_effects <= 20,
+        counts.duplicate_effects <= 10,
         "{} duplicate effects",
         counts.duplicate_effects
     );

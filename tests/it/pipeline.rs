@@ -162,10 +162,7 @@ both_stores!(
 
 async fn unreachable_upstream_is_502_and_released(redis: Option<&RedisServer>) {
     // A port with nothing listening.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port");
+    let port = crate::support::free_port();
     let cfg = format!(
         "{}\n[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"http://127.0.0.1:{port}/x\"\n",
         store_toml(redis, "")

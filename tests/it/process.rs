@@ -4,16 +4,10 @@ use std::io::Write as _;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::free_port;
 use crate::support::{RedisServer, Upstream, post, stripe_body};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port")
-}
 
 fn write_config(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
     let path = dir.path().join("hookgate.toml");

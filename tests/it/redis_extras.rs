@@ -4,6 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::free_port;
 use hookgate::dedup::redis::RedisOptions;
 use hookgate::dedup::{Claim, DedupKey, DedupStore, RedisStore, Store};
 
@@ -14,13 +15,6 @@ impl Drop for Proc {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port")
 }
 
 fn redis(args: &[&str], dir: &std::path::Path, port: u16) -> Proc {

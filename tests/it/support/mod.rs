@@ -84,3 +84,49 @@ pub async fn raw_http(addr: SocketAddr, request: &[u8]) -> String {
         .unwrap_or(0);
     String::from_utf8_lossy(&buf[..n]).into_owned()
 }
+
+/// Ports handed out by [`free_port`] and [`free_port_with_bus`] in this test run.
+static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+fn bindable(port: u16) -> bool {
+    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
+}
+
+/// A port on 127.0.0.1 with nothing listening, for a server a test starts itself
+/// (redis-server, a gateway process). The kernel may give the same free port to two
+/// binds in a row, so the ports handed out here are remembered and never handed out
+/// twice in one test run: six cluster nodes, or two tests starting servers at once,
+/// each get their own.
+pub fn free_port() -> u16 {
+    let mut given = GIVEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port on 127.0.0.1");
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
+}
+
+/// A free port whose Redis Cluster bus port (the port + 10000) is free too; both are
+/// remembered, so no other server of this run is given the bus port.
+pub fn free_port_with_bus() -> u16 {
+    loop {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10000) else {
+            continue;
+        };
+        let mut given = GIVEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !given.contains(&bus) && bindable(bus) {
+            given.push(bus);
+            return port;
+        }
+    }
+}

@@ -1,7 +1,7 @@
 //! A real `redis-server` for one test: started on a free port in a temporary
 //! directory, stopped (and restartable on the same port) on demand, killed on drop.
 
-use std::net::TcpListener;
+use super::free_port;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,13 +12,6 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Append-only persistence with an fsync per write (survives SIGKILL).
     aof: bool,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port on 127.0.0.1")
 }
 
 impl RedisServer {
@@ -131,7 +124,7 @@ impl RedisCluster {
     /// Starts six nodes and forms the cluster; waits until it reports `cluster_state:ok`.
     pub fn start() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
-        let ports: Vec<u16> = (0..6).map(|_| free_port()).collect();
+        let ports: Vec<u16> = (0..6).map(|_| super::free_port_with_bus()).collect();
         let mut children = Vec::new();
         for p in &ports {
             let child = Command::new("redis-server")
@@ -145,7 +138,11 @@ impl RedisCluster {
                     "--appendonly",
                     "no",
                 ])
-                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
+                // Only the tests change the topology (CLUSTER FAILOVER TAKEOVER): a node
+                // stalled by a loaded machine must not be voted out and replaced behind
+                // their back, and a replica starts its first sync at once.
+                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
+                .args(["--cluster-replica-no-failover", "yes"])
                 .args(["--cluster-config-file", &format!("nodes-{p}.conf")])
                 .arg("--dir")
                 .arg(dir.path())
@@ -176,7 +173,78 @@ impl RedisCluster {
             String::from_utf8_lossy(&out.stdout)
         );
         c.wait_ok(&c.ports.clone());
+        c.wait_replicas_in_sync();
         c
+    }
+
+    fn node_cmd<T: redis::FromRedisValue>(
+        port: u16,
+        cmd: &mut redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{port}"))?
+            .get_connection_with_timeout(Duration::from_secs(1))?;
+        cmd.query(&mut c)
+    }
+
+    /// Waits until every primary's writes reach its replica: a replica reports its link
+    /// up as soon as its first sync is loaded, but under load the primary may hold the
+    /// stream back for a while after that, and a test that kills a primary in that
+    /// window would find an empty replica. So a probe key is written on each primary and
+    /// `WAIT` asks for its replica's acknowledgement, until it comes.
+    fn wait_replicas_in_sync(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut primaries: Vec<u16> = Vec::new();
+        while Instant::now() < deadline && primaries.len() < 3 {
+            primaries = self
+                .ports
+                .iter()
+                .copied()
+                .filter(|p| {
+                    Self::node_cmd::<String>(*p, redis::cmd("INFO").arg("replication")).is_ok_and(
+                        |i| i.contains("role:master") && i.contains("connected_slaves:1"),
+                    )
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for primary in primaries {
+            let key = (0..)
+                .map(|i| format!("hookgate-test:probe:{i}"))
+                .find(|k| self.primary_of_via(k, primary) == primary)
+                .expect("a key on every primary");
+            loop {
+                let acked: i64 = redis::Client::open(format!("redis://127.0.0.1:{primary}"))
+                    .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                    .and_then(|mut c| {
+                        redis::cmd("SET").arg(&key).arg("1").query::<()>(&mut c)?;
+                        redis::cmd("WAIT").arg(1).arg(500).query(&mut c)
+                    })
+                    .unwrap_or(0);
+                if acked >= 1 {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the replica of {primary} acknowledged nothing within 30 s:\n{}",
+                    self.describe()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// Every node's view of the cluster and of its replication, for a failure message.
+    fn describe(&self) -> String {
+        self.ports
+            .iter()
+            .map(|p| {
+                let nodes = Self::node_cmd::<String>(*p, redis::cmd("CLUSTER").arg("NODES"))
+                    .unwrap_or_else(|e| e.to_string());
+                let repl = Self::node_cmd::<String>(*p, redis::cmd("INFO").arg("replication"))
+                    .unwrap_or_else(|e| e.to_string());
+                format!("--- node {p}\n{nodes}\n{repl}")
+            })
+            .collect()
     }
 
     fn wait_ping(&self, port: u16) {
@@ -223,97 +291,78 @@ impl RedisCluster {
 
 impl RedisCluster {
     /// Waits until the replica of the primary serving `key` holds `key` with a value
-    /// starting with `prefix` (replication is asynchronous).
+    /// starting with `prefix` (replication is asynchronous). The primary and its replica
+    /// are looked up again on every try.
     pub fn wait_replicated(&self, key: &str, prefix: &str) {
-        let primary = self.primary_of(key);
-        let nodes: String = redis::Client::open(format!("redis://127.0.0.1:{primary}"))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
-            .and_then(|mut c| redis::cmd("CLUSTER").arg("NODES").query(&mut c))
-            .expect("cluster nodes");
-        let primary_id = nodes
-            .lines()
-            .find(|l| l.contains("myself"))
-            .and_then(|l| l.split(' ').next())
-            .expect("id")
-            .to_owned();
-        let replica: u16 = nodes
-            .lines()
-            .find(|l| l.contains("slave") && l.contains(&primary_id))
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|a| a.split('@').next())
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse().ok())
-            .expect("replica");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            let v: Option<String> = redis::Client::open(format!("redis://127.0.0.1:{replica}"))
-                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
-                .and_then(|mut c| {
-                    redis::cmd("READONLY").query::<()>(&mut c)?;
-                    redis::cmd("GET").arg(key).query(&mut c)
-                })
-                .unwrap_or(None);
-            if v.is_some_and(|v| v.starts_with(prefix)) {
-                return;
+            if let Some(replica) = self.replica_serving(key) {
+                let v: Option<String> = redis::Client::open(format!("redis://127.0.0.1:{replica}"))
+                    .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
+                    .and_then(|mut c| {
+                        redis::cmd("READONLY").query::<()>(&mut c)?;
+                        redis::cmd("GET").arg(key).query(&mut c)
+                    })
+                    .unwrap_or(None);
+                if v.is_some_and(|v| v.starts_with(prefix)) {
+                    return;
+                }
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("{key} never reached the replica");
+        panic!("{key} never reached the replica:\n{}", self.describe());
+    }
+
+    /// The port of a replica of the primary that serves `key`, as that primary sees it.
+    fn replica_serving(&self, key: &str) -> Option<u16> {
+        let primary = self.primary_of(key);
+        let nodes: String = Self::node_cmd(primary, redis::cmd("CLUSTER").arg("NODES")).ok()?;
+        let primary_id = nodes
+            .lines()
+            .find(|l| l.contains("myself"))
+            .and_then(|l| l.split(' ').next())?
+            .to_owned();
+        nodes
+            .lines()
+            .filter(|l| l.contains("slave") && l.split(' ').nth(3) == Some(primary_id.as_str()))
+            .filter_map(|l| l.split(' ').nth(1))
+            .filter_map(|a| a.split('@').next())
+            .filter_map(|a| a.rsplit(':').next())
+            .find_map(|p| p.parse().ok())
     }
 
     /// Promotes the replica of the (killed) primary on `dead` with
     /// `CLUSTER FAILOVER TAKEOVER` — what an operator or the cluster's own election
     /// does — and waits until it serves `key`'s slot.
     pub fn wait_failover(&self, key: &str, dead: u16) -> u16 {
-        let alive = self
-            .ports
+        let alive: Vec<u16> = self.ports.iter().copied().filter(|p| *p != dead).collect();
+        // The replica is the live node whose replication link names the dead port.
+        let replica = alive
             .iter()
             .copied()
-            .find(|p| *p != dead)
-            .unwrap_or(dead);
-        let nodes: String = redis::Client::open(format!("redis://127.0.0.1:{alive}"))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
-            .and_then(|mut c| redis::cmd("CLUSTER").arg("NODES").query(&mut c))
-            .expect("cluster nodes");
-        let dead_id = nodes
-            .lines()
-            .find(|l| l.contains(&format!(":{dead}@")))
-            .and_then(|l| l.split(' ').next())
-            .expect("dead node id")
-            .to_owned();
-        let replica: u16 = nodes
-            .lines()
-            .find(|l| l.contains("slave") && l.contains(&dead_id))
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|a| a.split('@').next())
-            .and_then(|a| a.rsplit(':').next())
-            .and_then(|p| p.parse().ok())
-            .expect("replica of the dead primary");
-        let _: String = redis::Client::open(format!("redis://127.0.0.1:{replica}"))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
-            .and_then(|mut c| {
-                redis::cmd("CLUSTER")
-                    .arg("FAILOVER")
-                    .arg("TAKEOVER")
-                    .query(&mut c)
+            .find(|p| {
+                Self::node_cmd::<String>(*p, redis::cmd("INFO").arg("replication"))
+                    .is_ok_and(|i| i.lines().any(|l| l.trim() == format!("master_port:{dead}")))
             })
-            .expect("takeover");
+            .unwrap_or_else(|| panic!("no replica of {dead}:\n{}", self.describe()));
         let deadline = Instant::now() + Duration::from_secs(30);
+        let mut asked = None::<Instant>;
         while Instant::now() < deadline {
-            let p = self.primary_of_via(
-                key,
-                self.ports
-                    .iter()
-                    .copied()
-                    .find(|p| *p != dead)
-                    .unwrap_or(dead),
-            );
+            // Ask (again, every five seconds, in case a loaded node dropped the request).
+            if asked.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                let _ = Self::node_cmd::<String>(
+                    replica,
+                    redis::cmd("CLUSTER").arg("FAILOVER").arg("TAKEOVER"),
+                );
+                asked = Some(Instant::now());
+            }
+            let p = self.primary_of_via(key, alive[0]);
             if p != dead && p != 0 {
                 return p;
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("no failover within 30 s");
+        panic!("no failover within 30 s:\n{}", self.describe());
     }
 
     /// The port of the primary that serves `key`'s slot.
