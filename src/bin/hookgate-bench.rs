@@ -25,6 +25,11 @@ use tokio::net::TcpListener;
 
 type AnyResult<T> = anyhow::Result<T>;
 
+/// The same allocator as the hookgate binary, so the bare proxy (the reference) and the
+/// gateway run on the same stack.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn free_port() -> AnyResult<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
@@ -120,15 +125,16 @@ struct Opts {
     dup: f64,
 }
 
-/// A Stripe-signed request for event `n`; duplicates reuse an earlier `n`.
+/// A Stripe-signed request for event `n` of run `run`; duplicates reuse an earlier `n`.
 fn request(
     secret: &hookgate::provider::Verifier,
+    run: u64,
     n: u64,
     body_len: usize,
     now: u64,
 ) -> (Vec<(String, String)>, Bytes) {
     let head = format!(
-        "{{\"id\":\"evt_bench_{n:012}\",\"object\":\"event\",\"type\":\"invoice.paid\",\"pad\":\""
+        "{{\"id\":\"evt_bench_{run:x}_{n:012}\",\"object\":\"event\",\"type\":\"invoice.paid\",\"pad\":\""
     );
     let tail = "\"}";
     let pad = body_len.saturating_sub(head.len() + tail.len());
@@ -169,6 +175,12 @@ async fn load(addr: SocketAddr, path: &'static str, o: &Opts) -> AnyResult<(Stat
         .map_err(|e| anyhow::anyhow!(e))?;
     let verifier = Arc::new(verifier);
     let now = hookgate::server::Clock::System.now();
+    // Event IDs are new in every run (the warm-up, each measured run, a repeated
+    // `load`): only the chosen share of duplicates repeats an event the store knows.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(0))
+        .unwrap_or(0);
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let start = Instant::now();
     let deadline = start + o.duration;
@@ -204,7 +216,7 @@ async fn load(addr: SocketAddr, path: &'static str, o: &Opts) -> AnyResult<(Stat
                 } else {
                     next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 };
-                let (headers, body) = request(&verifier, n, o.body, now);
+                let (headers, body) = request(&verifier, run, n, o.body, now);
                 let mut req = http::Request::post(path)
                     .header("host", "bench")
                     .header("content-type", "application/json");
@@ -267,6 +279,19 @@ fn peak_rss_mib(pid: u32) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// CPU time (user + system) a process has used so far, in seconds.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count fields after its ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // Linux reports these in clock ticks of USER_HZ, which is 100 on every
+    // architecture the benchmark runs on.
+    Some((utime + stime) / 100.0)
+}
+
 struct Proc(Child);
 
 impl Drop for Proc {
@@ -306,6 +331,8 @@ struct Row {
     p99: f64,
     p999: f64,
     rss: Option<f64>,
+    /// CPU time the server process spent per request during the measured run.
+    cpu_us: Option<f64>,
     ok: u64,
     failed: u64,
 }
@@ -323,8 +350,11 @@ async fn run_target(
         ..o.clone()
     };
     let _ = load(([127, 0, 0, 1], port).into(), path, &warm).await?;
+    let cpu_before = cpu_seconds(pid);
     let (mut s, elapsed) = load(([127, 0, 0, 1], port).into(), path, o).await?;
+    let cpu = cpu_seconds(pid).zip(cpu_before).map(|(a, b)| a - b);
     s.latencies_us.sort_unstable();
+    let requests = (s.ok + s.failed).max(1) as f64;
     Ok(Row {
         name,
         rps: (s.ok + s.failed) as f64 / elapsed.as_secs_f64(),
@@ -332,6 +362,7 @@ async fn run_target(
         p99: pct(&s.latencies_us, 0.99),
         p999: pct(&s.latencies_us, 0.999),
         rss: peak_rss_mib(pid),
+        cpu_us: cpu.map(|c| c * 1e6 / requests),
         ok: s.ok,
         failed: s.failed,
     })
@@ -529,18 +560,19 @@ async fn main() -> AnyResult<()> {
         .unwrap_or(1.0);
     println!();
     println!(
-        "| target | req/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB | vs bare proxy | 2xx/409 | other |"
+        "| target | req/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB | server CPU µs/req | vs bare proxy | 2xx/409 | other |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         println!(
-            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {} | {} |",
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {} | {:.2} | {} | {} |",
             r.name,
             r.rps,
             r.p50,
             r.p99,
             r.p999,
             r.rss.map_or("-".into(), |m| format!("{m:.1}")),
+            r.cpu_us.map_or("-".into(), |c| format!("{c:.0}")),
             r.rps / reference,
             r.ok,
             r.failed
