@@ -420,10 +420,10 @@ pub fn accept(
         Verdict::Authentic { secret_index } => secret_index,
         Verdict::Handshake(reply) => return Ok(Accepted::Handshake(reply)),
     };
-    let fingerprint = Fingerprint::of(req.body);
     let event_id = id_source
-        .extract(req.headers, req.body, &fingerprint)
+        .extract(req.headers, req.body)
         .ok_or(Rejection::NoEventId)?;
+    let fingerprint = Fingerprint::of(req.body);
     Ok(Accepted::Delivery(VerifiedDelivery {
         event_id,
         fingerprint,
