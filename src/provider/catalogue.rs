@@ -1333,7 +1333,8 @@ pub fn markdown_table() -> String {
          `secrets = [{ app_secret = \"${META_APP_SECRET}\", verify_token = \"${META_VERIFY_TOKEN}\" }]`.\n\
          Every part accepts `${VAR}` and `file:PATH`. Asana and Notion hand out their secret in\n\
          the handshake: such a route may start with `secrets = []`, answers the handshake\n\
-         (the log shows where the secret is), and refuses deliveries until it is configured.\n",
+         (the secret is kept for the admin listener's `GET /handshakes/<route>`, never logged), and\n\
+         refuses deliveries until it is configured.\n",
     );
     s
 }

@@ -19,6 +19,10 @@ pub struct HandshakeReply {
     pub status: StatusCode,
     pub headers: Vec<(HeaderName, String)>,
     pub body: Bytes,
+    /// A signing secret the provider handed over in its set-up request (Asana's
+    /// `X-Hook-Secret`, Notion's `verification_token`): the operator must configure it,
+    /// so the gateway keeps it for the admin listener — never for the log.
+    pub handed_secret: Option<Secret>,
 }
 
 impl HandshakeReply {
@@ -27,6 +31,7 @@ impl HandshakeReply {
             status,
             headers: Vec::new(),
             body: Bytes::new(),
+            handed_secret: None,
         }
     }
 
@@ -35,6 +40,7 @@ impl HandshakeReply {
             status: StatusCode::OK,
             headers: vec![(http::header::CONTENT_TYPE, "text/plain".into())],
             body: body.into(),
+            handed_secret: None,
         }
     }
 
@@ -43,6 +49,7 @@ impl HandshakeReply {
             status: StatusCode::OK,
             headers: vec![(http::header::CONTENT_TYPE, "application/json".into())],
             body: serde_json::to_vec(v).unwrap_or_default().into(),
+            handed_secret: None,
         }
     }
 }
@@ -76,8 +83,9 @@ pub enum Handshake {
     Asana,
     /// The unsigned creation ping `webhook_id=N` → 200.
     WooCommerce,
-    /// The `{"verification_token":…}` set-up request → 200 (the token is logged for
-    /// the operator, who pastes it back into Notion and into the route's secrets).
+    /// The `{"verification_token":…}` set-up request → 200 (the token is kept for the
+    /// admin listener's `GET /handshakes/<route>`: the operator pastes it back into
+    /// Notion and into the route's secrets).
     Notion,
     /// Intent to Receive (a signed body with no events) → 200 with an empty body.
     Xero,
@@ -122,7 +130,7 @@ impl Handshake {
             Self::Dropbox => "GET challenge echo",
             Self::Asana => "X-Hook-Secret echo",
             Self::WooCommerce => "unsigned webhook_id ping → 200",
-            Self::Notion => "verification_token → 200 (token logged)",
+            Self::Notion => "verification_token → 200 (token on the admin listener)",
             Self::Xero => "Intent to Receive → 200",
             Self::Head => "HEAD → 200",
             Self::Braintree { .. } => "GET bt_challenge → signed reply",
@@ -160,19 +168,15 @@ impl Handshake {
             }
             Self::Asana => {
                 match header_once(req.headers, &HeaderName::from_static("x-hook-secret")) {
-                    Ok(secret) => {
-                        tracing::warn!(
-                            "asana handshake answered: configure the X-Hook-Secret it carried as this route's secret"
-                        );
-                        HandshakeReply {
-                            status: StatusCode::OK,
-                            headers: vec![(
-                                HeaderName::from_static("x-hook-secret"),
-                                secret.to_owned(),
-                            )],
-                            body: Bytes::new(),
-                        }
-                    }
+                    Ok(secret) => HandshakeReply {
+                        status: StatusCode::OK,
+                        headers: vec![(
+                            HeaderName::from_static("x-hook-secret"),
+                            secret.to_owned(),
+                        )],
+                        body: Bytes::new(),
+                        handed_secret: Some(Secret::new(secret.as_bytes())),
+                    },
                     Err(_) => return Ok(None),
                 }
             }
@@ -193,15 +197,12 @@ impl Handshake {
                 if map.len() != 1 || !map.contains_key("verification_token") {
                     return Ok(None);
                 }
-                if let Some(token) = map.get("verification_token").and_then(Value::as_str) {
-                    // A one-time set-up value the operator must copy; it becomes the
-                    // route's secret, so it is shown once, here, and nowhere else.
-                    tracing::warn!(
-                        verification_token = token,
-                        "notion verification request: paste this token into Notion and into the route's secrets"
-                    );
-                }
-                HandshakeReply::empty(StatusCode::OK)
+                let mut reply = HandshakeReply::empty(StatusCode::OK);
+                reply.handed_secret = map
+                    .get("verification_token")
+                    .and_then(Value::as_str)
+                    .map(|t| Secret::new(t.as_bytes()));
+                reply
             }
             Self::Head if req.method == Method::HEAD => HandshakeReply::empty(StatusCode::OK),
             Self::Braintree { keys } if req.method == Method::GET => {

@@ -5,7 +5,10 @@
 //! - `GET /metrics` — Prometheus text format;
 //! - `DELETE /keys/<route>/<event id>` — frees one key for a deliberate redelivery
 //!   (`hookgate forget` calls it);
-//! - `POST /reload` — re-reads the config file (as SIGHUP does).
+//! - `POST /reload` — re-reads the config file (as SIGHUP does);
+//! - `GET /handshakes/<route>` — the signing secret a provider handed over in its
+//!   set-up request on that route (Asana, Notion), which the operator must configure;
+//!   it is never written to the log.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -67,6 +70,29 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                 header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
             );
             r
+        }
+        (&Method::GET, p) if p.starts_with("/handshakes/") => {
+            let route = &p["/handshakes/".len()..];
+            let handed = state
+                .handed_secrets
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(route)
+                .cloned();
+            match handed {
+                Some(h) => json(
+                    StatusCode::OK,
+                    serde_json::json!({
+                        "route": route,
+                        "secret": String::from_utf8_lossy(h.secret.expose()),
+                        "received_at": h.received_at,
+                    }),
+                ),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    serde_json::json!({ "status": "no secret handed over on this route" }),
+                ),
+            }
         }
         (&Method::POST, "/reload") => match state.reload() {
             Ok(n) => json(

@@ -103,6 +103,16 @@ pub struct AppState {
     budgets: std::sync::Mutex<HashMap<String, Budget>>,
     /// The TLS config of the public listener, swapped on reload (new certificates).
     tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
+    /// Signing secrets providers handed over in their set-up handshake, by route, for
+    /// the admin listener's `GET /handshakes/<route>` (never logged).
+    pub(crate) handed_secrets: std::sync::Mutex<HashMap<String, HandedSecret>>,
+}
+
+/// A secret a provider handed over during set-up, and when (Unix seconds).
+#[derive(Debug, Clone)]
+pub(crate) struct HandedSecret {
+    pub secret: crate::secret::Secret,
+    pub received_at: u64,
 }
 
 /// A token bucket of failed verifications: `rate` per second, at most `rate` banked.
@@ -198,6 +208,7 @@ impl AppState {
                 None => None,
             }),
             unclaimed_forwards: AtomicU64::new(0),
+            handed_secrets: std::sync::Mutex::default(),
         })
     }
 

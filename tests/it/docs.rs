@@ -22,3 +22,20 @@ fn every_catalogue_provider_is_documented_in_the_table() {
         );
     }
 }
+
+/// The README's commands say `cargo run -- …`: with the benchmark as a second binary,
+/// that only works while the package names the gateway as the one `cargo run` runs.
+#[test]
+fn cargo_run_runs_the_gateway() {
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("Cargo.toml");
+    let manifest: toml::Table = toml::from_str(&manifest).expect("Cargo.toml parses");
+    let default_run = manifest
+        .get("package")
+        .and_then(|p| p.get("default-run"))
+        .and_then(|d| d.as_str());
+    assert_eq!(default_run, Some("hookgate"));
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    assert!(readme.contains("cargo run -- serve"));
+}

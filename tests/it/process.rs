@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::support::free_port;
-use crate::support::{RedisServer, Upstream, post, stripe_body};
+use crate::support::{RedisServer, Upstream, client, post, stripe_body};
 
 const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
 
@@ -448,4 +448,75 @@ async fn sighup_reloads_forget_frees_a_key_and_no_secret_reaches_the_log() {
         !text.contains("payment_intent"),
         "a body reached the log below trace"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_handed_over_in_a_handshake_reach_the_admin_listener_not_the_log() {
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\n[[routes]]\nname = \"notion\"\npath = \"/n\"\nprovider = \"notion\"\nsecrets = []\nupstream = \"{up}\"\n[[routes]]\nname = \"asana\"\npath = \"/a\"\nprovider = \"asana\"\nsecrets = []\nupstream = \"{up}\"\n",
+            up = up.url("/up")
+        ),
+    );
+    let log = dir.path().join("hookgate.log");
+    let mut gw = Gateway::spawn_logging(&cfg, port, "debug", Some(&log));
+    let (notion_token, asana_secret) = ("secret_notion_probe_51c7", "asana_probe_8d02e6");
+
+    let r = post(
+        &gw.url("/n"),
+        &[("content-type".into(), "application/json".into())],
+        format!(r#"{{"verification_token":"{notion_token}"}}"#).into_bytes(),
+    )
+    .await;
+    assert_eq!((r.status, r.outcome()), (200, "handshake"), "{}", r.body);
+    let r = post(
+        &gw.url("/a"),
+        &[("x-hook-secret".into(), asana_secret.into())],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!((r.status, r.outcome()), (200, "handshake"), "{}", r.body);
+    assert_eq!(r.header("x-hook-secret"), Some(asana_secret));
+    assert_eq!(up.count(), 0, "a handshake is never forwarded");
+
+    let admin_get = |route: &str| {
+        let url = format!("http://127.0.0.1:{admin}/handshakes/{route}");
+        async move {
+            let r = client().get(url).send().await.expect("admin");
+            let status = r.status().as_u16();
+            let v: serde_json::Value =
+                serde_json::from_str(&r.text().await.expect("text")).expect("json");
+            (status, v)
+        }
+    };
+    let (status, v) = admin_get("notion").await;
+    assert_eq!((status, v["secret"].as_str()), (200, Some(notion_token)));
+    let (status, v) = admin_get("asana").await;
+    assert_eq!((status, v["secret"].as_str()), (200, Some(asana_secret)));
+    let (status, _) = admin_get("stripe").await;
+    assert_eq!(status, 404);
+
+    // Until the secret is configured, deliveries are refused.
+    let r = post(
+        &gw.url("/n"),
+        &[("x-notion-signature".into(), "sha256=00".into())],
+        br#"{"id":"n1"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(r.status, 401);
+
+    let _ = gw.child.kill();
+    let _ = gw.child.wait();
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("/handshakes/notion"),
+        "the log says where: {text}"
+    );
+    for secret in [notion_token, asana_secret] {
+        assert!(!text.contains(secret), "{secret} reached the log");
+    }
 }
