@@ -51,6 +51,10 @@ pub enum Command {
         /// The admin listener's base URL (overrides the config), e.g. http://127.0.0.1:9090.
         #[arg(long)]
         admin: Option<String>,
+        /// The admin listener's token, when it has one (`server.admin_token`; read from
+        /// the config file unless given here or in the environment).
+        #[arg(long, env = "HOOKGATE_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
     },
     /// GET a URL and exit 0 on a 2xx (a health check that needs no curl in the image).
     Probe {
@@ -168,7 +172,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             event_id,
             config,
             admin,
+            admin_token,
         } => {
+            let mut token = admin_token.map(|t| crate::secret::Secret::new(t.into_bytes()));
             let base = match admin {
                 Some(a) => a,
                 None => {
@@ -179,6 +185,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                             config.display()
                         )
                     })?;
+                    token = token.or(cfg.server.admin_token);
                     format!("http://{addr}")
                 }
             };
@@ -192,12 +199,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 enc(&route),
                 enc(&event_id)
             );
-            let resp = reqwest::Client::builder()
-                .no_proxy()
-                .build()?
-                .delete(&url)
-                .send()
-                .await?;
+            let mut req = reqwest::Client::builder().no_proxy().build()?.delete(&url);
+            if let Some(t) = &token {
+                let mut value = b"Bearer ".to_vec();
+                value.extend_from_slice(t.expose());
+                let mut value = reqwest::header::HeaderValue::from_bytes(&value)
+                    .context("the admin token is not a valid header value")?;
+                value.set_sensitive(true);
+                req = req.header(reqwest::header::AUTHORIZATION, value);
+            }
+            let resp = req.send().await?;
             let status = resp.status();
             println!("{}", resp.text().await.unwrap_or_default());
             Ok(if status.is_success() { 0 } else { 1 })

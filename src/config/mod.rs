@@ -72,6 +72,9 @@ impl fmt::Debug for Backend {
 pub struct ServerConfig {
     pub listen: SocketAddr,
     pub admin_listen: Option<SocketAddr>,
+    /// When set, the admin listener answers only requests with
+    /// `Authorization: Bearer <token>` (except `/healthz` and `/readyz`, for probes).
+    pub admin_token: Option<Secret>,
     /// Largest body accepted, in bytes; larger gets 413 before it is buffered.
     pub max_body: usize,
     /// How long a client may take to send its body (slow senders get 408).
@@ -409,6 +412,17 @@ impl Validator<'_> {
             .socket(&rs.listen, "server.listen", Some(default_listen))
             .unwrap_or(default_listen);
         let admin_listen = self.socket(&rs.admin_listen, "server.admin_listen", None);
+        let admin_token = rs
+            .admin_token
+            .as_ref()
+            .and_then(|t| self.secret(t, "server.admin_token"));
+        if let (Some(t), None) = (&rs.admin_token, &rs.admin_listen) {
+            self.err(
+                t,
+                "server.admin_token",
+                "is set but server.admin_listen is not: there is no admin listener to protect",
+            );
+        }
         let max_body = match &rs.max_body {
             None => 1024 * 1024,
             Some(s) => match size::parse(s.get_ref()) {
@@ -429,6 +443,7 @@ impl Validator<'_> {
         let server = ServerConfig {
             listen,
             admin_listen,
+            admin_token,
             max_body,
             body_timeout: self.duration(
                 &rs.body_timeout,

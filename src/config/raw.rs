@@ -31,6 +31,7 @@ pub(super) struct RawCapture {
 pub(super) struct RawServer {
     pub listen: Option<Spanned<String>>,
     pub admin_listen: Option<Spanned<String>>,
+    pub admin_token: Option<Spanned<String>>,
     pub max_body: Option<Spanned<String>>,
     pub body_timeout: Option<Spanned<String>>,
     pub header_read_timeout: Option<Spanned<String>>,

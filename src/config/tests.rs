@@ -315,3 +315,16 @@ fn redis_topologies_are_configured_and_checked() {
         "{e}"
     );
 }
+
+#[test]
+fn an_admin_token_needs_an_admin_listener_and_is_never_printed() {
+    let e = errors(&format!("[server]\nadmin_token = \"t0k3n\"\n{ROUTE}"));
+    assert!(e.contains("cfg.toml:2: server.admin_token"), "{e}");
+    let cfg = check(&format!(
+        "[server]\nadmin_listen = \"127.0.0.1:9090\"\nadmin_token = \"${{STRIPE_SECRET}}\"\n{ROUTE}"
+    ))
+    .expect("valid");
+    let token = cfg.server.admin_token.as_ref().expect("token");
+    assert_eq!(token.expose(), b"whsec_from_env");
+    assert!(!format!("{cfg:?}").contains("whsec_from_env"));
+}

@@ -9,6 +9,9 @@
 //! - `GET /handshakes/<route>` — the signing secret a provider handed over in its
 //!   set-up request on that route (Asana, Notion), which the operator must configure;
 //!   it is never written to the log.
+//!
+//! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
+//! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -42,8 +45,34 @@ fn json(status: StatusCode, v: serde_json::Value) -> Resp {
     r
 }
 
+/// Whether the request may use an endpoint that changes state or reveals secrets.
+fn authorized(state: &AppState, req: &Request<Incoming>) -> bool {
+    let Some(token) = &state.server.admin_token else {
+        return true;
+    };
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .unwrap_or_default();
+    use subtle::ConstantTimeEq as _;
+    bool::from(presented.ct_eq(token.expose()))
+}
+
 async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
     let path = req.uri().path().to_owned();
+    let probe = req.method() == Method::GET && matches!(path.as_str(), "/healthz" | "/readyz");
+    if !probe && !authorized(&state, &req) {
+        let mut r = json(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({ "status": "an admin token is required (Authorization: Bearer …)" }),
+        );
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        return r;
+    }
     match (req.method(), path.as_str()) {
         (&Method::GET, "/healthz") => json(StatusCode::OK, serde_json::json!({ "status": "ok" })),
         (&Method::GET, "/readyz") => {

@@ -520,3 +520,80 @@ async fn secrets_handed_over_in_a_handshake_reach_the_admin_listener_not_the_log
         assert!(!text.contains(secret), "{secret} reached the log");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_token_guards_everything_but_the_probes() {
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let token = "adm_token_probe_7e3b19";
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nadmin_token = \"{token}\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
+            up.url("/up")
+        ),
+    );
+    let log = dir.path().join("hookgate.log");
+    let mut gw = Gateway::spawn_logging(&cfg, port, "debug", Some(&log));
+    let admin_url = format!("http://127.0.0.1:{admin}");
+    let get = |path: &str, bearer: Option<&str>| {
+        let mut req = client().get(format!("{admin_url}{path}"));
+        if let Some(b) = bearer {
+            req = req.header("authorization", format!("Bearer {b}"));
+        }
+        async move {
+            let r = req.send().await.expect("admin");
+            (
+                r.status().as_u16(),
+                r.headers()
+                    .get("www-authenticate")
+                    .map(|v| v.to_str().unwrap_or("").to_owned()),
+            )
+        }
+    };
+    assert_eq!(get("/healthz", None).await.0, 200, "probes need no token");
+    assert_eq!(get("/readyz", None).await.0, 200, "probes need no token");
+    assert_eq!(
+        get("/metrics", None).await,
+        (401, Some("Bearer".to_owned()))
+    );
+    assert_eq!(get("/metrics", Some("adm_token_probe_7e3b1")).await.0, 401);
+    assert_eq!(get("/metrics", Some(token)).await.0, 200);
+    assert_eq!(get("/handshakes/stripe", None).await.0, 401);
+
+    let body = stripe_body("evt_admin_token");
+    let headers = signed(&cfg, &body);
+    for want in ["forwarded", "duplicate"] {
+        let r = post(&gw.url("/s"), &headers, body.clone().into_bytes()).await;
+        assert_eq!(r.outcome(), want);
+    }
+    // Without the token, forget is refused; with the config file, it finds the token.
+    let forget = |extra: &[&str]| {
+        Command::new(BIN)
+            .args([
+                "forget",
+                "--route",
+                "stripe",
+                "--event-id",
+                "evt_admin_token",
+            ])
+            .args(extra)
+            .env_remove("HOOKGATE_ADMIN_TOKEN")
+            .output()
+            .expect("forget")
+            .status
+            .code()
+    };
+    assert_eq!(forget(&["--admin", &admin_url]), Some(1));
+    let cfg_arg = cfg.to_string_lossy().into_owned();
+    assert_eq!(forget(&["--config", &cfg_arg]), Some(0));
+    let r = post(&gw.url("/s"), &headers, body.clone().into_bytes()).await;
+    assert_eq!(r.outcome(), "forwarded", "redelivered after forget");
+    assert_eq!(up.count_for("evt_admin_token"), 2);
+
+    let _ = gw.child.kill();
+    let _ = gw.child.wait();
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(!text.contains(token), "the admin token reached the log");
+}
