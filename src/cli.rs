@@ -56,6 +56,10 @@ pub enum Command {
         #[arg(long, env = "HOOKGATE_ADMIN_TOKEN", hide_env_values = true)]
         admin_token: Option<String>,
     },
+    /// Make an Ed25519 key pair for testing a route whose provider signs with one
+    /// (discord, standard_webhooks v1a): the public key goes into the route's
+    /// `secrets`, the private key to `hookgate sign --private-key`.
+    Keygen,
     /// GET a URL and exit 0 on a 2xx (a health check that needs no curl in the image).
     Probe {
         #[arg(default_value = "http://127.0.0.1:9090/healthz")]
@@ -107,11 +111,17 @@ pub enum Command {
         #[arg(long, short, default_value = "config.toml")]
         config: PathBuf,
         /// A preset name (stripe, github, shopify, slack, standard_webhooks, svix, ...).
-        #[arg(long, requires = "secret")]
+        #[arg(long)]
         provider: Option<String>,
         /// The secret to sign with, as the provider gives it.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "private_key")]
         secret: Option<String>,
+        /// An Ed25519 private key, for providers that sign with one (discord, and
+        /// standard_webhooks `v1a`): `whsk_<base64>`, 64 hex digits or base64 of the
+        /// 32-byte seed. With --route, it must match one of the route's public keys.
+        /// `hookgate keygen` makes a pair.
+        #[arg(long, env = "HOOKGATE_PRIVATE_KEY", hide_env_values = true)]
+        private_key: Option<String>,
         /// The event ID for header-based IDs (default: random).
         #[arg(long)]
         event_id: Option<String>,
@@ -213,6 +223,22 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             println!("{}", resp.text().await.unwrap_or_default());
             Ok(if status.is_success() { 0 } else { 1 })
         }
+        Command::Keygen => {
+            let key = crate::sign::PrivateKey::generate();
+            println!(
+                "private key (hookgate sign --private-key): {}",
+                key.to_whsk()
+            );
+            println!(
+                "public key, standard_webhooks:             {}",
+                key.public_whpk()
+            );
+            println!(
+                "public key, discord (hex):                 {}",
+                key.public_hex()
+            );
+            Ok(0)
+        }
         Command::Probe { url } => {
             let client = reqwest::Client::builder()
                 .no_proxy()
@@ -265,6 +291,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             config,
             provider,
             secret,
+            private_key,
             event_id,
             timestamp,
             curl,
@@ -284,6 +311,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             let mut public_url = url;
             let mut replay_path = path;
             let mut route_name = None;
+            let private_key = private_key
+                .map(|k| crate::sign::PrivateKey::parse(&k))
+                .transpose()
+                .map_err(|e| anyhow::anyhow!("--private-key: {e}"))?;
+            // With a private key and a preset, the route's public key is its public half.
+            let secret = match (&private_key, secret, provider.as_deref()) {
+                (Some(k), None, Some("discord")) => Some(k.public_hex()),
+                (Some(k), None, Some(_)) => Some(k.public_whpk()),
+                (_, s, _) => s,
+            };
             let (verifier, id_source) = match (route, provider, secret) {
                 (Some(name), _, _) => {
                     let cfg = config::load(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -319,18 +356,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                         .unwrap_or(EventIdSource::BodySha256);
                     (v, ids)
                 }
-                _ => bail!("give --route NAME, or --provider P with --secret S"),
+                _ => {
+                    bail!("give --route NAME, or --provider P with --secret S (or --private-key K)")
+                }
             };
             let now = timestamp.unwrap_or_else(|| Clock::System.now());
             let id = event_id.unwrap_or_else(crate::sign::random_event_id);
-            let headers = crate::sign::headers(
-                &verifier,
-                &id_source,
-                &body,
-                now,
-                &id,
-                public_url.as_deref(),
-            )
+            let headers = match &private_key {
+                Some(key) => {
+                    crate::sign::headers_ed25519(&verifier, &id_source, &body, now, &id, key)
+                }
+                None => crate::sign::headers(
+                    &verifier,
+                    &id_source,
+                    &body,
+                    now,
+                    &id,
+                    public_url.as_deref(),
+                ),
+            }
             .map_err(|e| anyhow::anyhow!(e))?;
             match curl {
                 Some(url) => {

@@ -54,6 +54,20 @@ pub fn headers(
             )
         })?,
     };
+    add_event_id_header(&mut out, id_source, event_id);
+    if out.is_empty() {
+        return Err("this route has no secret to sign with".into());
+    }
+    Ok(out)
+}
+
+/// Adds the event ID header when the route takes its event ID from a header and the
+/// signature headers do not already carry it.
+fn add_event_id_header(
+    out: &mut Vec<(HeaderName, String)>,
+    id_source: &EventIdSource,
+    event_id: &str,
+) {
     if let EventIdSource::Header(names) = id_source {
         if let Some(name) = names.first() {
             if !out.iter().any(|(n, _)| n == name) {
@@ -61,10 +75,6 @@ pub fn headers(
             }
         }
     }
-    if out.is_empty() {
-        return Err("this route has no secret to sign with".into());
-    }
-    Ok(out)
 }
 
 /// A random event ID for `hookgate sign` when none is given.
@@ -119,4 +129,137 @@ pub fn resign(
         replay.set_header(name.as_str(), &value);
     }
     Ok(())
+}
+
+/// An Ed25519 private key, for signing as Discord or a Standard Webhooks sender using
+/// `v1a` (asymmetric) signatures do. A route only holds public keys, so `hookgate sign
+/// --private-key` brings the private half.
+pub struct PrivateKey(ed25519_dalek::SigningKey);
+
+impl std::fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PrivateKey([redacted])")
+    }
+}
+
+impl PrivateKey {
+    /// Parses `whsk_<base64 seed>` (the Standard Webhooks format), 64 hex digits, or
+    /// base64 of the 32-byte seed.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        use base64::Engine as _;
+        let text = text.trim();
+        let raw = if let Some(b64) = text.strip_prefix("whsk_") {
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|_| "the whsk_ key is not valid base64".to_string())?
+        } else if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            hex::decode(text).map_err(|_| "the key is not valid hex".to_string())?
+        } else {
+            base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .map_err(|_| {
+                    "a private key is whsk_<base64>, 64 hex digits or base64 of 32 bytes"
+                        .to_string()
+                })?
+        };
+        let seed: [u8; 32] = raw
+            .as_slice()
+            .try_into()
+            .map_err(|_| "an Ed25519 private key is 32 bytes".to_string())?;
+        Ok(Self(ed25519_dalek::SigningKey::from_bytes(&seed)))
+    }
+
+    /// A new random key.
+    pub fn generate() -> Self {
+        use rand::Rng as _;
+        let seed: [u8; 32] = rand::rng().random();
+        Self(ed25519_dalek::SigningKey::from_bytes(&seed))
+    }
+
+    /// The private key as `whsk_<base64>`.
+    pub fn to_whsk(&self) -> String {
+        use base64::Engine as _;
+        format!(
+            "whsk_{}",
+            base64::engine::general_purpose::STANDARD.encode(self.0.to_bytes())
+        )
+    }
+
+    /// The public key as `whpk_<base64>` (Standard Webhooks).
+    pub fn public_whpk(&self) -> String {
+        use base64::Engine as _;
+        format!(
+            "whpk_{}",
+            base64::engine::general_purpose::STANDARD.encode(self.0.verifying_key().as_bytes())
+        )
+    }
+
+    /// The public key in hex (Discord's "public key").
+    pub fn public_hex(&self) -> String {
+        hex::encode(self.0.verifying_key().as_bytes())
+    }
+
+    fn sign(&self, msg: &[u8]) -> ed25519_dalek::Signature {
+        use ed25519_dalek::Signer as _;
+        self.0.sign(msg)
+    }
+}
+
+/// The headers a Discord or Standard Webhooks (`v1a`) sender would send, signed with
+/// `key`. Refused when the route's scheme is not Ed25519, or when `key` is not the
+/// private half of one of the route's public keys (a replay would then be refused).
+pub fn headers_ed25519(
+    verifier: &Verifier,
+    id_source: &EventIdSource,
+    body: &[u8],
+    now: u64,
+    event_id: &str,
+    key: &PrivateKey,
+) -> Result<Vec<(HeaderName, String)>, String> {
+    use crate::provider::special::Special;
+    use crate::provider::standard_webhooks::SwKey;
+    let public = key.0.verifying_key();
+    let ts = now.to_string();
+    let mismatch =
+        || "the private key is not the private half of any of the route's public keys".to_string();
+    let mut out = match verifier.scheme() {
+        Scheme::Standard(s) => {
+            if !s
+                .keys
+                .iter()
+                .any(|k| matches!(k, SwKey::Ed25519(pk) if *pk == public))
+            {
+                return Err(mismatch());
+            }
+            use base64::Engine as _;
+            let msg = [event_id.as_bytes(), b".", ts.as_bytes(), b".", body].concat();
+            let sig = base64::engine::general_purpose::STANDARD.encode(key.sign(&msg).to_bytes());
+            vec![
+                (s.id_header.clone(), event_id.to_owned()),
+                (s.timestamp_header.clone(), ts),
+                (s.signature_header.clone(), format!("v1a,{sig}")),
+            ]
+        }
+        Scheme::Special(Special::Discord { keys }) => {
+            if !keys.contains(&public) {
+                return Err(mismatch());
+            }
+            let msg = [ts.as_bytes(), body].concat();
+            vec![
+                (
+                    HeaderName::from_static("x-signature-ed25519"),
+                    hex::encode(key.sign(&msg).to_bytes()),
+                ),
+                (HeaderName::from_static("x-signature-timestamp"), ts),
+            ]
+        }
+        _ => {
+            return Err(format!(
+                "provider {:?} does not sign with Ed25519: use --secret",
+                verifier.preset().name()
+            ));
+        }
+    };
+    add_event_id_header(&mut out, id_source, event_id);
+    Ok(out)
 }

@@ -88,3 +88,124 @@ fn every_signable_preset_verifies_what_it_signs() {
         );
     }
 }
+
+/// Runs the hookgate binary; returns (exit code, stdout, stderr).
+fn hookgate(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hookgate"))
+        .args(args)
+        .env_remove("HOOKGATE_PRIVATE_KEY")
+        .output()
+        .expect("run hookgate");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn keygen() -> (String, String, String) {
+    let (code, out, _) = hookgate(&["keygen"]);
+    assert_eq!(code, Some(0));
+    let field = |label: &str| {
+        out.lines()
+            .find(|l| l.starts_with(label))
+            .and_then(|l| l.rsplit(' ').next())
+            .expect(label)
+            .to_owned()
+    };
+    (
+        field("private key"),
+        field("public key, standard_webhooks"),
+        field("public key, discord"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ed25519_routes_are_signed_with_a_generated_private_key() {
+    use crate::support::{TestGateway, Upstream, post};
+    let (private, whpk, discord_hex) = keygen();
+    assert!(private.starts_with("whsk_") && whpk.starts_with("whpk_"));
+    assert_eq!(discord_hex.len(), 64);
+    let up = Upstream::start().await;
+    let config = format!(
+        "[[routes]]\nname = \"sw\"\npath = \"/sw\"\nprovider = \"standard_webhooks\"\nsecrets = [\"{whpk}\"]\nupstream = \"{up}\"\n[[routes]]\nname = \"discord\"\npath = \"/discord\"\nprovider = \"discord\"\nsecrets = [\"{discord_hex}\"]\nupstream = \"{up}\"\n",
+        up = up.url("/up")
+    );
+    let gw = TestGateway::start(&config).await;
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = dir.path().join("hookgate.toml");
+    std::fs::write(&cfg, &config).expect("config");
+    let cfg = cfg.to_string_lossy().into_owned();
+
+    for (route, path, body) in [
+        ("sw", "/sw", r#"{"type":"invoice.paid"}"#),
+        ("discord", "/discord", r#"{"id":"disc_1","type":1}"#),
+    ] {
+        let (code, out, err) = hookgate(&[
+            "sign",
+            "--headers",
+            "--route",
+            route,
+            "--config",
+            &cfg,
+            "--private-key",
+            &private,
+            "--event-id",
+            "msg_ed_1",
+            body,
+        ]);
+        assert_eq!(code, Some(0), "{route}: {err}");
+        let headers: Vec<(String, String)> = out
+            .lines()
+            .filter_map(|l| l.split_once(": "))
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+            .collect();
+        let url = gw.url(path);
+        let first = post(&url, &headers, body.as_bytes().to_vec()).await;
+        assert_eq!(first.outcome(), "forwarded", "{route}: {}", first.body);
+        let again = post(&url, &headers, body.as_bytes().to_vec()).await;
+        assert_eq!(again.outcome(), "duplicate", "{route}");
+        let tampered = post(&url, &headers, b"{}".to_vec()).await;
+        assert_eq!(tampered.status, 401, "{route}");
+    }
+    assert_eq!(up.count(), 2);
+
+    // Another key is refused before anything is signed; a preset works without a config.
+    let (other, _, _) = keygen();
+    let (code, _, err) = hookgate(&[
+        "sign",
+        "--headers",
+        "--route",
+        "sw",
+        "--config",
+        &cfg,
+        "--private-key",
+        &other,
+        "{}",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("not the private half"), "{err}");
+    let (code, out, err) = hookgate(&[
+        "sign",
+        "--headers",
+        "--provider",
+        "discord",
+        "--private-key",
+        &private,
+        "{}",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("x-signature-ed25519: "), "{out}");
+    let (code, _, err) = hookgate(&[
+        "sign",
+        "--headers",
+        "--provider",
+        "stripe",
+        "--private-key",
+        &private,
+        "{}",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("does not sign with Ed25519"), "{err}");
+    gw.stop().await;
+}
