@@ -80,7 +80,8 @@ pub enum Command {
         /// The gateway's base URL, e.g. http://127.0.0.1:8080.
         #[arg(long)]
         target: String,
-        /// Re-sign each delivery for this test secret with a fresh timestamp.
+        /// Re-sign each delivery for this test secret with a fresh timestamp (a
+        /// `whsk_` private key for Ed25519 providers: discord, standard_webhooks v1a).
         #[arg(long)]
         resign: Option<String>,
         /// The provider to re-sign as (default: the one the file names).

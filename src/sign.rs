@@ -99,9 +99,20 @@ pub fn resign(
         .or(replay.provider.as_deref())
         .ok_or("the replay names no provider: pass --provider")?;
     let preset = Preset::parse(name).ok_or_else(|| format!("unknown provider {name:?}"))?;
+    // A `whsk_` private key re-signs with Ed25519 (Discord, Standard Webhooks v1a): the
+    // verifier then holds its public half.
+    let private = secret
+        .starts_with("whsk_")
+        .then(|| PrivateKey::parse(secret))
+        .transpose()?;
+    let credential = match &private {
+        Some(k) if preset.name() == "discord" => k.public_hex(),
+        Some(k) => k.public_whpk(),
+        None => secret.to_owned(),
+    };
     let verifier = preset.verifier(
         &[Credential::Text(crate::secret::Secret::new(
-            secret.as_bytes().to_vec(),
+            credential.into_bytes(),
         ))],
         None,
         preset.default_tolerance(None),
@@ -125,7 +136,11 @@ pub fn resign(
         },
     );
     let body = replay.body_bytes();
-    for (name, value) in headers(&verifier, &id_source, &body, now, &event_id, url.as_deref())? {
+    let signed = match &private {
+        Some(k) => headers_ed25519(&verifier, &id_source, &body, now, &event_id, k)?,
+        None => headers(&verifier, &id_source, &body, now, &event_id, url.as_deref())?,
+    };
+    for (name, value) in signed {
         replay.set_header(name.as_str(), &value);
     }
     Ok(())

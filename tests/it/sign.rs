@@ -170,6 +170,33 @@ async fn ed25519_routes_are_signed_with_a_generated_private_key() {
     }
     assert_eq!(up.count(), 2);
 
+    // A replay file re-signed with the private key (fresh timestamp) goes through too.
+    let (code, file, err) = hookgate(&[
+        "sign",
+        "--route",
+        "discord",
+        "--config",
+        &cfg,
+        "--private-key",
+        &private,
+        r#"{"id":"disc_2","type":1}"#,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let replay = dir.path().join("disc_2.json");
+    std::fs::write(&replay, file).expect("replay file");
+    let (code, out, err) = hookgate(&[
+        "replay",
+        &replay.to_string_lossy(),
+        "--target",
+        &gw.url(""),
+        "--resign",
+        &private,
+        "--expect",
+        "forwarded",
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert_eq!(up.count(), 3);
+
     // Another key is refused before anything is signed; a preset works without a config.
     let (other, _, _) = keygen();
     let (code, _, err) = hookgate(&[
