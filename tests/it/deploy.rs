@@ -87,6 +87,38 @@ fn dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
             "{copied} copied by the Dockerfile exists"
         );
     }
+    // Cargo refuses to build anything when a target the manifest declares is missing:
+    // the build stage must copy the directory of every declared target.
+    let manifest: toml::Table = toml::from_str(
+        &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+            .expect("Cargo.toml"),
+    )
+    .expect("Cargo.toml parses");
+    let mut dirs = vec!["src".to_owned()];
+    for kind in ["bin", "test", "bench", "example"] {
+        for target in manifest
+            .get(kind)
+            .and_then(|t| t.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let path = target.get("path").and_then(|p| p.as_str());
+            let dir = match (kind, path) {
+                (_, Some(p)) => p.split('/').next().unwrap_or(p).to_owned(),
+                ("bench", None) => "benches".to_owned(),
+                ("test", None) => "tests".to_owned(),
+                ("example", None) => "examples".to_owned(),
+                _ => "src".to_owned(),
+            };
+            dirs.push(dir);
+        }
+    }
+    for dir in dirs {
+        assert!(
+            text.contains(&format!("COPY {dir} ./{dir}")),
+            "the Dockerfile copies {dir}/, which Cargo.toml's targets need"
+        );
+    }
 }
 
 #[test]
