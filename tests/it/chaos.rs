@@ -1,4 +1,4 @@
-//! The chaos suite: a provider simulator sends hundreds of events, each several times,
+//! The chaos suite: a provider simulator sends a thousand events, each several times,
 //! copies interleaved and concurrent, retrying every non-2xx with jittered backoff; an
 //! upstream simulator records every attempt and injects faults. For every scenario:
 //! every event is acknowledged and reached the upstream (nothing lost), and no event is
@@ -242,6 +242,7 @@ async fn provider_sim<F: std::future::Future<Output = ()>>(
     let attempts = Arc::new(AtomicU64::new(0));
     let next_target = Arc::new(AtomicUsize::new(0));
     let deadline = Instant::now() + limit;
+    let spread_ms = (events as u64 * 4 / 3).max(400);
     let now = hookgate::server::Clock::System.now();
     let mut tasks = Vec::new();
     for e in 0..events {
@@ -269,7 +270,9 @@ async fn provider_sim<F: std::future::Future<Output = ()>>(
             let forwarded_at = forwarded_at.clone();
             tasks.push(tokio::spawn(async move {
                 let mut rng = rand::rngs::StdRng::seed_from_u64((e * 31 + c) as u64);
-                tokio::time::sleep(Duration::from_millis(rng.random_range(0..400))).await;
+                // First attempts spread over ~1.3 ms per event (at least 400 ms), so the
+                // faults, 0.6–0.7 s in, land mid-run whatever the event count.
+                tokio::time::sleep(Duration::from_millis(rng.random_range(0..spread_ms))).await;
                 let http = client();
                 let mut backoff = 40u64;
                 while Instant::now() < deadline {
@@ -442,7 +445,7 @@ async fn chaos_upstream_faults() {
             fail: 0.3,
             ..Faults::default()
         },
-        300,
+        1000,
         2,
         nothing,
     )
@@ -459,7 +462,7 @@ async fn chaos_upstream_faults() {
             stall: 0.15,
             ..Faults::default()
         },
-        200,
+        1000,
         2,
         nothing,
     )
@@ -471,7 +474,7 @@ async fn chaos_upstream_faults() {
             reset: 0.15,
             ..Faults::default()
         },
-        200,
+        1000,
         2,
         nothing,
     )
@@ -487,7 +490,7 @@ async fn chaos_redis_restarts_and_outages() {
             fail: 0.1,
             ..Faults::default()
         },
-        300,
+        1000,
         2,
         async |_, redis| {
             tokio::time::sleep(Duration::from_millis(700)).await;
@@ -501,7 +504,7 @@ async fn chaos_redis_restarts_and_outages() {
             fail: 0.1,
             ..Faults::default()
         },
-        300,
+        1000,
         2,
         async |_, redis| {
             tokio::time::sleep(Duration::from_millis(600)).await;
@@ -521,7 +524,7 @@ async fn chaos_a_replica_is_sigkilled_and_restarted() {
             fail: 0.1,
             ..Faults::default()
         },
-        300,
+        1000,
         2,
         async |gateways, _| {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -556,7 +559,7 @@ async fn chaos_three_replicas_on_a_cluster_lose_a_primary() {
         gateways.iter().map(Gateway::url).collect::<Vec<_>>(),
     ));
     let forwarded_at: ForwardedAt = Arc::default();
-    let events = 300;
+    let events = 1000;
     let (acked, attempts) = provider_sim(
         urls,
         events,
