@@ -1,6 +1,6 @@
-//! Redis Cluster: the store contract holds on a three-primary cluster and across the
-//! loss of a primary (its replica promoted), and concurrent copies are forwarded once
-//! through several gateways sharing it.
+//! Redis Cluster: the store contract holds on a three-primary cluster, across the loss
+//! of a primary (its replica promoted) and across a reshard (MOVED/ASK followed), and
+//! concurrent copies are forwarded once through several gateways sharing it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,4 +134,58 @@ async fn three_gateways_on_one_cluster_forward_each_event_once() {
     for g in gateways {
         g.stop().await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_moved_by_a_reshard_are_followed_without_a_restart() {
+    let cluster = RedisCluster::start();
+    let store = Store::Redis(
+        RedisStore::new_cluster(&cluster.urls(), Duration::from_secs(2)).expect("store"),
+    );
+    let keys: Vec<DedupKey> = (0..200)
+        .map(|i| DedupKey::new("hookgate:", "stripe", &format!("evt_reshard_{i}")))
+        .collect();
+    for k in &keys {
+        let Ok(Claim::Claimed(token)) = store.claim(k, "fp", Duration::from_secs(30)).await else {
+            panic!("claim {k}");
+        };
+        store
+            .complete(k, &token, "fp", Duration::from_secs(300))
+            .await
+            .expect("complete");
+    }
+    // Move a third of the slots of the first primary to another one while the store's
+    // connections stay open: its next calls get MOVED (or ASK) and must follow them.
+    let names: Vec<String> = keys.iter().map(|k| k.as_str().to_owned()).collect();
+    let moved = tokio::task::spawn_blocking(move || {
+        let before: Vec<u16> = names.iter().map(|k| cluster.primary_of(k)).collect();
+        let n = cluster.reshard(3000);
+        let changed = names
+            .iter()
+            .zip(before)
+            .filter(|(k, p)| cluster.primary_of(k) != *p)
+            .count();
+        (cluster, n, changed)
+    })
+    .await
+    .expect("reshard");
+    let (cluster, slots, changed) = moved;
+    assert_eq!(slots, 3000);
+    assert!(changed > 0, "the reshard moved none of the keys");
+    let mut done = 0;
+    for k in &keys {
+        match store.claim(k, "fp", Duration::from_secs(30)).await {
+            Ok(Claim::Done { fingerprint }) if fingerprint == "fp" => done += 1,
+            other => panic!("{k} after the reshard: {other:?}"),
+        }
+    }
+    assert_eq!(done, keys.len());
+    for i in 0..50 {
+        let k = DedupKey::new("hookgate:", "stripe", &format!("evt_after_reshard_{i}"));
+        assert!(matches!(
+            store.claim(&k, "fp", Duration::from_secs(30)).await,
+            Ok(Claim::Claimed(_))
+        ));
+    }
+    drop(cluster);
 }

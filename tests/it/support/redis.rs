@@ -365,24 +365,68 @@ impl RedisCluster {
         panic!("no failover within 30 s:\n{}", self.describe());
     }
 
+    /// Moves `slots` slots from the primary serving slot 0 to the primary serving slot
+    /// 16383 with `redis-cli --cluster reshard` (keys migrate with them); returns the
+    /// number of slots the target primary gained.
+    pub fn reshard(&self, slots: u16) -> usize {
+        let count = |port: u16| -> usize {
+            Self::node_cmd::<String>(port, redis::cmd("CLUSTER").arg("NODES"))
+                .ok()
+                .and_then(|n| {
+                    n.lines().find(|l| l.contains("myself")).map(|l| {
+                        l.split(' ')
+                            .skip(8)
+                            .map(|r| match r.split_once('-') {
+                                Some((a, b)) => {
+                                    b.parse::<usize>().unwrap_or(0) + 1
+                                        - a.parse::<usize>().unwrap_or(0)
+                                }
+                                None => 1,
+                            })
+                            .sum()
+                    })
+                })
+                .unwrap_or(0)
+        };
+        let (from, to) = (self.primary_of_slot(0), self.primary_of_slot(16383));
+        let id = |port: u16| -> String {
+            Self::node_cmd(port, redis::cmd("CLUSTER").arg("MYID")).expect("node id")
+        };
+        let before = count(to);
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "reshard", &format!("127.0.0.1:{from}")])
+            .args(["--cluster-from", &id(from), "--cluster-to", &id(to)])
+            .args(["--cluster-slots", &slots.to_string(), "--cluster-yes"])
+            .output()
+            .expect("redis-cli --cluster reshard");
+        assert!(
+            out.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        count(to) - before
+    }
+
+    fn primary_of_slot(&self, slot: i64) -> u16 {
+        self.owner_of_slot(slot, self.ports[0])
+    }
+
     /// The port of the primary that serves `key`'s slot.
     pub fn primary_of(&self, key: &str) -> u16 {
         self.primary_of_via(key, self.ports[0])
     }
 
     fn primary_of_via(&self, key: &str, via: u16) -> u16 {
-        let mut c = redis::Client::open(format!("redis://127.0.0.1:{via}"))
-            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(1)))
-            .expect("connect");
-        let slot: i64 = redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query(&mut c)
-            .expect("keyslot");
-        let slots: redis::Value = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query(&mut c)
-            .expect("slots");
+        let slot: i64 =
+            Self::node_cmd(via, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key)).expect("keyslot");
+        self.owner_of_slot(slot, via)
+    }
+
+    /// The port of the primary serving `slot`, as the node on `via` sees it.
+    fn owner_of_slot(&self, slot: i64, via: u16) -> u16 {
+        let slots: redis::Value =
+            Self::node_cmd(via, redis::cmd("CLUSTER").arg("SLOTS")).expect("slots");
         let num = |v: &redis::Value| if let redis::Value::Int(n) = v { *n } else { -1 };
         if let redis::Value::Array(ranges) = slots {
             for r in ranges {
