@@ -150,7 +150,7 @@ impl Gateway {
         std::fs::write(
             &config,
             format!(
-                "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"2s\"\n[store]\nbackend = \"redis\"\n{store}\ninflight_ttl = \"5s\"\ntimeout = \"500ms\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"{SECRET}\"]\nupstream = \"http://{upstream}/up\"\nupstream_timeout = \"2s\"\n"
+                "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"2s\"\n[store]\nbackend = \"redis\"\n{store}\ninflight_ttl = \"10s\"\ntimeout = \"500ms\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"{SECRET}\"]\nupstream = \"http://{upstream}/up\"\nupstream_timeout = \"2s\"\n"
             ),
         )
         .expect("config");
