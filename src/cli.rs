@@ -318,8 +318,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .map_err(|e| anyhow::anyhow!("--private-key: {e}"))?;
             // With a private key and a preset, the route's public key is its public half.
             let secret = match (&private_key, secret, provider.as_deref()) {
-                (Some(k), None, Some("discord")) => Some(k.public_hex()),
-                (Some(k), None, Some(_)) => Some(k.public_whpk()),
+                (Some(k), None, Some(p)) => Some(k.public_for(p)),
                 (_, s, _) => s,
             };
             let (verifier, id_source) = match (route, provider, secret) {

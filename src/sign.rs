@@ -6,6 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use http::{HeaderMap, HeaderName, Method};
 
 use crate::provider::hmac_scheme::TimestampSource;
+use crate::provider::mac::encode_base64;
 use crate::provider::timestamp::TsFormat;
 use crate::provider::{EventIdSource, Inbound, Scheme, Verifier};
 
@@ -106,8 +107,7 @@ pub fn resign(
         .then(|| PrivateKey::parse(secret))
         .transpose()?;
     let credential = match &private {
-        Some(k) if preset.name() == "discord" => k.public_hex(),
-        Some(k) => k.public_whpk(),
+        Some(k) => k.public_for(preset.name()),
         None => secret.to_owned(),
     };
     let verifier = preset.verifier(
@@ -161,21 +161,15 @@ impl PrivateKey {
     /// Parses `whsk_<base64 seed>` (the Standard Webhooks format), 64 hex digits, or
     /// base64 of the 32-byte seed.
     pub fn parse(text: &str) -> Result<Self, String> {
-        use base64::Engine as _;
+        use crate::provider::mac::decode_base64;
         let text = text.trim();
         let raw = if let Some(b64) = text.strip_prefix("whsk_") {
-            base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|_| "the whsk_ key is not valid base64".to_string())?
+            decode_base64(b64).ok_or("the whsk_ key is not valid base64")?
         } else if text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()) {
             hex::decode(text).map_err(|_| "the key is not valid hex".to_string())?
         } else {
-            base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .map_err(|_| {
-                    "a private key is whsk_<base64>, 64 hex digits or base64 of 32 bytes"
-                        .to_string()
-                })?
+            decode_base64(text)
+                .ok_or("a private key is whsk_<base64>, 64 hex digits or base64 of 32 bytes")?
         };
         let seed: [u8; 32] = raw
             .as_slice()
@@ -193,25 +187,27 @@ impl PrivateKey {
 
     /// The private key as `whsk_<base64>`.
     pub fn to_whsk(&self) -> String {
-        use base64::Engine as _;
-        format!(
-            "whsk_{}",
-            base64::engine::general_purpose::STANDARD.encode(self.0.to_bytes())
-        )
+        format!("whsk_{}", encode_base64(&self.0.to_bytes()))
     }
 
     /// The public key as `whpk_<base64>` (Standard Webhooks).
     pub fn public_whpk(&self) -> String {
-        use base64::Engine as _;
-        format!(
-            "whpk_{}",
-            base64::engine::general_purpose::STANDARD.encode(self.0.verifying_key().as_bytes())
-        )
+        format!("whpk_{}", encode_base64(self.0.verifying_key().as_bytes()))
     }
 
     /// The public key in hex (Discord's "public key").
     pub fn public_hex(&self) -> String {
         hex::encode(self.0.verifying_key().as_bytes())
+    }
+
+    /// The public key in the form `provider`'s routes take in `secrets`: hex for
+    /// Discord, `whpk_` otherwise.
+    pub fn public_for(&self, provider: &str) -> String {
+        if provider == "discord" {
+            self.public_hex()
+        } else {
+            self.public_whpk()
+        }
     }
 
     fn sign(&self, msg: &[u8]) -> ed25519_dalek::Signature {
@@ -246,9 +242,8 @@ pub fn headers_ed25519(
             {
                 return Err(mismatch());
             }
-            use base64::Engine as _;
             let msg = [event_id.as_bytes(), b".", ts.as_bytes(), b".", body].concat();
-            let sig = base64::engine::general_purpose::STANDARD.encode(key.sign(&msg).to_bytes());
+            let sig = encode_base64(&key.sign(&msg).to_bytes());
             vec![
                 (s.id_header.clone(), event_id.to_owned()),
                 (s.timestamp_header.clone(), ts),

@@ -55,8 +55,7 @@ fn authorized(state: &AppState, req: &Request<Incoming>) -> bool {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
         .unwrap_or_default();
-    use subtle::ConstantTimeEq as _;
-    bool::from(presented.ct_eq(token.expose()))
+    crate::provider::mac::ct_eq(presented, token.expose())
 }
 
 async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {

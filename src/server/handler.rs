@@ -261,29 +261,7 @@ async fn pipeline(
         Ok(Accepted::Delivery(d)) => d,
         Ok(Accepted::Handshake(mut reply)) => {
             if let Some(secret) = reply.handed_secret.take() {
-                if state.server.admin_listen.is_some() {
-                    tracing::warn!(
-                        route = %route.name,
-                        "the provider handed over its signing secret in a set-up request; read it from the admin listener (GET /handshakes/{}) and add it to the route's secrets",
-                        route.name
-                    );
-                } else {
-                    tracing::warn!(
-                        route = %route.name,
-                        "the provider handed over its signing secret in a set-up request, but no admin listener is configured to read it from: set server.admin_listen and repeat the provider's set-up"
-                    );
-                }
-                state
-                    .handed_secrets
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(
-                        route.name.clone(),
-                        super::HandedSecret {
-                            secret,
-                            received_at: now,
-                        },
-                    );
+                state.keep_handed_secret(&route.name, secret, now);
             }
             return (respond::handshake(reply), Outcome::Handshake);
         }

@@ -123,6 +123,32 @@ struct Budget {
 }
 
 impl AppState {
+    /// Keeps a signing secret a provider handed over in its set-up request, for the
+    /// admin listener; the log says where to read it, never what it is.
+    pub(crate) fn keep_handed_secret(&self, route: &str, secret: crate::secret::Secret, now: u64) {
+        if self.server.admin_listen.is_some() {
+            tracing::warn!(
+                route,
+                "the provider handed over its signing secret in a set-up request; read it from the admin listener (GET /handshakes/{route}) and add it to the route's secrets"
+            );
+        } else {
+            tracing::warn!(
+                route,
+                "the provider handed over its signing secret in a set-up request, but no admin listener is configured to read it from: set server.admin_listen and repeat the provider's set-up"
+            );
+        }
+        self.handed_secrets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(
+                route.to_owned(),
+                HandedSecret {
+                    secret,
+                    received_at: now,
+                },
+            );
+    }
+
     /// Whether the route may still spend on verifying (its failure budget is not spent).
     pub(crate) fn budget_left(&self, route: &str, rate: u32) -> bool {
         let mut b = self

@@ -290,14 +290,6 @@ pub fn upstream(
     }
 }
 
-pub fn internal() -> Resp {
-    retry_after(error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::UpstreamError,
-        "internal error, retry later",
-    ))
-}
-
 pub fn overloaded() -> Resp {
     retry_after(error(
         StatusCode::SERVICE_UNAVAILABLE,
