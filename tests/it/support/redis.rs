@@ -313,22 +313,23 @@ impl RedisCluster {
         panic!("{key} never reached the replica:\n{}", self.describe());
     }
 
-    /// The port of a replica of the primary that serves `key`, as that primary sees it.
+    /// The port of a replica of the primary that serves `key`.
     fn replica_serving(&self, key: &str) -> Option<u16> {
-        let primary = self.primary_of(key);
-        let nodes: String = Self::node_cmd(primary, redis::cmd("CLUSTER").arg("NODES")).ok()?;
-        let primary_id = nodes
-            .lines()
-            .find(|l| l.contains("myself"))
-            .and_then(|l| l.split(' ').next())?
-            .to_owned();
-        nodes
-            .lines()
-            .filter(|l| l.contains("slave") && l.split(' ').nth(3) == Some(primary_id.as_str()))
-            .filter_map(|l| l.split(' ').nth(1))
-            .filter_map(|a| a.split('@').next())
-            .filter_map(|a| a.rsplit(':').next())
-            .find_map(|p| p.parse().ok())
+        self.replica_of(self.primary_of(key))
+    }
+
+    /// The node whose replication link names `primary`'s port (it need not be alive).
+    fn replica_of(&self, primary: u16) -> Option<u16> {
+        self.ports
+            .iter()
+            .copied()
+            .filter(|p| *p != primary)
+            .find(|p| {
+                Self::node_cmd::<String>(*p, redis::cmd("INFO").arg("replication")).is_ok_and(|i| {
+                    i.lines()
+                        .any(|l| l.trim() == format!("master_port:{primary}"))
+                })
+            })
     }
 
     /// Promotes the replica of the (killed) primary on `dead` with
@@ -336,14 +337,8 @@ impl RedisCluster {
     /// does — and waits until it serves `key`'s slot.
     pub fn wait_failover(&self, key: &str, dead: u16) -> u16 {
         let alive: Vec<u16> = self.ports.iter().copied().filter(|p| *p != dead).collect();
-        // The replica is the live node whose replication link names the dead port.
-        let replica = alive
-            .iter()
-            .copied()
-            .find(|p| {
-                Self::node_cmd::<String>(*p, redis::cmd("INFO").arg("replication"))
-                    .is_ok_and(|i| i.lines().any(|l| l.trim() == format!("master_port:{dead}")))
-            })
+        let replica = self
+            .replica_of(dead)
             .unwrap_or_else(|| panic!("no replica of {dead}:\n{}", self.describe()));
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut asked = None::<Instant>;
