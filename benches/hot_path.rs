@@ -14,7 +14,7 @@ use hookgate::config;
 use hookgate::dedup::{DedupKey, DedupStore, MemoryStore, RedisStore, Store};
 use hookgate::provider::{Fingerprint, Inbound, accept};
 
-/// A route of `provider` and a delivery for it, from the shared vectors where the
+/// A route of `provider` and a delivery for it, from the provider vectors (tests/vectors/) where the
 /// scheme needs keys only the vectors have (Ed25519, ECDSA).
 /// A vector's route config, headers, body, URL and `now`.
 type Case = (config::Config, HeaderMap, Vec<u8>, Option<String>, u64);
@@ -22,7 +22,7 @@ type Case = (config::Config, HeaderMap, Vec<u8>, Option<String>, u64);
 fn vector_case(provider: &str, case: &str) -> Option<Case> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/providers/vectors.json"
+        "/tests/vectors/vectors.json"
     );
     let all: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
     let v = all

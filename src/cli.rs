@@ -77,7 +77,9 @@ pub enum Command {
         /// Replay files, or directories of them.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
-        /// The gateway's base URL, e.g. http://127.0.0.1:8080.
+        /// Where to send: the gateway's base URL (http://127.0.0.1:8080), to which each
+        /// file's recorded path is appended, or a route's URL
+        /// (http://127.0.0.1:8080/webhooks/github), used for every file.
         #[arg(long)]
         target: String,
         /// Re-sign each delivery for this test secret with a fresh timestamp (a
@@ -135,7 +137,8 @@ pub enum Command {
         /// Print only the signature headers, one `Name: value` per line.
         #[arg(long)]
         headers: bool,
-        /// The request path recorded in the replay file (default: the route's path, or /).
+        /// The request path recorded in the replay file (default: the route's path; with
+        /// --provider, none: `replay --target` then takes the route's URL).
         #[arg(long)]
         path: Option<String>,
         /// An extra header for the replay file, `Name: value` (repeatable), such as
@@ -146,7 +149,8 @@ pub enum Command {
         /// route's public_url).
         #[arg(long)]
         url: Option<String>,
-        /// The body, or - to read standard input.
+        /// The body: the text itself, `@FILE` or the path of a file to read it from, or
+        /// `-` to read standard input.
         body: String,
     },
 }
@@ -302,13 +306,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             url,
             body,
         } => {
-            let body = if body == "-" {
-                let mut buf = Vec::new();
-                std::io::stdin().read_to_end(&mut buf)?;
-                buf
-            } else {
-                body.into_bytes()
-            };
+            let body = body_argument(&body)?;
             let mut public_url = url;
             let mut replay_path = path;
             let mut route_name = None;
@@ -418,7 +416,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                     }
                     let mut r = Replay::new(
                         "POST",
-                        replay_path.as_deref().unwrap_or("/"),
+                        replay_path.as_deref().unwrap_or(""),
                         query,
                         all,
                         &body,
@@ -432,6 +430,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The body argument of `sign`: `-` is standard input, `@FILE` a file, an existing
+/// file's path that file (said on stderr, so a literal body is never mistaken for
+/// one silently), anything else the body itself.
+fn body_argument(arg: &str) -> anyhow::Result<Vec<u8>> {
+    if arg == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin().read_to_end(&mut buf)?;
+        return Ok(buf);
+    }
+    if let Some(file) = arg.strip_prefix('@') {
+        return std::fs::read(file).with_context(|| format!("cannot read the body from {file}"));
+    }
+    let path = std::path::Path::new(arg);
+    if !arg.trim_start().starts_with(['{', '[']) && path.is_file() {
+        eprintln!("hookgate sign: the body is the content of the file {arg}");
+        return std::fs::read(path).with_context(|| format!("cannot read the body from {arg}"));
+    }
+    Ok(arg.as_bytes().to_vec())
 }
 
 fn shell_quote(s: &str) -> String {
@@ -587,6 +605,9 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
     let client = crate::replay::client();
     let mut totals: std::collections::BTreeMap<Verdict, usize> = std::collections::BTreeMap::new();
     let mut unexpected = 0;
+    // A 404 means the target is not a route of the gateway: a mistake in --target, not
+    // a verdict on the delivery, unless rejections are what the run expects.
+    let mut not_found = 0;
     for file in &files {
         let mut r = Replay::load(file)?;
         if let Some(secret) = &o.resign {
@@ -606,19 +627,29 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
             .await;
         let mut verdicts = Vec::new();
         for (i, sent) in sends.into_iter().enumerate() {
-            let (status, verdict, meaning) = match sent {
-                Ok(s) => (s.status, s.verdict(), s.meaning()),
-                Err(e) => (0, Verdict::Error, format!("error: {e}")),
+            let (url, status, verdict, meaning) = match sent {
+                Ok(s) => (s.url.clone(), s.status, s.verdict(), s.meaning()),
+                Err(e) => (String::new(), 0, Verdict::Error, format!("error: {e}")),
             };
+            if status == 404 {
+                not_found += 1;
+            }
             *totals.entry(verdict).or_default() += 1;
             verdicts.push(verdict);
             if o.json {
                 println!(
                     "{}",
-                    serde_json::json!({ "file": file.display().to_string(), "copy": i + 1, "status": status, "verdict": verdict, "meaning": meaning })
+                    serde_json::json!({ "file": file.display().to_string(), "copy": i + 1, "url": url, "status": status, "verdict": verdict, "meaning": meaning })
                 );
+            } else if url.is_empty() {
+                println!("{}  copy {}: {meaning}", file.display(), i + 1);
             } else {
-                println!("{}  copy {}: {} {}", file.display(), i + 1, status, meaning);
+                println!(
+                    "{}  copy {}: {} {url} → {status} {meaning}",
+                    file.display(),
+                    i + 1,
+                    r.method
+                );
             }
         }
         let result = overall(&verdicts);
@@ -627,21 +658,18 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
                 unexpected += 1;
                 if !o.json {
                     println!(
-                        "{}  UNEXPECTED: expected {want:?}, got {result:?}",
+                        "{}  UNEXPECTED: expected {want}, got {result}",
                         file.display()
                     );
                 }
             }
         }
     }
-    let summary: Vec<String> = totals
-        .iter()
-        .map(|(v, n)| format!("{n} {v:?}").to_lowercase())
-        .collect();
+    let summary: Vec<String> = totals.iter().map(|(v, n)| format!("{n} {v}")).collect();
     if o.json {
         println!(
             "{}",
-            serde_json::json!({ "summary": totals.iter().map(|(v, n)| (format!("{v:?}").to_lowercase(), n)).collect::<std::collections::BTreeMap<_, _>>(), "files": files.len(), "unexpected": unexpected })
+            serde_json::json!({ "summary": totals.iter().map(|(v, n)| (v.as_str(), n)).collect::<std::collections::BTreeMap<_, _>>(), "files": files.len(), "unexpected": unexpected, "not_found": not_found })
         );
     } else {
         println!(
@@ -650,6 +678,14 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
             files.len() * o.copies,
             summary.join(", ")
         );
+    }
+    if not_found > 0 && o.expect != Some(Verdict::Rejected) {
+        eprintln!(
+            "hookgate replay: {not_found} requests answered 404: no route at that URL. Give --target the \
+             gateway's base URL (http://host:port) for files that record their path, or a \
+             route's URL (http://host:port/webhooks/<route>); --expect rejected accepts 404s"
+        );
+        return Ok(1);
     }
     Ok(if unexpected > 0 { 1 } else { 0 })
 }

@@ -24,6 +24,9 @@ pub const VERSION: u32 = 1;
 pub struct Replay {
     pub hookgate_replay: u32,
     pub method: String,
+    /// The request path; empty when the file has no path of its own (signed without a
+    /// route): `replay --target` then takes a route's URL.
+    #[serde(default)]
     pub path: String,
     #[serde(default)]
     pub query: Option<String>,
@@ -113,14 +116,32 @@ impl Replay {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// The URL to send it to on `base` (`http://host:port`): path and query as recorded.
-    pub fn url(&self, base: &str) -> String {
-        let mut url = format!("{}{}", base.trim_end_matches('/'), self.path);
+    /// The URL to send it to. `target` is either the gateway's base URL
+    /// (`http://host:port`), to which the recorded path is appended, or a route's URL
+    /// (`http://host:port/webhooks/github`), used as it is: a target with a path of its
+    /// own names the route. A file with no path of its own (signed without `--route`)
+    /// needs a route's URL. The recorded query is appended either way.
+    pub fn url(&self, target: &str) -> Result<String, String> {
+        let target = target.trim_end_matches('/');
+        let path_start = target
+            .find("://")
+            .map(|i| i + 3)
+            .and_then(|host| target[host..].find('/').map(|p| host + p));
+        let mut url = match path_start {
+            Some(_) => target.to_owned(),
+            None if self.path.is_empty() => {
+                return Err(format!(
+                    "{target}: this file records no path; give --target the route's URL, \
+                     e.g. {target}/webhooks/<route>"
+                ));
+            }
+            None => format!("{target}{}", self.path),
+        };
         if let Some(q) = self.query.as_deref().filter(|q| !q.is_empty()) {
             url.push('?');
             url.push_str(q);
         }
-        url
+        Ok(url)
     }
 
     /// The headers to send again: all recorded ones but those a client sets for its own
@@ -133,9 +154,9 @@ impl Replay {
         })
     }
 
-    /// Sends it to `base` (`http://host:port`), path and query as recorded.
-    pub async fn send(&self, client: &reqwest::Client, base: &str) -> Result<Sent, String> {
-        let url = self.url(base);
+    /// Sends it to `target` (see [`Replay::url`]).
+    pub async fn send(&self, client: &reqwest::Client, target: &str) -> Result<Sent, String> {
+        let url = self.url(target)?;
         let method =
             reqwest::Method::from_bytes(self.method.as_bytes()).map_err(|e| e.to_string())?;
         let mut req = client.request(method, &url).body(self.body_bytes());
@@ -151,6 +172,7 @@ impl Replay {
             .map(str::to_owned);
         let body = resp.text().await.unwrap_or_default();
         Ok(Sent {
+            url,
             status,
             outcome,
             body,
@@ -161,22 +183,47 @@ impl Replay {
 /// What the gateway answered to one sent replay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sent {
+    /// Where it was sent.
+    pub url: String,
     pub status: u16,
     /// The `hookgate-outcome` header.
     pub outcome: Option<String>,
     pub body: String,
 }
 
-/// The class of an answer, for `replay --expect` and summaries.
+/// The class of an answer, for `replay --expect` and summaries. Each is spelled as the
+/// gateway's own outcome names are (`in_flight`); `in-flight` and `inflight` are
+/// accepted on the command line too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Forwarded,
     Duplicate,
+    #[value(name = "in_flight", alias = "in-flight", alias = "inflight")]
     InFlight,
     Handshake,
     Rejected,
     Error,
+}
+
+impl Verdict {
+    /// The name printed and accepted everywhere (`in_flight`, not `InFlight`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Forwarded => "forwarded",
+            Self::Duplicate => "duplicate",
+            Self::InFlight => "in_flight",
+            Self::Handshake => "handshake",
+            Self::Rejected => "rejected",
+            Self::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Sent {

@@ -389,16 +389,16 @@ impl Gateway {
         send("POST", &self.url(&path), &headers, body.as_bytes().to_vec()).await
     }
 
-    /// Sends a replay file's delivery as recorded.
+    /// Sends a replay file's delivery as recorded; a file with no path of its own goes
+    /// to the route it names.
     pub async fn send(&self, replay: &Replay) -> Reply {
         let headers: Vec<(String, String)> = replay.request_headers().cloned().collect();
-        send(
-            &replay.method,
-            &replay.url(&self.base_url()),
-            &headers,
-            replay.body_bytes(),
-        )
-        .await
+        let target = match (replay.path.is_empty(), replay.route.as_deref()) {
+            (true, Some(route)) => self.url(&self.route(route).path),
+            _ => self.base_url(),
+        };
+        let url = replay.url(&target).expect("a route's URL, or a file with a path");
+        send(&replay.method, &url, &headers, replay.body_bytes()).await
     }
 
     /// Stops the gateway and waits for it (and its settle steps) to finish.

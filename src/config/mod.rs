@@ -213,11 +213,26 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 }
 
 /// Validates config text; `path` names the file in messages and anchors `file:` paths.
+///
+/// Every problem is reported in one run, in line order: unknown keys along with bad
+/// values, unset variables and unknown providers. Only a file that is not TOML, or a
+/// value of the wrong type, stops at the first error.
 pub fn parse(text: &str, path: &Path, env: &dyn Env) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
-    let raw: RawConfig = toml::from_str(text).map_err(|e| {
+    let parse_error = |e: toml::de::Error| {
         let msg = e.to_string();
         ConfigErrors(vec![format!("{file}: {}", msg.trim_end())])
+    };
+    let document = toml::de::DeTable::parse(text).map_err(parse_error)?;
+    let mut unknown: Vec<Vec<KeySegment>> = Vec::new();
+    let raw: RawConfig = serde_ignored::deserialize(toml::Deserializer::from(document.clone()), |p| {
+        unknown.push(key_segments(&p))
+    })
+    .map_err(|e| {
+        // The deserializer built from a parsed table has no text to quote; name the line.
+        let mut e = e;
+        e.set_input(Some(text));
+        parse_error(e)
     })?;
     let mut v = Validator {
         file,
@@ -227,12 +242,91 @@ pub fn parse(text: &str, path: &Path, env: &dyn Env) -> Result<Config, ConfigErr
         errors: Vec::new(),
         dedup_line: None,
     };
+    for segments in &unknown {
+        let line = key_span(document.get_ref(), segments).map_or(1, |span| v.line(span));
+        v.err_at(line, &key_name(segments), "unknown key");
+    }
     let cfg = v.config(raw, path);
     if v.errors.is_empty() {
         cfg.ok_or_else(|| ConfigErrors(vec!["invalid configuration".into()]))
     } else {
-        Err(ConfigErrors(v.errors))
+        // Stable: messages of one line keep the order they were found in.
+        v.errors.sort_by_key(|(line, _)| *line);
+        Err(ConfigErrors(v.errors.into_iter().map(|(_, e)| e).collect()))
     }
+}
+
+/// One step of the path to a key in the document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum KeySegment {
+    Key(String),
+    Index(usize),
+}
+
+/// The path of a key serde ignored, without the markers of optional and spanned values.
+fn key_segments(path: &serde_ignored::Path<'_>) -> Vec<KeySegment> {
+    use serde_ignored::Path as P;
+    let mut out = match path {
+        P::Root => return Vec::new(),
+        P::Seq { parent, .. }
+        | P::Map { parent, .. }
+        | P::Some { parent }
+        | P::NewtypeStruct { parent }
+        | P::NewtypeVariant { parent } => key_segments(parent),
+    };
+    match path {
+        P::Seq { index, .. } => out.push(KeySegment::Index(*index)),
+        P::Map { key, .. } if !key.starts_with("$__serde_spanned") => {
+            out.push(KeySegment::Key(key.clone()));
+        }
+        _ => {}
+    }
+    out
+}
+
+/// `routes[0].upstream_timout`, as the other messages name keys.
+fn key_name(segments: &[KeySegment]) -> String {
+    let mut name = String::new();
+    for s in segments {
+        match s {
+            KeySegment::Key(k) if name.is_empty() => name.push_str(k),
+            KeySegment::Key(k) => {
+                name.push('.');
+                name.push_str(k);
+            }
+            KeySegment::Index(i) => name.push_str(&format!("[{i}]")),
+        }
+    }
+    name
+}
+
+/// Where the last key of `segments` is written in the document.
+fn key_span(table: &toml::de::DeTable<'_>, segments: &[KeySegment]) -> Option<std::ops::Range<usize>> {
+    use toml::de::DeValue;
+    let (KeySegment::Key(first), rest) = segments.split_first()? else {
+        return None;
+    };
+    let (key, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == first.as_str())?;
+    let mut value = value.get_ref();
+    let mut span = key.span();
+    let mut rest = rest;
+    while let Some((segment, tail)) = rest.split_first() {
+        match (segment, value) {
+            (KeySegment::Index(i), DeValue::Array(items)) => {
+                let item = items.get(*i)?;
+                span = item.span();
+                value = item.get_ref();
+            }
+            (KeySegment::Key(name), DeValue::Table(t)) => {
+                let (k, v) = t.iter().find(|(k, _)| k.get_ref().as_ref() == name.as_str())?;
+                span = k.span();
+                value = v.get_ref();
+            }
+            _ => return None,
+        }
+        rest = tail;
+    }
+    Some(span)
 }
 
 struct Validator<'a> {
@@ -240,7 +334,8 @@ struct Validator<'a> {
     text: &'a str,
     base: PathBuf,
     env: &'a dyn Env,
-    errors: Vec<String>,
+    /// Each message with its line, sorted by line before they are reported.
+    errors: Vec<(usize, String)>,
     /// The line of `store.dedup_ttl`, if set: a route whose tolerance is the preset's
     /// default and too long for it is reported there.
     dedup_line: Option<usize>,
@@ -257,13 +352,12 @@ impl Validator<'_> {
 
     fn err<T>(&mut self, spanned: &Spanned<T>, key: &str, msg: impl fmt::Display) {
         let line = self.line(spanned.span());
-        self.errors
-            .push(format!("{}:{line}: {key}: {msg}", self.file));
+        self.err_at(line, key, msg);
     }
 
     fn err_at(&mut self, line: usize, key: &str, msg: impl fmt::Display) {
         self.errors
-            .push(format!("{}:{line}: {key}: {msg}", self.file));
+            .push((line, format!("{}:{line}: {key}: {msg}", self.file)));
     }
 
     fn duration(&mut self, v: &Option<Spanned<String>>, key: &str, default: Duration) -> Duration {
@@ -684,18 +778,17 @@ impl Validator<'_> {
         }
         let mut routes: Vec<Route> = Vec::new();
         for (i, r) in raw.routes.into_iter().enumerate() {
+            let (name_line, path_line) = (self.line(r.name.span()), self.line(r.path.span()));
             if let Some(route) = self.route(i, r, &store) {
                 if let Some(other) = routes.iter().find(|o| o.name == route.name) {
                     let msg = format!("name {:?} is used twice", other.name);
-                    self.errors
-                        .push(format!("{}: routes[{i}].name: {msg}", self.file));
+                    self.err_at(name_line, &format!("routes[{i}].name"), msg);
                 } else if let Some(other) = routes.iter().find(|o| o.path == route.path) {
                     let msg = format!(
                         "path {:?} is already served by route {:?}",
                         route.path, other.name
                     );
-                    self.errors
-                        .push(format!("{}: routes[{i}].path: {msg}", self.file));
+                    self.err_at(path_line, &format!("routes[{i}].path"), msg);
                 }
                 routes.push(route);
             }
@@ -745,8 +838,8 @@ impl Validator<'_> {
             );
         }
         let methods = match &r.methods {
-            None => vec![Method::POST],
-            Some(ms) => ms
+            None => None,
+            Some(ms) => Some(ms
                 .iter()
                 .filter_map(|m| {
                     match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
@@ -761,7 +854,7 @@ impl Validator<'_> {
                         }
                     }
                 })
-                .collect(),
+                .collect()),
         };
 
         let preset = Preset::parse(r.provider.get_ref());
@@ -987,11 +1080,13 @@ impl Validator<'_> {
         if self.errors.len() > errors_before {
             return None;
         }
+        let verifier = verifier?;
         Some(Route {
             name,
             path,
-            methods,
-            verifier: verifier?,
+            // Unless set, what the preset needs: POST and its handshake's method.
+            methods: methods.unwrap_or_else(|| verifier.default_methods()),
+            verifier,
             event_id: event_id?,
             tolerance,
             upstream: upstream?,

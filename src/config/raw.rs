@@ -1,4 +1,5 @@
-//! The config file as written, before validation. Unknown keys are errors.
+//! The config file as written, before validation. Unknown keys are errors, collected
+//! while deserializing (`serde_ignored`) so that they are reported with every other one.
 //! Fields that need a post-parse check are `Spanned`, so the message can name the line.
 
 use serde::Deserialize;
@@ -7,7 +8,6 @@ use toml::Spanned;
 use crate::provider::HmacOptions;
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
     #[serde(default)]
     pub server: Option<RawServer>,
@@ -20,14 +20,12 @@ pub(super) struct RawConfig {
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawCapture {
     pub dir: String,
     pub max_files: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawServer {
     pub listen: Option<Spanned<String>>,
     pub admin_listen: Option<Spanned<String>>,
@@ -46,14 +44,12 @@ pub(super) struct RawServer {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawTls {
     pub cert: String,
     pub key: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawStore {
     pub backend: Option<Spanned<String>>,
     pub url: Option<Spanned<String>>,
@@ -71,7 +67,6 @@ pub(super) struct RawStore {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(super) struct RawRoute {
     pub name: Spanned<String>,
     pub path: Spanned<String>,

@@ -138,9 +138,69 @@ event_id = "cookie:x"
 
 #[test]
 fn unknown_keys_name_the_key_and_line() {
-    let e = errors(&format!("{ROUTE}secret = \"typo\"\n"));
-    assert!(e.starts_with("cfg.toml: TOML parse error at line 8"), "{e}");
-    assert!(e.contains("unknown field `secret`"), "{e}");
+    let e = errors(&format!(
+        "[server]\nlisten_on = \"x\"\n{ROUTE}secret = \"typo\"\nhmac = {{ header = \"h\", algo = 1 }}\n"
+    ));
+    assert_eq!(
+        e,
+        "cfg.toml:2: server.listen_on: unknown key\n\
+         cfg.toml:10: routes[0].secret: unknown key\n\
+         cfg.toml:11: routes[0].hmac.algo: unknown key\n\
+         cfg.toml:11: routes[0].hmac: is only used with provider = \"hmac\""
+    );
+}
+
+#[test]
+fn an_unknown_key_is_reported_with_every_other_error_in_line_order() {
+    // The four mistakes of a first config, each on its own line.
+    let text = r#"
+[[routes]]
+name = "a"
+path = "/a"
+provider = "nosuch"
+secrets = ["${NOT_SET}"]
+upstream = "http://127.0.0.1:3000/a"
+upstream_timout = "10s"
+upstream_timeout = "soon"
+"#;
+    let e = errors(text);
+    let lines: Vec<&str> = e.lines().collect();
+    let want = [
+        "cfg.toml:5: routes[0].provider: unknown provider \"nosuch\"",
+        "cfg.toml:6: routes[0].secrets[0]: ${NOT_SET} is not set",
+        "cfg.toml:8: routes[0].upstream_timout: unknown key",
+        "cfg.toml:9: routes[0].upstream_timeout: \"soon\" is not a duration",
+    ];
+    assert_eq!(lines.len(), want.len(), "{e}");
+    for (line, want) in lines.iter().zip(want) {
+        assert!(line.starts_with(want), "expected {want:?} in:\n{e}");
+    }
+}
+
+#[test]
+fn a_route_accepts_what_its_preset_needs_unless_it_sets_methods() {
+    let route = |provider: &str, extra: &str| {
+        format!(
+            "[[routes]]\nname = \"r\"\npath = \"/r\"\nprovider = \"{provider}\"\nsecrets = [\"s\"]\nupstream = \"http://127.0.0.1:3000/r\"\n{extra}"
+        )
+    };
+    let methods = |text: &str| {
+        let cfg = check(text).unwrap_or_else(|e| panic!("{e}"));
+        cfg.routes[0]
+            .methods
+            .iter()
+            .map(Method::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    assert_eq!(methods(&route("github", "")), "POST");
+    assert_eq!(methods(&route("dropbox", "")), "POST,GET");
+    assert_eq!(methods(&route("okta", "")), "POST,GET");
+    assert_eq!(methods(&route("mailchimp", "")), "POST,GET");
+    assert_eq!(methods(&route("trello", "public_url = \"https://h.io/t\"\n")), "POST,HEAD");
+    assert_eq!(methods(&route("mandrill", "public_url = \"https://h.io/m\"\n")), "POST,HEAD");
+    assert_eq!(methods(&route("hubspot", "")), "POST,GET");
+    assert_eq!(methods(&route("dropbox", "methods = [\"POST\"]\n")), "POST");
 }
 
 #[test]

@@ -703,7 +703,8 @@ impl Preset {
         };
         info.needs_public_url = matches!(
             self.0,
-            "twilio" | "square" | "hubspot" | "trello" | "contentful" | "mandrill"
+            // HubSpot's v1 signs no URL: a route without public_url verifies v1 only.
+            "twilio" | "square" | "trello" | "contentful" | "mandrill"
         );
         info.credential = match self.0 {
             "meta" => "{ app_secret, verify_token }",

@@ -142,6 +142,20 @@ impl Handshake {
         }
     }
 
+    /// The HTTP method the handshake arrives with when it is not POST: a route of the
+    /// preset accepts it by default.
+    pub fn method(&self) -> Option<Method> {
+        match self {
+            Self::Meta { .. }
+            | Self::Dropbox
+            | Self::Braintree { .. }
+            | Self::Mailchimp
+            | Self::Okta => Some(Method::GET),
+            Self::Head => Some(Method::HEAD),
+            _ => None,
+        }
+    }
+
     /// Handshakes answered before (or instead of) signature verification.
     pub fn before(&self, req: &Inbound<'_>) -> Result<Option<HandshakeReply>, VerifyError> {
         let reply = match self {

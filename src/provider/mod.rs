@@ -59,6 +59,10 @@ pub enum VerifyError {
     TimestampTooOld,
     #[error("signed timestamp is further in the future than the tolerance")]
     TimestampInFuture,
+    /// The delivery uses a signature version that covers the URL, and the route has no
+    /// `public_url` to rebuild it from (a HubSpot route set up for v1).
+    #[error("{0} signatures cover the URL the provider calls: set public_url on the route")]
+    NeedsPublicUrl(&'static str),
 }
 
 impl VerifyError {
@@ -69,6 +73,7 @@ impl VerifyError {
             Self::Malformed(_) | Self::Duplicated(_) | Self::BadTimestamp => "malformed_header",
             Self::BadSignature => "bad_signature",
             Self::TimestampTooOld | Self::TimestampInFuture => "stale_timestamp",
+            Self::NeedsPublicUrl(_) => "needs_public_url",
         }
     }
 
@@ -214,8 +219,8 @@ impl Template {
 }
 
 /// Options of the generic `hmac` provider (`[routes.hmac]` in the config).
+/// Unknown keys are reported by the config's validation, with the other errors.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct HmacOptions {
     /// The header that carries the signature.
     pub header: String,
@@ -327,6 +332,18 @@ impl Verifier {
     /// The preset this verifier implements.
     pub fn preset(&self) -> Preset {
         self.preset
+    }
+
+    /// The methods a route accepts unless it sets `methods`: POST, the method of the
+    /// preset's handshake (Meta's `GET hub.challenge`, Trello's `HEAD`, …) and, for
+    /// HubSpot, GET (its v2 signature covers GET deliveries).
+    pub fn default_methods(&self) -> Vec<Method> {
+        let mut methods = vec![Method::POST];
+        methods.extend(self.handshake.method());
+        if self.preset.name() == "hubspot" {
+            methods.push(Method::GET);
+        }
+        methods
     }
 
     /// The scheme and keys (for signing in tests and `hookgate sign`).

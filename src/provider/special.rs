@@ -313,7 +313,7 @@ impl Special {
                         .ok_or(VerifyError::Malformed("x-hubspot-signature-v3".into()))?;
                     let ts = need(hs, "x-hubspot-request-timestamp")?;
                     let ts_ms = TsFormat::Millis.parse_ms(ts)?;
-                    let uri = hubspot_uri(url(req)?);
+                    let uri = hubspot_uri(req.url.ok_or(VerifyError::NeedsPublicUrl("HubSpot v3"))?);
                     let i = first(keys, |k| {
                         k.tag(&[method, uri.as_bytes(), req.body, ts.as_bytes()])
                             .matches(&sig)
@@ -326,7 +326,10 @@ impl Special {
                 let version = need(hs, "x-hubspot-signature-version")
                     .unwrap_or("v1")
                     .to_ascii_lowercase();
-                let u = url(req).unwrap_or_default();
+                if version == "v2" && req.url.is_none() {
+                    return Err(VerifyError::NeedsPublicUrl("HubSpot v2"));
+                }
+                let u = req.url.unwrap_or_default();
                 first(raw, |s| {
                     let digest = match version.as_str() {
                         "v1" => Sha256::new()
@@ -728,9 +731,20 @@ impl Special {
                     b64(keys.first()?, &[req.url?.as_bytes(), tail.as_bytes()]),
                 )]
             }
-            Self::HubSpot { keys, .. } => {
+            Self::HubSpot { keys, raw } => {
+                let Some(url) = req.url else {
+                    // No public_url: v1, the body-only signature (SHA-256 of secret + body).
+                    let digest = Sha256::new()
+                        .chain_update(raw.first()?.expose())
+                        .chain_update(req.body)
+                        .finalize();
+                    return Some(vec![
+                        (h("x-hubspot-signature"), hex::encode(digest)),
+                        (h("x-hubspot-signature-version"), "v1".to_owned()),
+                    ]);
+                };
                 let ts = now.saturating_mul(1000).to_string();
-                let uri = hubspot_uri(req.url?);
+                let uri = hubspot_uri(url);
                 let sig = b64(
                     keys.first()?,
                     &[

@@ -1,4 +1,4 @@
-//! Every signed delivery of the shared provider vectors, sent through the real HTTP
+//! Every signed delivery of the provider vectors (`tests/vectors/`), sent through the real HTTP
 //! server at the vector's own `now`: its verdict, its event ID and, for handshakes,
 //! the exact response. Vectors of providers hookgate has no preset for yet are listed,
 //! not silently skipped.
@@ -13,13 +13,9 @@ use serde_json::Value;
 use crate::support::{TestGateway, Upstream, send};
 
 pub(crate) fn vectors() -> Vec<Value> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/providers/vectors.json");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {}: {e} (shared/ must sit beside the repository)",
-            path.display()
-        )
-    });
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/vectors.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     serde_json::from_str(&text).expect("vectors.json is JSON")
 }
 
@@ -129,7 +125,7 @@ pub(crate) fn vector_config(v: &Value, upstream: &str) -> Option<(String, String
         None => (String::new(), String::new()),
     };
     let cfg = format!(
-        "[store]\nbackend = \"memory\"\ndedup_ttl = \"3d\"\n\n[[routes]]\nname = \"r\"\npath = \"/hook\"\nprovider = {}\nsecrets = {secrets}\nupstream = {}\n{public_url}methods = [\"POST\", \"GET\", \"HEAD\", \"PUT\"]\n",
+        "[store]\nbackend = \"memory\"\ndedup_ttl = \"3d\"\n\n[[routes]]\nname = \"r\"\npath = \"/hook\"\nprovider = {}\nsecrets = {secrets}\nupstream = {}\n{public_url}",
         toml_str(provider),
         toml_str(upstream),
     );
