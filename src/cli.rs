@@ -608,6 +608,8 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
     // A 404 means the target is not a route of the gateway: a mistake in --target, not
     // a verdict on the delivery, unless rejections are what the run expects.
     let mut not_found = 0;
+    // Copies that could not be sent at all (no gateway there, no path to send to).
+    let mut unsent = 0;
     for file in &files {
         let mut r = Replay::load(file)?;
         if let Some(secret) = &o.resign {
@@ -629,7 +631,10 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
         for (i, sent) in sends.into_iter().enumerate() {
             let (url, status, verdict, meaning) = match sent {
                 Ok(s) => (s.url.clone(), s.status, s.verdict(), s.meaning()),
-                Err(e) => (String::new(), 0, Verdict::Error, format!("error: {e}")),
+                Err(e) => {
+                    unsent += 1;
+                    (String::new(), 0, Verdict::Error, format!("error: {e}"))
+                }
             };
             if status == 404 {
                 not_found += 1;
@@ -678,6 +683,10 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
             files.len() * o.copies,
             summary.join(", ")
         );
+    }
+    if unsent > 0 && o.expect != Some(Verdict::Error) {
+        eprintln!("hookgate replay: {unsent} requests could not be sent");
+        return Ok(1);
     }
     if not_found > 0 && o.expect != Some(Verdict::Rejected) {
         eprintln!(

@@ -675,3 +675,44 @@ async fn a_body_that_trickles_in_gets_408_and_others_are_still_served() {
     assert_eq!(up.count_for("evt_slowloris"), 0);
     gw.stop().await;
 }
+
+/// HubSpot's v1 signs the body only: a route without `public_url` verifies it, and a
+/// v3 delivery (which covers the URL) on that route is refused, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hubspot_route_without_public_url_verifies_v1_and_refuses_v3() {
+    let up = Upstream::start().await;
+    let route = |public_url: &str| {
+        format!(
+            "{}\n[[routes]]\nname = \"hubspot\"\npath = \"/webhooks/hubspot\"\nprovider = \"hubspot\"\nsecrets = [\"hs-secret\"]\nupstream = \"{}\"\n{public_url}",
+            store_toml(None, ""),
+            up.url("/hubspot")
+        )
+    };
+    let gw = TestGateway::start(&route("")).await;
+    let body = r#"[{"eventId":101,"subscriptionType":"contact.creation"}]"#;
+    let v1 = gw.sign("hubspot", body, "ignored");
+    assert!(
+        v1.iter().any(|(n, v)| n == "x-hubspot-signature-version" && v == "v1"),
+        "{v1:?}"
+    );
+    let r = post(&gw.url("/webhooks/hubspot"), &v1, body.as_bytes().to_vec()).await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    assert_eq!(up.count(), 1);
+
+    // The same body signed v3 for a URL: the route has no URL to check it against.
+    let with_url = TestGateway::start(&route(
+        "public_url = \"https://hooks.example.com/webhooks/hubspot\"\n",
+    ))
+    .await;
+    let body3 = r#"[{"eventId":102,"subscriptionType":"contact.creation"}]"#;
+    let v3 = with_url.sign("hubspot", body3, "ignored");
+    assert!(v3.iter().any(|(n, _)| n == "x-hubspot-signature-v3"), "{v3:?}");
+    let r = post(&gw.url("/webhooks/hubspot"), &v3, body3.as_bytes().to_vec()).await;
+    assert_eq!((r.status, r.outcome()), (401, "needs_public_url"), "{}", r.body);
+    assert_eq!(up.count(), 1, "nothing more was forwarded");
+    // The route with a URL verifies it.
+    let r = post(&with_url.url("/webhooks/hubspot"), &v3, body3.as_bytes().to_vec()).await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    gw.stop().await;
+    with_url.stop().await;
+}

@@ -105,12 +105,14 @@ async fn fixtures_replayed_on_redis_first_copy_forwarded_rest_duplicates() {
         fixtures.len(),
         "each fixture reached the upstream exactly once"
     );
+    // Every outcome names where it was sent.
+    let base = gw.base_url();
     assert!(
-        out.contains("copy 1: 200 forwarded to the upstream"),
+        out.contains(&format!("copy 1: POST {base}/webhooks/stripe → 200 forwarded to the upstream")),
         "{out}"
     );
     assert!(
-        out.contains("copy 2: 200 duplicate: acknowledged, not forwarded"),
+        out.contains(&format!("copy 2: POST {base}/webhooks/stripe → 200 duplicate: acknowledged, not forwarded")),
         "{out}"
     );
     let summary = out.lines().last().unwrap_or_default();
@@ -135,7 +137,7 @@ async fn fixtures_replayed_on_redis_first_copy_forwarded_rest_duplicates() {
     .expect("replay");
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("UNEXPECTED: expected Forwarded, got Duplicate"),
+        out.contains("UNEXPECTED: expected forwarded, got duplicate"),
         "{out}"
     );
     let base = gw.base_url();
@@ -371,5 +373,93 @@ async fn captures_never_hold_credential_headers() {
         "{text}"
     );
     assert!(text.contains("[redacted]"));
+    gw.stop().await;
+}
+
+/// The flow a newcomer tries first: sign a body file for a provider, then replay the
+/// file at the route's URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_a_body_file_then_replay_it_at_a_route_url() {
+    let dir = tempfile::tempdir().expect("dir");
+    let body = r#"{"action":"opened","number":1}"#;
+    std::fs::write(dir.path().join("body.json"), body).expect("body");
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "{}\n[[routes]]\nname = \"github\"\npath = \"/webhooks/github\"\nprovider = \"github\"\nsecrets = [\"s\"]\nupstream = \"{}\"\n",
+        store_toml(None, ""),
+        up.url("/github")
+    );
+    let gw = TestGateway::start(&cfg).await;
+
+    // `body.json` names a file: its content is signed, not the file's name.
+    for (arg, id) in [("body.json", "e1"), ("@body.json", "e2")] {
+        let out = Command::new(BIN)
+            .current_dir(dir.path())
+            .args(["sign", "--provider", "github", "--secret", "s", "--event-id", id, arg])
+            .output()
+            .expect("run sign");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::write(dir.path().join(format!("{id}.json")), &out.stdout).expect("write");
+        let r = Replay::load(&dir.path().join(format!("{id}.json"))).expect("replay file");
+        assert_eq!(r.body_bytes(), body.as_bytes(), "{arg}");
+        assert_eq!(r.path, "", "signed without a route, the file has no path of its own");
+    }
+
+    let route_url = gw.url("/webhooks/github");
+    let file = dir.path().join("e1.json").display().to_string();
+    let (code, out) = {
+        let (file, url) = (file.clone(), route_url.clone());
+        tokio::task::spawn_blocking(move || replay_cmd(&[&file, "--target", &url]))
+            .await
+            .expect("replay")
+    };
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("copy 1: POST {route_url} → 200 forwarded to the upstream")),
+        "{out}"
+    );
+    assert_eq!(up.count(), 1);
+    assert_eq!(up.received()[0].body.as_ref(), body.as_bytes());
+
+    // Every spelling of the gateway's outcome name is accepted; the summary prints
+    // the gateway's own.
+    for spelling in ["in_flight", "in-flight", "inflight"] {
+        let (file, url) = (file.clone(), route_url.clone());
+        let (code, out) = tokio::task::spawn_blocking(move || {
+            replay_cmd(&[&file, "--target", &url, "--expect", spelling])
+        })
+        .await
+        .expect("replay");
+        assert_eq!(code, 1, "a duplicate is not in_flight: {out}");
+        assert!(out.contains("UNEXPECTED: expected in_flight, got duplicate"), "{out}");
+    }
+
+    // The gateway's base URL cannot say which route a path-less file is for.
+    let (code, out) = {
+        let (file, base) = (file.clone(), gw.base_url());
+        tokio::task::spawn_blocking(move || replay_cmd(&[&file, "--target", &base]))
+            .await
+            .expect("replay")
+    };
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("this file records no path; give --target the route's URL"), "{out}");
+
+    // A 404 is a mistake in --target: an error exit, unless rejections are expected.
+    let wrong = gw.url("/webhooks/nope");
+    for (expect, want) in [(None, 1), (Some("rejected"), 0)] {
+        let (file, url) = (file.clone(), wrong.clone());
+        let (code, out) = tokio::task::spawn_blocking(move || {
+            let mut args = vec![file.as_str(), "--target", url.as_str()];
+            if let Some(e) = expect {
+                args.extend(["--expect", e]);
+            }
+            replay_cmd(&args)
+        })
+        .await
+        .expect("replay");
+        assert_eq!(code, want, "{out}");
+        assert!(out.contains(&format!("POST {wrong} → 404")), "{out}");
+    }
+    assert_eq!(up.count(), 1, "nothing but the first delivery reached the upstream");
     gw.stop().await;
 }
