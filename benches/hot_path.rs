@@ -20,10 +20,7 @@ use hookgate::provider::{Fingerprint, Inbound, accept};
 type Case = (config::Config, HeaderMap, Vec<u8>, Option<String>, u64);
 
 fn vector_case(provider: &str, case: &str) -> Option<Case> {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/vectors/vectors.json"
-    );
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors/vectors.json");
     let all: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
     let v = all
         .as_array()?

@@ -515,6 +515,19 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A duration as a config would write it, in its largest whole unit: `72h`, not
+/// humantime's `3days`; `90s`, not `1m 30s`.
+fn short_duration(d: std::time::Duration) -> String {
+    let (s, ms) = (d.as_secs(), d.subsec_millis());
+    match (s, ms) {
+        (0, ms) => format!("{ms}ms"),
+        (s, 0) if s % 3600 == 0 => format!("{}h", s / 3600),
+        (s, 0) if s % 60 == 0 => format!("{}m", s / 60),
+        (s, 0) => format!("{s}s"),
+        _ => format!("{}ms", d.as_millis()),
+    }
+}
+
 /// The `check` report: one block per route.
 pub fn describe(cfg: &Config) -> String {
     let mut s = format!(
@@ -527,8 +540,8 @@ pub fn describe(cfg: &Config) -> String {
             Backend::RedisCluster { .. } => "redis cluster",
             Backend::RedisSentinel { .. } => "redis via sentinel",
         },
-        humantime::format_duration(cfg.store.dedup_ttl),
-        humantime::format_duration(cfg.store.inflight_ttl),
+        short_duration(cfg.store.dedup_ttl),
+        short_duration(cfg.store.inflight_ttl),
         cfg.server.max_body,
     );
     for r in &cfg.routes {
@@ -541,12 +554,12 @@ pub fn describe(cfg: &Config) -> String {
             r.secret_count,
             r.event_id,
             match r.tolerance {
-                Some(t) => format!("{t}s"),
+                Some(t) => short_duration(std::time::Duration::from_secs(t)),
                 None if r.verifier.preset().default_tolerance(None).is_some() => "off".to_string(),
                 None => "none (the provider signs no timestamp)".to_string(),
             },
             r.upstream,
-            humantime::format_duration(r.upstream_timeout),
+            short_duration(r.upstream_timeout),
             match r.on_error {
                 OnError::Reject => "reject",
                 OnError::Forward => "forward",

@@ -10,11 +10,14 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber. Logs go to stderr.
+/// Installs the global subscriber. Logs go to stderr, in colour only when stderr is a
+/// terminal (a log file or a pipe gets plain text).
 pub fn init(format: LogFormat) {
+    use std::io::IsTerminal as _;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Pretty => builder.try_init(),

@@ -397,7 +397,9 @@ impl Gateway {
             (true, Some(route)) => self.url(&self.route(route).path),
             _ => self.base_url(),
         };
-        let url = replay.url(&target).expect("a route's URL, or a file with a path");
+        let url = replay
+            .url(&target)
+            .expect("a route's URL, or a file with a path");
         send(&replay.method, &url, &headers, replay.body_bytes()).await
     }
 

@@ -225,15 +225,16 @@ pub fn parse(text: &str, path: &Path, env: &dyn Env) -> Result<Config, ConfigErr
     };
     let document = toml::de::DeTable::parse(text).map_err(parse_error)?;
     let mut unknown: Vec<Vec<KeySegment>> = Vec::new();
-    let raw: RawConfig = serde_ignored::deserialize(toml::Deserializer::from(document.clone()), |p| {
-        unknown.push(key_segments(&p))
-    })
-    .map_err(|e| {
-        // The deserializer built from a parsed table has no text to quote; name the line.
-        let mut e = e;
-        e.set_input(Some(text));
-        parse_error(e)
-    })?;
+    let raw: RawConfig =
+        serde_ignored::deserialize(toml::Deserializer::from(document.clone()), |p| {
+            unknown.push(key_segments(&p))
+        })
+        .map_err(|e| {
+            // The deserializer built from a parsed table has no text to quote; name the line.
+            let mut e = e;
+            e.set_input(Some(text));
+            parse_error(e)
+        })?;
     let mut v = Validator {
         file,
         text,
@@ -301,12 +302,17 @@ fn key_name(segments: &[KeySegment]) -> String {
 }
 
 /// Where the last key of `segments` is written in the document.
-fn key_span(table: &toml::de::DeTable<'_>, segments: &[KeySegment]) -> Option<std::ops::Range<usize>> {
+fn key_span(
+    table: &toml::de::DeTable<'_>,
+    segments: &[KeySegment],
+) -> Option<std::ops::Range<usize>> {
     use toml::de::DeValue;
     let (KeySegment::Key(first), rest) = segments.split_first()? else {
         return None;
     };
-    let (key, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == first.as_str())?;
+    let (key, value) = table
+        .iter()
+        .find(|(k, _)| k.get_ref().as_ref() == first.as_str())?;
     let mut value = value.get_ref();
     let mut span = key.span();
     let mut rest = rest;
@@ -318,7 +324,9 @@ fn key_span(table: &toml::de::DeTable<'_>, segments: &[KeySegment]) -> Option<st
                 value = item.get_ref();
             }
             (KeySegment::Key(name), DeValue::Table(t)) => {
-                let (k, v) = t.iter().find(|(k, _)| k.get_ref().as_ref() == name.as_str())?;
+                let (k, v) = t
+                    .iter()
+                    .find(|(k, _)| k.get_ref().as_ref() == name.as_str())?;
                 span = k.span();
                 value = v.get_ref();
             }
@@ -839,22 +847,23 @@ impl Validator<'_> {
         }
         let methods = match &r.methods {
             None => None,
-            Some(ms) => Some(ms
-                .iter()
-                .filter_map(|m| {
-                    match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
-                        Ok(mm) => Some(mm),
-                        Err(_) => {
-                            self.err(
-                                m,
-                                &k("methods"),
-                                format_args!("{:?} is not an HTTP method", m.get_ref()),
-                            );
-                            None
+            Some(ms) => Some(
+                ms.iter()
+                    .filter_map(|m| {
+                        match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                            Ok(mm) => Some(mm),
+                            Err(_) => {
+                                self.err(
+                                    m,
+                                    &k("methods"),
+                                    format_args!("{:?} is not an HTTP method", m.get_ref()),
+                                );
+                                None
+                            }
                         }
-                    }
-                })
-                .collect()),
+                    })
+                    .collect(),
+            ),
         };
 
         let preset = Preset::parse(r.provider.get_ref());

@@ -197,8 +197,14 @@ fn a_route_accepts_what_its_preset_needs_unless_it_sets_methods() {
     assert_eq!(methods(&route("dropbox", "")), "POST,GET");
     assert_eq!(methods(&route("okta", "")), "POST,GET");
     assert_eq!(methods(&route("mailchimp", "")), "POST,GET");
-    assert_eq!(methods(&route("trello", "public_url = \"https://h.io/t\"\n")), "POST,HEAD");
-    assert_eq!(methods(&route("mandrill", "public_url = \"https://h.io/m\"\n")), "POST,HEAD");
+    assert_eq!(
+        methods(&route("trello", "public_url = \"https://h.io/t\"\n")),
+        "POST,HEAD"
+    );
+    assert_eq!(
+        methods(&route("mandrill", "public_url = \"https://h.io/m\"\n")),
+        "POST,HEAD"
+    );
     assert_eq!(methods(&route("hubspot", "")), "POST,GET");
     assert_eq!(methods(&route("dropbox", "methods = [\"POST\"]\n")), "POST");
 }

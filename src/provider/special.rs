@@ -313,7 +313,8 @@ impl Special {
                         .ok_or(VerifyError::Malformed("x-hubspot-signature-v3".into()))?;
                     let ts = need(hs, "x-hubspot-request-timestamp")?;
                     let ts_ms = TsFormat::Millis.parse_ms(ts)?;
-                    let uri = hubspot_uri(req.url.ok_or(VerifyError::NeedsPublicUrl("HubSpot v3"))?);
+                    let uri =
+                        hubspot_uri(req.url.ok_or(VerifyError::NeedsPublicUrl("HubSpot v3"))?);
                     let i = first(keys, |k| {
                         k.tag(&[method, uri.as_bytes(), req.body, ts.as_bytes()])
                             .matches(&sig)

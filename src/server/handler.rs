@@ -53,6 +53,19 @@ const CREDENTIAL_HEADERS: &[&str] = &[
     "x-hook-secret",
 ];
 
+/// Which of the route's secrets matched, for the log line: its 0-based position in
+/// `secrets`, or `none` (not verified, or a provider that signs nothing).
+struct SecretUsed(Option<usize>);
+
+impl std::fmt::Display for SecretUsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(i) => write!(f, "{i}"),
+            None => f.write_str("none"),
+        }
+    }
+}
+
 /// A trace ID as 32 lowercase hex digits, kept on the stack: it is only formatted
 /// when the delivery's span is enabled.
 struct TraceId([u8; 32]);
@@ -165,7 +178,7 @@ pub(super) async fn handle(
         let route = seen.route.as_deref().unwrap_or("-");
         let event_id = seen.event_id.as_deref().unwrap_or("-");
         let detail = seen.detail.as_deref().unwrap_or("");
-        let secret = seen.secret_index.map(|i| i as i64).unwrap_or(-1);
+        let secret = SecretUsed(seen.secret_index);
         let route_metrics = seen
             .metrics
             .take()
@@ -181,7 +194,7 @@ pub(super) async fn handle(
                     outcome = outcome.as_str(),
                     status,
                     elapsed_us,
-                    secret,
+                    %secret,
                     detail,
                     "delivery"
                 )

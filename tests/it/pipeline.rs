@@ -692,7 +692,8 @@ async fn a_hubspot_route_without_public_url_verifies_v1_and_refuses_v3() {
     let body = r#"[{"eventId":101,"subscriptionType":"contact.creation"}]"#;
     let v1 = gw.sign("hubspot", body, "ignored");
     assert!(
-        v1.iter().any(|(n, v)| n == "x-hubspot-signature-version" && v == "v1"),
+        v1.iter()
+            .any(|(n, v)| n == "x-hubspot-signature-version" && v == "v1"),
         "{v1:?}"
     );
     let r = post(&gw.url("/webhooks/hubspot"), &v1, body.as_bytes().to_vec()).await;
@@ -706,12 +707,25 @@ async fn a_hubspot_route_without_public_url_verifies_v1_and_refuses_v3() {
     .await;
     let body3 = r#"[{"eventId":102,"subscriptionType":"contact.creation"}]"#;
     let v3 = with_url.sign("hubspot", body3, "ignored");
-    assert!(v3.iter().any(|(n, _)| n == "x-hubspot-signature-v3"), "{v3:?}");
+    assert!(
+        v3.iter().any(|(n, _)| n == "x-hubspot-signature-v3"),
+        "{v3:?}"
+    );
     let r = post(&gw.url("/webhooks/hubspot"), &v3, body3.as_bytes().to_vec()).await;
-    assert_eq!((r.status, r.outcome()), (401, "needs_public_url"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.outcome()),
+        (401, "needs_public_url"),
+        "{}",
+        r.body
+    );
     assert_eq!(up.count(), 1, "nothing more was forwarded");
     // The route with a URL verifies it.
-    let r = post(&with_url.url("/webhooks/hubspot"), &v3, body3.as_bytes().to_vec()).await;
+    let r = post(
+        &with_url.url("/webhooks/hubspot"),
+        &v3,
+        body3.as_bytes().to_vec(),
+    )
+    .await;
     assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
     gw.stop().await;
     with_url.stop().await;

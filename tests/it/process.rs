@@ -43,6 +43,16 @@ fn check_accepts_the_shipped_config_and_lists_its_routes() {
         !stdout.contains("whsec_demo"),
         "check must not print secrets"
     );
+    // Durations as a config writes them (72h, not 3days); each route's methods.
+    assert!(
+        stdout.contains("dedup_ttl 72h  inflight_ttl 30s"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("tolerance  5m"), "{stdout}");
+    assert!(
+        stdout.contains("path       /webhooks/stripe (POST)"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -104,7 +114,9 @@ upstream_timeout = "soon"
     assert_eq!(out.status.code(), Some(1));
     let file = path.display().to_string();
     assert!(
-        err.contains(&format!("{file}:3: server.bogus_key: unknown key\n{file}:4: server.max_body:")),
+        err.contains(&format!(
+            "{file}:3: server.bogus_key: unknown key\n{file}:4: server.max_body:"
+        )),
         "{err}"
     );
 
@@ -464,6 +476,21 @@ async fn sighup_reloads_forget_frees_a_key_and_no_secret_reaches_the_log() {
     assert!(
         !text.contains("payment_intent"),
         "a body reached the log below trace"
+    );
+    // A log file gets plain text; the delivery lines say which secret matched, or none.
+    assert!(
+        !text.contains('\x1b'),
+        "colour codes in a log file:\n{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("outcome=\"forwarded\"") && l.contains("secret=0")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("outcome=\"bad_signature\"") && l.contains("secret=none")),
+        "{text}"
     );
 }
 

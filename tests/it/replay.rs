@@ -108,11 +108,15 @@ async fn fixtures_replayed_on_redis_first_copy_forwarded_rest_duplicates() {
     // Every outcome names where it was sent.
     let base = gw.base_url();
     assert!(
-        out.contains(&format!("copy 1: POST {base}/webhooks/stripe → 200 forwarded to the upstream")),
+        out.contains(&format!(
+            "copy 1: POST {base}/webhooks/stripe → 200 forwarded to the upstream"
+        )),
         "{out}"
     );
     assert!(
-        out.contains(&format!("copy 2: POST {base}/webhooks/stripe → 200 duplicate: acknowledged, not forwarded")),
+        out.contains(&format!(
+            "copy 2: POST {base}/webhooks/stripe → 200 duplicate: acknowledged, not forwarded"
+        )),
         "{out}"
     );
     let summary = out.lines().last().unwrap_or_default();
@@ -395,14 +399,30 @@ async fn sign_a_body_file_then_replay_it_at_a_route_url() {
     for (arg, id) in [("body.json", "e1"), ("@body.json", "e2")] {
         let out = Command::new(BIN)
             .current_dir(dir.path())
-            .args(["sign", "--provider", "github", "--secret", "s", "--event-id", id, arg])
+            .args([
+                "sign",
+                "--provider",
+                "github",
+                "--secret",
+                "s",
+                "--event-id",
+                id,
+                arg,
+            ])
             .output()
             .expect("run sign");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::fs::write(dir.path().join(format!("{id}.json")), &out.stdout).expect("write");
         let r = Replay::load(&dir.path().join(format!("{id}.json"))).expect("replay file");
         assert_eq!(r.body_bytes(), body.as_bytes(), "{arg}");
-        assert_eq!(r.path, "", "signed without a route, the file has no path of its own");
+        assert_eq!(
+            r.path, "",
+            "signed without a route, the file has no path of its own"
+        );
     }
 
     let route_url = gw.url("/webhooks/github");
@@ -415,7 +435,9 @@ async fn sign_a_body_file_then_replay_it_at_a_route_url() {
     };
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains(&format!("copy 1: POST {route_url} → 200 forwarded to the upstream")),
+        out.contains(&format!(
+            "copy 1: POST {route_url} → 200 forwarded to the upstream"
+        )),
         "{out}"
     );
     assert_eq!(up.count(), 1);
@@ -431,7 +453,10 @@ async fn sign_a_body_file_then_replay_it_at_a_route_url() {
         .await
         .expect("replay");
         assert_eq!(code, 1, "a duplicate is not in_flight: {out}");
-        assert!(out.contains("UNEXPECTED: expected in_flight, got duplicate"), "{out}");
+        assert!(
+            out.contains("UNEXPECTED: expected in_flight, got duplicate"),
+            "{out}"
+        );
     }
 
     // The gateway's base URL cannot say which route a path-less file is for.
@@ -442,7 +467,10 @@ async fn sign_a_body_file_then_replay_it_at_a_route_url() {
             .expect("replay")
     };
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("this file records no path; give --target the route's URL"), "{out}");
+    assert!(
+        out.contains("this file records no path; give --target the route's URL"),
+        "{out}"
+    );
 
     // A 404 is a mistake in --target: an error exit, unless rejections are expected.
     let wrong = gw.url("/webhooks/nope");
@@ -460,6 +488,10 @@ async fn sign_a_body_file_then_replay_it_at_a_route_url() {
         assert_eq!(code, want, "{out}");
         assert!(out.contains(&format!("POST {wrong} → 404")), "{out}");
     }
-    assert_eq!(up.count(), 1, "nothing but the first delivery reached the upstream");
+    assert_eq!(
+        up.count(),
+        1,
+        "nothing but the first delivery reached the upstream"
+    );
     gw.stop().await;
 }
