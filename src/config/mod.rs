@@ -845,26 +845,23 @@ impl Validator<'_> {
                 format_args!("{path:?} must start with '/' and hold no query"),
             );
         }
-        let methods = match &r.methods {
-            None => None,
-            Some(ms) => Some(
-                ms.iter()
-                    .filter_map(|m| {
-                        match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
-                            Ok(mm) => Some(mm),
-                            Err(_) => {
-                                self.err(
-                                    m,
-                                    &k("methods"),
-                                    format_args!("{:?} is not an HTTP method", m.get_ref()),
-                                );
-                                None
-                            }
+        let methods: Option<Vec<Method>> = r.methods.as_ref().map(|ms| {
+            ms.iter()
+                .filter_map(|m| {
+                    match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                        Ok(mm) => Some(mm),
+                        Err(_) => {
+                            self.err(
+                                m,
+                                &k("methods"),
+                                format_args!("{:?} is not an HTTP method", m.get_ref()),
+                            );
+                            None
                         }
-                    })
-                    .collect(),
-            ),
-        };
+                    }
+                })
+                .collect()
+        });
 
         let preset = Preset::parse(r.provider.get_ref());
         if preset.is_none() {
