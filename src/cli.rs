@@ -1,4 +1,5 @@
-//! The command line: `serve`, `check` and `sign`.
+//! The command line: `serve`, `check`, `providers`, `sign`, `replay`, `forget`,
+//! `keygen`, `upstream` and `probe`.
 
 use std::io::Read as _;
 use std::path::PathBuf;
@@ -60,6 +61,13 @@ pub enum Command {
     /// (discord, standard_webhooks v1a): the public key goes into the route's
     /// `secrets`, the private key to `hookgate sign --private-key`.
     Keygen,
+    /// A demo upstream for trying the gateway by hand: prints every request it receives
+    /// and answers 200 `{"received":true}`.
+    Upstream {
+        /// A port on 127.0.0.1, or an address such as 0.0.0.0:3000 (containers).
+        #[arg(default_value = "3000", value_parser = crate::upstream::parse_listen)]
+        listen: std::net::SocketAddr,
+    },
     /// GET a URL and exit 0 on a 2xx (a health check that needs no curl in the image).
     Probe {
         #[arg(default_value = "http://127.0.0.1:9090/healthz")]
@@ -242,6 +250,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 "public key, discord (hex):                 {}",
                 key.public_hex()
             );
+            Ok(0)
+        }
+        Command::Upstream { listen } => {
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("cannot listen on {listen}"))?;
+            crate::upstream::run(listener).await?;
             Ok(0)
         }
         Command::Probe { url } => {

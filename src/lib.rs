@@ -19,7 +19,8 @@
 //! - [`config`]: the TOML file, parsed and validated.
 //! - [`capture`], [`replay`], [`sign`]: capturing deliveries, replay files, signing.
 //! - [`testing`]: a gateway and a recording upstream for your own test suites.
-//! - [`cli`], [`telemetry`], [`shutdown`]: the binary's plumbing.
+//! - [`cli`], [`telemetry`], [`shutdown`]: the binary's plumbing; [`upstream`]: the
+//!   demo handler of `hookgate upstream`.
 
 pub mod capture;
 pub mod cli;
@@ -34,3 +35,4 @@ pub mod shutdown;
 pub mod sign;
 pub mod telemetry;
 pub mod testing;
+pub mod upstream;

@@ -300,7 +300,7 @@ impl Preset {
             ),
             "hubspot" => i(
                 S,
-                "v3: HMAC-SHA256 base64 over method + uri + body + ts (ms); v1/v2: SHA-256",
+                "v3: HMAC-SHA256 base64 over method + uri + body + ts (ms); v2: SHA-256 of secret + method + uri + body (both need `public_url`); v1: SHA-256 of secret + body (no URL)",
                 "X-HubSpot-Signature-v3, X-HubSpot-Request-Timestamp",
                 EventIdSource::Custom(CustomId::HubspotEvents),
                 Some(300),

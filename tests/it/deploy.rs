@@ -81,7 +81,7 @@ fn dockerfile_is_multi_stage_non_root_with_a_healthcheck() {
     );
     assert!(text.contains("COPY deploy/config.toml /etc/hookgate/config.toml"));
     assert!(text.contains("\"--config\", \"/etc/hookgate/config.toml\""));
-    for copied in ["Cargo.toml", "Cargo.lock", "src", "examples"] {
+    for copied in ["Cargo.toml", "Cargo.lock", "src", "benches", "tests"] {
         assert!(
             Path::new(env!("CARGO_MANIFEST_DIR")).join(copied).exists(),
             "{copied} copied by the Dockerfile exists"
@@ -142,7 +142,12 @@ fn compose_runs_hookgate_redis_with_aof_and_an_upstream() {
     assert!(ports.contains("8080:8080"));
     let vols = serde_yaml::to_string(&hg["volumes"]).expect("yaml");
     assert!(vols.contains("./config.toml:/etc/hookgate/config.toml"));
-    assert!(services["upstream"]["entrypoint"].as_sequence().is_some());
+    // The image's own binary serves the demo upstream: `hookgate upstream 0.0.0.0:3000`.
+    let upstream_cmd: Vec<&str> = services["upstream"]["command"]
+        .as_sequence()
+        .map(|s| s.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(upstream_cmd, ["upstream", "0.0.0.0:3000"]);
     assert!(
         hg["environment"]["HOOKGATE_UPSTREAM"]
             .as_str()

@@ -641,3 +641,44 @@ async fn an_admin_token_guards_everything_but_the_probes() {
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(!text.contains(token), "the admin token reached the log");
 }
+
+/// The README's walk in one build: `hookgate upstream` prints what the gateway forwards
+/// and answers 200.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_upstream_prints_what_the_gateway_forwards() {
+    let port = free_port();
+    let mut upstream = Command::new(BIN)
+        .args(["upstream", &port.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn upstream");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "upstream did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let cfg = format!(
+        "[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_walk\"]\nupstream = \"http://127.0.0.1:{port}/stripe\"\n"
+    );
+    let gw = crate::support::TestGateway::start(&cfg).await;
+    let body = stripe_body("evt_walk_1");
+    let r = gw.deliver("stripe", &body, "evt_walk_1").await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    assert_eq!(r.body.trim(), r#"{"received":true}"#);
+    gw.stop().await;
+    let _ = upstream.kill();
+    let out = upstream.wait_with_output().expect("upstream output");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains(&format!("upstream listening on http://127.0.0.1:{port}")),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("POST /stripe  idempotency-key=evt_walk_1  hookgate-route=stripe"),
+        "{printed}"
+    );
+}
