@@ -85,6 +85,8 @@ struct Plan {
 struct RecorderInner {
     received: Mutex<Vec<Received>>,
     plan: Mutex<Plan>,
+    /// Requests being answered now, and the most there ever were at once.
+    open: Mutex<(usize, usize)>,
 }
 
 /// An upstream that records every request and answers as told (200 `{"ok":true}`
@@ -119,6 +121,7 @@ impl Recorder {
                 status: 200,
                 delay: Duration::ZERO,
             }),
+            open: Mutex::new((0, 0)),
         });
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let shared = inner.clone();
@@ -133,6 +136,11 @@ impl Recorder {
                             let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                                 let shared = shared.clone();
                                 async move {
+                                    {
+                                        let mut open = lock(&shared.open);
+                                        open.0 += 1;
+                                        open.1 = open.1.max(open.0);
+                                    }
                                     let (parts, body) = req.into_parts();
                                     let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
                                     lock(&shared.received).push(Received {
@@ -148,6 +156,7 @@ impl Recorder {
                                     if !delay.is_zero() {
                                         tokio::time::sleep(delay).await;
                                     }
+                                    lock(&shared.open).0 -= 1;
                                     let mut r = Response::new(Full::new(Bytes::from_static(br#"{"ok":true}"#)));
                                     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
                                     r.headers_mut().insert("x-upstream", http::HeaderValue::from_static("stub"));
@@ -170,6 +179,11 @@ impl Recorder {
     /// `http://127.0.0.1:<port><path>`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// The most requests it was answering at once so far.
+    pub fn max_concurrent(&self) -> usize {
+        lock(&self.inner.open).1
     }
 
     /// Answer with this status from now on.

@@ -98,6 +98,18 @@ pub struct ServerConfig {
     /// Bound on a whole request, from its head to the answer (503 + Retry-After beyond;
     /// a forward already under way still settles in the background).
     pub request_timeout: Duration,
+    /// A connection with no request in progress is closed after this long (HTTP/1
+    /// keep-alive and HTTP/2 alike). Before its first request a connection gets
+    /// `header_read_timeout`.
+    pub idle_timeout: Duration,
+    /// Request bodies being received at once from one client address; beyond, 429.
+    /// Bodies being read never hold delivery capacity (`max_in_flight`).
+    pub max_reads_per_client: usize,
+    /// HTTP/2 streams one connection may have open at once.
+    pub max_concurrent_streams: u32,
+    /// Load balancers and proxies whose `X-Forwarded-For` names the client address
+    /// (for the per-client limits); any other peer is the client itself.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// `[server.tls]`.
@@ -597,6 +609,50 @@ impl Validator<'_> {
                 "server.request_timeout",
                 Duration::from_secs(60),
             ),
+            idle_timeout: self.duration(
+                &rs.idle_timeout,
+                "server.idle_timeout",
+                Duration::from_secs(60),
+            ),
+            max_reads_per_client: self.count(
+                &rs.max_reads_per_client,
+                "server.max_reads_per_client",
+                64,
+                1,
+            ),
+            max_concurrent_streams: u32::try_from(self.count(
+                &rs.max_concurrent_streams,
+                "server.max_concurrent_streams",
+                100,
+                1,
+            ))
+            .unwrap_or(u32::MAX),
+            trusted_proxies: rs
+                .trusted_proxies
+                .iter()
+                .flatten()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    let text = p.get_ref();
+                    // A bare address is a network of one.
+                    let parsed = text
+                        .parse::<ipnet::IpNet>()
+                        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+                    match parsed {
+                        Ok(net) => Some(net),
+                        Err(_) => {
+                            self.err(
+                                p,
+                                &format!("server.trusted_proxies[{i}]"),
+                                format_args!(
+                                    "{text:?} is not an address or a network like \"10.0.0.0/8\""
+                                ),
+                            );
+                            None
+                        }
+                    }
+                })
+                .collect(),
             tls: match &rs.tls {
                 None => None,
                 Some(t) => {

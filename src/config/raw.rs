@@ -41,6 +41,10 @@ pub(super) struct RawServer {
     pub max_in_flight: Option<Spanned<i64>>,
     pub tls: Option<Spanned<RawTls>>,
     pub request_timeout: Option<Spanned<String>>,
+    pub idle_timeout: Option<Spanned<String>>,
+    pub max_reads_per_client: Option<Spanned<i64>>,
+    pub max_concurrent_streams: Option<Spanned<i64>>,
+    pub trusted_proxies: Option<Vec<Spanned<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

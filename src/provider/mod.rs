@@ -346,6 +346,24 @@ impl Verifier {
         methods
     }
 
+    /// Whether verifying costs more than an HMAC: an asymmetric signature (Ed25519,
+    /// ECDSA, RSA). Failed verifications on such routes spend a per-client budget.
+    pub fn is_costly(&self) -> bool {
+        match &self.scheme {
+            Scheme::Special(
+                special::Special::Discord { .. }
+                | special::Special::SendGrid { .. }
+                | special::Special::Plaid { .. }
+                | special::Special::PayPal { .. },
+            ) => true,
+            Scheme::Standard(s) => s
+                .keys
+                .iter()
+                .any(|k| matches!(k, standard_webhooks::SwKey::Ed25519(_))),
+            _ => false,
+        }
+    }
+
     /// The scheme and keys (for signing in tests and `hookgate sign`).
     pub fn scheme(&self) -> &Scheme {
         &self.scheme

@@ -218,10 +218,6 @@ async fn pipeline(
     peer: SocketAddr,
     seen: &mut Seen,
 ) -> (Resp, Outcome) {
-    // Bounded, never queued: beyond server.max_in_flight the provider retries later.
-    let Ok(_in_flight) = state.in_flight.clone().try_acquire_owned() else {
-        return (respond::overloaded(), Outcome::Overloaded);
-    };
     let routing = state.routing();
     let Some(route) = routing.routes.get(req.uri().path()).cloned() else {
         return (respond::no_route(), Outcome::NoRoute);
@@ -243,10 +239,26 @@ async fn pipeline(
         );
     }
 
+    let client =
+        super::limits::client_ip(peer.ip(), req.headers(), &routing.server.trusted_proxies);
     let (parts, body) = req.into_parts();
+    // Bodies being read hold a slot of their client's, never delivery capacity: a
+    // client that trickles bodies slows itself only.
+    let Some(reading) = state
+        .reads
+        .enter(client, routing.server.max_reads_per_client)
+    else {
+        return (respond::client_busy(), Outcome::ClientBusy);
+    };
     let body = match read_body(body, routing.server.max_body, routing.server.body_timeout).await {
         Ok(b) => b,
         Err(resp) => return resp,
+    };
+    drop(reading);
+    // Bounded, never queued: beyond server.max_in_flight the provider retries later.
+    // The permit is held until the forward and its settle end, wherever they run.
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
+        return (respond::overloaded(), Outcome::Overloaded);
     };
     if state.capture.is_some() {
         seen.body = Some(body.clone());
@@ -264,10 +276,16 @@ async fn pipeline(
         query: query.as_deref(),
         url: url.as_deref(),
     };
-    // A flood of bad signatures (costly for the asymmetric schemes) spends the route's
-    // budget; once spent, its requests are refused before verification until it
-    // refills, so other routes keep their share of the CPU.
-    if !state.budget_left(&route.name, route.failure_budget) {
+    // Where verification is expensive (the asymmetric schemes), a client's failed
+    // verifications spend its budget on the route; once spent, that client's requests
+    // are refused before verification until it refills. HMAC costs microseconds and
+    // needs no budget: forged requests never stop valid ones.
+    let budgeted = route.verifier.is_costly();
+    if budgeted
+        && !state
+            .budgets
+            .left(&route.name, client, route.failure_budget)
+    {
         return (respond::rate_limited(), Outcome::RateLimited);
     }
     let delivery = match accept(&route.verifier, &route.event_id, &inbound, now) {
@@ -279,8 +297,10 @@ async fn pipeline(
             return (respond::handshake(reply), Outcome::Handshake);
         }
         Err(rejection) => {
-            if matches!(rejection, crate::provider::Rejection::Verify(_)) {
-                state.spend_budget(&route.name);
+            if budgeted && matches!(rejection, crate::provider::Rejection::Verify(_)) {
+                state
+                    .budgets
+                    .spend(&route.name, client, route.failure_budget);
             }
             seen.detail = Some(rejection.to_string());
             return respond::rejected(&rejection);
@@ -308,6 +328,7 @@ async fn pipeline(
         delivery,
         peer,
         now,
+        _permit: permit,
     };
     let (resp, outcome, detail) =
         RunToCompletion::new(state.settles.track_future(job.run().in_current_span())).await;
@@ -416,6 +437,8 @@ struct Job {
     delivery: VerifiedDelivery,
     peer: SocketAddr,
     now: u64,
+    /// The delivery's share of `server.max_in_flight`, released when the job ends.
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl Job {

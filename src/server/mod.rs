@@ -6,6 +6,7 @@
 
 pub mod admin;
 mod handler;
+mod limits;
 pub mod respond;
 pub mod tls;
 
@@ -19,7 +20,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
@@ -97,10 +97,14 @@ pub struct AppState {
     pub(crate) capture: Option<Capture>,
     /// Deliveries forwarded without a claim because the store was down.
     pub unclaimed_forwards: AtomicU64,
-    /// Bounds the deliveries handled at once (`server.max_in_flight`).
+    /// Bounds the deliveries handled at once (`server.max_in_flight`), from the end
+    /// of the body to the end of the forward and its settle.
     in_flight: Arc<tokio::sync::Semaphore>,
-    /// Per-route budgets of failed verifications.
-    budgets: std::sync::Mutex<HashMap<String, Budget>>,
+    /// Budgets of failed verifications per route and client, on routes whose
+    /// verification is expensive.
+    budgets: limits::FailureBudgets,
+    /// Bodies being received, per client (`server.max_reads_per_client`).
+    reads: limits::ClientReads,
     /// The TLS config of the public listener, swapped on reload (new certificates).
     tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
     /// Signing secrets providers handed over in their set-up handshake, by route, for
@@ -108,18 +112,126 @@ pub struct AppState {
     pub(crate) handed_secrets: std::sync::Mutex<HashMap<String, HandedSecret>>,
 }
 
+/// When a connection with no request in progress is closed: `header_read_timeout`
+/// after it opened if it has sent no request yet (silent connections, a lone HTTP/2
+/// preface, a quiet TLS session), `idle_timeout` after its last request otherwise.
+#[derive(Debug)]
+struct Activity {
+    opened: tokio::time::Instant,
+    state: std::sync::Mutex<ActivityState>,
+}
+
+#[derive(Debug, Default)]
+struct ActivityState {
+    in_progress: usize,
+    last_request_end: Option<tokio::time::Instant>,
+}
+
+/// A request in progress on a connection; dropping it (answered, or dropped by a
+/// client that hung up) records the end.
+struct InProgress(Arc<Activity>);
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            opened: tokio::time::Instant::now(),
+            state: std::sync::Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ActivityState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn begin(self: &Arc<Self>) -> InProgress {
+        self.lock().in_progress += 1;
+        InProgress(self.clone())
+    }
+
+    /// When the connection is idle for too long, if nothing happens before then.
+    fn deadline(&self, first_request: Duration, idle: Duration) -> tokio::time::Instant {
+        let now = tokio::time::Instant::now();
+        let st = self.lock();
+        match (st.in_progress, st.last_request_end) {
+            // Requests are bounded by their own timeouts; look again later.
+            (1.., _) => now + idle,
+            (0, None) => self.opened + first_request,
+            (0, Some(end)) => end + idle,
+        }
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.in_progress = st.in_progress.saturating_sub(1);
+        st.last_request_end = Some(tokio::time::Instant::now());
+    }
+}
+
+/// Serves one connection until it ends, the gateway shuts down (`closing`), or it sits
+/// idle past its deadline (see [`Activity`]). A connection asked to close that does not
+/// within `shutdown_grace` (idle) is dropped.
+async fn serve_connection<I>(
+    state: Arc<AppState>,
+    builder: &auto::Builder<TokioExecutor>,
+    io: I,
+    peer: std::net::SocketAddr,
+    closing: tokio_util::sync::CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let activity = Arc::new(Activity::new());
+    let svc = {
+        let (state, activity) = (state.clone(), activity.clone());
+        service_fn(move |req| {
+            let (st, busy) = (state.clone(), activity.begin());
+            async move {
+                let resp = handler::handle(st, req, peer).await;
+                drop(busy);
+                Ok::<_, std::convert::Infallible>(resp)
+            }
+        })
+    };
+    let conn = builder.serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    let (first, idle) = (state.server.header_read_timeout, state.server.idle_timeout);
+    let mut hard_stop: Option<tokio::time::Instant> = None;
+    loop {
+        let wake = hard_stop.unwrap_or_else(|| activity.deadline(first, idle));
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = closing.cancelled(), if hard_stop.is_none() => {
+                // Shutdown: finish what is in progress; the caller bounds the wait.
+                conn.as_mut().graceful_shutdown();
+                hard_stop = Some(tokio::time::Instant::now() + state.server.shutdown_grace);
+            }
+            () = tokio::time::sleep_until(wake) => {
+                if hard_stop.is_some() {
+                    return;
+                }
+                if tokio::time::Instant::now() >= activity.deadline(first, idle) {
+                    tracing::debug!(%peer, "closing an idle connection");
+                    conn.as_mut().graceful_shutdown();
+                    hard_stop = Some(tokio::time::Instant::now() + Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}
+
 /// A secret a provider handed over during set-up, and when (Unix seconds).
 #[derive(Debug, Clone)]
 pub(crate) struct HandedSecret {
     pub secret: crate::secret::Secret,
     pub received_at: u64,
-}
-
-/// A token bucket of failed verifications: `rate` per second, at most `rate` banked.
-#[derive(Debug)]
-struct Budget {
-    tokens: f64,
-    last: std::time::Instant,
 }
 
 impl AppState {
@@ -147,35 +259,6 @@ impl AppState {
                     received_at: now,
                 },
             );
-    }
-
-    /// Whether the route may still spend on verifying (its failure budget is not spent).
-    pub(crate) fn budget_left(&self, route: &str, rate: u32) -> bool {
-        let mut b = self
-            .budgets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let now = std::time::Instant::now();
-        let entry = b.entry(route.to_owned()).or_insert(Budget {
-            tokens: f64::from(rate),
-            last: now,
-        });
-        entry.tokens = (entry.tokens
-            + now.duration_since(entry.last).as_secs_f64() * f64::from(rate))
-        .min(f64::from(rate));
-        entry.last = now;
-        entry.tokens >= 1.0
-    }
-
-    /// Spends one token of the route's budget on a failed verification.
-    pub(crate) fn spend_budget(&self, route: &str) {
-        let mut b = self
-            .budgets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(entry) = b.get_mut(route) {
-            entry.tokens = (entry.tokens - 1.0).max(0.0);
-        }
     }
 }
 
@@ -226,7 +309,8 @@ impl AppState {
             source: cfg.source.clone(),
             metrics,
             in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_in_flight)),
-            budgets: std::sync::Mutex::default(),
+            budgets: limits::FailureBudgets::default(),
+            reads: limits::ClientReads::default(),
             tls: arc_swap::ArcSwapOption::new(match &cfg.server.tls {
                 Some(t) => {
                     Some(tls::server_config(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?)
@@ -317,9 +401,11 @@ pub async fn run(
     builder
         .http2()
         .timer(TokioTimer::new())
+        .max_concurrent_streams(state.server.max_concurrent_streams)
         .max_header_list_size(u32::try_from(state.server.max_header_bytes).unwrap_or(u32::MAX));
     let connections = Arc::new(tokio::sync::Semaphore::new(state.server.max_connections));
-    let graceful = GracefulShutdown::new();
+    let open = TaskTracker::new();
+    let closing = tokio_util::sync::CancellationToken::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -345,33 +431,19 @@ pub async fn run(
                     });
                     continue;
                 };
-                let st = state.clone();
-                let svc = service_fn(move |req| {
-                    let st = st.clone();
-                    async move { Ok::<_, std::convert::Infallible>(handler::handle(st, req, peer).await) }
-                });
-                if let Some(tls) = state.tls.load_full() {
-                    // The handshake runs in the connection's task, bounded like a
-                    // request head, so a slow client cannot stall the accept loop.
-                    let (builder, watcher, limit) = (builder.clone(), graceful.watcher(), state.server.header_read_timeout);
-                    tokio::spawn(async move {
-                        let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-                        let Ok(Ok(stream)) = tokio::time::timeout(limit, acceptor.accept(stream)).await else {
-                            return;
-                        };
-                        let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                        if let Err(e) = watcher.watch(conn.into_owned()).await {
-                            tracing::debug!(error = %e, "connection ended with an error");
+                let (st, builder, closing) = (state.clone(), builder.clone(), closing.clone());
+                open.spawn(async move {
+                    let limit = st.server.header_read_timeout;
+                    match st.tls.load_full() {
+                        // The handshake runs in the connection's own task, bounded like
+                        // a request head, so a slow client cannot stall the accept loop.
+                        Some(tls) => {
+                            let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+                            if let Ok(Ok(stream)) = tokio::time::timeout(limit, acceptor.accept(stream)).await {
+                                serve_connection(st, &builder, stream, peer, closing).await;
+                            }
                         }
-                        drop(permit);
-                    });
-                    continue;
-                }
-                let conn = builder.serve_connection(TokioIo::new(stream), svc);
-                let conn = graceful.watch(conn.into_owned());
-                tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
+                        None => serve_connection(st, &builder, stream, peer, closing).await,
                     }
                     drop(permit);
                 });
@@ -382,10 +454,9 @@ pub async fn run(
     drop(listener);
     let grace = state.server.shutdown_grace;
     tracing::info!(grace = ?grace, "shutting down: draining open requests");
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    closing.cancel();
+    open.close();
+    if tokio::time::timeout(grace, open.wait()).await.is_err() {
         tracing::warn!("shutdown grace ran out with requests still open");
     }
     state.settles.close();

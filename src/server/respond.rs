@@ -37,8 +37,10 @@ pub enum Outcome {
     StoreError,
     /// Too many deliveries in progress (`server.max_in_flight`).
     Overloaded,
-    /// The route's failed-verification budget is spent.
+    /// The client's failed-verification budget on the route is spent.
     RateLimited,
+    /// The client is sending more bodies at once than `server.max_reads_per_client`.
+    ClientBusy,
     /// The whole request exceeded `server.request_timeout`.
     RequestTimeout,
 }
@@ -65,6 +67,7 @@ impl Outcome {
             Self::StoreError => "store_error",
             Self::Overloaded => "overloaded",
             Self::RateLimited => "rate_limited",
+            Self::ClientBusy => "client_busy",
             Self::RequestTimeout => "request_timeout",
         }
     }
@@ -302,6 +305,14 @@ pub fn rate_limited() -> Resp {
     retry_after(error(
         StatusCode::TOO_MANY_REQUESTS,
         Outcome::RateLimited,
-        "too many failed verifications on this route, retry later",
+        "too many failed verifications from this client, retry later",
+    ))
+}
+
+pub fn client_busy() -> Resp {
+    retry_after(error(
+        StatusCode::TOO_MANY_REQUESTS,
+        Outcome::ClientBusy,
+        "too many request bodies in progress from this client, retry later",
     ))
 }

@@ -122,22 +122,67 @@ async fn connections_beyond_max_connections_are_answered_503_and_closed() {
     gw.stop().await;
 }
 
+/// POSTs from a given loopback address (127.0.0.2, …): another client to the gateway.
+async fn post_from(
+    local: &str,
+    url: &str,
+    headers: &[(String, String)],
+    body: Vec<u8>,
+) -> crate::support::Reply {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .local_address(local.parse::<std::net::IpAddr>().expect("address"))
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let mut req = client.post(url).body(body);
+    for (n, v) in headers {
+        req = req.header(n.as_str(), v.as_str());
+    }
+    let resp = req.send().await.expect("request to the gateway");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.text().await.unwrap_or_default();
+    crate::support::Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A Discord route (Ed25519: verification costs tens of microseconds) beside Stripe.
+fn costly_route(up: &Upstream, server: &str, route_extra: &str) -> String {
+    let key = hookgate::sign::PrivateKey::generate();
+    format!(
+        "[server]\n{server}\n[[routes]]\nname = \"discord\"\npath = \"/webhooks/discord\"\nprovider = \"discord\"\nsecrets = [\"{}\"]\nupstream = \"{}\"\n{route_extra}\n",
+        key.public_hex(),
+        up.url("/discord")
+    )
+}
+
+fn forged_discord() -> Vec<(String, String)> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    vec![
+        ("x-signature-ed25519".to_string(), "00".repeat(64)),
+        ("x-signature-timestamp".to_string(), now.to_string()),
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_spent_failure_budget_answers_429_and_spares_other_routes() {
+async fn a_spent_failure_budget_answers_429_to_that_client_only() {
     let up = Upstream::start().await;
-    let gw = TestGateway::start(&two_routes(&up, "", "failure_budget = 5")).await;
-    let body = stripe_body("evt_budget");
-    let forged = vec![("stripe-signature".to_string(), "t=1,v1=00".to_string())];
+    let gw = TestGateway::start(&costly_route(&up, "", "failure_budget = 5")).await;
+    let url = gw.url("/webhooks/discord");
+    let body = br#"{"type":2,"id":"1"}"#.to_vec();
     let mut statuses = Vec::new();
     for _ in 0..10 {
         statuses.push(
-            post(
-                &gw.url("/webhooks/stripe"),
-                &forged,
-                body.clone().into_bytes(),
-            )
-            .await
-            .status,
+            post_from("127.0.0.2", &url, &forged_discord(), body.clone())
+                .await
+                .status,
         );
     }
     // Five failures spend the budget (it refills at 5/s meanwhile, so a few more 401s
@@ -149,25 +194,258 @@ async fn a_spent_failure_budget_answers_429_and_spares_other_routes() {
     );
     let limited = statuses.iter().filter(|s| **s == 429).count();
     assert!(limited >= 3, "{statuses:?}");
-    // Another route is not affected.
+    // Another client on the same route is verified as usual.
+    let other = post_from("127.0.0.3", &url, &forged_discord(), body.clone()).await;
+    assert_eq!((other.status, other.outcome()), (401, "bad_signature"));
     assert_eq!(
-        gw.deliver("github", r#"{"zen":"ok"}"#, "gh-b-1")
-            .await
-            .outcome(),
-        "forwarded"
-    );
-    assert_eq!(
-        gw.metric("hookgate_deliveries_total{route=\"stripe\",outcome=\"rate_limited\"}")
+        gw.metric("hookgate_deliveries_total{route=\"discord\",outcome=\"rate_limited\"}")
             .await,
         limited as f64
     );
-    // The budget refills (5 per second): the provider's retry of a valid delivery passes.
+    // The budget refills (5 per second).
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    assert_eq!(
-        gw.deliver("stripe", &body, "x").await.outcome(),
-        "forwarded"
+    let again = post_from("127.0.0.2", &url, &forged_discord(), body).await;
+    assert_eq!(again.status, 401);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_the_budget_is_the_forwarded_clients() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&costly_route(
+        &up,
+        "trusted_proxies = [\"127.0.0.1\"]",
+        "failure_budget = 3",
+    ))
+    .await;
+    let url = gw.url("/webhooks/discord");
+    let body = br#"{"type":2,"id":"1"}"#.to_vec();
+    let from = |client: &str| {
+        let mut h = forged_discord();
+        h.push(("x-forwarded-for".into(), format!("198.51.100.1, {client}")));
+        h
+    };
+    let mut statuses = Vec::new();
+    for _ in 0..8 {
+        statuses.push(post(&url, &from("203.0.113.9"), body.clone()).await.status);
+    }
+    assert!(statuses.contains(&429), "{statuses:?}");
+    // Another client behind the same proxy keeps its budget.
+    let other = post(&url, &from("203.0.113.10"), body.clone()).await;
+    assert_eq!(other.status, 401);
+    gw.stop().await;
+}
+
+/// HMAC verification costs microseconds: a flood of forgeries from one address gets
+/// 401s, never a 429 that would turn away a provider that does not retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_requests_never_stop_valid_ones_on_an_hmac_route() {
+    let up = Upstream::start().await;
+    let gw = Arc::new(TestGateway::start(&two_routes(&up, "", "failure_budget = 5")).await);
+    let forger = {
+        let gw = gw.clone();
+        tokio::spawn(async move {
+            let forged = vec![("stripe-signature".to_string(), "t=1,v1=00".to_string())];
+            let mut statuses = Vec::new();
+            for _ in 0..300 {
+                let r = post_from(
+                    "127.0.0.2",
+                    &gw.url("/webhooks/stripe"),
+                    &forged,
+                    stripe_body("evt_forged").into_bytes(),
+                )
+                .await;
+                statuses.push(r.status);
+            }
+            statuses
+        })
+    };
+    let mut outcomes = Vec::new();
+    for i in 0..20 {
+        outcomes.push(
+            gw.deliver("stripe", &stripe_body(&format!("evt_valid_{i}")), "x")
+                .await
+                .outcome()
+                .to_owned(),
+        );
+    }
+    let statuses = forger.await.expect("forger");
+    assert!(statuses.iter().all(|s| *s == 401), "{statuses:?}");
+    assert!(outcomes.iter().all(|o| o == "forwarded"), "{outcomes:?}");
+    assert_eq!(up.count_for("evt_forged"), 0);
+}
+
+/// Bodies being read hold their client's slots, not delivery capacity: a client that
+/// trickles bodies on many connections cannot stop deliveries from another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_do_not_hold_delivery_capacity() {
+    let up = Upstream::start().await;
+    let gw = Arc::new(
+        TestGateway::start(&two_routes(
+            &up,
+            "max_in_flight = 4\nmax_reads_per_client = 8\nbody_timeout = \"20s\"",
+            "",
+        ))
+        .await,
+    );
+    // Twenty connections from 127.0.0.2, each a head announcing 60 000 bytes and one byte.
+    let mut slow = Vec::new();
+    for _ in 0..20 {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind("127.0.0.2:0".parse().expect("addr"))
+            .expect("bind");
+        let mut s = socket.connect(gw.addr).await.expect("connect");
+        s.write_all(b"POST /webhooks/stripe HTTP/1.1\r\nhost: x\r\ncontent-length: 60000\r\n\r\n{")
+            .await
+            .expect("write");
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Beyond its eight, that client is told to slow down at once.
+    let mut busy = 0;
+    for s in &mut slow {
+        let mut buf = [0u8; 512];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(200), s.read(&mut buf)).await
+        {
+            let answer = String::from_utf8_lossy(&buf[..n]);
+            assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+            assert!(answer.contains("hookgate-outcome: client_busy"), "{answer}");
+            busy += 1;
+        }
+    }
+    assert_eq!(busy, 12, "20 slow bodies, 8 read at once");
+    // Meanwhile, deliveries from another client pass, more than max_in_flight of them.
+    for i in 0..8 {
+        assert_eq!(
+            gw.deliver("github", r#"{"zen":"slow"}"#, &format!("gh-slow-{i}"))
+                .await
+                .outcome(),
+            "forwarded"
+        );
+    }
+    drop(slow);
+}
+
+/// Every connection state has a deadline: silent, an HTTP/2 preface only, and idle
+/// after a request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_idle_connections_are_closed() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&two_routes(
+        &up,
+        "header_read_timeout = \"1s\"\nidle_timeout = \"1s\"",
+        "",
+    ))
+    .await;
+    // Reads until the gateway closes the connection; false if it is still open after 10 s.
+    async fn closed_by_gateway(s: &mut tokio::net::TcpStream) -> bool {
+        let mut buf = [0u8; 1024];
+        let give_up = Instant::now() + Duration::from_secs(10);
+        loop {
+            match tokio::time::timeout_at(give_up.into(), s.read(&mut buf)).await {
+                Err(_) => return false,
+                Ok(Ok(0) | Err(_)) => return true,
+                Ok(Ok(_)) => {}
+            }
+        }
+    }
+    let mut silent = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .expect("connect");
+    assert!(
+        closed_by_gateway(&mut silent).await,
+        "a silent connection stays open"
+    );
+
+    let mut preface = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .expect("connect");
+    preface
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .await
+        .expect("preface");
+    assert!(
+        closed_by_gateway(&mut preface).await,
+        "an HTTP/2 preface alone stays open"
+    );
+
+    let mut idle = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .expect("connect");
+    idle.write_all(b"GET /nowhere HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .expect("request");
+    assert!(
+        closed_by_gateway(&mut idle).await,
+        "an idle keep-alive stays open"
     );
     gw.stop().await;
+}
+
+/// HTTP/2 clients are told how many streams they may open at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_per_connection_are_bounded() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&two_routes(&up, "max_concurrent_streams = 16", "")).await;
+    let tcp = tokio::net::TcpStream::connect(gw.addr)
+        .await
+        .expect("connect");
+    let (_send, conn) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    let conn = Arc::new(tokio::sync::Mutex::new(conn));
+    // The server's SETTINGS arrive as the connection is driven.
+    let limit = {
+        let conn = conn.clone();
+        let mut n = usize::MAX;
+        for _ in 0..50 {
+            {
+                let mut c = conn.lock().await;
+                let _ = tokio::time::timeout(Duration::from_millis(20), &mut *c).await;
+                n = c.max_concurrent_send_streams();
+            }
+            if n != usize::MAX {
+                break;
+            }
+        }
+        n
+    };
+    assert_eq!(limit, 16);
+    gw.stop().await;
+}
+
+/// A delivery whose provider hung up keeps its `max_in_flight` permit until its forward
+/// and settle end: the upstream never sees more than `max_in_flight` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_in_flight_bounds_forwards_when_providers_hang_up() {
+    let up = Upstream::start().await;
+    up.set_delay(Duration::from_millis(800));
+    let gw = Arc::new(TestGateway::start(&two_routes(&up, "max_in_flight = 2", "")).await);
+    let impatient = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(150))
+        .build()
+        .expect("client");
+    for i in 0..8 {
+        let body = stripe_body(&format!("evt_hangup_{i}"));
+        let mut req = impatient
+            .post(gw.url("/webhooks/stripe"))
+            .body(body.clone());
+        for (n, v) in gw.sign("stripe", &body, "x") {
+            req = req.header(n, v);
+        }
+        // Times out and drops the connection while the forward is still running (or,
+        // with both permits held, is answered 503 at once).
+        if let Ok(r) = req.send().await {
+            assert_eq!(r.status(), 503);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(up.count() >= 2, "{} forwarded", up.count());
+    assert!(
+        up.max_concurrent() <= 2,
+        "{} forwards at once with max_in_flight = 2",
+        up.max_concurrent()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
