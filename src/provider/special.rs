@@ -70,7 +70,7 @@ pub enum Special {
     },
     /// HTTP Basic auth with `user:password` as configured (Postmark, Chargebee, Pipedrive).
     BasicAuth {
-        values: Vec<String>,
+        values: Vec<crate::secret::Secret>,
     },
     /// A passcode inside the JSON body (Figma).
     Passcode {
@@ -654,7 +654,7 @@ impl Special {
             }
             Self::BasicAuth { values } => {
                 let got = need(hs, "authorization")?;
-                first(values, |v| ct_eq(v.as_bytes(), got.as_bytes()))
+                first(values, |v| ct_eq(v.expose(), got.as_bytes()))
             }
             Self::Passcode { values } => {
                 let got = str_of(json(req.body).as_ref().and_then(|j| j.get("passcode")));
@@ -685,9 +685,11 @@ impl Special {
     }
 }
 
-/// `"Basic " + base64(user:password)` for a configured `user:password`.
-pub fn basic_auth_header(credential: &[u8]) -> String {
-    format!("Basic {}", encode_base64(credential))
+/// `"Basic " + base64(user:password)` for a configured `user:password`: the header
+/// value is the credential itself, so it is kept as a [`Secret`](crate::secret::Secret)
+/// (redacted in `Debug`).
+pub fn basic_auth_header(credential: &[u8]) -> crate::secret::Secret {
+    crate::secret::Secret::new(format!("Basic {}", encode_base64(credential)).into_bytes())
 }
 
 impl Special {
