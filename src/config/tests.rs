@@ -393,3 +393,15 @@ fn basic_auth_credentials_are_redacted_in_debug_output() {
     // Nor the Authorization value it is compared with (base64 of user:password).
     assert!(!debug.contains("aG9va3VzZXI6aHVudGVyMnB3"), "{debug}");
 }
+
+#[test]
+fn a_generic_window_must_be_on_signed_time() {
+    let base = ROUTE.replace("provider = \"stripe\"", "provider = \"hmac\"");
+    let e = errors(&format!(
+        "{base}event_id = \"body-sha256\"\nhmac = {{ header = \"X-Sig\", timestamp_header = \"X-Ts\" }}\n"
+    ));
+    assert!(
+        e.contains("timestamp_header is set but the payload template does not sign {timestamp}"),
+        "{e}"
+    );
+}

@@ -874,7 +874,7 @@ impl Preset {
                 plain(""),
                 Hex,
                 Template::body(),
-                TimestampSource::HeaderOrJson(hdr("linear-timestamp"), "/webhookTimestamp"),
+                TimestampSource::Json("/webhookTimestamp"),
                 Millis,
                 None,
                 sha256()?,
@@ -1244,6 +1244,13 @@ fn generic_scheme(o: &HmacOptions, secrets: &[&[u8]]) -> Result<HmacScheme, Stri
     };
     let payload = Template::parse(o.payload.as_deref().unwrap_or("{body}"))?;
     let timestamp = match &o.timestamp_header {
+        // A window on a header the signature does not cover could be bypassed by
+        // sending a fresh value with an old capture.
+        Some(_) if !payload.uses_timestamp() => {
+            return Err(
+                "timestamp_header is set but the payload template does not sign {timestamp}: a window on an unsigned header protects nothing; add {timestamp} to payload or remove timestamp_header".into(),
+            );
+        }
         Some(h) => TimestampSource::Header(header_name("timestamp_header", h)?),
         None if payload.uses_timestamp() => {
             return Err(

@@ -182,6 +182,11 @@ impl Template {
         self.0.contains(&Part::Id)
     }
 
+    /// Whether the template signs the raw `{body}` (every parsed template does).
+    pub fn signs_body(&self) -> bool {
+        self.0.contains(&Part::Body)
+    }
+
     /// Whether the template signs the public `{url}`.
     pub fn uses_url(&self) -> bool {
         self.0.contains(&Part::Url)
