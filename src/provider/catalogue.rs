@@ -1292,7 +1292,11 @@ pub fn markdown_table() -> String {
          with the code. Each preset is named by its provider key; set it as a route's\n\
          `provider`. \"Window\" is the default `tolerance` (a route may change it, or set\n\
          \"off\"). Where a provider gives no event ID, the preset deduplicates on\n\
-         `body-sha256`; any route may override the source with `event_id`.\n\n\
+         `body-sha256`; any route may override the source with `event_id`. An event ID\n\
+         taken from a header the signature does not cover (every `header:…` below but\n\
+         `webhook-id`, `svix-id` and Twitch's message ID, which are signed) is not used\n\
+         as the key: such a delivery is deduplicated on `sig-` + SHA-256 of the signed\n\
+         bytes (see docs/security.md).\n\n\
          | preset | auth | scheme | headers | credential | event ID | window | handshake |\n\
          |---|---|---|---|---|---|---|---|\n",
     );

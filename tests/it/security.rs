@@ -60,3 +60,107 @@ async fn linear_windows_on_the_signed_body_time_never_the_header() {
     assert_eq!(up.count(), 1);
     gw.stop().await;
 }
+
+/// Runs a scenario on the memory store and on a real Redis.
+macro_rules! both_stores {
+    ($memory:ident, $redis:ident, $scenario:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $memory() {
+            $scenario(None).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $redis() {
+            let redis = crate::support::RedisServer::start();
+            $scenario(Some(&redis)).await;
+        }
+    };
+}
+
+/// GitHub's `X-GitHub-Delivery` is not signed: a captured body resent under new IDs
+/// is a replay, and a chosen ID never blocks the genuine event that later has it.
+async fn unsigned_ids_neither_replay_nor_poison(redis: Option<&crate::support::RedisServer>) {
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "{}{}",
+        crate::support::store_toml(redis, ""),
+        route("gh", "github", "[\"gh-secret\"]", &up, "")
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let captured = r#"{"action":"opened","number":1}"#;
+    let r = gw.deliver("gh", captured, "genuine-1").await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    let key = up.received()[0]
+        .header("idempotency-key")
+        .map(str::to_owned)
+        .expect("an idempotency key");
+    assert!(key.starts_with("sig-") && key.len() == 68, "{key}");
+
+    // The same signed body under three new delivery IDs: acknowledged, not forwarded.
+    for id in ["replay-1", "replay-2", "replay-3"] {
+        let r = gw.deliver("gh", captured, id).await;
+        assert_eq!((r.status, r.outcome()), (200, "duplicate"), "{}", r.body);
+        assert_eq!(r.json()["event_id"], key.as_str());
+    }
+    assert_eq!(up.count(), 1, "a captured body must not be forwarded again");
+
+    // The captured body under an ID the attacker guesses a future event will carry:
+    // still a duplicate, and the genuine event with that ID is forwarded.
+    let r = gw.deliver("gh", captured, "future-1").await;
+    assert_eq!(r.outcome(), "duplicate");
+    let genuine = r#"{"action":"closed","number":1}"#;
+    let r = gw.deliver("gh", genuine, "future-1").await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+
+    // A signed body the gateway has not seen (captured elsewhere, or older than
+    // dedup_ttl) sent first under a chosen ID: forwarded once, and it cannot turn the
+    // genuine event with that ID into a 422.
+    let other = r#"{"action":"labeled","number":2}"#;
+    let r = gw.deliver("gh", other, "future-2").await;
+    assert_eq!(r.outcome(), "forwarded");
+    let genuine = r#"{"action":"reopened","number":2}"#;
+    let r = gw.deliver("gh", genuine, "future-2").await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    assert_eq!(up.count(), 4);
+    // Provider retries of each (same body, same ID) stay duplicates.
+    assert_eq!(
+        gw.deliver("gh", genuine, "future-2").await.outcome(),
+        "duplicate"
+    );
+    assert_eq!(up.count(), 4);
+
+    if let Some(r) = redis {
+        let ttl: i64 = r.cmd(redis::cmd("PTTL").arg(format!("hookgate:gh:{key}")));
+        assert!(
+            ttl > 23 * 3600 * 1000,
+            "one done key per signed body, got {ttl}"
+        );
+    }
+    gw.stop().await;
+}
+both_stores!(
+    memory_unsigned_ids_neither_replay_nor_poison,
+    redis_unsigned_ids_neither_replay_nor_poison,
+    unsigned_ids_neither_replay_nor_poison
+);
+
+/// An ID the signature covers (Standard Webhooks' `webhook-id`) keeps the usual
+/// contract: it is the key, and another body under it is refused with 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_ids_keep_their_key_and_the_422() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&route(
+        "sw",
+        "standard_webhooks",
+        "[\"whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD\"]",
+        &up,
+        "",
+    ))
+    .await;
+    let r = gw.deliver("sw", r#"{"n":1}"#, "msg_1").await;
+    assert_eq!(r.outcome(), "forwarded");
+    assert_eq!(up.received()[0].header("idempotency-key"), Some("msg_1"));
+    let r = gw.deliver("sw", r#"{"n":2}"#, "msg_1").await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    gw.stop().await;
+}
