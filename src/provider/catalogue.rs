@@ -271,7 +271,7 @@ impl Preset {
                 "Ed25519 hex over ts + body",
                 "X-Signature-Ed25519, X-Signature-Timestamp",
                 EventIdSource::Custom(CustomId::DiscordId),
-                None,
+                Some(300),
                 &Handshake::Discord,
             ),
             "sendgrid" => i(
@@ -279,7 +279,7 @@ impl Preset {
                 "ECDSA P-256 SHA-256 (DER, base64) over ts + body",
                 "X-Twilio-Email-Event-Webhook-Signature, -Timestamp",
                 EventIdSource::Custom(CustomId::SendgridEvents),
-                None,
+                Some(300),
                 &Handshake::None,
             ),
             "twitch" => i(
@@ -433,7 +433,7 @@ impl Preset {
                 "SHA256withRSA over id|time|webhook_id|crc32(body)",
                 "PAYPAL-TRANSMISSION-SIG, -ID, -TIME, -CERT-URL, AUTH-ALGO",
                 j("/id"),
-                None,
+                Some(300),
                 &Handshake::None,
             ),
             "adyen" => i(

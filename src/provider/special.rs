@@ -509,10 +509,14 @@ impl Special {
                 let sig = rsa::pkcs1v15::Signature::try_from(sig.as_slice())
                     .map_err(|_| VerifyError::BadSignature)?;
                 let crc = crc32fast::hash(req.body);
-                first(keys, |(webhook_id, key)| {
+                let i = first(keys, |(webhook_id, key)| {
                     let msg = format!("{id}|{time}|{webhook_id}|{crc}");
                     rsa::signature::Verifier::verify(key, msg.as_bytes(), &sig).is_ok()
-                })
+                })?;
+                // The transmission time is signed: the window bounds how long a capture
+                // (whose body is bound only by its CRC-32) stays usable.
+                check_window(TsFormat::Iso8601.parse_ms(time)?, now, tol)?;
+                Ok(i)
             }
             Self::Netlify { keys } => {
                 let (header, payload, input, sig) = jwt_parts(need(hs, "x-webhook-signature")?)?;

@@ -164,3 +164,69 @@ async fn signed_ids_keep_their_key_and_the_422() {
     assert_eq!(r.status, 422, "{}", r.body);
     gw.stop().await;
 }
+
+/// A provider vector (`shared/providers/vectors.json`) by provider and case.
+fn vector(provider: &str, case: &str) -> serde_json::Value {
+    crate::vectors::vectors()
+        .into_iter()
+        .find(|v| v["provider"] == provider && v["case"] == case)
+        .unwrap_or_else(|| panic!("no vector {provider} / {case}"))
+}
+
+fn vector_headers(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["headers"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sends a vector's delivery to a one-route gateway whose clock reads `now`.
+async fn send_vector_at(
+    v: &serde_json::Value,
+    now: u64,
+    route_extra: &str,
+) -> (crate::support::Reply, usize) {
+    let up = Upstream::start().await;
+    let (cfg, query) =
+        crate::vectors::vector_config(v, &up.url("/up")).expect("a supported vector");
+    let gw = TestGateway::start_with_clock(
+        &format!("{cfg}{route_extra}\n"),
+        hookgate::server::Clock::Fixed(now),
+    )
+    .await;
+    let body = v["body"].as_str().unwrap_or_default().as_bytes().to_vec();
+    let r = post(&gw.url(&format!("/hook{query}")), &vector_headers(v), body).await;
+    let n = up.count();
+    gw.stop().await;
+    (r, n)
+}
+
+/// Discord, SendGrid and PayPal sign a timestamp: it is now held to a window
+/// (5 minutes by default, the route's `tolerance` otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_sendgrid_and_paypal_signed_times_have_a_window() {
+    for (provider, case) in [
+        ("discord", "valid interaction"),
+        ("sendgrid", "valid batch"),
+        ("paypal", "valid (self-verification)"),
+    ] {
+        let v = vector(provider, case);
+        let signed_at = v["now"].as_u64().expect("now");
+        // At its own time: forwarded.
+        let (r, n) = send_vector_at(&v, signed_at, "").await;
+        assert_eq!((r.status, n), (200, 1), "{provider}: {}", r.body);
+        // An hour later, or an hour before: refused, never forwarded.
+        for now in [signed_at + 3600, signed_at - 3600] {
+            let (r, n) = send_vector_at(&v, now, "").await;
+            assert_eq!((r.status, n), (401, 0), "{provider} at {now}: {}", r.body);
+            assert_eq!(r.json()["error"], "timestamp outside the tolerance");
+        }
+        // A route may widen the window.
+        let (r, n) = send_vector_at(&v, signed_at + 3600, "tolerance = \"2h\"").await;
+        assert_eq!((r.status, n), (200, 1), "{provider}: {}", r.body);
+    }
+}
