@@ -231,22 +231,14 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
 /// value of the wrong type, stops at the first error.
 pub fn parse(text: &str, path: &Path, env: &dyn Env) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
-    let parse_error = |e: toml::de::Error| {
-        let msg = e.to_string();
-        ConfigErrors(vec![format!("{file}: {}", msg.trim_end())])
-    };
+    let parse_error = |e: toml::de::Error| ConfigErrors(vec![toml_error(&file, text, &e)]);
     let document = toml::de::DeTable::parse(text).map_err(parse_error)?;
     let mut unknown: Vec<Vec<KeySegment>> = Vec::new();
     let raw: RawConfig =
         serde_ignored::deserialize(toml::Deserializer::from(document.clone()), |p| {
             unknown.push(key_segments(&p))
         })
-        .map_err(|e| {
-            // The deserializer built from a parsed table has no text to quote; name the line.
-            let mut e = e;
-            e.set_input(Some(text));
-            parse_error(e)
-        })?;
+        .map_err(parse_error)?;
     let mut v = Validator {
         file,
         text,
@@ -347,6 +339,50 @@ fn key_span(
         rest = tail;
     }
     Some(span)
+}
+
+/// A TOML error as `file: TOML parse error at line L, column C: message`, never
+/// echoing what was written.
+///
+/// The toml crate's own `Display` quotes the offending line and serde's "invalid
+/// type" messages quote the value (`invalid type: string "whsec_…"`), so a secret
+/// written with the wrong type, or on a line with a syntax error, would reach
+/// `hookgate check`, the log and the `POST /reload` answer. The position and the
+/// kind of value are enough to find the mistake.
+fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> String {
+    let message = redact_unexpected(e.message().trim_end());
+    match e.span() {
+        Some(span) => {
+            let start = span.start.min(text.len());
+            let before = &text.as_bytes()[..start];
+            let line = 1 + before.iter().filter(|b| **b == b'\n').count();
+            let column = 1 + before.iter().rev().take_while(|b| **b != b'\n').count();
+            format!("{file}: TOML parse error at line {line}, column {column}: {message}")
+        }
+        None => format!("{file}: TOML parse error: {message}"),
+    }
+}
+
+/// Drops the quoted value from serde's "invalid type/value" messages: `invalid type:
+/// string "abc", expected a sequence` becomes `invalid type: string, expected a
+/// sequence`. Other messages quote only key names and are kept.
+fn redact_unexpected(message: &str) -> String {
+    if !(message.starts_with("invalid type: ") || message.starts_with("invalid value: ")) {
+        return message.to_owned();
+    }
+    // The expected part is the visitor's own text; the value sits before it.
+    let (head, expected) = match message.rsplit_once(", expected ") {
+        Some((h, e)) => (h, Some(e)),
+        None => (message, None),
+    };
+    let kind = head
+        .find(['`', '"', '\''])
+        .map_or(head, |i| &head[..i])
+        .trim_end();
+    match expected {
+        Some(e) => format!("{kind}, expected {e}"),
+        None => kind.to_owned(),
+    }
 }
 
 struct Validator<'a> {
@@ -472,8 +508,12 @@ impl Validator<'_> {
                             bytes.pop();
                         }
                     }
-                    if bytes.is_empty() {
-                        self.err(s, key, format_args!("file {} is empty", path.display()));
+                    if bytes.iter().all(u8::is_ascii_whitespace) {
+                        self.err(
+                            s,
+                            key,
+                            format_args!("file {} is empty (or only whitespace)", path.display()),
+                        );
                         return None;
                     }
                     Some(Secret::new(bytes))
@@ -512,8 +552,10 @@ impl Validator<'_> {
             rest = &after[end + 1..];
         }
         out.push_str(rest);
-        if out.is_empty() {
-            self.err(s, key, "is empty");
+        // A value of only whitespace (an unset-looking `${VAR}` holding a space or a
+        // newline) is no key at all: refused like an empty one.
+        if out.trim().is_empty() {
+            self.err(s, key, "is empty (or only whitespace)");
             return None;
         }
         Some(Secret::new(out.into_bytes()))

@@ -394,3 +394,80 @@ fn an_admin_token_needs_an_admin_listener_and_is_never_printed() {
     assert_eq!(token.expose(), b"whsec_from_env");
     assert!(!format!("{cfg:?}").contains("whsec_from_env"));
 }
+
+#[test]
+fn a_secret_of_the_wrong_type_is_never_echoed() {
+    let cases = [
+        // A string where the list belongs, an integer, a nested list, a table part of
+        // the wrong type, and a syntax error on the secret's own line.
+        ROUTE.replace("[\"${STRIPE_SECRET}\"]", "\"whsec_topsecret1\""),
+        ROUTE.replace("[\"${STRIPE_SECRET}\"]", "[98765432123]"),
+        ROUTE.replace("[\"${STRIPE_SECRET}\"]", "[[\"whsec_topsecret1\"]]"),
+        ROUTE.replace("[\"${STRIPE_SECRET}\"]", "[{ a = 98765432123.5 }]"),
+        ROUTE.replace("[\"${STRIPE_SECRET}\"]", "[\"whsec_topsecret1]"),
+        format!("{ROUTE}forward_secret = 98765432123\n"),
+        format!("[server]\nadmin_token = 98765432123\n{ROUTE}"),
+    ];
+    for text in cases {
+        let e = errors(&text);
+        assert!(e.starts_with("cfg.toml: TOML parse error at line "), "{e}");
+        for literal in ["topsecret1", "98765432123"] {
+            assert!(!e.contains(literal), "the value leaked: {e}");
+        }
+    }
+    let e = errors(&ROUTE.replace("[\"${STRIPE_SECRET}\"]", "\"whsec_topsecret1\""));
+    assert!(
+        e.contains("line 6, column 11: invalid type: string, expected a sequence"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_whitespace_only_secret_is_refused() {
+    let env = |name: &str| match name {
+        "BLANK" => Some(" \n\t".to_owned()),
+        _ => None,
+    };
+    let text = ROUTE.replace("${STRIPE_SECRET}", "${BLANK}");
+    let e = parse(&text, Path::new("cfg.toml"), &env)
+        .expect_err("a blank secret must be refused")
+        .to_string();
+    assert!(
+        e.contains("routes[0].secrets[0]: is empty (or only whitespace)"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("blank"), "  \n").expect("write");
+    let e = parse(
+        &ROUTE.replace("${STRIPE_SECRET}", "file:blank"),
+        &dir.path().join("cfg.toml"),
+        &env,
+    )
+    .expect_err("a blank secret file must be refused")
+    .to_string();
+    assert!(e.contains("is empty (or only whitespace)"), "{e}");
+}
+
+#[test]
+fn basic_auth_credentials_are_redacted_in_debug_output() {
+    let text = ROUTE
+        .replace("provider = \"stripe\"", "provider = \"postmark\"")
+        .replace("${STRIPE_SECRET}", "hookuser:hunter2pw");
+    let cfg = check(&text).expect("valid");
+    let debug = format!("{:?}", cfg.routes[0].verifier);
+    assert!(!debug.contains("hunter2pw"), "{debug}");
+    // Nor the Authorization value it is compared with (base64 of user:password).
+    assert!(!debug.contains("aG9va3VzZXI6aHVudGVyMnB3"), "{debug}");
+}
+
+#[test]
+fn a_generic_window_must_be_on_signed_time() {
+    let base = ROUTE.replace("provider = \"stripe\"", "provider = \"hmac\"");
+    let e = errors(&format!(
+        "{base}event_id = \"body-sha256\"\nhmac = {{ header = \"X-Sig\", timestamp_header = \"X-Ts\" }}\n"
+    ));
+    assert!(
+        e.contains("timestamp_header is set but the payload template does not sign {timestamp}"),
+        "{e}"
+    );
+}

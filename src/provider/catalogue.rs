@@ -271,7 +271,7 @@ impl Preset {
                 "Ed25519 hex over ts + body",
                 "X-Signature-Ed25519, X-Signature-Timestamp",
                 EventIdSource::Custom(CustomId::DiscordId),
-                None,
+                Some(300),
                 &Handshake::Discord,
             ),
             "sendgrid" => i(
@@ -279,7 +279,7 @@ impl Preset {
                 "ECDSA P-256 SHA-256 (DER, base64) over ts + body",
                 "X-Twilio-Email-Event-Webhook-Signature, -Timestamp",
                 EventIdSource::Custom(CustomId::SendgridEvents),
-                None,
+                Some(300),
                 &Handshake::None,
             ),
             "twitch" => i(
@@ -433,7 +433,7 @@ impl Preset {
                 "SHA256withRSA over id|time|webhook_id|crc32(body)",
                 "PAYPAL-TRANSMISSION-SIG, -ID, -TIME, -CERT-URL, AUTH-ALGO",
                 j("/id"),
-                None,
+                Some(300),
                 &Handshake::None,
             ),
             "adyen" => i(
@@ -875,7 +875,7 @@ impl Preset {
                 plain(""),
                 Hex,
                 Template::body(),
-                TimestampSource::HeaderOrJson(hdr("linear-timestamp"), "/webhookTimestamp"),
+                TimestampSource::Json("/webhookTimestamp"),
                 Millis,
                 None,
                 sha256()?,
@@ -1245,6 +1245,13 @@ fn generic_scheme(o: &HmacOptions, secrets: &[&[u8]]) -> Result<HmacScheme, Stri
     };
     let payload = Template::parse(o.payload.as_deref().unwrap_or("{body}"))?;
     let timestamp = match &o.timestamp_header {
+        // A window on a header the signature does not cover could be bypassed by
+        // sending a fresh value with an old capture.
+        Some(_) if !payload.uses_timestamp() => {
+            return Err(
+                "timestamp_header is set but the payload template does not sign {timestamp}: a window on an unsigned header protects nothing; add {timestamp} to payload or remove timestamp_header".into(),
+            );
+        }
         Some(h) => TimestampSource::Header(header_name("timestamp_header", h)?),
         None if payload.uses_timestamp() => {
             return Err(
@@ -1286,7 +1293,11 @@ pub fn markdown_table() -> String {
          with the code. Each preset is named by its provider key; set it as a route's\n\
          `provider`. \"Window\" is the default `tolerance` (a route may change it, or set\n\
          \"off\"). Where a provider gives no event ID, the preset deduplicates on\n\
-         `body-sha256`; any route may override the source with `event_id`.\n\n\
+         `body-sha256`; any route may override the source with `event_id`. An event ID\n\
+         taken from a header the signature does not cover (every `header:…` below but\n\
+         `webhook-id`, `svix-id` and Twitch's message ID, which are signed) is not used\n\
+         as the key: such a delivery is deduplicated on `sig-` + SHA-256 of the signed\n\
+         bytes (see docs/security.md).\n\n\
          | preset | auth | scheme | headers | credential | event ID | window | handshake |\n\
          |---|---|---|---|---|---|---|---|\n",
     );

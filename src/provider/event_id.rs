@@ -75,6 +75,17 @@ impl CustomId {
         }
     }
 
+    /// The header the ID is taken from for this body, if any (Zendesk without a body
+    /// `id` falls back to `X-Zendesk-Webhook-Invocation-Id`).
+    fn header_used(self, body: &[u8]) -> Option<HeaderName> {
+        match self {
+            Self::ZendeskId if super::hmac_scheme::json_scalar(body, "/id").is_none() => {
+                Some(HeaderName::from_static("x-zendesk-webhook-invocation-id"))
+            }
+            _ => None,
+        }
+    }
+
     fn extract(self, headers: &HeaderMap, body: &[u8]) -> Option<Vec<String>> {
         if self == Self::MandrillEvents {
             let events = form_urlencoded::parse(body)
@@ -199,21 +210,33 @@ impl EventIdSource {
 
     /// Extracts the event ID from a verified request.
     pub fn extract(&self, headers: &HeaderMap, body: &[u8]) -> Option<EventId> {
-        let raw = match self {
-            Self::Header(names) => names
-                .iter()
-                .find_map(|n| header_once(headers, n).ok())
-                .map(str::to_owned)?,
-            Self::Json(ptr) => super::hmac_scheme::json_scalar(body, ptr)?,
-            Self::BodySha256 => body_sha256_hex(body),
+        self.extract_with_origin(headers, body).map(|(id, _)| id)
+    }
+
+    /// Extracts the event ID, and the header it came from when it came from one (a
+    /// header the signature may not cover: the caller decides whether to trust it).
+    pub fn extract_with_origin(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Option<(EventId, Option<HeaderName>)> {
+        let (raw, origin) = match self {
+            Self::Header(names) => names.iter().find_map(|n| {
+                header_once(headers, n)
+                    .ok()
+                    .map(|v| (v.to_owned(), Some(n.clone())))
+            })?,
+            Self::Json(ptr) => (super::hmac_scheme::json_scalar(body, ptr)?, None),
+            Self::BodySha256 => (body_sha256_hex(body), None),
             Self::Custom(c) => {
-                return EventId::from_list(&c.extract(headers, body)?);
+                let origin = c.header_used(body);
+                return Some((EventId::from_list(&c.extract(headers, body)?)?, origin));
             }
         };
         if raw.is_empty() {
             return None;
         }
-        Some(EventId::new(&raw))
+        Some((EventId::new(&raw), origin))
     }
 }
 
@@ -262,6 +285,22 @@ impl EventId {
                 hex::encode(Sha256::digest(many.join("\n").as_bytes()))
             ))),
         }
+    }
+
+    /// The ID of a delivery whose provider ID the signature does not cover:
+    /// `sig-` + SHA-256 (hex) of the signed bytes it carries (the body, and the URL
+    /// where the provider signs it). A replay of the same signed bytes gets the same
+    /// ID whatever unsigned ID comes with it, and a chosen unsigned ID can never name
+    /// (and so poison) another event's key.
+    pub fn signed_content(url: Option<&str>, body: &[u8]) -> Self {
+        let mut h = Sha256::new();
+        if let Some(u) = url {
+            // Length-prefixed, so no URL/body split can collide with another.
+            h.update((u.len() as u64).to_be_bytes());
+            h.update(u.as_bytes());
+        }
+        h.update(body);
+        Self(format!("sig-{}", hex::encode(h.finalize())))
     }
 
     /// The ID as used in keys and headers.

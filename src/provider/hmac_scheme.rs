@@ -39,8 +39,10 @@ pub enum TimestampSource {
     Header(HeaderName),
     /// An item of the signature header itself (`t=` in `Stripe-Signature`).
     SignatureHeader,
-    /// A header, else a field of the (signed) JSON body (Linear's `webhookTimestamp`).
-    HeaderOrJson(HeaderName, &'static str),
+    /// A field of the signed JSON body (Linear's `webhookTimestamp`). Never a header
+    /// the provider also sends unsigned (`Linear-Timestamp`): a window on unsigned
+    /// time is bypassed by sending a fresh one with an old capture.
+    Json(&'static str),
 }
 
 /// A complete HMAC scheme with the route's keys.
@@ -137,23 +139,31 @@ impl HmacScheme {
             return Err(malformed());
         }
 
+        // The timestamp is part of the MAC input when the template signs `{timestamp}`;
+        // a body field is covered because the body is. Only signed time is returned
+        // for the window: a window on unsigned time is no window.
         let (ts_text, ts_signed): (Option<String>, bool) = match &self.timestamp {
             TimestampSource::None => (None, false),
-            TimestampSource::Header(h) => (Some(header_once(req.headers, h)?.to_owned()), true),
-            TimestampSource::SignatureHeader => {
-                (Some(ts_text.ok_or_else(malformed)?.to_owned()), true)
-            }
-            TimestampSource::HeaderOrJson(h, ptr) => {
-                let from_header = header_once(req.headers, h).ok().map(str::to_owned);
-                let text = match from_header {
-                    Some(t) => t,
-                    None => json_scalar(req.body, ptr).ok_or(VerifyError::BadTimestamp)?,
-                };
-                (Some(text), false)
-            }
+            TimestampSource::Header(h) => (
+                Some(header_once(req.headers, h)?.to_owned()),
+                self.payload.uses_timestamp(),
+            ),
+            TimestampSource::SignatureHeader => (
+                Some(ts_text.ok_or_else(malformed)?.to_owned()),
+                self.payload.uses_timestamp(),
+            ),
+            TimestampSource::Json(ptr) => (
+                Some(json_scalar(req.body, ptr).ok_or(VerifyError::BadTimestamp)?),
+                false,
+            ),
+        };
+        let covered = match &self.timestamp {
+            TimestampSource::Json(_) => self.payload.signs_body(),
+            _ => ts_signed,
         };
         let timestamp_ms = ts_text
             .as_deref()
+            .filter(|_| covered)
             .map(|t| self.ts_format.parse_ms(t))
             .transpose()?;
         let id = match &self.id_header {
@@ -232,9 +242,7 @@ impl HmacScheme {
                 ));
             }
         }
-        if let (TimestampSource::Header(h) | TimestampSource::HeaderOrJson(h, _), Some(ts)) =
-            (&self.timestamp, timestamp)
-        {
+        if let (TimestampSource::Header(h), Some(ts)) = (&self.timestamp, timestamp) {
             out.push((h.clone(), ts.to_string()));
         }
         if let (Some(h), Some(id)) = (&self.id_header, id) {

@@ -187,6 +187,11 @@ impl Template {
         self.0.contains(&Part::Id)
     }
 
+    /// Whether the template signs the raw `{body}` (every parsed template does).
+    pub fn signs_body(&self) -> bool {
+        self.0.contains(&Part::Body)
+    }
+
     /// Whether the template signs the public `{url}`.
     pub fn uses_url(&self) -> bool {
         self.0.contains(&Part::Url)
@@ -375,6 +380,33 @@ impl Verifier {
         self.reply.as_ref()
     }
 
+    /// Whether the signature covers this header's value, so an event ID taken from
+    /// it is the provider's (Standard Webhooks' `webhook-id`, Twitch's message ID, a
+    /// generic route whose template signs `{id}`). Anything else is unsigned: anyone
+    /// holding one signed request can send it with any value there.
+    pub fn signs_header(&self, name: &HeaderName) -> bool {
+        match &self.scheme {
+            Scheme::Hmac(s) => s.payload.uses_id() && s.id_header.as_ref() == Some(name),
+            Scheme::Standard(s) => s.id_header == name,
+            Scheme::Special(_) => false,
+        }
+    }
+
+    /// Whether the signature covers the URL the provider called (with its query).
+    pub fn signs_url(&self) -> bool {
+        match &self.scheme {
+            Scheme::Hmac(s) => s.payload.uses_url(),
+            Scheme::Standard(_) => false,
+            Scheme::Special(s) => matches!(
+                s,
+                Special::Twilio { .. }
+                    | Special::Mandrill { .. }
+                    | Special::HubSpot { .. }
+                    | Special::Contentful { .. }
+            ),
+        }
+    }
+
     /// Verifies `req` as of `now` (unix seconds).
     pub fn verify(&self, req: &Inbound<'_>, now: u64) -> Result<Verdict, VerifyError> {
         if let Some(reply) = self.handshake.before(req)? {
@@ -407,14 +439,23 @@ impl Verifier {
 #[derive(Debug, Clone)]
 pub struct VerifiedDelivery {
     event_id: EventId,
+    /// The provider's ID when the signature does not cover it (for the log only).
+    unsigned_id: Option<EventId>,
     fingerprint: Fingerprint,
     secret_index: usize,
 }
 
 impl VerifiedDelivery {
-    /// The (normalised) event ID.
+    /// The (normalised) event ID the delivery is deduplicated on: the provider's when
+    /// the signature covers it, else [`EventId::signed_content`].
     pub fn event_id(&self) -> &EventId {
         &self.event_id
+    }
+
+    /// The provider's event ID when it came from a header the signature does not
+    /// cover (GitHub's `X-GitHub-Delivery`, …): logged, never deduplicated on.
+    pub fn unsigned_id(&self) -> Option<&EventId> {
+        self.unsigned_id.as_ref()
     }
 
     /// The body's fingerprint.
@@ -455,12 +496,23 @@ pub fn accept(
         Verdict::Authentic { secret_index } => secret_index,
         Verdict::Handshake(reply) => return Ok(Accepted::Handshake(reply)),
     };
-    let event_id = id_source
-        .extract(req.headers, req.body)
+    let (event_id, origin) = id_source
+        .extract_with_origin(req.headers, req.body)
         .ok_or(Rejection::NoEventId)?;
+    // An ID from a header the signature does not cover is the sender's choice: the
+    // delivery is deduplicated on the signed bytes instead, so the same signed body
+    // under a new ID is a replay, and a chosen ID cannot claim another event's key.
+    let (event_id, unsigned_id) = match origin {
+        Some(h) if !verifier.signs_header(&h) => {
+            let url = req.url.filter(|_| verifier.signs_url());
+            (EventId::signed_content(url, req.body), Some(event_id))
+        }
+        _ => (event_id, None),
+    };
     let fingerprint = Fingerprint::of(req.body);
     Ok(Accepted::Delivery(VerifiedDelivery {
         event_id,
+        unsigned_id,
         fingerprint,
         secret_index,
     }))

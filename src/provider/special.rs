@@ -70,7 +70,7 @@ pub enum Special {
     },
     /// HTTP Basic auth with `user:password` as configured (Postmark, Chargebee, Pipedrive).
     BasicAuth {
-        values: Vec<String>,
+        values: Vec<crate::secret::Secret>,
     },
     /// A passcode inside the JSON body (Figma).
     Passcode {
@@ -513,10 +513,14 @@ impl Special {
                 let sig = rsa::pkcs1v15::Signature::try_from(sig.as_slice())
                     .map_err(|_| VerifyError::BadSignature)?;
                 let crc = crc32fast::hash(req.body);
-                first(keys, |(webhook_id, key)| {
+                let i = first(keys, |(webhook_id, key)| {
                     let msg = format!("{id}|{time}|{webhook_id}|{crc}");
                     rsa::signature::Verifier::verify(key, msg.as_bytes(), &sig).is_ok()
-                })
+                })?;
+                // The transmission time is signed: the window bounds how long a capture
+                // (whose body is bound only by its CRC-32) stays usable.
+                check_window(TsFormat::Iso8601.parse_ms(time)?, now, tol)?;
+                Ok(i)
             }
             Self::Netlify { keys } => {
                 let (header, payload, input, sig) = jwt_parts(need(hs, "x-webhook-signature")?)?;
@@ -658,7 +662,7 @@ impl Special {
             }
             Self::BasicAuth { values } => {
                 let got = need(hs, "authorization")?;
-                first(values, |v| ct_eq(v.as_bytes(), got.as_bytes()))
+                first(values, |v| ct_eq(v.expose(), got.as_bytes()))
             }
             Self::Passcode { values } => {
                 let got = str_of(json(req.body).as_ref().and_then(|j| j.get("passcode")));
@@ -689,9 +693,11 @@ impl Special {
     }
 }
 
-/// `"Basic " + base64(user:password)` for a configured `user:password`.
-pub fn basic_auth_header(credential: &[u8]) -> String {
-    format!("Basic {}", encode_base64(credential))
+/// `"Basic " + base64(user:password)` for a configured `user:password`: the header
+/// value is the credential itself, so it is kept as a [`Secret`](crate::secret::Secret)
+/// (redacted in `Debug`).
+pub fn basic_auth_header(credential: &[u8]) -> crate::secret::Secret {
+    crate::secret::Secret::new(format!("Basic {}", encode_base64(credential)).into_bytes())
 }
 
 impl Special {

@@ -330,9 +330,12 @@ async fn pipeline(
         now,
         _permit: permit,
     };
+    let unsigned_id = job.delivery.unsigned_id().map(ToString::to_string);
     let (resp, outcome, detail) =
         RunToCompletion::new(state.settles.track_future(job.run().in_current_span())).await;
-    seen.detail = detail;
+    // The provider's own ID, when unsigned, is only named in the log: the key is the
+    // signed bytes' digest.
+    seen.detail = detail.or_else(|| unsigned_id.map(|id| format!("unsigned provider id {id}")));
     match (fixed, outcome) {
         (Some(f), Outcome::Forwarded | Outcome::ForwardedUnclaimed | Outcome::Duplicate) => {
             (respond::fixed(&f, outcome), outcome)

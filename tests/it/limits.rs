@@ -491,9 +491,15 @@ async fn valid_deliveries_pass_while_a_route_is_flooded() {
     while Instant::now() < stop_at {
         i += 1;
         assert_eq!(
-            gw.deliver("github", r#"{"zen":"flood"}"#, &format!("gh-flood-{i}"))
-                .await
-                .outcome(),
+            // Distinct events have distinct bodies: GitHub's delivery ID is not
+            // signed, so the same body under a new ID would be a replay.
+            gw.deliver(
+                "github",
+                &format!(r#"{{"zen":"flood-{i}"}}"#),
+                &format!("gh-flood-{i}")
+            )
+            .await
+            .outcome(),
             "forwarded"
         );
         valid += 1;

@@ -21,6 +21,7 @@ mod pipeline;
 mod process;
 mod redis_extras;
 mod replay;
+mod security;
 mod sign;
 mod support;
 mod testing_api;

@@ -572,8 +572,14 @@ hmac = {{ header = "X-Acme-Sig", algorithm = "sha512", encoding = "base64", pref
     let h = other.sign("rotated", body, "delivery-1");
     let r = post(&gw.url("/rotated"), &h, body.as_bytes().to_vec()).await;
     assert_eq!(r.outcome(), "forwarded");
+    // X-GitHub-Delivery is not signed: the key is the signed body's digest.
+    let key = up.received()[0]
+        .header("idempotency-key")
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(key.starts_with("sig-"), "{key}");
     assert_eq!(
-        up.received()[0].header("idempotency-key"),
+        up.received()[0].header("x-github-delivery"),
         Some("delivery-1")
     );
 

@@ -74,6 +74,48 @@ fn expected_key(event_id: &Value, body: &[u8]) -> String {
     }
 }
 
+/// Presets whose event ID comes from a header the signature does not cover (GitLab
+/// signs nothing at all): their deliveries are deduplicated on the signed bytes
+/// instead (docs/security.md).
+const UNSIGNED_ID_PRESETS: &[&str] = &[
+    "github",
+    "gitlab",
+    "shopify",
+    "twilio",
+    "linear",
+    "bitbucket",
+    "jira",
+    "sentry",
+    "razorpay",
+    "woocommerce",
+    "sanity",
+    "contentful",
+];
+
+fn id_is_unsigned(provider: &str, body: &[u8]) -> bool {
+    if provider == "zendesk" {
+        // The body `id` is signed; the invocation-ID header fallback is not.
+        let id = serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|j| j.get("id").cloned());
+        return id.is_none();
+    }
+    UNSIGNED_ID_PRESETS.contains(&provider)
+}
+
+/// `sig-` + SHA-256 of the signed bytes: the URL (length-prefixed) for the presets
+/// that sign it, then the body.
+fn signed_content_key(provider: &str, url: Option<&str>, body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    if let Some(u) = url.filter(|_| matches!(provider, "twilio" | "contentful")) {
+        h.update((u.len() as u64).to_be_bytes());
+        h.update(u.as_bytes());
+    }
+    h.update(body);
+    format!("sig-{}", hex::encode(h.finalize()))
+}
+
 /// Vectors that carry an `expected_response` but are real events: forwarded, with
 /// the provider's required answer instead of the upstream's.
 const FORWARDED_WITH_FIXED_REPLY: &[(&str, &str)] = &[
@@ -203,7 +245,11 @@ async fn run_vector(v: &Value) -> Result<(), String> {
             got.len()
         ));
     };
-    let want_id = expected_key(&v["event_id"], &body);
+    let want_id = if id_is_unsigned(provider, &body) {
+        signed_content_key(provider, v["url"].as_str(), &body)
+    } else {
+        expected_key(&v["event_id"], &body)
+    };
     if one.header("idempotency-key") != Some(want_id.as_str())
         || one.header("hookgate-event-id") != Some(want_id.as_str())
     {

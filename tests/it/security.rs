@@ -1,0 +1,232 @@
+//! Attacks an attacker's review of hookgate reproduced (docs/security.md, "Threats
+//! found by review"): each test sends the attack as real HTTP to a real gateway and
+//! checks what the gateway answers and what the upstream saw.
+
+use crate::support::{TestGateway, Upstream, post};
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn route(name: &str, provider: &str, secrets: &str, up: &Upstream, extra: &str) -> String {
+    format!(
+        "[[routes]]\nname = \"{name}\"\npath = \"/{name}\"\nprovider = \"{provider}\"\nsecrets = {secrets}\nupstream = \"{}\"\n{extra}\n",
+        up.url(&format!("/{name}"))
+    )
+}
+
+fn with(mut headers: Vec<(String, String)>, name: &str, value: &str) -> Vec<(String, String)> {
+    headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    headers.push((name.to_owned(), value.to_owned()));
+    headers
+}
+
+/// Linear's window is on the signed body field `webhookTimestamp`; an unsigned
+/// `Linear-Timestamp` header must not move it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn linear_windows_on_the_signed_body_time_never_the_header() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&route("linear", "linear", "[\"lin_wh_s\"]", &up, "")).await;
+    let now_ms = now_secs() * 1000;
+    let week_old = format!(
+        r#"{{"action":"create","type":"Issue","data":{{"id":"i1"}},"webhookTimestamp":{}}}"#,
+        now_ms - 7 * 86_400_000
+    );
+    // A week-old capture with a fresh unsigned header: refused.
+    let h = with(
+        gw.sign("linear", &week_old, "d-1"),
+        "linear-timestamp",
+        &now_ms.to_string(),
+    );
+    let r = post(&gw.url("/linear"), &h, week_old.into_bytes()).await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(r.json()["error"], "timestamp outside the tolerance");
+    assert_eq!(up.count(), 0);
+
+    // A fresh body with a stale header: the header is ignored.
+    let fresh = format!(
+        r#"{{"action":"create","type":"Issue","data":{{"id":"i2"}},"webhookTimestamp":{now_ms}}}"#
+    );
+    let h = with(
+        gw.sign("linear", &fresh, "d-2"),
+        "linear-timestamp",
+        &(now_ms - 7 * 86_400_000).to_string(),
+    );
+    let r = post(&gw.url("/linear"), &h, fresh.into_bytes()).await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    assert_eq!(up.count(), 1);
+    gw.stop().await;
+}
+
+/// Runs a scenario on the memory store and on a real Redis.
+macro_rules! both_stores {
+    ($memory:ident, $redis:ident, $scenario:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $memory() {
+            $scenario(None).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $redis() {
+            let redis = crate::support::RedisServer::start();
+            $scenario(Some(&redis)).await;
+        }
+    };
+}
+
+/// GitHub's `X-GitHub-Delivery` is not signed: a captured body resent under new IDs
+/// is a replay, and a chosen ID never blocks the genuine event that later has it.
+async fn unsigned_ids_neither_replay_nor_poison(redis: Option<&crate::support::RedisServer>) {
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "{}{}",
+        crate::support::store_toml(redis, ""),
+        route("gh", "github", "[\"gh-secret\"]", &up, "")
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let captured = r#"{"action":"opened","number":1}"#;
+    let r = gw.deliver("gh", captured, "genuine-1").await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    let key = up.received()[0]
+        .header("idempotency-key")
+        .map(str::to_owned)
+        .expect("an idempotency key");
+    assert!(key.starts_with("sig-") && key.len() == 68, "{key}");
+
+    // The same signed body under three new delivery IDs: acknowledged, not forwarded.
+    for id in ["replay-1", "replay-2", "replay-3"] {
+        let r = gw.deliver("gh", captured, id).await;
+        assert_eq!((r.status, r.outcome()), (200, "duplicate"), "{}", r.body);
+        assert_eq!(r.json()["event_id"], key.as_str());
+    }
+    assert_eq!(up.count(), 1, "a captured body must not be forwarded again");
+
+    // The captured body under an ID the attacker guesses a future event will carry:
+    // still a duplicate, and the genuine event with that ID is forwarded.
+    let r = gw.deliver("gh", captured, "future-1").await;
+    assert_eq!(r.outcome(), "duplicate");
+    let genuine = r#"{"action":"closed","number":1}"#;
+    let r = gw.deliver("gh", genuine, "future-1").await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+
+    // A signed body the gateway has not seen (captured elsewhere, or older than
+    // dedup_ttl) sent first under a chosen ID: forwarded once, and it cannot turn the
+    // genuine event with that ID into a 422.
+    let other = r#"{"action":"labeled","number":2}"#;
+    let r = gw.deliver("gh", other, "future-2").await;
+    assert_eq!(r.outcome(), "forwarded");
+    let genuine = r#"{"action":"reopened","number":2}"#;
+    let r = gw.deliver("gh", genuine, "future-2").await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    assert_eq!(up.count(), 4);
+    // Provider retries of each (same body, same ID) stay duplicates.
+    assert_eq!(
+        gw.deliver("gh", genuine, "future-2").await.outcome(),
+        "duplicate"
+    );
+    assert_eq!(up.count(), 4);
+
+    if let Some(r) = redis {
+        let ttl: i64 = r.cmd(redis::cmd("PTTL").arg(format!("hookgate:gh:{key}")));
+        assert!(
+            ttl > 23 * 3600 * 1000,
+            "one done key per signed body, got {ttl}"
+        );
+    }
+    gw.stop().await;
+}
+both_stores!(
+    memory_unsigned_ids_neither_replay_nor_poison,
+    redis_unsigned_ids_neither_replay_nor_poison,
+    unsigned_ids_neither_replay_nor_poison
+);
+
+/// An ID the signature covers (Standard Webhooks' `webhook-id`) keeps the usual
+/// contract: it is the key, and another body under it is refused with 422.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_ids_keep_their_key_and_the_422() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&route(
+        "sw",
+        "standard_webhooks",
+        "[\"whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD\"]",
+        &up,
+        "",
+    ))
+    .await;
+    let r = gw.deliver("sw", r#"{"n":1}"#, "msg_1").await;
+    assert_eq!(r.outcome(), "forwarded");
+    assert_eq!(up.received()[0].header("idempotency-key"), Some("msg_1"));
+    let r = gw.deliver("sw", r#"{"n":2}"#, "msg_1").await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    gw.stop().await;
+}
+
+/// A provider vector (`shared/providers/vectors.json`) by provider and case.
+fn vector(provider: &str, case: &str) -> serde_json::Value {
+    crate::vectors::vectors()
+        .into_iter()
+        .find(|v| v["provider"] == provider && v["case"] == case)
+        .unwrap_or_else(|| panic!("no vector {provider} / {case}"))
+}
+
+fn vector_headers(v: &serde_json::Value) -> Vec<(String, String)> {
+    v["headers"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sends a vector's delivery to a one-route gateway whose clock reads `now`.
+async fn send_vector_at(
+    v: &serde_json::Value,
+    now: u64,
+    route_extra: &str,
+) -> (crate::support::Reply, usize) {
+    let up = Upstream::start().await;
+    let (cfg, query) =
+        crate::vectors::vector_config(v, &up.url("/up")).expect("a supported vector");
+    let gw = TestGateway::start_with_clock(
+        &format!("{cfg}{route_extra}\n"),
+        hookgate::server::Clock::Fixed(now),
+    )
+    .await;
+    let body = v["body"].as_str().unwrap_or_default().as_bytes().to_vec();
+    let r = post(&gw.url(&format!("/hook{query}")), &vector_headers(v), body).await;
+    let n = up.count();
+    gw.stop().await;
+    (r, n)
+}
+
+/// Discord, SendGrid and PayPal sign a timestamp: it is now held to a window
+/// (5 minutes by default, the route's `tolerance` otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_sendgrid_and_paypal_signed_times_have_a_window() {
+    for (provider, case) in [
+        ("discord", "valid interaction"),
+        ("sendgrid", "valid batch"),
+        ("paypal", "valid (self-verification)"),
+    ] {
+        let v = vector(provider, case);
+        let signed_at = v["now"].as_u64().expect("now");
+        // At its own time: forwarded.
+        let (r, n) = send_vector_at(&v, signed_at, "").await;
+        assert_eq!((r.status, n), (200, 1), "{provider}: {}", r.body);
+        // An hour later, or an hour before: refused, never forwarded.
+        for now in [signed_at + 3600, signed_at - 3600] {
+            let (r, n) = send_vector_at(&v, now, "").await;
+            assert_eq!((r.status, n), (401, 0), "{provider} at {now}: {}", r.body);
+            assert_eq!(r.json()["error"], "timestamp outside the tolerance");
+        }
+        // A route may widen the window.
+        let (r, n) = send_vector_at(&v, signed_at + 3600, "tolerance = \"2h\"").await;
+        assert_eq!((r.status, n), (200, 1), "{provider}: {}", r.body);
+    }
+}
