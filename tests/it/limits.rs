@@ -318,9 +318,13 @@ async fn slow_bodies_do_not_hold_delivery_capacity() {
     // Meanwhile, deliveries from another client pass, more than max_in_flight of them.
     for i in 0..8 {
         assert_eq!(
-            gw.deliver("github", r#"{"zen":"slow"}"#, &format!("gh-slow-{i}"))
-                .await
-                .outcome(),
+            gw.deliver(
+                "github",
+                &format!(r#"{{"zen":"slow {i}"}}"#),
+                &format!("gh-slow-{i}")
+            )
+            .await
+            .outcome(),
             "forwarded"
         );
     }
