@@ -5,9 +5,8 @@
 # bounded by --duration. Pass --duration 5s for a quicker look.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked --bins
-bench=target/release/hookgate-bench
-"$bench" --connections 32 --body 1024 --dup 0.1 "$@"
-"$bench" --connections 32 --body 65536 --dup 0.1 "$@"
-"$bench" --connections 32 --body 1024 --dup 0.5 "$@"
-"$bench" --connections 256 --body 65536 --dup 0.1 "$@"
+bench() { cargo bench --locked --quiet --bench load -- "$@"; }
+bench --connections 32 --body 1024 --dup 0.1 "$@"
+bench --connections 32 --body 65536 --dup 0.1 "$@"
+bench --connections 32 --body 1024 --dup 0.5 "$@"
+bench --connections 256 --body 65536 --dup 0.1 "$@"

@@ -18,7 +18,8 @@
 //! - [`forward`]: the pooled upstream client.
 //! - [`config`]: the TOML file, parsed and validated.
 //! - [`capture`], [`replay`], [`sign`]: capturing deliveries, replay files, signing.
-//! - [`testing`]: a gateway and a recording upstream for your own test suites.
+//! - `testing` (with the `testing` feature): a gateway and a recording upstream for
+//!   your own test suites; a production build carries none of it.
 //! - [`cli`], [`telemetry`], [`shutdown`]: the binary's plumbing; [`upstream`]: the
 //!   demo handler of `hookgate upstream`.
 
@@ -34,5 +35,6 @@ pub mod server;
 pub mod shutdown;
 pub mod sign;
 pub mod telemetry;
+#[cfg(feature = "testing")]
 pub mod testing;
 pub mod upstream;

@@ -23,8 +23,9 @@ fn every_catalogue_provider_is_documented_in_the_table() {
     }
 }
 
-/// The README's commands say `cargo run -- …`: with the benchmark as a second binary,
-/// that only works while the package names the gateway as the one `cargo run` runs.
+/// The README's commands say `cargo run -- …`: that keeps working if a second binary
+/// ever joins the package only while the package names the gateway as the one `cargo
+/// run` runs. The load benchmark is a benchmark target, not a binary.
 #[test]
 fn cargo_run_runs_the_gateway() {
     let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))

@@ -4,9 +4,12 @@
 //! process each, on this machine, load generator included. Prints one table.
 //!
 //! ```text
-//! hookgate-bench [--duration 10s] [--connections 32] [--body 1024] [--dup 0.1] [--smoke]
+//! cargo bench --bench load -- [--duration 10s] [--connections 32] [--body 1024] [--dup 0.1]
 //! ```
-//! `benches/run.sh` builds in release mode and runs the three documented variants.
+//! `benches/run.sh` runs the documented variants. Run by `cargo test` (which passes no
+//! `--bench`), it runs in smoke mode: half a second per target, four connections, so
+//! it keeps building and working. It is a benchmark target, not a binary: `cargo
+//! install` installs the gateway only.
 //! Internal modes (run by the benchmark itself): `upstream PORT`, `proxy PORT UPSTREAM`.
 
 use std::convert::Infallible;
@@ -380,6 +383,9 @@ fn hookgate_config(port: u16, upstream: u16, redis: Option<u16>) -> String {
 
 fn parse_args() -> AnyResult<(Vec<String>, Opts, bool)> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    // `cargo bench` passes --bench; `cargo test` passes nothing and gets a smoke run.
+    let benching = args.iter().any(|a| a == "--bench");
+    args.retain(|a| a != "--bench");
     let mut o = Opts {
         duration: Duration::from_secs(10),
         connections: 32,
@@ -405,6 +411,13 @@ fn parse_args() -> AnyResult<(Vec<String>, Opts, bool)> {
             "--smoke" => smoke = true,
             _ => rest.push(a),
         }
+    }
+    let internal = matches!(
+        rest.first().map(String::as_str),
+        Some("upstream" | "load" | "proxy")
+    );
+    if !benching && !internal {
+        smoke = true;
     }
     if smoke {
         o.duration = Duration::from_millis(500);
@@ -445,11 +458,8 @@ async fn main() -> AnyResult<()> {
         _ => {}
     }
     let me = std::env::current_exe()?;
-    let hookgate_bin: PathBuf = me.with_file_name("hookgate");
-    anyhow::ensure!(
-        hookgate_bin.exists(),
-        "build the hookgate binary first (cargo build --release --bins)"
-    );
+    // Cargo builds the gateway for every benchmark, in the benchmark's own profile.
+    let hookgate_bin = PathBuf::from(env!("CARGO_BIN_EXE_hookgate"));
     let dir = std::env::temp_dir().join(format!("hookgate-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
 
