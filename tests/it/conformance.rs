@@ -1,6 +1,6 @@
 //! One conformance suite for the store contract, run against the memory store and a
 //! real Redis. Expiry is tested with short TTLs and real sleeps (a paused tokio clock
-//! does not move moka's or Redis's clocks).
+//! does not move the memory store's `Instant`s nor Redis's clock).
 
 use std::sync::Arc;
 use std::time::Duration;
