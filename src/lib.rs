@@ -37,4 +37,5 @@ pub mod sign;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 pub mod upstream;

@@ -8,7 +8,7 @@ pub mod admin;
 mod handler;
 mod limits;
 pub mod respond;
-pub mod tls;
+use crate::tls;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -1,5 +1,7 @@
-//! TLS on the public listener (rustls; HTTP/2 and HTTP/1.1 by ALPN). The certificate
-//! and key are re-read on reload, so a renewed certificate needs no restart.
+//! TLS on the public listener (rustls; HTTP/2 and HTTP/1.1 by ALPN): loading the
+//! certificate and key. The config checks them with this when it is validated, the
+//! server serves with it and re-reads them on reload (a renewed certificate needs no
+//! restart); it lives outside both so the config never depends on the server.
 
 use std::path::Path;
 use std::sync::Arc;

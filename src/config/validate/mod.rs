@@ -1,0 +1,238 @@
+//! One validation pass from the raw config into types that cannot hold bad values:
+//! the shared helpers here, one file per section (`server.rs`, `store.rs`, `route.rs`).
+
+mod route;
+mod server;
+mod store;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::raw::RawConfig;
+use super::{CaptureConfig, Config, Env, OnError, Route};
+use crate::secret::Secret;
+
+pub(super) struct Validator<'a> {
+    pub(super) file: String,
+    pub(super) text: &'a str,
+    pub(super) base: PathBuf,
+    pub(super) env: &'a dyn Env,
+    /// Each message with its line, sorted by line before they are reported.
+    pub(super) errors: Vec<(usize, String)>,
+    /// The line of `store.dedup_ttl`, if set: a route whose tolerance is the preset's
+    /// default and too long for it is reported there.
+    pub(super) dedup_line: Option<usize>,
+}
+
+impl Validator<'_> {
+    pub(super) fn line(&self, span: std::ops::Range<usize>) -> usize {
+        let end = span.start.min(self.text.len());
+        1 + self.text.as_bytes()[..end]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count()
+    }
+
+    fn err<T>(&mut self, spanned: &Spanned<T>, key: &str, msg: impl fmt::Display) {
+        let line = self.line(spanned.span());
+        self.err_at(line, key, msg);
+    }
+
+    pub(super) fn err_at(&mut self, line: usize, key: &str, msg: impl fmt::Display) {
+        self.errors
+            .push((line, format!("{}:{line}: {key}: {msg}", self.file)));
+    }
+
+    fn duration(&mut self, v: &Option<Spanned<String>>, key: &str, default: Duration) -> Duration {
+        match v {
+            None => default,
+            Some(s) => match humantime::parse_duration(s.get_ref().trim()) {
+                Ok(d) if !d.is_zero() => d,
+                Ok(_) => {
+                    self.err(s, key, "must be longer than zero");
+                    default
+                }
+                Err(e) => {
+                    self.err(
+                        s,
+                        key,
+                        format_args!(
+                            "{:?} is not a duration ({e}); write e.g. \"30s\", \"5m\", \"24h\"",
+                            s.get_ref()
+                        ),
+                    );
+                    default
+                }
+            },
+        }
+    }
+
+    fn socket(
+        &mut self,
+        v: &Option<Spanned<String>>,
+        key: &str,
+        default: Option<SocketAddr>,
+    ) -> Option<SocketAddr> {
+        match v {
+            None => default,
+            Some(s) => match s.get_ref().parse() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    self.err(
+                        s,
+                        key,
+                        format_args!(
+                            "{:?} is not an address like \"127.0.0.1:8080\"",
+                            s.get_ref()
+                        ),
+                    );
+                    default
+                }
+            },
+        }
+    }
+
+    fn count(&mut self, v: &Option<Spanned<i64>>, key: &str, default: usize, min: usize) -> usize {
+        match v {
+            None => default,
+            Some(n) => match usize::try_from(*n.get_ref()) {
+                Ok(x) if x >= min => x,
+                _ => {
+                    self.err(n, key, format_args!("must be at least {min}"));
+                    default
+                }
+            },
+        }
+    }
+
+    fn on_error(&mut self, v: &Option<Spanned<String>>, key: &str, default: OnError) -> OnError {
+        match v.as_ref().map(|s| (s, s.get_ref().as_str())) {
+            None => default,
+            Some((_, "reject")) => OnError::Reject,
+            Some((_, "forward")) => OnError::Forward,
+            Some((s, other)) => {
+                self.err(
+                    s,
+                    key,
+                    format_args!("{other:?}: use \"reject\" or \"forward\""),
+                );
+                default
+            }
+        }
+    }
+
+    /// Expands `${VAR}` anywhere in the value, or reads `file:PATH` (relative to the
+    /// config file; one trailing newline removed).
+    fn secret(&mut self, s: &Spanned<String>, key: &str) -> Option<Secret> {
+        let raw = s.get_ref();
+        if let Some(p) = raw.strip_prefix("file:") {
+            let path = self.base.join(p);
+            return match std::fs::read(&path) {
+                Ok(mut bytes) => {
+                    if bytes.ends_with(b"\n") {
+                        bytes.pop();
+                        if bytes.ends_with(b"\r") {
+                            bytes.pop();
+                        }
+                    }
+                    if bytes.iter().all(u8::is_ascii_whitespace) {
+                        self.err(
+                            s,
+                            key,
+                            format_args!("file {} is empty (or only whitespace)", path.display()),
+                        );
+                        return None;
+                    }
+                    Some(Secret::new(bytes))
+                }
+                Err(e) => {
+                    self.err(
+                        s,
+                        key,
+                        format_args!("cannot read secret file {}: {e}", path.display()),
+                    );
+                    None
+                }
+            };
+        }
+        let mut out = String::new();
+        let mut rest = raw.as_str();
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let Some(end) = after.find('}') else {
+                self.err(s, key, "unclosed ${ in value");
+                return None;
+            };
+            let name = &after[..end];
+            match self.env.var(name) {
+                Some(val) if !val.is_empty() => out.push_str(&val),
+                Some(_) => {
+                    self.err(s, key, format_args!("${{{name}}} is set but empty"));
+                    return None;
+                }
+                None => {
+                    self.err(s, key, format_args!("${{{name}}} is not set"));
+                    return None;
+                }
+            }
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        // A value of only whitespace (an unset-looking `${VAR}` holding a space or a
+        // newline) is no key at all: refused like an empty one.
+        if out.trim().is_empty() {
+            self.err(s, key, "is empty (or only whitespace)");
+            return None;
+        }
+        Some(Secret::new(out.into_bytes()))
+    }
+
+    pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Option<Config> {
+        let server = self.server(raw.server.unwrap_or_default());
+        let store = self.store(raw.store.unwrap_or_default());
+
+        if raw.routes.is_empty() {
+            self.err_at(1, "routes", "no [[routes]] defined");
+        }
+        let mut routes: Vec<Route> = Vec::new();
+        for (i, r) in raw.routes.into_iter().enumerate() {
+            let (name_line, path_line) = (self.line(r.name.span()), self.line(r.path.span()));
+            if let Some(route) = self.route(i, r, &store) {
+                if let Some(other) = routes.iter().find(|o| o.name == route.name) {
+                    let msg = format!("name {:?} is used twice", other.name);
+                    self.err_at(name_line, &format!("routes[{i}].name"), msg);
+                } else if let Some(other) = routes.iter().find(|o| o.path == route.path) {
+                    let msg = format!(
+                        "path {:?} is already served by route {:?}",
+                        route.path, other.name
+                    );
+                    self.err_at(path_line, &format!("routes[{i}].path"), msg);
+                }
+                routes.push(route);
+            }
+        }
+        let capture = raw.capture.map(|c| CaptureConfig {
+            dir: self.base.join(c.dir),
+            max_files: match c.max_files {
+                None => 10_000,
+                Some(n) if *n.get_ref() > 0 => usize::try_from(*n.get_ref()).unwrap_or(10_000),
+                Some(n) => {
+                    self.err(&n, "capture.max_files", "must be at least 1");
+                    10_000
+                }
+            },
+        });
+        Some(Config {
+            source: path.to_path_buf(),
+            server,
+            store,
+            routes,
+            capture,
+        })
+    }
+}

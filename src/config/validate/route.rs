@@ -1,0 +1,304 @@
+//! `[[routes]]`: one route, its provider, secrets and upstream.
+
+use std::time::Duration;
+
+use http::Method;
+use toml::Spanned;
+
+use super::Validator;
+use crate::config::raw::{RawCredential, RawRoute};
+use crate::config::{Route, StoreConfig};
+use crate::provider::standard_webhooks::{StandardScheme, SwKey};
+use crate::provider::{Credential, EventIdSource, Preset};
+
+impl Validator<'_> {
+    pub(super) fn route(&mut self, i: usize, r: RawRoute, store: &StoreConfig) -> Option<Route> {
+        let k = |field: &str| format!("routes[{i}].{field}");
+        let errors_before = self.errors.len();
+
+        let name = r.name.get_ref().clone();
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            self.err(
+                &r.name,
+                &k("name"),
+                format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
+            );
+        }
+        let path = r.path.get_ref().clone();
+        if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
+            self.err(
+                &r.path,
+                &k("path"),
+                format_args!("{path:?} must start with '/' and hold no query"),
+            );
+        }
+        let methods: Option<Vec<Method>> = r.methods.as_ref().map(|ms| {
+            ms.iter()
+                .filter_map(|m| {
+                    match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                        Ok(mm) => Some(mm),
+                        Err(_) => {
+                            self.err(
+                                m,
+                                &k("methods"),
+                                format_args!("{:?} is not an HTTP method", m.get_ref()),
+                            );
+                            None
+                        }
+                    }
+                })
+                .collect()
+        });
+
+        let preset = Preset::parse(r.provider.get_ref());
+        if preset.is_none() {
+            self.err(
+                &r.provider,
+                &k("provider"),
+                format_args!(
+                    "unknown provider {:?}; known: {}",
+                    r.provider.get_ref(),
+                    Preset::NAMES.join(", ")
+                ),
+            );
+        }
+        let opts = r.hmac.as_ref().map(|h| h.get_ref());
+        if let (Some(h), Some(p)) = (&r.hmac, preset) {
+            if p != Preset::HMAC {
+                self.err(h, &k("hmac"), "is only used with provider = \"hmac\"");
+            }
+        }
+
+        if r.secrets.get_ref().is_empty() && !preset.is_some_and(|p| p.secret_from_handshake()) {
+            self.err(&r.secrets, &k("secrets"), "at least one secret is required");
+        }
+        let mut secrets: Vec<Credential> = Vec::new();
+        for (j, c) in r.secrets.get_ref().iter().enumerate() {
+            let key = k(&format!("secrets[{j}]"));
+            match c.get_ref() {
+                RawCredential::Text(t) => {
+                    let spanned = Spanned::new(c.span(), t.clone());
+                    if let Some(s) = self.secret(&spanned, &key) {
+                        secrets.push(Credential::Text(s));
+                    }
+                }
+                RawCredential::Parts(parts) => {
+                    let mut out = std::collections::BTreeMap::new();
+                    for (name, value) in parts {
+                        let spanned = Spanned::new(c.span(), value.clone());
+                        if let Some(s) = self.secret(&spanned, &format!("{key}.{name}")) {
+                            out.insert(name.clone(), s);
+                        }
+                    }
+                    if out.len() == parts.len() {
+                        secrets.push(Credential::Parts(out));
+                    }
+                }
+            }
+        }
+
+        let default_tol = preset.and_then(|p| p.default_tolerance(opts));
+        let tolerance = match &r.tolerance {
+            None => default_tol,
+            Some(t) if t.get_ref() == "off" => None,
+            Some(t) => {
+                if preset.is_some() && default_tol.is_none() {
+                    self.err(
+                        t,
+                        &k("tolerance"),
+                        format_args!(
+                            "provider {:?} signs no timestamp; remove tolerance",
+                            r.provider.get_ref()
+                        ),
+                    );
+                }
+                let d = self.duration(&Some(t.clone()), &k("tolerance"), Duration::from_secs(300));
+                Some(d.as_secs().max(1))
+            }
+        };
+        if let Some(tol) = tolerance {
+            if store.dedup_ttl < Duration::from_secs(tol.saturating_mul(2)) {
+                let ttl = humantime::format_duration(store.dedup_ttl);
+                let why = "a signed request stays acceptable that long either way and must not outlive its dedup key";
+                match (&r.tolerance, self.dedup_line) {
+                    (Some(t), _) => {
+                        let line = self.line(t.span());
+                        self.err_at(line, &k("tolerance"), format_args!("{tol}s needs store.dedup_ttl ({ttl}) of at least twice as long: {why}"));
+                    }
+                    (None, line) => {
+                        let line = line.unwrap_or_else(|| self.line(r.name.span()));
+                        self.err_at(
+                            line,
+                            "store.dedup_ttl",
+                            format_args!("{ttl} is shorter than twice the tolerance of route {name:?} ({tol}s, the provider's default): {why}"),
+                        );
+                    }
+                }
+            }
+        }
+
+        let event_id = match (&r.event_id, preset) {
+            (Some(e), _) => match EventIdSource::parse(e.get_ref()) {
+                Ok(s) => Some(s),
+                Err(msg) => {
+                    self.err(e, &k("event_id"), msg);
+                    None
+                }
+            },
+            (None, Some(p)) => match p.default_event_id(opts) {
+                Some(s) => Some(s),
+                None => {
+                    self.err(&r.provider, &k("event_id"), "provider \"hmac\" needs event_id = \"header:NAME\" | \"json:/pointer\" | \"body-sha256\" (or hmac.id_header)");
+                    None
+                }
+            },
+            (None, None) => None,
+        };
+
+        // `${VAR}` may name the upstream host per environment.
+        let upstream_text = if r.upstream.get_ref().contains("${") {
+            self.secret(&r.upstream, &k("upstream"))
+                .map(|s| String::from_utf8_lossy(s.expose()).into_owned())
+        } else {
+            Some(r.upstream.get_ref().clone())
+        };
+        let upstream = match upstream_text.as_deref().map(reqwest::Url::parse) {
+            None => None,
+            Some(Ok(u)) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
+            Some(_) => {
+                self.err(
+                    &r.upstream,
+                    &k("upstream"),
+                    format_args!(
+                        "{:?} is not an http:// or https:// URL",
+                        r.upstream.get_ref()
+                    ),
+                );
+                None
+            }
+        };
+        let upstream_timeout = self.duration(
+            &r.upstream_timeout,
+            &k("upstream_timeout"),
+            Duration::from_secs(10),
+        );
+        if store.inflight_ttl <= upstream_timeout {
+            let line = r
+                .upstream_timeout
+                .as_ref()
+                .map(|t| self.line(t.span()))
+                .unwrap_or_else(|| self.line(r.name.span()));
+            self.err_at(
+                line,
+                &k("upstream_timeout"),
+                format_args!(
+                    "store.inflight_ttl ({}) must be longer than upstream_timeout ({}), or a claim could expire while its forward is still running",
+                    humantime::format_duration(store.inflight_ttl),
+                    humantime::format_duration(upstream_timeout)
+                ),
+            );
+        }
+        let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
+        let public_url = match &r.public_url {
+            None => {
+                if let Some(p) = preset.filter(|p| p.needs_public_url(opts)) {
+                    self.err(
+                        &r.provider,
+                        &k("public_url"),
+                        format_args!("provider {:?} signs the URL it calls: set public_url = \"https://…\" (without the query)", p.name()),
+                    );
+                }
+                None
+            }
+            Some(u) => {
+                match reqwest::Url::parse(u.get_ref()) {
+                    Ok(_) if u.get_ref().contains('?') => {
+                        self.err(u, &k("public_url"), "must not hold a query: the gateway appends the query string as received");
+                        None
+                    }
+                    Ok(_) => Some(u.get_ref().clone()),
+                    Err(_) => {
+                        self.err(u, &k("public_url"), "is not an absolute URL");
+                        None
+                    }
+                }
+            }
+        };
+        let forward_signer = match &r.forward_secret {
+            None => None,
+            Some(s) => match self.secret(s, &k("forward_secret")) {
+                Some(secret) => match SwKey::parse(secret.expose()) {
+                    Ok(key @ SwKey::Hmac(_)) => {
+                        Some(StandardScheme::with_prefix("webhook", vec![key]))
+                    }
+                    Ok(SwKey::Ed25519(_)) => {
+                        self.err(
+                            s,
+                            &k("forward_secret"),
+                            "must be a whsec_ signing secret, not a public key",
+                        );
+                        None
+                    }
+                    Err(msg) => {
+                        self.err(s, &k("forward_secret"), msg);
+                        None
+                    }
+                },
+                None => None,
+            },
+        };
+
+        let verifier = match preset {
+            Some(p) if !secrets.is_empty() || p.secret_from_handshake() => {
+                match p.verifier(&secrets, opts, tolerance) {
+                    Ok(v) => Some(v),
+                    Err(msg) => {
+                        let span_line = r
+                            .hmac
+                            .as_ref()
+                            .map(|h| self.line(h.span()))
+                            .unwrap_or_else(|| self.line(r.secrets.span()));
+                        self.err_at(
+                            span_line,
+                            &k(if r.hmac.is_some() { "hmac" } else { "secrets" }),
+                            msg,
+                        );
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+
+        if self.errors.len() > errors_before {
+            return None;
+        }
+        let verifier = verifier?;
+        Some(Route {
+            name,
+            path,
+            // Unless set, what the preset needs: POST and its handshake's method.
+            methods: methods.unwrap_or_else(|| verifier.default_methods()),
+            verifier,
+            event_id: event_id?,
+            tolerance,
+            upstream: upstream?,
+            upstream_timeout,
+            on_error,
+            public_url,
+            forward_signer,
+            secret_count: secrets.len(),
+            failure_budget: u32::try_from(self.count(
+                &r.failure_budget,
+                &k("failure_budget"),
+                100,
+                1,
+            ))
+            .unwrap_or(u32::MAX),
+        })
+    }
+}
