@@ -1339,6 +1339,20 @@ pub fn markdown_table() -> String {
          sending another body with the same value; dedup on the event ID still stops exact\n\
          replays within `dedup_ttl`. Keep these routes behind TLS, rotate the value if a\n\
          request leaks, and prefer a provider's signed mode where it has one.\n\n\
+         ## What PayPal's signature protects\n\n\
+         PayPal signs `transmission id|transmission time|webhook id|crc32(body)` with RSA.\n\
+         The body is bound **only by its CRC-32**, which is not a cryptographic hash: from\n\
+         one captured delivery anyone can build another body (another amount, another\n\
+         event `id`) with the same CRC, and the captured headers verify it. hookgate\n\
+         therefore (1) holds the signed transmission time to a window (5 minutes by\n\
+         default, the route's `tolerance`; PayPal documents none), so a capture is usable\n\
+         only that long; (2) remembers which body each signed transmission id carried, for\n\
+         `dedup_ttl`, and answers 422 to any other body under it; (3) deduplicates on the\n\
+         event `id` as usual. What remains: a forger who obtains a transmission within the\n\
+         window and gets a different body to the gateway *before* the genuine one is\n\
+         forwarded. Keep PayPal routes behind TLS, and where the amount matters, have the\n\
+         handler read the resource back from PayPal's API (or use PayPal's\n\
+         verify-webhook-signature call) instead of trusting the body.\n\n\
          ## Credentials with several parts\n\n\
          Written as inline tables in `secrets`, for example\n\
          `secrets = [{ app_secret = \"${META_APP_SECRET}\", verify_token = \"${META_VERIFY_TOKEN}\" }]`.\n\

@@ -412,6 +412,11 @@ impl Job {
     async fn run(self) -> (Resp, Outcome, Option<String>) {
         let st = &self.state;
         let cfg = &self.routing.store_cfg;
+        if let Some(tx) = self.delivery.transmission_id() {
+            if let Some(refused) = self.transmission_guard(tx.as_str()).await {
+                return refused;
+            }
+        }
         let id = self.delivery.event_id().as_str();
         let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
         let fp = self.delivery.fingerprint().short_hex();
@@ -453,6 +458,48 @@ impl Job {
                     let (resp, outcome) = respond::upstream(result, true);
                     (resp, outcome, detail)
                 }
+            },
+        }
+    }
+
+    /// Records which body a signed transmission ID carried, and refuses another
+    /// body under it (422): PayPal signs only the body's CRC-32, so a capture's
+    /// headers fit any body with the same CRC. One atomic claim on its own key; the
+    /// event's claim follows as usual. `None` means go on.
+    async fn transmission_guard(&self, tx: &str) -> Option<(Resp, Outcome, Option<String>)> {
+        let st = &self.state;
+        let cfg = &self.routing.store_cfg;
+        let key = DedupKey::transmission(&cfg.key_prefix, &self.route.name, tx);
+        let fp = self.delivery.fingerprint().short_hex();
+        match st.store.claim(&key, &fp, cfg.inflight_ttl).await {
+            Ok(Claim::Claimed(token)) => {
+                // Kept for the dedup window whatever the forward does: a retry of this
+                // transmission carries the same body, and matches. If this fails, the
+                // lease expires and the next copy records the body again.
+                if let Err(e) = st.store.complete(&key, &token, &fp, cfg.dedup_ttl).await {
+                    tracing::warn!(key = %key, error = %e, "recording the transmission's body failed; its lease expires");
+                }
+                None
+            }
+            Ok(Claim::Done { fingerprint }) if fingerprint == fp => None,
+            Ok(Claim::Done { .. }) => Some((
+                respond::transmission_mismatch(),
+                Outcome::Mismatch,
+                Some(format!("transmission id {tx} already carried another body")),
+            )),
+            Ok(Claim::InFlight) => Some((
+                respond::in_flight(self.delivery.event_id().as_str()),
+                Outcome::InFlight,
+                None,
+            )),
+            Err(e) => match self.route.on_error {
+                OnError::Reject => Some((
+                    respond::store_unavailable(),
+                    Outcome::StoreError,
+                    Some(e.to_string()),
+                )),
+                // The route chose availability over the store's checks.
+                OnError::Forward => None,
             },
         }
     }

@@ -228,6 +228,16 @@ pub fn mismatch(event_id: &str) -> Resp {
     )
 }
 
+/// A second body under a signed transmission ID already seen (PayPal signs only the
+/// body's CRC-32, so such a body is a forgery, not a retry).
+pub fn transmission_mismatch() -> Resp {
+    error(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Outcome::Mismatch,
+        "transmission id reused with a different body",
+    )
+}
+
 pub fn in_flight(event_id: &str) -> Resp {
     retry_after(json(
         StatusCode::CONFLICT,

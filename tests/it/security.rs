@@ -230,3 +230,86 @@ async fn discord_sendgrid_and_paypal_signed_times_have_a_window() {
         assert_eq!((r.status, n), (200, 1), "{provider}: {}", r.body);
     }
 }
+
+/// `prefix` + 12 letters from `@`..`O` + `suffix`, the letters chosen so the whole
+/// has CRC-32 `target`: CRC-32 is affine over GF(2), so each letter's 4 free low
+/// bits are solved for, as anyone holding one PayPal delivery can.
+fn with_crc(prefix: &str, suffix: &str, target: u32) -> String {
+    const N: usize = 12;
+    let build = |bits: u64| {
+        let letters: String = (0..N)
+            .map(|i| char::from(0x40 | ((bits >> (4 * i)) & 0xF) as u8))
+            .collect();
+        format!("{prefix}{letters}{suffix}")
+    };
+    let base = crc32fast::hash(build(0).as_bytes());
+    // Each free bit's effect on the CRC, with the set of bits that produce it.
+    let mut basis: Vec<(u32, u64)> = Vec::new();
+    for bit in 0..(4 * N) {
+        let mut v = crc32fast::hash(build(1 << bit).as_bytes()) ^ base;
+        let mut combo = 1u64 << bit;
+        for (b, c) in &basis {
+            if v ^ b < v {
+                v ^= b;
+                combo ^= c;
+            }
+        }
+        if v != 0 {
+            basis.push((v, combo));
+            basis.sort_by_key(|b| std::cmp::Reverse(b.0));
+        }
+    }
+    let mut want = base ^ target;
+    let mut bits = 0u64;
+    for (b, c) in &basis {
+        if want ^ b < want {
+            want ^= b;
+            bits ^= c;
+        }
+    }
+    assert_eq!(want, 0, "the letters span every CRC");
+    let forged = build(bits);
+    assert_eq!(crc32fast::hash(forged.as_bytes()), target);
+    forged
+}
+
+/// PayPal signs `id|time|webhook_id|crc32(body)`: one capture's headers fit any
+/// body with the same CRC-32. The gateway refuses a second body under a signed
+/// transmission ID it has seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paypal_refuses_a_second_body_under_a_seen_transmission_id() {
+    let v = vector("paypal", "valid (self-verification)");
+    let up = Upstream::start().await;
+    let (cfg, query) = crate::vectors::vector_config(&v, &up.url("/up")).expect("paypal");
+    let gw = TestGateway::start_with_clock(
+        &cfg,
+        hookgate::server::Clock::Fixed(v["now"].as_u64().expect("now")),
+    )
+    .await;
+    let url = gw.url(&format!("/hook{query}"));
+    let headers = vector_headers(&v);
+    let genuine = v["body"].as_str().expect("body").to_owned();
+    let r = post(&url, &headers, genuine.clone().into_bytes()).await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+
+    // A forged capture of 99 999.00 under a new event ID, with the genuine CRC-32:
+    // its signature verifies, but its transmission ID already carried another body.
+    let forged = with_crc(
+        r#"{"id":"WH-FORGED-1","event_version":"1.0","create_time":"2025-12-31T23:59:54.000Z","resource_type":"capture","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"42311647XV020574X","status":"COMPLETED","amount":{"value":"99999.00","currency_code":"USD"}},"pad":""#,
+        r#""}"#,
+        crc32fast::hash(genuine.as_bytes()),
+    );
+    let r = post(&url, &headers, forged.into_bytes()).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(
+        r.json()["error"],
+        "transmission id reused with a different body"
+    );
+    assert_eq!(up.count(), 1, "the forged body must not reach the upstream");
+
+    // The genuine transmission again is still a plain duplicate.
+    let r = post(&url, &headers, genuine.into_bytes()).await;
+    assert_eq!((r.status, r.outcome()), (200, "duplicate"), "{}", r.body);
+    assert_eq!(up.count(), 1);
+    gw.stop().await;
+}
