@@ -313,3 +313,30 @@ async fn paypal_refuses_a_second_body_under_a_seen_transmission_id() {
     assert_eq!(up.count(), 1);
     gw.stop().await;
 }
+
+/// A form field that carries a signature, a signed payload or a verdict, sent twice:
+/// the gateway would check one copy while a handler might read the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_signed_form_fields_are_refused() {
+    let cases = [
+        ("braintree", "valid", "&bt_payload=PHVuc2lnbmVkLz4%3D"),
+        ("braintree", "valid", "&bt_signature=other%7Cdeadbeef"),
+        (
+            "mandrill",
+            "valid",
+            "&mandrill_events=%5B%7B%22event%22%3A%22hard_bounce%22%2C%22_id%22%3A%22x%22%7D%5D",
+        ),
+    ];
+    for (provider, case, extra) in cases {
+        let mut v = vector(provider, case);
+        let signed_at = v["now"].as_u64().expect("now");
+        // As sent by the provider: forwarded.
+        let (r, n) = send_vector_at(&v, signed_at, "").await;
+        assert_eq!((r.status, n), (200, 1), "{provider}: {}", r.body);
+        // With the field repeated: refused, never forwarded.
+        let body = format!("{}{extra}", v["body"].as_str().unwrap_or_default());
+        v["body"] = serde_json::Value::String(body);
+        let (r, n) = send_vector_at(&v, signed_at, "").await;
+        assert_eq!((r.status, n), (401, 0), "{provider} {extra}: {}", r.body);
+    }
+}
