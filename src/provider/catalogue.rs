@@ -27,6 +27,19 @@ pub enum Auth {
     Token,
 }
 
+/// Where a preset's credential travels in a request, so a capture can leave it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialAt {
+    /// A header whose value is the credential (or carries it).
+    Header(&'static str),
+    /// A query-string parameter.
+    Query(&'static str),
+    /// A string field of the JSON body, by JSON pointer.
+    Json(&'static str),
+    /// A field of every element of a JSON array (pointer to the array, field name).
+    JsonEach(&'static str, &'static str),
+}
+
 /// The description of a preset.
 #[derive(Debug, Clone)]
 pub struct Info {
@@ -166,6 +179,26 @@ impl Preset {
     /// delivery until the secret is configured.
     pub fn secret_from_handshake(self) -> bool {
         matches!(self.0, "asana" | "notion")
+    }
+
+    /// Where this preset's credential (or the secret a handshake hands over) travels
+    /// in a request. Captures redact every one of them; signatures are not listed:
+    /// they are useless without the key, and replays re-sign.
+    pub fn credential_locations(self) -> &'static [CredentialAt] {
+        use CredentialAt::{Header, Json, JsonEach, Query};
+        match self.0 {
+            "gitlab" => &[Header("x-gitlab-token")],
+            "okta" | "postmark" | "chargebee" | "pipedrive" | "monday" => {
+                &[Header("authorization")]
+            }
+            "asana" => &[Header("x-hook-secret")],
+            "notion" => &[Json("/verification_token")],
+            "figma" => &[Json("/passcode")],
+            "mailchimp" => &[Query("token")],
+            "meta" => &[Query("hub.verify_token")],
+            "msgraph" => &[JsonEach("/value", "clientState")],
+            _ => &[],
+        }
     }
 
     /// Whether a route of this preset must set `public_url`.

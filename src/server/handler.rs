@@ -44,15 +44,6 @@ struct Seen {
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
-/// Headers whose value is a credential, never written to a capture file.
-const CREDENTIAL_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "x-gitlab-token",
-    "x-hook-secret",
-];
-
 /// A trace ID as 32 lowercase hex digits, kept on the stack: it is only formatted
 /// when the delivery's span is enabled.
 struct TraceId([u8; 32]);
@@ -125,7 +116,7 @@ pub(super) async fn handle(
                     // Captures are files on disk: headers that *are* credentials (Basic
                     // auth, static tokens) are not written. Signatures are kept: they
                     // are useless without the secret, and replays re-sign anyway.
-                    let value = if CREDENTIAL_HEADERS.contains(&n.as_str()) {
+                    let value = if crate::capture::CREDENTIAL_HEADERS.contains(&n.as_str()) {
                         "[redacted]".to_owned()
                     } else {
                         String::from_utf8_lossy(v.as_bytes()).into_owned()
@@ -156,6 +147,11 @@ pub(super) async fn handle(
             r.provider = seen.provider.map(str::to_owned);
             r.outcome = Some(outcome.as_str().to_owned());
             r.status = Some(resp.status().as_u16());
+            // Credentials the route's preset knows, wherever they travel (query, body).
+            crate::capture::redact(
+                &mut r,
+                seen.provider.and_then(crate::provider::Preset::parse),
+            );
             capture.record(r);
         }
         state.metrics.in_flight.dec();

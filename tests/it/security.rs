@@ -340,3 +340,72 @@ async fn repeated_signed_form_fields_are_refused() {
         assert_eq!((r.status, n), (401, 0), "{provider} {extra}: {}", r.body);
     }
 }
+
+/// Captures leave out every credential the preset knows, wherever it travels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_redact_credentials_in_the_query_and_the_body() {
+    use std::time::Duration;
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let captures = dir.path().join("captures");
+    let cfg = format!(
+        "[capture]\ndir = \"{}\"\n{}{}{}",
+        captures.display(),
+        route("mc", "mailchimp", "[\"mc-token-S3CRET\"]", &up, ""),
+        route("notion", "notion", "[]", &up, ""),
+        route("figma", "figma", "[\"figma-pass-S3CRET\"]", &up, ""),
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let form = b"type=subscribe&data%5Bemail%5D=a%40b.c".to_vec();
+    let r = post(&gw.url("/mc?token=mc-token-S3CRET&x=1"), &[], form).await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let r = post(
+        &gw.url("/notion"),
+        &[("content-type".into(), "application/json".into())],
+        br#"{"verification_token":"secret_notion_S3CRET"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(r.outcome(), "handshake", "{}", r.body);
+    let r = post(
+        &gw.url("/figma"),
+        &[],
+        br#"{"event_type":"FILE_UPDATE","passcode":"figma-pass-S3CRET","file_key":"k1","timestamp":"2026-01-01T00:00:00Z","webhook_id":"7"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let written = crate::support::eventually(Duration::from_secs(5), || {
+        std::fs::read_dir(&captures).map(|d| d.count()).unwrap_or(0) >= 3
+    })
+    .await;
+    assert!(written, "three captures");
+    for entry in std::fs::read_dir(&captures).expect("captures") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        assert!(
+            !text.contains("S3CRET"),
+            "a credential was captured:\n{text}"
+        );
+        assert!(text.contains("[redacted]"), "{text}");
+    }
+    // What is not a credential is kept as received.
+    let files = hookgate::replay::collect(std::slice::from_ref(&captures)).expect("files");
+    let loaded: Vec<_> = files
+        .iter()
+        .map(|f| hookgate::replay::Replay::load(f).expect("load"))
+        .collect();
+    let mc = loaded
+        .iter()
+        .find(|r| r.path == "/mc")
+        .expect("mailchimp capture");
+    assert_eq!(mc.query.as_deref(), Some("token=[redacted]&x=1"));
+    let figma = loaded
+        .iter()
+        .find(|r| r.path == "/figma")
+        .expect("figma capture");
+    assert_eq!(
+        figma.body.as_deref(),
+        Some(
+            r#"{"event_type":"FILE_UPDATE","passcode":"[redacted]","file_key":"k1","timestamp":"2026-01-01T00:00:00Z","webhook_id":"7"}"#
+        )
+    );
+    gw.stop().await;
+}
