@@ -1392,7 +1392,9 @@ pub fn markdown_table() -> String {
          Every part accepts `${VAR}` and `file:PATH`. Asana and Notion hand out their secret in\n\
          the handshake: such a route may start with `secrets = []`, answers the handshake\n\
          (the secret is kept for the admin listener's `GET /handshakes/<route>`, never logged), and\n\
-         refuses deliveries until it is configured.\n",
+         refuses deliveries until it is configured. Only the first handed-over secret is kept\n\
+         (later set-up requests get 409 until `DELETE /handshakes/<route>` clears it), and a\n\
+         route with `secrets` takes none.\n",
     );
     s
 }

@@ -257,7 +257,17 @@ async fn pipeline(
         Ok(Accepted::Delivery(d)) => d,
         Ok(Accepted::Handshake(mut reply)) => {
             if let Some(secret) = reply.handed_secret.take() {
-                state.keep_handed_secret(&route.name, secret, now);
+                let configured = route.secret_count > 0;
+                match state.keep_handed_secret(&route.name, configured, secret, now) {
+                    super::Handed::Kept => {}
+                    refused => {
+                        seen.detail = Some(format!("handed-over secret refused: {refused:?}"));
+                        return (
+                            respond::handed_secret_refused(configured),
+                            Outcome::HandshakeRefused,
+                        );
+                    }
+                }
             }
             return (respond::handshake(reply), Outcome::Handshake);
         }

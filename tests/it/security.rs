@@ -409,3 +409,81 @@ async fn captures_redact_credentials_in_the_query_and_the_body() {
     );
     gw.stop().await;
 }
+
+/// Asana and Notion hand their signing secret over in an unauthenticated set-up
+/// request: only the first is kept until an operator clears it, never one on a route
+/// with a configured secret; the rest are refused (409), logged and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_over_secrets_are_kept_once_until_cleared() {
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "{}{}{}",
+        route("asana", "asana", "[]", &up, ""),
+        route("asana_set", "asana", "[\"configured-secret\"]", &up, ""),
+        route("notion", "notion", "[]", &up, ""),
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let handshake = |path: &'static str, secret: &'static str| {
+        let url = gw.url(path);
+        async move { post(&url, &[("x-hook-secret".into(), secret.into())], Vec::new()).await }
+    };
+    let held = |route: &'static str| {
+        let url = gw.admin_url(&format!("/handshakes/{route}"));
+        async move {
+            let r = crate::support::send("GET", &url, &[], Vec::new()).await;
+            (
+                r.status,
+                r.json()["secret"].as_str().unwrap_or_default().to_owned(),
+            )
+        }
+    };
+
+    let r = handshake("/asana", "first-secret").await;
+    assert_eq!(
+        (r.status, r.header("x-hook-secret")),
+        (200, Some("first-secret"))
+    );
+    // Anyone's later set-up request: refused, nothing echoed, the first one kept.
+    let r = handshake("/asana", "attacker-secret").await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.header("x-hook-secret"), None);
+    assert_eq!(held("asana").await, (200, "first-secret".to_owned()));
+    assert_eq!(
+        gw.metric("hookgate_handed_secrets_total{route=\"asana\",result=\"refused_already_held\"}")
+            .await,
+        1.0
+    );
+
+    // The operator clears it; the next set-up request hands over a new one.
+    let r = crate::support::send(
+        "DELETE",
+        &gw.admin_url("/handshakes/asana"),
+        &[],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!((r.status, r.json()["cleared"].as_bool()), (200, Some(true)));
+    assert_eq!(handshake("/asana", "new-secret").await.status, 200);
+    assert_eq!(held("asana").await, (200, "new-secret".to_owned()));
+
+    // A route with a configured secret never takes one.
+    let r = handshake("/asana_set", "attacker-secret").await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(held("asana_set").await.0, 404);
+    assert_eq!(
+        gw.metric(
+            "hookgate_handed_secrets_total{route=\"asana_set\",result=\"refused_route_has_secret\"}"
+        )
+        .await,
+        1.0
+    );
+
+    // Notion's verification_token: the same rule.
+    let token = |t: &str| format!(r#"{{"verification_token":"{t}"}}"#).into_bytes();
+    let url = gw.url("/notion");
+    assert_eq!(post(&url, &[], token("secret_first")).await.status, 200);
+    assert_eq!(post(&url, &[], token("secret_attacker")).await.status, 409);
+    assert_eq!(held("notion").await, (200, "secret_first".to_owned()));
+    assert_eq!(up.count(), 0, "handshakes are never forwarded");
+    gw.stop().await;
+}
