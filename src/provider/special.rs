@@ -686,10 +686,8 @@ impl Special {
                 first(values, |v| ct_eq(v.expose(), got.as_bytes()))
             }
             Self::QueryToken { values } => {
-                let got = form_urlencoded::parse(req.query.unwrap_or_default().as_bytes())
-                    .find(|(k, _)| k == "token")
-                    .map(|(_, v)| v.into_owned())
-                    .unwrap_or_default();
+                let query = form(req.query.unwrap_or_default().as_bytes());
+                let got = form_once(&query, "token")?.unwrap_or_default();
                 first(values, |v| ct_eq(v.expose(), got.as_bytes()))
             }
             Self::ClientState { values } => {
@@ -865,7 +863,7 @@ mod form_tests {
     use crate::provider::mac::Algorithm;
 
     #[test]
-    fn a_mailgun_form_with_a_repeated_verdict_field_is_refused() {
+    fn repeated_verdict_fields_in_forms_and_queries_are_refused() {
         let key = MacKey::new(Algorithm::Sha256, b"mailgun-key");
         let scheme = Special::Mailgun {
             keys: vec![key.clone()],
@@ -887,6 +885,28 @@ mod form_tests {
             )
         };
         let form = format!("timestamp={ts}&token={token}&signature={sig}&event=delivered");
+        // Mailchimp's query token, sent twice, is refused too.
+        let mailchimp = Special::QueryToken {
+            values: vec![crate::secret::Secret::new(b"mc".to_vec())],
+        };
+        let token = |q: &'static str| {
+            mailchimp.verify(
+                &Inbound {
+                    method: &m,
+                    headers: &h,
+                    body: b"",
+                    query: Some(q),
+                    url: None,
+                },
+                0,
+                None,
+            )
+        };
+        assert_eq!(token("token=mc"), Ok(0));
+        assert_eq!(
+            token("token=mc&token=other"),
+            Err(VerifyError::Duplicated("token".into()))
+        );
         assert_eq!(verify(&form), Ok(0));
         for extra in ["&signature=00", "&token=other", "&timestamp=1"] {
             assert!(
