@@ -15,6 +15,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::sync::mpsc;
 
+use crate::provider::Preset;
+use crate::provider::catalogue::CredentialAt;
 use crate::replay::Replay;
 use crate::telemetry::ResultLabel;
 
@@ -107,6 +109,139 @@ impl Capture {
     }
 }
 
+/// Headers whose value is a credential for any route, never written to a capture.
+pub(crate) const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "x-gitlab-token",
+    "x-hook-secret",
+];
+
+const REDACTED: &str = "[redacted]";
+
+/// Removes every credential the route's preset knows from a capture, wherever it
+/// travels: headers, query parameters and body fields (Mailchimp's `?token=`,
+/// Notion's `verification_token`, Figma's `passcode`, Graph's `clientState`, …).
+/// Headers in [`CREDENTIAL_HEADERS`] are redacted for every route.
+pub fn redact(r: &mut Replay, preset: Option<Preset>) {
+    let locations = preset.map(Preset::credential_locations).unwrap_or_default();
+    for (name, value) in &mut r.headers {
+        let listed = CREDENTIAL_HEADERS
+            .iter()
+            .any(|h| name.eq_ignore_ascii_case(h))
+            || locations
+                .iter()
+                .any(|l| matches!(l, CredentialAt::Header(h) if name.eq_ignore_ascii_case(h)));
+        if listed {
+            *value = REDACTED.to_owned();
+        }
+    }
+    let params: Vec<&str> = locations
+        .iter()
+        .filter_map(|l| match l {
+            CredentialAt::Query(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    if let (Some(query), false) = (&r.query, params.is_empty()) {
+        let redacted: Vec<String> = query
+            .split('&')
+            .map(|pair| {
+                let raw_key = pair.split_once('=').map_or(pair, |(k, _)| k);
+                let key = form_urlencoded::parse(raw_key.as_bytes())
+                    .next()
+                    .map(|(k, _)| k.into_owned())
+                    .unwrap_or_default();
+                if params.contains(&key.as_str()) {
+                    format!("{raw_key}={REDACTED}")
+                } else {
+                    pair.to_owned()
+                }
+            })
+            .collect();
+        r.query = Some(redacted.join("&"));
+    }
+    if locations
+        .iter()
+        .any(|l| matches!(l, CredentialAt::Json(_) | CredentialAt::JsonEach(..)))
+    {
+        let body = r.body_bytes();
+        if let Some(clean) = redact_json(&body, locations) {
+            // `Replay::new` chooses between `body` and `body_base64`.
+            let fresh = Replay::new(&r.method, &r.path, None, Vec::new(), &clean);
+            r.body = fresh.body;
+            r.body_base64 = fresh.body_base64;
+        }
+    }
+}
+
+/// The body with the credential fields' values replaced, or `None` when it holds
+/// none. The values are replaced in the text where they appear, so the rest of the
+/// body keeps its bytes; a value written with other escapes than serde_json's falls
+/// back to re-serialising the whole document.
+fn redact_json(body: &[u8], locations: &[CredentialAt]) -> Option<Vec<u8>> {
+    let mut doc: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let mut found: Vec<serde_json::Value> = Vec::new();
+    let mut take = |v: &mut serde_json::Value| {
+        if !v.is_null() {
+            found.push(std::mem::replace(
+                v,
+                serde_json::Value::String(REDACTED.into()),
+            ));
+        }
+    };
+    for l in locations {
+        match l {
+            CredentialAt::Json(ptr) => {
+                if let Some(v) = doc.pointer_mut(ptr) {
+                    take(v);
+                }
+            }
+            CredentialAt::JsonEach(ptr, field) => {
+                if let Some(items) = doc.pointer_mut(ptr).and_then(|a| a.as_array_mut()) {
+                    for item in items {
+                        if let Some(v) = item.get_mut(*field) {
+                            take(v);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if found.is_empty() {
+        return None;
+    }
+    let mut text = String::from_utf8_lossy(body).into_owned();
+    let quoted = serde_json::to_string(REDACTED).unwrap_or_default();
+    for v in &found {
+        let literal = serde_json::to_string(v).unwrap_or_default();
+        if !literal.is_empty() {
+            text = text.replace(&literal, &quoted);
+        }
+    }
+    // Trust the textual replacement only if no credential is left in the document.
+    let left = serde_json::from_str::<serde_json::Value>(&text)
+        .map(|d| found.iter().any(|v| contains(&d, v)))
+        .unwrap_or(true);
+    if left {
+        return serde_json::to_vec(&doc).ok();
+    }
+    Some(text.into_bytes())
+}
+
+fn contains(doc: &serde_json::Value, needle: &serde_json::Value) -> bool {
+    if doc == needle {
+        return true;
+    }
+    match doc {
+        serde_json::Value::Array(a) => a.iter().any(|d| contains(d, needle)),
+        serde_json::Value::Object(m) => m.values().any(|d| contains(d, needle)),
+        _ => false,
+    }
+}
+
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {
     let tmp = dir.join(format!(".{name}.tmp"));
     let path = dir.join(name);
@@ -115,4 +250,53 @@ fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf
         let _ = std::fs::remove_file(&tmp);
     })?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_credentials_are_redacted_even_when_escaped_differently() {
+        let p = |n| Preset::parse(n);
+        // Microsoft Graph: every notification's clientState.
+        let mut r = Replay::new(
+            "POST",
+            "/g",
+            None,
+            Vec::new(),
+            br#"{"value":[{"clientState":"cs-S3CRET","id":1},{"clientState":"cs-S3CRET"}]}"#,
+        );
+        redact(&mut r, p("msgraph"));
+        let body = r.body.clone().unwrap_or_default();
+        assert!(
+            !body.contains("S3CRET") && body.contains("\"id\":1"),
+            "{body}"
+        );
+        // A value written with escapes serde_json would not use: re-serialised.
+        let mut r = Replay::new(
+            "POST",
+            "/n",
+            None,
+            vec![("authorization".into(), "Basic x".into())],
+            br#"{"verification_token":"secret_\u0053\u0033CRET"}"#,
+        );
+        redact(&mut r, p("notion"));
+        let body = r.body.clone().unwrap_or_default();
+        assert!(!body.contains("CRET"), "{body}");
+        assert_eq!(r.header("authorization"), Some("[redacted]"));
+        // Meta's verify token in the handshake's query; other parameters kept.
+        let mut r = Replay::new(
+            "GET",
+            "/m",
+            Some("hub.mode=subscribe&hub.verify_token=vt-S3CRET&hub.challenge=42"),
+            Vec::new(),
+            b"",
+        );
+        redact(&mut r, p("meta"));
+        assert_eq!(
+            r.query.as_deref(),
+            Some("hub.mode=subscribe&hub.verify_token=[redacted]&hub.challenge=42")
+        );
+    }
 }

@@ -54,6 +54,12 @@ pub struct RouteSecret {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteResult {
+    pub route: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OpLabel {
     pub op: String,
 }
@@ -102,6 +108,9 @@ pub struct Metrics {
     pub reloads: Family<ResultLabel, Counter>,
     pub config_ok: Gauge<i64, AtomicI64>,
     pub captures: Family<ResultLabel, Counter>,
+    /// Secrets handed over in set-up handshakes (Asana, Notion), by route and result
+    /// (`kept`, `refused_already_held`, `refused_route_has_secret`).
+    pub handed_secrets: Family<RouteResult, Counter>,
 }
 
 impl Default for Metrics {
@@ -177,8 +186,15 @@ impl Metrics {
             "Captured deliveries by result (written, dropped, failed)",
             captures.clone(),
         );
+        let handed_secrets = Family::<RouteResult, Counter>::default();
+        registry.register(
+            "handed_secrets",
+            "Secrets handed over in set-up handshakes, by route and result (kept, refused_already_held, refused_route_has_secret)",
+            handed_secrets.clone(),
+        );
         Self {
             routes: std::sync::RwLock::default(),
+            handed_secrets,
             store_ops,
             registry,
             captures,

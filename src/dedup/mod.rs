@@ -34,6 +34,13 @@ impl DedupKey {
         Self(format!("{prefix}{route}:{event_id}"))
     }
 
+    /// The key that records which body a signed transmission ID carried:
+    /// `<prefix><route>#tx:<id>`. Route names cannot hold `#`, so it never equals an
+    /// event's key.
+    pub fn transmission(prefix: &str, route: &str, transmission_id: &str) -> Self {
+        Self(format!("{prefix}{route}#tx:{transmission_id}"))
+    }
+
     /// The key as stored.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -27,6 +27,19 @@ pub enum Auth {
     Token,
 }
 
+/// Where a preset's credential travels in a request, so a capture can leave it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialAt {
+    /// A header whose value is the credential (or carries it).
+    Header(&'static str),
+    /// A query-string parameter.
+    Query(&'static str),
+    /// A string field of the JSON body, by JSON pointer.
+    Json(&'static str),
+    /// A field of every element of a JSON array (pointer to the array, field name).
+    JsonEach(&'static str, &'static str),
+}
+
 /// The description of a preset.
 #[derive(Debug, Clone)]
 pub struct Info {
@@ -166,6 +179,26 @@ impl Preset {
     /// delivery until the secret is configured.
     pub fn secret_from_handshake(self) -> bool {
         matches!(self.0, "asana" | "notion")
+    }
+
+    /// Where this preset's credential (or the secret a handshake hands over) travels
+    /// in a request. Captures redact every one of them; signatures are not listed:
+    /// they are useless without the key, and replays re-sign.
+    pub fn credential_locations(self) -> &'static [CredentialAt] {
+        use CredentialAt::{Header, Json, JsonEach, Query};
+        match self.0 {
+            "gitlab" => &[Header("x-gitlab-token")],
+            "okta" | "postmark" | "chargebee" | "pipedrive" | "monday" => {
+                &[Header("authorization")]
+            }
+            "asana" => &[Header("x-hook-secret")],
+            "notion" => &[Json("/verification_token")],
+            "figma" => &[Json("/passcode")],
+            "mailchimp" => &[Query("token")],
+            "meta" => &[Query("hub.verify_token")],
+            "msgraph" => &[JsonEach("/value", "clientState")],
+            _ => &[],
+        }
     }
 
     /// Whether a route of this preset must set `public_url`.
@@ -1340,13 +1373,29 @@ pub fn markdown_table() -> String {
          sending another body with the same value; dedup on the event ID still stops exact\n\
          replays within `dedup_ttl`. Keep these routes behind TLS, rotate the value if a\n\
          request leaks, and prefer a provider's signed mode where it has one.\n\n\
+         ## What PayPal's signature protects\n\n\
+         PayPal signs `transmission id|transmission time|webhook id|crc32(body)` with RSA.\n\
+         The body is bound **only by its CRC-32**, which is not a cryptographic hash: from\n\
+         one captured delivery anyone can build another body (another amount, another\n\
+         event `id`) with the same CRC, and the captured headers verify it. hookgate\n\
+         therefore (1) holds the signed transmission time to a window (5 minutes by\n\
+         default, the route's `tolerance`; PayPal documents none), so a capture is usable\n\
+         only that long; (2) remembers which body each signed transmission id carried, for\n\
+         `dedup_ttl`, and answers 422 to any other body under it; (3) deduplicates on the\n\
+         event `id` as usual. What remains: a forger who obtains a transmission within the\n\
+         window and gets a different body to the gateway *before* the genuine one is\n\
+         forwarded. Keep PayPal routes behind TLS, and where the amount matters, have the\n\
+         handler read the resource back from PayPal's API (or use PayPal's\n\
+         verify-webhook-signature call) instead of trusting the body.\n\n\
          ## Credentials with several parts\n\n\
          Written as inline tables in `secrets`, for example\n\
          `secrets = [{ app_secret = \"${META_APP_SECRET}\", verify_token = \"${META_VERIFY_TOKEN}\" }]`.\n\
          Every part accepts `${VAR}` and `file:PATH`. Asana and Notion hand out their secret in\n\
          the handshake: such a route may start with `secrets = []`, answers the handshake\n\
          (the secret is kept for the admin listener's `GET /handshakes/<route>`, never logged), and\n\
-         refuses deliveries until it is configured.\n",
+         refuses deliveries until it is configured. Only the first handed-over secret is kept\n\
+         (later set-up requests get 409 until `DELETE /handshakes/<route>` clears it), and a\n\
+         route with `secrets` takes none.\n",
     );
     s
 }

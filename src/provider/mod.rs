@@ -392,6 +392,21 @@ impl Verifier {
         }
     }
 
+    /// A signed ID of this transmission under which only one body may ever arrive,
+    /// for schemes whose signature binds the body only weakly (PayPal signs the
+    /// body's CRC-32, which anyone can match with another body).
+    pub fn transmission_id(&self, req: &Inbound<'_>) -> Option<EventId> {
+        match &self.scheme {
+            Scheme::Special(Special::PayPal { .. }) => header_once(
+                req.headers,
+                &HeaderName::from_static("paypal-transmission-id"),
+            )
+            .ok()
+            .map(EventId::new),
+            _ => None,
+        }
+    }
+
     /// Whether the signature covers the URL the provider called (with its query).
     pub fn signs_url(&self) -> bool {
         match &self.scheme {
@@ -441,6 +456,8 @@ pub struct VerifiedDelivery {
     event_id: EventId,
     /// The provider's ID when the signature does not cover it (for the log only).
     unsigned_id: Option<EventId>,
+    /// A signed transmission ID that must never carry a second body (PayPal).
+    transmission_id: Option<EventId>,
     fingerprint: Fingerprint,
     secret_index: usize,
 }
@@ -456,6 +473,12 @@ impl VerifiedDelivery {
     /// cover (GitHub's `X-GitHub-Delivery`, …): logged, never deduplicated on.
     pub fn unsigned_id(&self) -> Option<&EventId> {
         self.unsigned_id.as_ref()
+    }
+
+    /// The signed transmission ID under which no other body may be accepted, for
+    /// schemes that bind the body weakly (see [`Verifier::transmission_id`]).
+    pub fn transmission_id(&self) -> Option<&EventId> {
+        self.transmission_id.as_ref()
     }
 
     /// The body's fingerprint.
@@ -513,6 +536,7 @@ pub fn accept(
     Ok(Accepted::Delivery(VerifiedDelivery {
         event_id,
         unsigned_id,
+        transmission_id: verifier.transmission_id(req),
         fingerprint,
         secret_index,
     }))

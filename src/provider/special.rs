@@ -110,6 +110,32 @@ fn form(body: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The one value of a form field that carries a signature, a signed payload or a
+/// verdict: a field sent twice is refused (the gateway would check one copy while a
+/// handler might read the other). Absent is `None`.
+fn form_once<'f>(
+    fields: &'f [(String, String)],
+    name: &str,
+) -> Result<Option<&'f str>, VerifyError> {
+    let mut values = fields.iter().filter(|(k, _)| k == name);
+    let first = values.next().map(|(_, v)| v.as_str());
+    if values.next().is_some() {
+        return Err(VerifyError::Duplicated(name.to_owned()));
+    }
+    Ok(first)
+}
+
+/// Refuses a form that names any field twice (Mandrill signs each key with its
+/// first value only, so a second copy would be unsigned).
+fn form_fields_once(fields: &[(String, String)]) -> Result<(), VerifyError> {
+    let mut names: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+    names.sort_unstable();
+    match names.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(VerifyError::Duplicated(w[0].to_owned())),
+        None => Ok(()),
+    }
+}
+
 /// Twilio's signed parameters: name + each distinct value, names sorted, values
 /// sorted per name.
 fn twilio_params(mut params: Vec<(String, String)>) -> String {
@@ -300,6 +326,7 @@ impl Special {
             Self::Mandrill { keys } => {
                 let sig = decode_base64(need(hs, "x-mandrill-signature")?)
                     .ok_or(VerifyError::Malformed("x-mandrill-signature".into()))?;
+                form_fields_once(&form(req.body))?;
                 let tail = mandrill_params(req.body);
                 let u = url(req)?;
                 first(keys, |k| {
@@ -568,13 +595,10 @@ impl Special {
                     }
                     _ => {
                         let f = form(req.body);
-                        let get = |n: &str| {
-                            f.iter()
-                                .find(|(k, _)| k == n)
-                                .map(|(_, v)| v.clone())
-                                .unwrap_or_default()
+                        let get = |n: &str| -> Result<String, VerifyError> {
+                            Ok(form_once(&f, n)?.unwrap_or_default().to_owned())
                         };
-                        (get("timestamp"), get("token"), get("signature"))
+                        (get("timestamp")?, get("token")?, get("signature")?)
                     }
                 };
                 let ts_ms = TsFormat::Seconds.parse_ms(&ts)?;
@@ -622,13 +646,10 @@ impl Special {
             }
             Self::Braintree { keys } => {
                 let f = form(req.body);
-                let get = |n: &str| {
-                    f.iter()
-                        .find(|(k, _)| k == n)
-                        .map(|(_, v)| v.clone())
-                        .unwrap_or_default()
+                let get = |n: &str| -> Result<String, VerifyError> {
+                    Ok(form_once(&f, n)?.unwrap_or_default().to_owned())
                 };
-                let (sig_str, payload) = (get("bt_signature"), get("bt_payload"));
+                let (sig_str, payload) = (get("bt_signature")?, get("bt_payload")?);
                 let legal = !payload.is_empty()
                     && payload
                         .bytes()
@@ -669,10 +690,8 @@ impl Special {
                 first(values, |v| ct_eq(v.expose(), got.as_bytes()))
             }
             Self::QueryToken { values } => {
-                let got = form_urlencoded::parse(req.query.unwrap_or_default().as_bytes())
-                    .find(|(k, _)| k == "token")
-                    .map(|(_, v)| v.into_owned())
-                    .unwrap_or_default();
+                let query = form(req.query.unwrap_or_default().as_bytes());
+                let got = form_once(&query, "token")?.unwrap_or_default();
                 first(values, |v| ct_eq(v.expose(), got.as_bytes()))
             }
             Self::ClientState { values } => {
@@ -850,5 +869,68 @@ mod tests {
             "/a%20b?x%253D1%2526y%253D%25C3%25A9"
         );
         assert!(split_url("nourl").is_none());
+    }
+}
+
+#[cfg(test)]
+mod form_tests {
+    use super::*;
+    use crate::provider::mac::Algorithm;
+
+    #[test]
+    fn repeated_verdict_fields_in_forms_and_queries_are_refused() {
+        let key = MacKey::new(Algorithm::Sha256, b"mailgun-key");
+        let scheme = Special::Mailgun {
+            keys: vec![key.clone()],
+        };
+        let (ts, token) = ("1767225595", "tok");
+        let sig = hex::encode(key.tag(&[ts.as_bytes(), token.as_bytes()]).as_bytes());
+        let (m, h) = (Method::POST, HeaderMap::new());
+        let verify = |body: &str| {
+            scheme.verify(
+                &Inbound {
+                    method: &m,
+                    headers: &h,
+                    body: body.as_bytes(),
+                    query: None,
+                    url: None,
+                },
+                1_767_225_600,
+                Some(300),
+            )
+        };
+        let form = format!("timestamp={ts}&token={token}&signature={sig}&event=delivered");
+        // Mailchimp's query token, sent twice, is refused too.
+        let mailchimp = Special::QueryToken {
+            values: vec![crate::secret::Secret::new(b"mc".to_vec())],
+        };
+        let token = |q: &'static str| {
+            mailchimp.verify(
+                &Inbound {
+                    method: &m,
+                    headers: &h,
+                    body: b"",
+                    query: Some(q),
+                    url: None,
+                },
+                0,
+                None,
+            )
+        };
+        assert_eq!(token("token=mc"), Ok(0));
+        assert_eq!(
+            token("token=mc&token=other"),
+            Err(VerifyError::Duplicated("token".into()))
+        );
+        assert_eq!(verify(&form), Ok(0));
+        for extra in ["&signature=00", "&token=other", "&timestamp=1"] {
+            assert!(
+                matches!(
+                    verify(&format!("{form}{extra}")),
+                    Err(VerifyError::Duplicated(_))
+                ),
+                "{extra}"
+            );
+        }
     }
 }

@@ -8,7 +8,9 @@
 //! - `POST /reload` — re-reads the config file (as SIGHUP does);
 //! - `GET /handshakes/<route>` — the signing secret a provider handed over in its
 //!   set-up request on that route (Asana, Notion), which the operator must configure;
-//!   it is never written to the log.
+//!   it is never written to the log. Only the first is kept;
+//! - `DELETE /handshakes/<route>` — forgets it, so the next set-up request may hand
+//!   over a new one (refused with 409 until then).
 //!
 //! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
 //! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
@@ -121,6 +123,21 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                     serde_json::json!({ "status": "no secret handed over on this route" }),
                 ),
             }
+        }
+        (&Method::DELETE, p) if p.starts_with("/handshakes/") => {
+            let route = percent_encoding::percent_decode_str(&p["/handshakes/".len()..])
+                .decode_utf8_lossy()
+                .into_owned();
+            let cleared = state.clear_handed_secret(&route);
+            tracing::info!(
+                route,
+                cleared,
+                "handed-over secret cleared on request: the next set-up request may hand over a new one"
+            );
+            json(
+                StatusCode::OK,
+                serde_json::json!({ "route": route, "cleared": cleared }),
+            )
         }
         (&Method::POST, "/reload") => match state.reload() {
             Ok(n) => json(

@@ -44,15 +44,6 @@ struct Seen {
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
-/// Headers whose value is a credential, never written to a capture file.
-const CREDENTIAL_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "x-gitlab-token",
-    "x-hook-secret",
-];
-
 /// Which of the route's secrets matched, for the log line: its 0-based position in
 /// `secrets`, or `none` (not verified, or a provider that signs nothing).
 struct SecretUsed(Option<usize>);
@@ -138,7 +129,7 @@ pub(super) async fn handle(
                     // Captures are files on disk: headers that *are* credentials (Basic
                     // auth, static tokens) are not written. Signatures are kept: they
                     // are useless without the secret, and replays re-sign anyway.
-                    let value = if CREDENTIAL_HEADERS.contains(&n.as_str()) {
+                    let value = if crate::capture::CREDENTIAL_HEADERS.contains(&n.as_str()) {
                         "[redacted]".to_owned()
                     } else {
                         String::from_utf8_lossy(v.as_bytes()).into_owned()
@@ -169,6 +160,11 @@ pub(super) async fn handle(
             r.provider = seen.provider.map(str::to_owned);
             r.outcome = Some(outcome.as_str().to_owned());
             r.status = Some(resp.status().as_u16());
+            // Credentials the route's preset knows, wherever they travel (query, body).
+            crate::capture::redact(
+                &mut r,
+                seen.provider.and_then(crate::provider::Preset::parse),
+            );
             capture.record(r);
         }
         state.metrics.in_flight.dec();
@@ -292,7 +288,17 @@ async fn pipeline(
         Ok(Accepted::Delivery(d)) => d,
         Ok(Accepted::Handshake(mut reply)) => {
             if let Some(secret) = reply.handed_secret.take() {
-                state.keep_handed_secret(&route.name, secret, now);
+                let configured = route.secret_count > 0;
+                match state.keep_handed_secret(&route.name, configured, secret, now) {
+                    super::Handed::Kept => {}
+                    refused => {
+                        seen.detail = Some(format!("handed-over secret refused: {refused:?}"));
+                        return (
+                            respond::handed_secret_refused(configured),
+                            Outcome::HandshakeRefused,
+                        );
+                    }
+                }
             }
             return (respond::handshake(reply), Outcome::Handshake);
         }
@@ -448,6 +454,11 @@ impl Job {
     async fn run(self) -> (Resp, Outcome, Option<String>) {
         let st = &self.state;
         let cfg = &self.routing.store_cfg;
+        if let Some(tx) = self.delivery.transmission_id() {
+            if let Some(refused) = self.transmission_guard(tx.as_str()).await {
+                return refused;
+            }
+        }
         let id = self.delivery.event_id().as_str();
         let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
         let fp = self.delivery.fingerprint().short_hex();
@@ -489,6 +500,48 @@ impl Job {
                     let (resp, outcome) = respond::upstream(result, true);
                     (resp, outcome, detail)
                 }
+            },
+        }
+    }
+
+    /// Records which body a signed transmission ID carried, and refuses another
+    /// body under it (422): PayPal signs only the body's CRC-32, so a capture's
+    /// headers fit any body with the same CRC. One atomic claim on its own key; the
+    /// event's claim follows as usual. `None` means go on.
+    async fn transmission_guard(&self, tx: &str) -> Option<(Resp, Outcome, Option<String>)> {
+        let st = &self.state;
+        let cfg = &self.routing.store_cfg;
+        let key = DedupKey::transmission(&cfg.key_prefix, &self.route.name, tx);
+        let fp = self.delivery.fingerprint().short_hex();
+        match st.store.claim(&key, &fp, cfg.inflight_ttl).await {
+            Ok(Claim::Claimed(token)) => {
+                // Kept for the dedup window whatever the forward does: a retry of this
+                // transmission carries the same body, and matches. If this fails, the
+                // lease expires and the next copy records the body again.
+                if let Err(e) = st.store.complete(&key, &token, &fp, cfg.dedup_ttl).await {
+                    tracing::warn!(key = %key, error = %e, "recording the transmission's body failed; its lease expires");
+                }
+                None
+            }
+            Ok(Claim::Done { fingerprint }) if fingerprint == fp => None,
+            Ok(Claim::Done { .. }) => Some((
+                respond::transmission_mismatch(),
+                Outcome::Mismatch,
+                Some(format!("transmission id {tx} already carried another body")),
+            )),
+            Ok(Claim::InFlight) => Some((
+                respond::in_flight(self.delivery.event_id().as_str()),
+                Outcome::InFlight,
+                None,
+            )),
+            Err(e) => match self.route.on_error {
+                OnError::Reject => Some((
+                    respond::store_unavailable(),
+                    Outcome::StoreError,
+                    Some(e.to_string()),
+                )),
+                // The route chose availability over the store's checks.
+                OnError::Forward => None,
             },
         }
     }

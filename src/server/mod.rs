@@ -234,10 +234,91 @@ pub(crate) struct HandedSecret {
     pub received_at: u64,
 }
 
+/// What became of a secret a provider handed over in a set-up request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handed {
+    /// The first on this route: kept for the admin listener.
+    Kept,
+    /// One is already held (until an operator clears it): refused.
+    AlreadyHeld,
+    /// The route has a configured secret: refused.
+    RouteHasSecret,
+}
+
+impl Handed {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Kept => "kept",
+            Self::AlreadyHeld => "refused_already_held",
+            Self::RouteHasSecret => "refused_route_has_secret",
+        }
+    }
+}
+
 impl AppState {
     /// Keeps a signing secret a provider handed over in its set-up request, for the
-    /// admin listener; the log says where to read it, never what it is.
-    pub(crate) fn keep_handed_secret(&self, route: &str, secret: crate::secret::Secret, now: u64) {
+    /// admin listener — only the first, and only on a route with no configured
+    /// secret: the handshake is unauthenticated, so a later one may be anyone's. The
+    /// log says where to read it, never what it is; every outcome is counted.
+    pub(crate) fn keep_handed_secret(
+        &self,
+        route: &str,
+        configured: bool,
+        secret: crate::secret::Secret,
+        now: u64,
+    ) -> Handed {
+        let result = {
+            let mut held = self
+                .handed_secrets
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if configured {
+                Handed::RouteHasSecret
+            } else if held.contains_key(route) {
+                Handed::AlreadyHeld
+            } else {
+                held.insert(
+                    route.to_owned(),
+                    HandedSecret {
+                        secret,
+                        received_at: now,
+                    },
+                );
+                Handed::Kept
+            }
+        };
+        self.metrics
+            .handed_secrets
+            .get_or_create(&crate::telemetry::RouteResult {
+                route: route.to_owned(),
+                result: result.label().to_owned(),
+            })
+            .inc();
+        match result {
+            Handed::Kept => self.log_handed_secret(route),
+            Handed::AlreadyHeld => tracing::warn!(
+                route,
+                "refused a set-up request handing over another signing secret: the route already holds one (clear it with DELETE /handshakes/{route} on the admin listener to accept a new one)"
+            ),
+            Handed::RouteHasSecret => tracing::warn!(
+                route,
+                "refused a set-up request handing over a signing secret: the route has a configured secret"
+            ),
+        }
+        result
+    }
+
+    /// Forgets the handed-over secret of a route (the operator's `DELETE
+    /// /handshakes/<route>`), so the next set-up request may hand over a new one.
+    pub(crate) fn clear_handed_secret(&self, route: &str) -> bool {
+        self.handed_secrets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(route)
+            .is_some()
+    }
+
+    fn log_handed_secret(&self, route: &str) {
         if self.server.admin_listen.is_some() {
             tracing::warn!(
                 route,
@@ -249,16 +330,6 @@ impl AppState {
                 "the provider handed over its signing secret in a set-up request, but no admin listener is configured to read it from: set server.admin_listen and repeat the provider's set-up"
             );
         }
-        self.handed_secrets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(
-                route.to_owned(),
-                HandedSecret {
-                    secret,
-                    received_at: now,
-                },
-            );
     }
 }
 

@@ -27,6 +27,8 @@ pub enum Outcome {
     InFlight,
     Mismatch,
     Handshake,
+    /// A set-up request handing over a secret the route will not take.
+    HandshakeRefused,
     NoRoute,
     MethodNotAllowed,
     TooLarge,
@@ -57,6 +59,7 @@ impl Outcome {
             Self::InFlight => "in_flight",
             Self::Mismatch => "mismatch",
             Self::Handshake => "handshake",
+            Self::HandshakeRefused => "handshake_refused",
             Self::NoRoute => "no_route",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::TooLarge => "too_large",
@@ -186,6 +189,18 @@ pub fn rejected(r: &Rejection) -> (Resp, Outcome) {
     }
 }
 
+/// 409 to a set-up request that hands over a signing secret the route will not
+/// take: one is already held (an operator clears it on the admin listener), or the
+/// route has a configured secret. Nothing is echoed, so the provider's set-up fails.
+pub fn handed_secret_refused(route_has_secret: bool) -> Resp {
+    let why = if route_has_secret {
+        "this route has a configured secret; a handed-over secret is refused"
+    } else {
+        "a secret was already handed over on this route; an operator must clear it first"
+    };
+    error(StatusCode::CONFLICT, Outcome::HandshakeRefused, why)
+}
+
 pub fn handshake(reply: HandshakeReply) -> Resp {
     let mut r = Response::new(Full::new(reply.body));
     *r.status_mut() = reply.status;
@@ -228,6 +243,16 @@ pub fn mismatch(event_id: &str) -> Resp {
         StatusCode::UNPROCESSABLE_ENTITY,
         Outcome::Mismatch,
         serde_json::json!({ "error": "event id reused with a different body", "event_id": event_id }),
+    )
+}
+
+/// A second body under a signed transmission ID already seen (PayPal signs only the
+/// body's CRC-32, so such a body is a forgery, not a retry).
+pub fn transmission_mismatch() -> Resp {
+    error(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        Outcome::Mismatch,
+        "transmission id reused with a different body",
     )
 }
 

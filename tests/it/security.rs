@@ -230,3 +230,260 @@ async fn discord_sendgrid_and_paypal_signed_times_have_a_window() {
         assert_eq!((r.status, n), (200, 1), "{provider}: {}", r.body);
     }
 }
+
+/// `prefix` + 12 letters from `@`..`O` + `suffix`, the letters chosen so the whole
+/// has CRC-32 `target`: CRC-32 is affine over GF(2), so each letter's 4 free low
+/// bits are solved for, as anyone holding one PayPal delivery can.
+fn with_crc(prefix: &str, suffix: &str, target: u32) -> String {
+    const N: usize = 12;
+    let build = |bits: u64| {
+        let letters: String = (0..N)
+            .map(|i| char::from(0x40 | ((bits >> (4 * i)) & 0xF) as u8))
+            .collect();
+        format!("{prefix}{letters}{suffix}")
+    };
+    let base = crc32fast::hash(build(0).as_bytes());
+    // Each free bit's effect on the CRC, with the set of bits that produce it.
+    let mut basis: Vec<(u32, u64)> = Vec::new();
+    for bit in 0..(4 * N) {
+        let mut v = crc32fast::hash(build(1 << bit).as_bytes()) ^ base;
+        let mut combo = 1u64 << bit;
+        for (b, c) in &basis {
+            if v ^ b < v {
+                v ^= b;
+                combo ^= c;
+            }
+        }
+        if v != 0 {
+            basis.push((v, combo));
+            basis.sort_by_key(|b| std::cmp::Reverse(b.0));
+        }
+    }
+    let mut want = base ^ target;
+    let mut bits = 0u64;
+    for (b, c) in &basis {
+        if want ^ b < want {
+            want ^= b;
+            bits ^= c;
+        }
+    }
+    assert_eq!(want, 0, "the letters span every CRC");
+    let forged = build(bits);
+    assert_eq!(crc32fast::hash(forged.as_bytes()), target);
+    forged
+}
+
+/// PayPal signs `id|time|webhook_id|crc32(body)`: one capture's headers fit any
+/// body with the same CRC-32. The gateway refuses a second body under a signed
+/// transmission ID it has seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paypal_refuses_a_second_body_under_a_seen_transmission_id() {
+    let v = vector("paypal", "valid (self-verification)");
+    let up = Upstream::start().await;
+    let (cfg, query) = crate::vectors::vector_config(&v, &up.url("/up")).expect("paypal");
+    let gw = TestGateway::start_with_clock(
+        &cfg,
+        hookgate::server::Clock::Fixed(v["now"].as_u64().expect("now")),
+    )
+    .await;
+    let url = gw.url(&format!("/hook{query}"));
+    let headers = vector_headers(&v);
+    let genuine = v["body"].as_str().expect("body").to_owned();
+    let r = post(&url, &headers, genuine.clone().into_bytes()).await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+
+    // A forged capture of 99 999.00 under a new event ID, with the genuine CRC-32:
+    // its signature verifies, but its transmission ID already carried another body.
+    let forged = with_crc(
+        r#"{"id":"WH-FORGED-1","event_version":"1.0","create_time":"2025-12-31T23:59:54.000Z","resource_type":"capture","event_type":"PAYMENT.CAPTURE.COMPLETED","resource":{"id":"42311647XV020574X","status":"COMPLETED","amount":{"value":"99999.00","currency_code":"USD"}},"pad":""#,
+        r#""}"#,
+        crc32fast::hash(genuine.as_bytes()),
+    );
+    let r = post(&url, &headers, forged.into_bytes()).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(
+        r.json()["error"],
+        "transmission id reused with a different body"
+    );
+    assert_eq!(up.count(), 1, "the forged body must not reach the upstream");
+
+    // The genuine transmission again is still a plain duplicate.
+    let r = post(&url, &headers, genuine.into_bytes()).await;
+    assert_eq!((r.status, r.outcome()), (200, "duplicate"), "{}", r.body);
+    assert_eq!(up.count(), 1);
+    gw.stop().await;
+}
+
+/// A form field that carries a signature, a signed payload or a verdict, sent twice:
+/// the gateway would check one copy while a handler might read the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeated_signed_form_fields_are_refused() {
+    let cases = [
+        ("braintree", "valid", "&bt_payload=PHVuc2lnbmVkLz4%3D"),
+        ("braintree", "valid", "&bt_signature=other%7Cdeadbeef"),
+        (
+            "mandrill",
+            "valid",
+            "&mandrill_events=%5B%7B%22event%22%3A%22hard_bounce%22%2C%22_id%22%3A%22x%22%7D%5D",
+        ),
+    ];
+    for (provider, case, extra) in cases {
+        let mut v = vector(provider, case);
+        let signed_at = v["now"].as_u64().expect("now");
+        // As sent by the provider: forwarded.
+        let (r, n) = send_vector_at(&v, signed_at, "").await;
+        assert_eq!((r.status, n), (200, 1), "{provider}: {}", r.body);
+        // With the field repeated: refused, never forwarded.
+        let body = format!("{}{extra}", v["body"].as_str().unwrap_or_default());
+        v["body"] = serde_json::Value::String(body);
+        let (r, n) = send_vector_at(&v, signed_at, "").await;
+        assert_eq!((r.status, n), (401, 0), "{provider} {extra}: {}", r.body);
+    }
+}
+
+/// Captures leave out every credential the preset knows, wherever it travels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_redact_credentials_in_the_query_and_the_body() {
+    use std::time::Duration;
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let captures = dir.path().join("captures");
+    let cfg = format!(
+        "[capture]\ndir = \"{}\"\n{}{}{}",
+        captures.display(),
+        route("mc", "mailchimp", "[\"mc-token-S3CRET\"]", &up, ""),
+        route("notion", "notion", "[]", &up, ""),
+        route("figma", "figma", "[\"figma-pass-S3CRET\"]", &up, ""),
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let form = b"type=subscribe&data%5Bemail%5D=a%40b.c".to_vec();
+    let r = post(&gw.url("/mc?token=mc-token-S3CRET&x=1"), &[], form).await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let r = post(
+        &gw.url("/notion"),
+        &[("content-type".into(), "application/json".into())],
+        br#"{"verification_token":"secret_notion_S3CRET"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(r.outcome(), "handshake", "{}", r.body);
+    let r = post(
+        &gw.url("/figma"),
+        &[],
+        br#"{"event_type":"FILE_UPDATE","passcode":"figma-pass-S3CRET","file_key":"k1","timestamp":"2026-01-01T00:00:00Z","webhook_id":"7"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let written = crate::support::eventually(Duration::from_secs(5), || {
+        std::fs::read_dir(&captures).map(|d| d.count()).unwrap_or(0) >= 3
+    })
+    .await;
+    assert!(written, "three captures");
+    for entry in std::fs::read_dir(&captures).expect("captures") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        assert!(
+            !text.contains("S3CRET"),
+            "a credential was captured:\n{text}"
+        );
+        assert!(text.contains("[redacted]"), "{text}");
+    }
+    // What is not a credential is kept as received.
+    let files = hookgate::replay::collect(std::slice::from_ref(&captures)).expect("files");
+    let loaded: Vec<_> = files
+        .iter()
+        .map(|f| hookgate::replay::Replay::load(f).expect("load"))
+        .collect();
+    let mc = loaded
+        .iter()
+        .find(|r| r.path == "/mc")
+        .expect("mailchimp capture");
+    assert_eq!(mc.query.as_deref(), Some("token=[redacted]&x=1"));
+    let figma = loaded
+        .iter()
+        .find(|r| r.path == "/figma")
+        .expect("figma capture");
+    assert_eq!(
+        figma.body.as_deref(),
+        Some(
+            r#"{"event_type":"FILE_UPDATE","passcode":"[redacted]","file_key":"k1","timestamp":"2026-01-01T00:00:00Z","webhook_id":"7"}"#
+        )
+    );
+    gw.stop().await;
+}
+
+/// Asana and Notion hand their signing secret over in an unauthenticated set-up
+/// request: only the first is kept until an operator clears it, never one on a route
+/// with a configured secret; the rest are refused (409), logged and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_over_secrets_are_kept_once_until_cleared() {
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "{}{}{}",
+        route("asana", "asana", "[]", &up, ""),
+        route("asana_set", "asana", "[\"configured-secret\"]", &up, ""),
+        route("notion", "notion", "[]", &up, ""),
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let handshake = |path: &'static str, secret: &'static str| {
+        let url = gw.url(path);
+        async move { post(&url, &[("x-hook-secret".into(), secret.into())], Vec::new()).await }
+    };
+    let held = |route: &'static str| {
+        let url = gw.admin_url(&format!("/handshakes/{route}"));
+        async move {
+            let r = crate::support::send("GET", &url, &[], Vec::new()).await;
+            (
+                r.status,
+                r.json()["secret"].as_str().unwrap_or_default().to_owned(),
+            )
+        }
+    };
+
+    let r = handshake("/asana", "first-secret").await;
+    assert_eq!(
+        (r.status, r.header("x-hook-secret")),
+        (200, Some("first-secret"))
+    );
+    // Anyone's later set-up request: refused, nothing echoed, the first one kept.
+    let r = handshake("/asana", "attacker-secret").await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(r.header("x-hook-secret"), None);
+    assert_eq!(held("asana").await, (200, "first-secret".to_owned()));
+    assert_eq!(
+        gw.metric("hookgate_handed_secrets_total{route=\"asana\",result=\"refused_already_held\"}")
+            .await,
+        1.0
+    );
+
+    // The operator clears it; the next set-up request hands over a new one.
+    let r = crate::support::send(
+        "DELETE",
+        &gw.admin_url("/handshakes/asana"),
+        &[],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!((r.status, r.json()["cleared"].as_bool()), (200, Some(true)));
+    assert_eq!(handshake("/asana", "new-secret").await.status, 200);
+    assert_eq!(held("asana").await, (200, "new-secret".to_owned()));
+
+    // A route with a configured secret never takes one.
+    let r = handshake("/asana_set", "attacker-secret").await;
+    assert_eq!(r.status, 409, "{}", r.body);
+    assert_eq!(held("asana_set").await.0, 404);
+    assert_eq!(
+        gw.metric(
+            "hookgate_handed_secrets_total{route=\"asana_set\",result=\"refused_route_has_secret\"}"
+        )
+        .await,
+        1.0
+    );
+
+    // Notion's verification_token: the same rule.
+    let token = |t: &str| format!(r#"{{"verification_token":"{t}"}}"#).into_bytes();
+    let url = gw.url("/notion");
+    assert_eq!(post(&url, &[], token("secret_first")).await.status, 200);
+    assert_eq!(post(&url, &[], token("secret_attacker")).await.status, 409);
+    assert_eq!(held("notion").await, (200, "secret_first".to_owned()));
+    assert_eq!(up.count(), 0, "handshakes are never forwarded");
+    gw.stop().await;
+}
