@@ -12,7 +12,6 @@
 //! install` installs the gateway only.
 //! Internal modes (run by the benchmark itself): `upstream PORT`, `proxy PORT UPSTREAM`.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -21,9 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 type AnyResult<T> = anyhow::Result<T>;
@@ -45,20 +42,11 @@ where
     Fut: std::future::Future<Output = http::Response<Full<Bytes>>> + Send + 'static,
 {
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-    loop {
-        let (stream, _) = listener.accept().await?;
-        let _ = stream.set_nodelay(true);
-        let h = handler.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let h = h.clone();
-                async move { Ok::<_, Infallible>(h(req).await) }
-            });
-            let _ = auto::Builder::new(TokioExecutor::new())
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
+    hookgate::server::listen::serve_http(listener, std::future::pending(), move |req, _| {
+        handler(req)
+    })
+    .await;
+    Ok(())
 }
 
 /// The upstream: reads the body, answers 200 at once.

@@ -3,16 +3,16 @@
 
 use std::io::Read as _;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand};
 
+use crate::app::{App, Listeners};
 use crate::config::{self, Backend, Config, OnError};
 use crate::provider::{Credential, EventIdSource, Preset};
 use crate::replay::{Replay, Verdict};
 use crate::secret::Secret;
-use crate::server::{self, AppState, Clock};
+use crate::server::Clock;
 use crate::telemetry::{self, LogFormat};
 
 /// hookgate: verify webhook signatures, deduplicate deliveries, forward each event once.
@@ -473,22 +473,12 @@ fn shell_quote(s: &str) -> String {
 
 /// Runs the gateway until SIGTERM or SIGINT; SIGHUP reloads the config.
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(cfg.server.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", cfg.server.listen))?;
-    let admin = match cfg.server.admin_listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr} (admin)"))?,
-        ),
-        None => None,
-    };
-    let state = Arc::new(AppState::new(&cfg, Clock::System)?);
+    let listeners = Listeners::bind(&cfg.server).await?;
+    let app = App::build(&cfg, Clock::System)?;
     tracing::info!(
-        listen = %listener.local_addr()?,
+        listen = %listeners.public.local_addr()?,
         admin = ?cfg.server.admin_listen,
-        store = state.store().kind(),
+        store = app.state().store().kind(),
         routes = cfg.routes.len(),
         "hookgate serving"
     );
@@ -497,17 +487,9 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             "memory store: dedup state is lost on restart and not shared between replicas"
         );
     }
-    let stop = tokio_util::sync::CancellationToken::new();
-    tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            crate::shutdown::signal().await;
-            stop.cancel();
-        }
-    });
     #[cfg(unix)]
     tokio::spawn({
-        let state = state.clone();
+        let state = app.state().clone();
         async move {
             use tokio::signal::unix::{SignalKind, signal};
             let Ok(mut hup) = signal(SignalKind::hangup()) else {
@@ -519,15 +501,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             }
         }
     });
-    let admin_task = admin.map(|l| {
-        let (state, stop) = (state.clone(), stop.clone());
-        tokio::spawn(async move { server::admin::run(state, l, stop.cancelled_owned()).await })
-    });
-    server::run(state, listener, stop.clone().cancelled_owned()).await?;
-    if let Some(t) = admin_task {
-        let _ = t.await;
-    }
-    Ok(())
+    app.run(listeners, crate::shutdown::signal()).await
 }
 
 /// A duration as a config would write it, in its largest whole unit: `72h`, not

@@ -23,6 +23,7 @@
 //! - [`cli`], [`telemetry`], [`shutdown`]: the binary's plumbing; [`upstream`]: the
 //!   demo handler of `hookgate upstream`.
 
+pub mod app;
 pub mod capture;
 pub mod cli;
 pub mod config;

@@ -41,7 +41,6 @@
 //! # }
 //! ```
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -50,14 +49,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full};
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
+use crate::app::{App, Listeners};
 use crate::config::{self, Config, ProcessEnv};
 use crate::replay::Replay;
-use crate::server::{self, AppState, Clock};
+use crate::server::{AppState, Clock};
 
 /// One request as the recorder saw it.
 #[derive(Debug, Clone)]
@@ -102,6 +99,43 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Records one request and answers it as planned.
+async fn record(
+    shared: Arc<RecorderInner>,
+    req: http::Request<hyper::body::Incoming>,
+) -> Response<Full<Bytes>> {
+    {
+        let mut open = lock(&shared.open);
+        open.0 += 1;
+        open.1 = open.1.max(open.0);
+    }
+    let (parts, body) = req.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    lock(&shared.received).push(Received {
+        method: parts.method.to_string(),
+        uri: parts.uri.to_string(),
+        headers: parts.headers,
+        body,
+    });
+    let (status, delay) = {
+        let p = lock(&shared.plan);
+        (p.status, p.delay)
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    lock(&shared.open).0 -= 1;
+    let mut r = Response::new(Full::new(Bytes::from_static(br#"{"ok":true}"#)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    r.headers_mut()
+        .insert("x-upstream", http::HeaderValue::from_static("stub"));
+    r
+}
+
 impl Recorder {
     /// Starts on a free port of 127.0.0.1.
     pub async fn start() -> Self {
@@ -123,52 +157,15 @@ impl Recorder {
             }),
             open: Mutex::new((0, 0)),
         });
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let shared = inner.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = &mut stopped => break,
-                    acc = listener.accept() => {
-                        let Ok((stream, _)) = acc else { continue };
-                        let shared = shared.clone();
-                        tokio::spawn(async move {
-                            let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                                let shared = shared.clone();
-                                async move {
-                                    {
-                                        let mut open = lock(&shared.open);
-                                        open.0 += 1;
-                                        open.1 = open.1.max(open.0);
-                                    }
-                                    let (parts, body) = req.into_parts();
-                                    let body = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-                                    lock(&shared.received).push(Received {
-                                        method: parts.method.to_string(),
-                                        uri: parts.uri.to_string(),
-                                        headers: parts.headers,
-                                        body,
-                                    });
-                                    let (status, delay) = {
-                                        let p = lock(&shared.plan);
-                                        (p.status, p.delay)
-                                    };
-                                    if !delay.is_zero() {
-                                        tokio::time::sleep(delay).await;
-                                    }
-                                    lock(&shared.open).0 -= 1;
-                                    let mut r = Response::new(Full::new(Bytes::from_static(br#"{"ok":true}"#)));
-                                    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-                                    r.headers_mut().insert("x-upstream", http::HeaderValue::from_static("stub"));
-                                    Ok::<_, Infallible>(r)
-                                }
-                            });
-                            let _ = auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(stream), svc).await;
-                        });
-                    }
-                }
-            }
-        });
+        tokio::spawn(crate::server::listen::serve_http(
+            listener,
+            async move {
+                let _ = stopped.await;
+            },
+            move |req, _peer| record(shared.clone(), req),
+        ));
         Self {
             addr,
             inner,
@@ -308,23 +305,18 @@ impl Gateway {
 
     /// Starts a gateway from a validated config.
     pub async fn start_config(config: Config, clock: Clock) -> Self {
-        let state = Arc::new(AppState::new(&config, clock).expect("gateway state"));
-        let admin_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind admin");
-        let admin = admin_listener.local_addr().expect("admin addr");
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind gateway");
-        let addr = listener.local_addr().expect("addr");
+        let app = App::build(&config, clock).expect("gateway state");
+        let state = app.state().clone();
+        let listeners = Listeners::loopback().await.expect("bind the gateway");
+        let addr = listeners.public.local_addr().expect("addr");
+        let admin = listeners
+            .admin
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+            .expect("admin addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let admin_stop = tokio_util::sync::CancellationToken::new();
-        tokio::spawn(server::admin::run(
-            state.clone(),
-            admin_listener,
-            admin_stop.clone().cancelled_owned(),
-        ));
-        let task = tokio::spawn(server::run(state.clone(), listener, async move {
+        let task = tokio::spawn(app.run(listeners, async move {
             let _ = stopped.await;
-            admin_stop.cancel();
         }));
         Self {
             addr,

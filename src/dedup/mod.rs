@@ -203,6 +203,32 @@ pub enum Store {
     Redis(RedisStore),
 }
 
+impl Store {
+    /// The store a config names: memory, or Redis (a single server, Sentinel or
+    /// Cluster), which connects lazily on first use.
+    pub fn connect(cfg: &crate::config::StoreConfig) -> anyhow::Result<Self> {
+        use crate::config::Backend;
+        Ok(match &cfg.backend {
+            Backend::Memory => Self::Memory(MemoryStore::new()),
+            Backend::Redis { url } => Self::Redis(RedisStore::with_options(
+                url,
+                cfg.timeout,
+                &redis::RedisOptions {
+                    tls_ca: cfg.tls_ca.clone(),
+                    min_replicas_ack: cfg.min_replicas_ack,
+                    replica_ack_timeout: cfg.replica_ack_timeout,
+                },
+            )?),
+            Backend::RedisSentinel { sentinels, master } => {
+                Self::Redis(RedisStore::new_sentinel(sentinels, master, cfg.timeout)?)
+            }
+            Backend::RedisCluster { urls } => {
+                Self::Redis(RedisStore::new_cluster(urls, cfg.timeout)?)
+            }
+        })
+    }
+}
+
 macro_rules! dispatch {
     ($self:ident, $s:ident => $e:expr) => {
         match $self {

@@ -15,7 +15,6 @@
 //! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
 //! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,9 +23,6 @@ use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 
 use super::AppState;
@@ -199,26 +195,8 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                let st = state.clone();
-                tokio::spawn(async move {
-                    let svc = service_fn(move |req| {
-                        let st = st.clone();
-                        async move { Ok::<_, Infallible>(handle(st, req).await) }
-                    });
-                    let _ = auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(stream), svc)
-                        .await;
-                });
-            }
-            () = &mut shutdown => break,
-        }
-    }
+    super::listen::serve_http(listener, shutdown, move |req, _peer| {
+        handle(state.clone(), req)
+    })
+    .await;
 }

@@ -7,6 +7,7 @@
 pub mod admin;
 mod handler;
 mod limits;
+pub mod listen;
 pub mod respond;
 use crate::tls;
 
@@ -27,7 +28,7 @@ use arc_swap::ArcSwap;
 
 use crate::capture::Capture;
 use crate::config::{self, Backend, Config, ConfigErrors, Route, ServerConfig, StoreConfig};
-use crate::dedup::{MemoryStore, RedisStore, Store};
+use crate::dedup::Store;
 use crate::forward::Forwarder;
 use crate::telemetry::{Metrics, ResultLabel};
 
@@ -334,30 +335,6 @@ impl AppState {
 }
 
 impl AppState {
-    /// Builds the state: the store (Redis connects lazily) and the HTTP client.
-    pub fn new(cfg: &Config, clock: Clock) -> anyhow::Result<Self> {
-        let store =
-            match &cfg.store.backend {
-                Backend::Memory => Store::Memory(MemoryStore::new()),
-                Backend::Redis { url } => Store::Redis(RedisStore::with_options(
-                    url,
-                    cfg.store.timeout,
-                    &crate::dedup::redis::RedisOptions {
-                        tls_ca: cfg.store.tls_ca.clone(),
-                        min_replicas_ack: cfg.store.min_replicas_ack,
-                        replica_ack_timeout: cfg.store.replica_ack_timeout,
-                    },
-                )?),
-                Backend::RedisSentinel { sentinels, master } => Store::Redis(
-                    RedisStore::new_sentinel(sentinels, master, cfg.store.timeout)?,
-                ),
-                Backend::RedisCluster { urls } => {
-                    Store::Redis(RedisStore::new_cluster(urls, cfg.store.timeout)?)
-                }
-            };
-        Self::with_store(cfg, store, clock)
-    }
-
     /// Builds the state on a given store.
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
         let metrics = Metrics::new();
@@ -477,51 +454,36 @@ pub async fn run(
     let connections = Arc::new(tokio::sync::Semaphore::new(state.server.max_connections));
     let open = TaskTracker::new();
     let closing = tokio_util::sync::CancellationToken::new();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                let (stream, peer) = match accepted {
-                    Ok(a) => a,
-                    Err(e) => {
-                        // Typically EMFILE: back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
+    listen::accept_loop(&listener, shutdown, |stream, peer| {
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            // Over server.max_connections: answer and close, never queue.
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt as _;
+                let mut stream = stream;
+                let _ = stream.write_all(&respond::overloaded_http1()).await;
+            });
+            return;
+        };
+        let (st, builder, closing) = (state.clone(), builder.clone(), closing.clone());
+        open.spawn(async move {
+            let limit = st.server.header_read_timeout;
+            match st.tls.load_full() {
+                // The handshake runs in the connection's own task, bounded like a
+                // request head, so a slow client cannot stall the accept loop.
+                Some(tls) => {
+                    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+                    if let Ok(Ok(stream)) =
+                        tokio::time::timeout(limit, acceptor.accept(stream)).await
+                    {
+                        serve_connection(st, &builder, stream, peer, closing).await;
                     }
-                };
-                let _ = stream.set_nodelay(true);
-                let Ok(permit) = connections.clone().try_acquire_owned() else {
-                    // Over server.max_connections: answer and close, never queue.
-                    tokio::spawn(async move {
-                        use tokio::io::AsyncWriteExt as _;
-                        let mut stream = stream;
-                        let _ = stream
-                            .write_all(b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 5\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
-                            .await;
-                    });
-                    continue;
-                };
-                let (st, builder, closing) = (state.clone(), builder.clone(), closing.clone());
-                open.spawn(async move {
-                    let limit = st.server.header_read_timeout;
-                    match st.tls.load_full() {
-                        // The handshake runs in the connection's own task, bounded like
-                        // a request head, so a slow client cannot stall the accept loop.
-                        Some(tls) => {
-                            let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-                            if let Ok(Ok(stream)) = tokio::time::timeout(limit, acceptor.accept(stream)).await {
-                                serve_connection(st, &builder, stream, peer, closing).await;
-                            }
-                        }
-                        None => serve_connection(st, &builder, stream, peer, closing).await,
-                    }
-                    drop(permit);
-                });
+                }
+                None => serve_connection(st, &builder, stream, peer, closing).await,
             }
-            () = &mut shutdown => break,
-        }
-    }
+            drop(permit);
+        });
+    })
+    .await;
     drop(listener);
     let grace = state.server.shutdown_grace;
     tracing::info!(grace = ?grace, "shutting down: draining open requests");

@@ -326,6 +326,44 @@ pub fn overloaded() -> Resp {
     ))
 }
 
+/// The `overloaded` answer as HTTP/1.1 bytes with `connection: close`, for a connection
+/// refused before any HTTP is spoken (over `server.max_connections`): the same status,
+/// headers and body as [`overloaded`], written straight to the socket.
+pub fn overloaded_http1() -> Vec<u8> {
+    use futures_util::FutureExt as _;
+    use http_body_util::BodyExt as _;
+    let (head, body) = overloaded().into_parts();
+    // A `Full` body is ready at once: its one frame is already in memory.
+    let body = body
+        .collect()
+        .now_or_never()
+        .and_then(Result::ok)
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let r = Response::from_parts(head, ());
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        r.status().as_u16(),
+        r.status().canonical_reason().unwrap_or("")
+    )
+    .into_bytes();
+    for (name, value) in r.headers() {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(
+        format!(
+            "content-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(&body);
+    out
+}
+
 pub fn rate_limited() -> Resp {
     retry_after(error(
         StatusCode::TOO_MANY_REQUESTS,

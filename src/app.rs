@@ -1,0 +1,110 @@
+//! Wiring: the one place a gateway is put together from a config and run. `hookgate
+//! serve`, [`crate::testing`] and the benchmark all go through [`App::build`] and
+//! [`App::run`], so what runs in a test is what runs in production.
+//!
+//! ```text
+//! Config ─► App::build: the store (Store::connect), the forwarder, metrics, routes
+//!        ─► App::run(Listeners, shutdown): the public listener (server::run) and the
+//!           admin listener (server::admin::run), until shutdown; then drain
+//! ```
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+
+use crate::config::{Config, ServerConfig};
+use crate::dedup::Store;
+use crate::server::{self, AppState, Clock};
+
+/// The sockets a gateway serves: the public listener and, when configured, the admin
+/// one. Bound before the gateway is built, so a port in use is reported first.
+#[derive(Debug)]
+pub struct Listeners {
+    pub public: TcpListener,
+    pub admin: Option<TcpListener>,
+}
+
+impl Listeners {
+    /// Binds `server.listen` and `server.admin_listen`.
+    pub async fn bind(server: &ServerConfig) -> anyhow::Result<Self> {
+        let public = TcpListener::bind(server.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", server.listen))?;
+        let admin = match server.admin_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("cannot listen on {addr} (admin)"))?,
+            ),
+            None => None,
+        };
+        Ok(Self { public, admin })
+    }
+
+    /// Both listeners on free ports of 127.0.0.1 (tests and benchmarks).
+    pub async fn loopback() -> anyhow::Result<Self> {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        Ok(Self {
+            public: TcpListener::bind(any).await?,
+            admin: Some(TcpListener::bind(any).await?),
+        })
+    }
+}
+
+/// A gateway built from its config, ready to run.
+#[derive(Debug, Clone)]
+pub struct App {
+    state: Arc<AppState>,
+}
+
+impl App {
+    /// Builds the gateway: the store the config names (Redis connects lazily), the
+    /// forwarding client, metrics and the routes.
+    pub fn build(cfg: &Config, clock: Clock) -> anyhow::Result<Self> {
+        Self::with_store(cfg, Store::connect(&cfg.store)?, clock)
+    }
+
+    /// Builds the gateway on a store made elsewhere (tests).
+    pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
+        Ok(Self {
+            state: Arc::new(AppState::with_store(cfg, store, clock)?),
+        })
+    }
+
+    /// The running state: routes (reloadable), the store, metrics.
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Serves `listeners` until `shutdown` resolves, then stops taking connections and
+    /// lets what is in progress finish within `server.shutdown_grace`.
+    pub async fn run(
+        self,
+        listeners: Listeners,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let stop = tokio_util::sync::CancellationToken::new();
+        tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                shutdown.await;
+                stop.cancel();
+            }
+        });
+        let admin = listeners.admin.map(|listener| {
+            let (state, stop) = (self.state.clone(), stop.clone());
+            tokio::spawn(server::admin::run(state, listener, stop.cancelled_owned()))
+        });
+        let served =
+            server::run(self.state, listeners.public, stop.clone().cancelled_owned()).await;
+        // The public listener may end by itself (an error): stop the admin one too.
+        stop.cancel();
+        if let Some(task) = admin {
+            let _ = task.await;
+        }
+        served
+    }
+}
