@@ -29,19 +29,7 @@ use super::AppState;
 use crate::dedup::{DedupKey, DedupStore};
 use crate::provider::EventId;
 
-type Resp = Response<Full<Bytes>>;
-
-fn json(status: StatusCode, v: serde_json::Value) -> Resp {
-    let mut r = Response::new(Full::new(Bytes::from(
-        serde_json::to_vec(&v).unwrap_or_default(),
-    )));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/json"),
-    );
-    r
-}
+use super::respond::{Resp, admin as json};
 
 /// Whether the request may use an endpoint that changes state or reveals secrets.
 fn authorized(state: &AppState, req: &Request<Incoming>) -> bool {
@@ -79,14 +67,21 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                     StatusCode::OK,
                     serde_json::json!({ "status": "ready", "store": state.store().kind() }),
                 ),
-                Ok(Err(e)) => json(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    serde_json::json!({ "status": "store unavailable", "error": e.to_string() }),
-                ),
-                Err(_) => json(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    serde_json::json!({ "status": "store unavailable", "error": "ping timed out" }),
-                ),
+                // The store's own error text goes to the log, not into an answer.
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "readiness: the store did not answer its ping");
+                    json(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        serde_json::json!({ "status": "store unavailable" }),
+                    )
+                }
+                Err(_) => {
+                    tracing::warn!("readiness: the store's ping timed out");
+                    json(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        serde_json::json!({ "status": "store unavailable" }),
+                    )
+                }
             }
         }
         (&Method::GET, "/metrics") => {
@@ -176,10 +171,13 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                         serde_json::json!({ "route": route, "event_id": id.as_str(), "forgotten": existed }),
                     )
                 }
-                Err(e) => json(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    serde_json::json!({ "error": e.to_string() }),
-                ),
+                Err(e) => {
+                    tracing::warn!(route, event_id = %id, error = %e, "forgetting a key failed: the store did not answer");
+                    json(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        serde_json::json!({ "error": "dedup store unavailable, retry later" }),
+                    )
+                }
             }
         }
         _ => json(

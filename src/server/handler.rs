@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::{Body, Incoming};
 use tracing::Instrument as _;
 
-use super::respond::{self, Outcome, Resp};
+use super::respond::{self, Answer, Outcome, Resp, UpstreamFailure};
 use super::{AppState, Routing};
 use crate::config::{OnError, Route};
 use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
@@ -146,11 +146,15 @@ pub(super) async fn handle(
         });
         let mut seen = Seen::default();
         let limit = state.server.request_timeout;
-        let (resp, outcome) =
-            match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut seen)).await {
-                Ok(answer) => answer,
-                Err(_) => (respond::request_timeout(), Outcome::RequestTimeout),
-            };
+        // `seen` is the delivery's log record, filled in as the pipeline goes, so that
+        // even a request cut off by request_timeout is logged with its route and ID.
+        let answer = match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut seen)).await
+        {
+            Ok(answer) => answer,
+            Err(_) => Answer::RequestTimeout,
+        };
+        let outcome = answer.outcome();
+        let resp = respond::response(answer);
         if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request) {
             let body = seen.body.take().unwrap_or_default();
             let mut r =
@@ -213,10 +217,10 @@ async fn pipeline(
     req: Request<Incoming>,
     peer: SocketAddr,
     seen: &mut Seen,
-) -> (Resp, Outcome) {
+) -> Answer {
     let routing = state.routing();
     let Some(route) = routing.routes.get(req.uri().path()).cloned() else {
-        return (respond::no_route(), Outcome::NoRoute);
+        return Answer::NoRoute;
     };
     seen.route = Some(route.name.clone());
     let route_metrics = state.metrics.route(&route.name);
@@ -229,10 +233,7 @@ async fn pipeline(
             .map(Method::as_str)
             .collect::<Vec<_>>()
             .join(", ");
-        return (
-            respond::method_not_allowed(&allow),
-            Outcome::MethodNotAllowed,
-        );
+        return Answer::MethodNotAllowed { allow };
     }
 
     let client =
@@ -244,17 +245,17 @@ async fn pipeline(
         .reads
         .enter(client, routing.server.max_reads_per_client)
     else {
-        return (respond::client_busy(), Outcome::ClientBusy);
+        return Answer::ClientBusy;
     };
     let body = match read_body(body, routing.server.max_body, routing.server.body_timeout).await {
         Ok(b) => b,
-        Err(resp) => return resp,
+        Err(answer) => return answer,
     };
     drop(reading);
     // Bounded, never queued: beyond server.max_in_flight the provider retries later.
     // The permit is held until the forward and its settle end, wherever they run.
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
-        return (respond::overloaded(), Outcome::Overloaded);
+        return Answer::Overloaded;
     };
     if state.capture.is_some() {
         seen.body = Some(body.clone());
@@ -282,7 +283,7 @@ async fn pipeline(
             .budgets
             .left(&route.name, client, route.failure_budget)
     {
-        return (respond::rate_limited(), Outcome::RateLimited);
+        return Answer::RateLimited;
     }
     let delivery = match accept(&route.verifier, &route.event_id, &inbound, now) {
         Ok(Accepted::Delivery(d)) => d,
@@ -293,14 +294,13 @@ async fn pipeline(
                     super::Handed::Kept => {}
                     refused => {
                         seen.detail = Some(format!("handed-over secret refused: {refused:?}"));
-                        return (
-                            respond::handed_secret_refused(configured),
-                            Outcome::HandshakeRefused,
-                        );
+                        return Answer::HandshakeRefused {
+                            route_has_secret: configured,
+                        };
                     }
                 }
             }
-            return (respond::handshake(reply), Outcome::Handshake);
+            return Answer::Handshake(reply);
         }
         Err(rejection) => {
             if budgeted && matches!(rejection, crate::provider::Rejection::Verify(_)) {
@@ -309,7 +309,7 @@ async fn pipeline(
                     .spend(&route.name, client, route.failure_budget);
             }
             seen.detail = Some(rejection.to_string());
-            return respond::rejected(&rejection);
+            return Answer::Rejected(rejection);
         }
     };
     seen.event_id = Some(delivery.event_id().to_string());
@@ -337,16 +337,17 @@ async fn pipeline(
         _permit: permit,
     };
     let unsigned_id = job.delivery.unsigned_id().map(ToString::to_string);
-    let (resp, outcome, detail) =
+    let (answer, detail) =
         RunToCompletion::new(state.settles.track_future(job.run().in_current_span())).await;
     // The provider's own ID, when unsigned, is only named in the log: the key is the
     // signed bytes' digest.
     seen.detail = detail.or_else(|| unsigned_id.map(|id| format!("unsigned provider id {id}")));
-    match (fixed, outcome) {
-        (Some(f), Outcome::Forwarded | Outcome::ForwardedUnclaimed | Outcome::Duplicate) => {
-            (respond::fixed(&f, outcome), outcome)
-        }
-        _ => (resp, outcome),
+    match (fixed, answer.outcome()) {
+        (
+            Some(reply),
+            outcome @ (Outcome::Forwarded | Outcome::ForwardedUnclaimed | Outcome::Duplicate),
+        ) => Answer::Fixed { reply, outcome },
+        _ => answer,
     }
 }
 
@@ -419,16 +420,16 @@ where
 
 /// Reads the body under the size limit and the body timeout. A declared
 /// `Content-Length` over the limit is refused before anything is read.
-async fn read_body(body: Incoming, max: usize, limit: Duration) -> Result<Bytes, (Resp, Outcome)> {
+async fn read_body(body: Incoming, max: usize, limit: Duration) -> Result<Bytes, Answer> {
     if body.size_hint().upper().is_some_and(|n| n > max as u64) {
-        return Err((respond::too_large(max), Outcome::TooLarge));
+        return Err(Answer::TooLarge { limit: max });
     }
     match tokio::time::timeout(limit, Limited::new(body, max).collect()).await {
-        Err(_) => Err((respond::body_timeout(), Outcome::BodyTimeout)),
+        Err(_) => Err(Answer::BodyTimeout),
         Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            Err((respond::too_large(max), Outcome::TooLarge))
+            Err(Answer::TooLarge { limit: max })
         }
-        Ok(Err(_)) => Err((respond::bad_body(), Outcome::BadBody)),
+        Ok(Err(_)) => Err(Answer::BadBody),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
     }
 }
@@ -451,7 +452,7 @@ struct Job {
 }
 
 impl Job {
-    async fn run(self) -> (Resp, Outcome, Option<String>) {
+    async fn run(self) -> (Answer, Option<String>) {
         let st = &self.state;
         let cfg = &self.routing.store_cfg;
         if let Some(tx) = self.delivery.transmission_id() {
@@ -479,26 +480,33 @@ impl Job {
                     acknowledged,
                 )
                 .await;
-                let (resp, outcome) = respond::upstream(result, false);
-                (resp, outcome, detail)
+                (relayed(result, false), detail)
             }
-            Ok(Claim::Done { fingerprint }) if fingerprint == fp => {
-                (respond::duplicate(id), Outcome::Duplicate, None)
-            }
-            Ok(Claim::Done { .. }) => (respond::mismatch(id), Outcome::Mismatch, None),
-            Ok(Claim::InFlight) => (respond::in_flight(id), Outcome::InFlight, None),
+            Ok(Claim::Done { fingerprint }) if fingerprint == fp => (
+                Answer::Duplicate {
+                    event_id: id.to_owned(),
+                },
+                None,
+            ),
+            Ok(Claim::Done { .. }) => (
+                Answer::Mismatch {
+                    event_id: id.to_owned(),
+                },
+                None,
+            ),
+            Ok(Claim::InFlight) => (
+                Answer::InFlight {
+                    event_id: id.to_owned(),
+                },
+                None,
+            ),
             Err(e) => match self.route.on_error {
-                OnError::Reject => (
-                    respond::store_unavailable(),
-                    Outcome::StoreError,
-                    Some(e.to_string()),
-                ),
+                OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 OnError::Forward => {
                     st.unclaimed_forwards.fetch_add(1, Ordering::Relaxed);
                     let result = self.forward().await;
                     let detail = Some(format!("{e}; forwarded without a claim"));
-                    let (resp, outcome) = respond::upstream(result, true);
-                    (resp, outcome, detail)
+                    (relayed(result, true), detail)
                 }
             },
         }
@@ -508,7 +516,7 @@ impl Job {
     /// body under it (422): PayPal signs only the body's CRC-32, so a capture's
     /// headers fit any body with the same CRC. One atomic claim on its own key; the
     /// event's claim follows as usual. `None` means go on.
-    async fn transmission_guard(&self, tx: &str) -> Option<(Resp, Outcome, Option<String>)> {
+    async fn transmission_guard(&self, tx: &str) -> Option<(Answer, Option<String>)> {
         let st = &self.state;
         let cfg = &self.routing.store_cfg;
         let key = DedupKey::transmission(&cfg.key_prefix, &self.route.name, tx);
@@ -525,21 +533,17 @@ impl Job {
             }
             Ok(Claim::Done { fingerprint }) if fingerprint == fp => None,
             Ok(Claim::Done { .. }) => Some((
-                respond::transmission_mismatch(),
-                Outcome::Mismatch,
+                Answer::TransmissionMismatch,
                 Some(format!("transmission id {tx} already carried another body")),
             )),
             Ok(Claim::InFlight) => Some((
-                respond::in_flight(self.delivery.event_id().as_str()),
-                Outcome::InFlight,
+                Answer::InFlight {
+                    event_id: self.delivery.event_id().to_string(),
+                },
                 None,
             )),
             Err(e) => match self.route.on_error {
-                OnError::Reject => Some((
-                    respond::store_unavailable(),
-                    Outcome::StoreError,
-                    Some(e.to_string()),
-                )),
+                OnError::Reject => Some((Answer::StoreUnavailable, Some(e.to_string()))),
                 // The route chose availability over the store's checks.
                 OnError::Forward => None,
             },
@@ -562,6 +566,17 @@ impl Job {
             .metrics
             .upstream(&self.route_metrics, t.elapsed().as_secs_f64());
         result
+    }
+}
+
+/// The answer to a forward: the upstream's own, relayed, or 502/504.
+fn relayed(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> Answer {
+    match result {
+        Ok(upstream) => Answer::Relayed {
+            upstream,
+            unclaimed,
+        },
+        Err(e) => Answer::UpstreamFailed(UpstreamFailure::from(&e)),
     }
 }
 

@@ -1,5 +1,8 @@
-//! The one place where outcomes become HTTP responses. Bodies the gateway writes are
-//! small JSON objects; they never carry secrets or signature material.
+//! The one place where outcomes become HTTP responses. The pipeline (and the listener,
+//! and the admin listener) says what happened as an [`Answer`]; [`response`] is the
+//! table that turns each into its status, headers and body. Bodies the gateway writes
+//! are small JSON objects; they never carry secrets, signature material or a store's
+//! error text (that goes to the log).
 
 use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
@@ -79,6 +82,235 @@ impl Outcome {
 /// Seconds a provider is asked to wait before retrying after 409 or 503.
 pub const RETRY_AFTER_SECS: u64 = 5;
 
+/// Why a forward failed, as far as the provider's answer is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamFailure {
+    /// Slower than `upstream_timeout`: 504.
+    Timeout,
+    /// Unreachable: 502.
+    Unreachable,
+    /// Broke off mid-answer: 502.
+    Broken,
+}
+
+impl From<&ForwardError> for UpstreamFailure {
+    fn from(e: &ForwardError) -> Self {
+        match e {
+            ForwardError::Timeout(_) => Self::Timeout,
+            ForwardError::Connect(_) => Self::Unreachable,
+            ForwardError::Broken(_) => Self::Broken,
+        }
+    }
+}
+
+/// Every answer the public listener gives, with what writing it needs.
+#[derive(Debug)]
+pub enum Answer {
+    /// The upstream's own answer, relayed (`forwarded`, `forwarded_unclaimed` when the
+    /// store was down and `on_error = "forward"`, or `upstream_rejected`).
+    Relayed {
+        upstream: UpstreamResponse,
+        unclaimed: bool,
+    },
+    /// The forward failed: 502 or 504.
+    UpstreamFailed(UpstreamFailure),
+    /// The answer the provider requires for an accepted event (Adyen's `[accepted]`,
+    /// Microsoft Graph's 202), for first deliveries and duplicates alike.
+    Fixed {
+        reply: FixedReply,
+        outcome: Outcome,
+    },
+    Duplicate {
+        event_id: String,
+    },
+    /// The event ID was acknowledged with another body.
+    Mismatch {
+        event_id: String,
+    },
+    /// A second body under a signed transmission ID already seen (PayPal signs only the
+    /// body's CRC-32, so such a body is a forgery, not a retry).
+    TransmissionMismatch,
+    InFlight {
+        event_id: String,
+    },
+    Handshake(HandshakeReply),
+    /// A set-up request handing over a signing secret the route will not take.
+    HandshakeRefused {
+        route_has_secret: bool,
+    },
+    NoRoute,
+    MethodNotAllowed {
+        allow: String,
+    },
+    TooLarge {
+        limit: usize,
+    },
+    BodyTimeout,
+    BadBody,
+    Rejected(Rejection),
+    StoreUnavailable,
+    Overloaded,
+    RateLimited,
+    ClientBusy,
+    RequestTimeout,
+}
+
+impl Answer {
+    /// What happened, for the log line, the metrics and the `hookgate-outcome` header.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Self::Relayed {
+                upstream,
+                unclaimed,
+            } => match (upstream.status.is_success(), unclaimed) {
+                (true, false) => Outcome::Forwarded,
+                (true, true) => Outcome::ForwardedUnclaimed,
+                (false, _) => Outcome::UpstreamRejected,
+            },
+            Self::UpstreamFailed(_) => Outcome::UpstreamError,
+            Self::Fixed { outcome, .. } => *outcome,
+            Self::Duplicate { .. } => Outcome::Duplicate,
+            Self::Mismatch { .. } | Self::TransmissionMismatch => Outcome::Mismatch,
+            Self::InFlight { .. } => Outcome::InFlight,
+            Self::Handshake(_) => Outcome::Handshake,
+            Self::HandshakeRefused { .. } => Outcome::HandshakeRefused,
+            Self::NoRoute => Outcome::NoRoute,
+            Self::MethodNotAllowed { .. } => Outcome::MethodNotAllowed,
+            Self::TooLarge { .. } => Outcome::TooLarge,
+            Self::BodyTimeout => Outcome::BodyTimeout,
+            Self::BadBody => Outcome::BadBody,
+            Self::Rejected(Rejection::Verify(e)) => Outcome::Rejected(e.reason()),
+            Self::Rejected(Rejection::NoEventId) => Outcome::NoEventId,
+            Self::StoreUnavailable => Outcome::StoreError,
+            Self::Overloaded => Outcome::Overloaded,
+            Self::RateLimited => Outcome::RateLimited,
+            Self::ClientBusy => Outcome::ClientBusy,
+            Self::RequestTimeout => Outcome::RequestTimeout,
+        }
+    }
+}
+
+/// The table: each answer's status, headers and body. Every response carries
+/// `hookgate-outcome`; the ones that ask the provider to come back carry
+/// `Retry-After`.
+pub fn response(answer: Answer) -> Resp {
+    use StatusCode as S;
+    let outcome = answer.outcome();
+    let error =
+        |status: StatusCode, msg: &str| json(status, outcome, serde_json::json!({ "error": msg }));
+    let later = |status: StatusCode, msg: &str| retry_after(error(status, msg));
+    match answer {
+        Answer::Relayed { upstream, .. } => {
+            let mut r = Response::new(Full::new(upstream.body));
+            *r.status_mut() = upstream.status;
+            *r.headers_mut() = upstream.headers;
+            with_outcome(r, outcome)
+        }
+        Answer::UpstreamFailed(UpstreamFailure::Timeout) => {
+            error(S::GATEWAY_TIMEOUT, "upstream timed out")
+        }
+        Answer::UpstreamFailed(UpstreamFailure::Unreachable) => {
+            error(S::BAD_GATEWAY, "upstream unreachable")
+        }
+        Answer::UpstreamFailed(UpstreamFailure::Broken) => error(S::BAD_GATEWAY, "upstream failed"),
+        Answer::Fixed { reply, .. } => {
+            let mut r = Response::new(Full::new(Bytes::from_static(reply.body.as_bytes())));
+            *r.status_mut() = reply.status;
+            if !reply.body.is_empty() {
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            }
+            with_outcome(r, outcome)
+        }
+        Answer::Duplicate { event_id } => json(
+            S::OK,
+            outcome,
+            serde_json::json!({ "status": "duplicate", "event_id": event_id }),
+        ),
+        Answer::Mismatch { event_id } => json(
+            S::UNPROCESSABLE_ENTITY,
+            outcome,
+            serde_json::json!({ "error": "event id reused with a different body", "event_id": event_id }),
+        ),
+        Answer::TransmissionMismatch => error(
+            S::UNPROCESSABLE_ENTITY,
+            "transmission id reused with a different body",
+        ),
+        Answer::InFlight { event_id } => retry_after(json(
+            S::CONFLICT,
+            outcome,
+            serde_json::json!({ "status": "in_flight", "event_id": event_id }),
+        )),
+        Answer::Handshake(reply) => {
+            let mut r = Response::new(Full::new(reply.body));
+            *r.status_mut() = reply.status;
+            for (name, value) in reply.headers {
+                if let Ok(v) = HeaderValue::from_str(&value) {
+                    r.headers_mut().append(name, v);
+                }
+            }
+            with_outcome(r, outcome)
+        }
+        // Nothing is echoed, so the provider's set-up fails.
+        Answer::HandshakeRefused { route_has_secret } => error(
+            S::CONFLICT,
+            if route_has_secret {
+                "this route has a configured secret; a handed-over secret is refused"
+            } else {
+                "a secret was already handed over on this route; an operator must clear it first"
+            },
+        ),
+        Answer::NoRoute => error(S::NOT_FOUND, "no route for this path"),
+        Answer::MethodNotAllowed { allow } => {
+            let mut r = error(S::METHOD_NOT_ALLOWED, "method not allowed");
+            if let Ok(v) = HeaderValue::from_str(&allow) {
+                r.headers_mut().insert(header::ALLOW, v);
+            }
+            r
+        }
+        Answer::TooLarge { limit } => json(
+            S::PAYLOAD_TOO_LARGE,
+            outcome,
+            serde_json::json!({ "error": "body too large", "max_body": limit }),
+        ),
+        Answer::BodyTimeout => {
+            let mut r = error(S::REQUEST_TIMEOUT, "body not received in time");
+            // The rest of a trickled body is not worth reading: close the connection.
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            r
+        }
+        Answer::BadBody => error(S::BAD_REQUEST, "could not read the request body"),
+        // The response names only the class of failure; the detail goes to the log.
+        Answer::Rejected(Rejection::Verify(e)) if e.is_timestamp() => {
+            error(S::UNAUTHORIZED, "timestamp outside the tolerance")
+        }
+        Answer::Rejected(Rejection::Verify(_)) => error(S::UNAUTHORIZED, "invalid signature"),
+        Answer::Rejected(Rejection::NoEventId) => {
+            error(S::BAD_REQUEST, "no event id in the delivery")
+        }
+        Answer::StoreUnavailable => later(
+            S::SERVICE_UNAVAILABLE,
+            "dedup store unavailable, retry later",
+        ),
+        Answer::Overloaded => later(
+            S::SERVICE_UNAVAILABLE,
+            "too many deliveries in progress, retry later",
+        ),
+        Answer::RateLimited => later(
+            S::TOO_MANY_REQUESTS,
+            "too many failed verifications from this client, retry later",
+        ),
+        Answer::ClientBusy => later(
+            S::TOO_MANY_REQUESTS,
+            "too many request bodies in progress from this client, retry later",
+        ),
+        Answer::RequestTimeout => {
+            later(S::SERVICE_UNAVAILABLE, "request took too long, retry later")
+        }
+    }
+}
+
 /// A JSON answer written by the gateway.
 pub fn json(status: StatusCode, outcome: Outcome, body: serde_json::Value) -> Resp {
     let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
@@ -88,13 +320,13 @@ pub fn json(status: StatusCode, outcome: Outcome, body: serde_json::Value) -> Re
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    with_outcome(r, outcome)
+}
+
+fn with_outcome(mut r: Resp, outcome: Outcome) -> Resp {
     r.headers_mut()
         .insert(OUTCOME_HEADER, HeaderValue::from_static(outcome.as_str()));
     r
-}
-
-fn error(status: StatusCode, outcome: Outcome, msg: &str) -> Resp {
-    json(status, outcome, serde_json::json!({ "error": msg }))
 }
 
 fn retry_after(mut r: Resp) -> Resp {
@@ -103,236 +335,13 @@ fn retry_after(mut r: Resp) -> Resp {
     r
 }
 
-pub fn no_route() -> Resp {
-    error(
-        StatusCode::NOT_FOUND,
-        Outcome::NoRoute,
-        "no route for this path",
-    )
-}
-
-pub fn method_not_allowed(allow: &str) -> Resp {
-    let mut r = error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        Outcome::MethodNotAllowed,
-        "method not allowed",
-    );
-    if let Ok(v) = HeaderValue::from_str(allow) {
-        r.headers_mut().insert(header::ALLOW, v);
-    }
-    r
-}
-
-pub fn too_large(limit: usize) -> Resp {
-    json(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        Outcome::TooLarge,
-        serde_json::json!({ "error": "body too large", "max_body": limit }),
-    )
-}
-
-pub fn body_timeout() -> Resp {
-    let mut r = error(
-        StatusCode::REQUEST_TIMEOUT,
-        Outcome::BodyTimeout,
-        "body not received in time",
-    );
-    // The rest of a trickled body is not worth reading: close the connection.
-    r.headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    r
-}
-
-pub fn request_timeout() -> Resp {
-    retry_after(error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::RequestTimeout,
-        "request took too long, retry later",
-    ))
-}
-
-pub fn bad_body() -> Resp {
-    error(
-        StatusCode::BAD_REQUEST,
-        Outcome::BadBody,
-        "could not read the request body",
-    )
-}
-
-/// 401 for any verification failure, 400 for a missing event ID. The response names
-/// only the class of failure; the detail goes to the log.
-pub fn rejected(r: &Rejection) -> (Resp, Outcome) {
-    match r {
-        Rejection::Verify(e) if e.is_timestamp() => {
-            let o = Outcome::Rejected(e.reason());
-            (
-                error(
-                    StatusCode::UNAUTHORIZED,
-                    o,
-                    "timestamp outside the tolerance",
-                ),
-                o,
-            )
-        }
-        Rejection::Verify(e) => {
-            let o = Outcome::Rejected(e.reason());
-            (error(StatusCode::UNAUTHORIZED, o, "invalid signature"), o)
-        }
-        Rejection::NoEventId => (
-            error(
-                StatusCode::BAD_REQUEST,
-                Outcome::NoEventId,
-                "no event id in the delivery",
-            ),
-            Outcome::NoEventId,
-        ),
-    }
-}
-
-/// 409 to a set-up request that hands over a signing secret the route will not
-/// take: one is already held (an operator clears it on the admin listener), or the
-/// route has a configured secret. Nothing is echoed, so the provider's set-up fails.
-pub fn handed_secret_refused(route_has_secret: bool) -> Resp {
-    let why = if route_has_secret {
-        "this route has a configured secret; a handed-over secret is refused"
-    } else {
-        "a secret was already handed over on this route; an operator must clear it first"
-    };
-    error(StatusCode::CONFLICT, Outcome::HandshakeRefused, why)
-}
-
-pub fn handshake(reply: HandshakeReply) -> Resp {
-    let mut r = Response::new(Full::new(reply.body));
-    *r.status_mut() = reply.status;
-    for (name, value) in reply.headers {
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            r.headers_mut().append(name, v);
-        }
-    }
-    r.headers_mut().insert(
-        OUTCOME_HEADER,
-        HeaderValue::from_static(Outcome::Handshake.as_str()),
-    );
-    r
-}
-
-/// The answer a provider requires for an accepted event (Adyen's `[accepted]`,
-/// Microsoft Graph's 202), used for first deliveries and duplicates alike.
-pub fn fixed(reply: &FixedReply, outcome: Outcome) -> Resp {
-    let mut r = Response::new(Full::new(Bytes::from_static(reply.body.as_bytes())));
-    *r.status_mut() = reply.status;
-    if !reply.body.is_empty() {
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
-    }
-    r.headers_mut()
-        .insert(OUTCOME_HEADER, HeaderValue::from_static(outcome.as_str()));
-    r
-}
-
-pub fn duplicate(event_id: &str) -> Resp {
-    json(
-        StatusCode::OK,
-        Outcome::Duplicate,
-        serde_json::json!({ "status": "duplicate", "event_id": event_id }),
-    )
-}
-
-pub fn mismatch(event_id: &str) -> Resp {
-    json(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        Outcome::Mismatch,
-        serde_json::json!({ "error": "event id reused with a different body", "event_id": event_id }),
-    )
-}
-
-/// A second body under a signed transmission ID already seen (PayPal signs only the
-/// body's CRC-32, so such a body is a forgery, not a retry).
-pub fn transmission_mismatch() -> Resp {
-    error(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        Outcome::Mismatch,
-        "transmission id reused with a different body",
-    )
-}
-
-pub fn in_flight(event_id: &str) -> Resp {
-    retry_after(json(
-        StatusCode::CONFLICT,
-        Outcome::InFlight,
-        serde_json::json!({ "status": "in_flight", "event_id": event_id }),
-    ))
-}
-
-pub fn store_unavailable() -> Resp {
-    retry_after(error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::StoreError,
-        "dedup store unavailable, retry later",
-    ))
-}
-
-/// Relays the upstream's answer, or maps a failed forward to 502/504.
-pub fn upstream(
-    result: Result<UpstreamResponse, ForwardError>,
-    unclaimed: bool,
-) -> (Resp, Outcome) {
-    match result {
-        Ok(up) => {
-            let outcome = match (up.status.is_success(), unclaimed) {
-                (true, false) => Outcome::Forwarded,
-                (true, true) => Outcome::ForwardedUnclaimed,
-                (false, _) => Outcome::UpstreamRejected,
-            };
-            let mut r = Response::new(Full::new(up.body));
-            *r.status_mut() = up.status;
-            *r.headers_mut() = up.headers;
-            r.headers_mut()
-                .insert(OUTCOME_HEADER, HeaderValue::from_static(outcome.as_str()));
-            (r, outcome)
-        }
-        Err(ForwardError::Timeout(_)) => (
-            error(
-                StatusCode::GATEWAY_TIMEOUT,
-                Outcome::UpstreamError,
-                "upstream timed out",
-            ),
-            Outcome::UpstreamError,
-        ),
-        Err(ForwardError::Connect(_)) => (
-            error(
-                StatusCode::BAD_GATEWAY,
-                Outcome::UpstreamError,
-                "upstream unreachable",
-            ),
-            Outcome::UpstreamError,
-        ),
-        Err(ForwardError::Broken(_)) => (
-            error(
-                StatusCode::BAD_GATEWAY,
-                Outcome::UpstreamError,
-                "upstream failed",
-            ),
-            Outcome::UpstreamError,
-        ),
-    }
-}
-
-pub fn overloaded() -> Resp {
-    retry_after(error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::Overloaded,
-        "too many deliveries in progress, retry later",
-    ))
-}
-
 /// The `overloaded` answer as HTTP/1.1 bytes with `connection: close`, for a connection
 /// refused before any HTTP is spoken (over `server.max_connections`): the same status,
-/// headers and body as [`overloaded`], written straight to the socket.
+/// headers and body as the table's, written straight to the socket.
 pub fn overloaded_http1() -> Vec<u8> {
     use futures_util::FutureExt as _;
     use http_body_util::BodyExt as _;
-    let (head, body) = overloaded().into_parts();
+    let (head, body) = response(Answer::Overloaded).into_parts();
     // A `Full` body is ready at once: its one frame is already in memory.
     let body = body
         .collect()
@@ -340,14 +349,13 @@ pub fn overloaded_http1() -> Vec<u8> {
         .and_then(Result::ok)
         .map(|c| c.to_bytes())
         .unwrap_or_default();
-    let r = Response::from_parts(head, ());
     let mut out = format!(
         "HTTP/1.1 {} {}\r\n",
-        r.status().as_u16(),
-        r.status().canonical_reason().unwrap_or("")
+        head.status.as_u16(),
+        head.status.canonical_reason().unwrap_or("")
     )
     .into_bytes();
-    for (name, value) in r.headers() {
+    for (name, value) in &head.headers {
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
@@ -364,18 +372,15 @@ pub fn overloaded_http1() -> Vec<u8> {
     out
 }
 
-pub fn rate_limited() -> Resp {
-    retry_after(error(
-        StatusCode::TOO_MANY_REQUESTS,
-        Outcome::RateLimited,
-        "too many failed verifications from this client, retry later",
-    ))
-}
-
-pub fn client_busy() -> Resp {
-    retry_after(error(
-        StatusCode::TOO_MANY_REQUESTS,
-        Outcome::ClientBusy,
-        "too many request bodies in progress from this client, retry later",
-    ))
+/// An answer of the admin listener: JSON with a status (or, for `/metrics`, the
+/// Prometheus text), never a store's error text.
+pub fn admin(status: StatusCode, body: serde_json::Value) -> Resp {
+    let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+    let mut r = Response::new(Full::new(Bytes::from(bytes)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
 }
