@@ -9,7 +9,7 @@ use super::Validator;
 use crate::config::raw::{RawCredential, RawRoute};
 use crate::config::{Route, StoreConfig};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
-use crate::provider::{Credential, EventIdSource, Preset};
+use crate::provider::{Credential, EventIdSource, HmacOptions, Preset, Verifier};
 
 impl Validator<'_> {
     pub(super) fn route(&mut self, i: usize, r: RawRoute, store: &StoreConfig) -> Option<Route> {
@@ -76,6 +76,48 @@ impl Validator<'_> {
         if r.secrets.get_ref().is_empty() && !preset.is_some_and(|p| p.secret_from_handshake()) {
             self.err(&r.secrets, &k("secrets"), "at least one secret is required");
         }
+        let secrets = self.credentials(&r, &k);
+        let tolerance = self.tolerance(&r, preset, opts, store, &k);
+
+        let event_id = self.event_id(&r, preset, opts, &k);
+
+        let (upstream, upstream_timeout) = self.upstream(&r, store, &k);
+        let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
+        let public_url = self.public_url(&r, preset, opts, &k);
+        let forward_signer = self.forward_signer(&r, &k);
+
+        let verifier = self.verifier(&r, preset, opts, &secrets, tolerance, &k);
+
+        if self.errors.len() > errors_before {
+            return None;
+        }
+        let verifier = verifier?;
+        Some(Route {
+            name,
+            path,
+            // Unless set, what the preset needs: POST and its handshake's method.
+            methods: methods.unwrap_or_else(|| verifier.default_methods()),
+            verifier,
+            event_id: event_id?,
+            tolerance,
+            upstream: upstream?,
+            upstream_timeout,
+            on_error,
+            public_url,
+            forward_signer,
+            secret_count: secrets.len(),
+            failure_budget: u32::try_from(self.count(
+                &r.failure_budget,
+                &k("failure_budget"),
+                100,
+                1,
+            ))
+            .unwrap_or(u32::MAX),
+        })
+    }
+
+    /// The route's credentials: each a text, or a table of named parts.
+    fn credentials(&mut self, r: &RawRoute, k: &dyn Fn(&str) -> String) -> Vec<Credential> {
         let mut secrets: Vec<Credential> = Vec::new();
         for (j, c) in r.secrets.get_ref().iter().enumerate() {
             let key = k(&format!("secrets[{j}]"));
@@ -100,7 +142,18 @@ impl Validator<'_> {
                 }
             }
         }
+        secrets
+    }
 
+    /// The timestamp window in seconds (`None`: not checked); it must fit twice in `dedup_ttl`.
+    fn tolerance(
+        &mut self,
+        r: &RawRoute,
+        preset: Option<Preset>,
+        opts: Option<&HmacOptions>,
+        store: &StoreConfig,
+        k: &dyn Fn(&str) -> String,
+    ) -> Option<u64> {
         let default_tol = preset.and_then(|p| p.default_tolerance(opts));
         let tolerance = match &r.tolerance {
             None => default_tol,
@@ -134,14 +187,24 @@ impl Validator<'_> {
                         self.err_at(
                             line,
                             "store.dedup_ttl",
-                            format_args!("{ttl} is shorter than twice the tolerance of route {name:?} ({tol}s, the provider's default): {why}"),
+                            format_args!("{ttl} is shorter than twice the tolerance of route {:?} ({tol}s, the provider's default): {why}", r.name.get_ref()),
                         );
                     }
                 }
             }
         }
+        tolerance
+    }
 
-        let event_id = match (&r.event_id, preset) {
+    /// Where the event ID is: the route's `event_id`, else the preset's.
+    fn event_id(
+        &mut self,
+        r: &RawRoute,
+        preset: Option<Preset>,
+        opts: Option<&HmacOptions>,
+        k: &dyn Fn(&str) -> String,
+    ) -> Option<EventIdSource> {
+        match (&r.event_id, preset) {
             (Some(e), _) => match EventIdSource::parse(e.get_ref()) {
                 Ok(s) => Some(s),
                 Err(msg) => {
@@ -157,8 +220,16 @@ impl Validator<'_> {
                 }
             },
             (None, None) => None,
-        };
+        }
+    }
 
+    /// The upstream URL and its timeout, which the claim's lease must outlast.
+    fn upstream(
+        &mut self,
+        r: &RawRoute,
+        store: &StoreConfig,
+        k: &dyn Fn(&str) -> String,
+    ) -> (Option<reqwest::Url>, Duration) {
         // `${VAR}` may name the upstream host per environment.
         let upstream_text = if r.upstream.get_ref().contains("${") {
             self.secret(&r.upstream, &k("upstream"))
@@ -202,8 +273,18 @@ impl Validator<'_> {
                 ),
             );
         }
-        let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
-        let public_url = match &r.public_url {
+        (upstream, upstream_timeout)
+    }
+
+    /// The public URL a URL-signing provider calls (required for those).
+    fn public_url(
+        &mut self,
+        r: &RawRoute,
+        preset: Option<Preset>,
+        opts: Option<&HmacOptions>,
+        k: &dyn Fn(&str) -> String,
+    ) -> Option<String> {
+        match &r.public_url {
             None => {
                 if let Some(p) = preset.filter(|p| p.needs_public_url(opts)) {
                     self.err(
@@ -227,8 +308,16 @@ impl Validator<'_> {
                     }
                 }
             }
-        };
-        let forward_signer = match &r.forward_secret {
+        }
+    }
+
+    /// `forward_secret`: a Standard Webhooks signing secret to re-sign forwards with.
+    fn forward_signer(
+        &mut self,
+        r: &RawRoute,
+        k: &dyn Fn(&str) -> String,
+    ) -> Option<StandardScheme> {
+        match &r.forward_secret {
             None => None,
             Some(s) => match self.secret(s, &k("forward_secret")) {
                 Some(secret) => match SwKey::parse(secret.expose()) {
@@ -250,11 +339,22 @@ impl Validator<'_> {
                 },
                 None => None,
             },
-        };
+        }
+    }
 
-        let verifier = match preset {
+    /// The preset's verifier over the route's credentials.
+    fn verifier(
+        &mut self,
+        r: &RawRoute,
+        preset: Option<Preset>,
+        opts: Option<&HmacOptions>,
+        secrets: &[Credential],
+        tolerance: Option<u64>,
+        k: &dyn Fn(&str) -> String,
+    ) -> Option<Verifier> {
+        match preset {
             Some(p) if !secrets.is_empty() || p.secret_from_handshake() => {
-                match p.verifier(&secrets, opts, tolerance) {
+                match p.verifier(secrets, opts, tolerance) {
                     Ok(v) => Some(v),
                     Err(msg) => {
                         let span_line = r
@@ -272,33 +372,6 @@ impl Validator<'_> {
                 }
             }
             _ => None,
-        };
-
-        if self.errors.len() > errors_before {
-            return None;
         }
-        let verifier = verifier?;
-        Some(Route {
-            name,
-            path,
-            // Unless set, what the preset needs: POST and its handshake's method.
-            methods: methods.unwrap_or_else(|| verifier.default_methods()),
-            verifier,
-            event_id: event_id?,
-            tolerance,
-            upstream: upstream?,
-            upstream_timeout,
-            on_error,
-            public_url,
-            forward_signer,
-            secret_count: secrets.len(),
-            failure_budget: u32::try_from(self.count(
-                &r.failure_budget,
-                &k("failure_budget"),
-                100,
-                1,
-            ))
-            .unwrap_or(u32::MAX),
-        })
     }
 }
