@@ -7,16 +7,19 @@
 //!
 //! # Layout
 //!
-//! The modules follow the path of a request:
+//! [`app`] puts a gateway together from its config and runs it; the other modules
+//! follow the path of a request:
 //!
-//! - [`server`]: the listener and the per-request pipeline; [`server::respond`] is the
-//!   one place outcomes become HTTP answers.
-//! - [`provider`]: signature schemes and presets, turning a request into a
-//!   [`provider::VerifiedDelivery`].
+//! - [`server`]: the listeners ([`server::listen`] is the one accept loop) and the
+//!   per-request pipeline; [`server::respond`] is the one table that turns every
+//!   [`server::respond::Answer`] into status, headers and body.
+//! - [`provider`]: signature schemes and the preset catalogue (one declaration per
+//!   preset), turning a request into a [`provider::VerifiedDelivery`].
 //! - [`dedup`]: the store contract ([`dedup::DedupStore`]) with its memory and Redis
-//!   implementations.
+//!   implementations; [`dedup::Store::connect`] picks one from the config.
 //! - [`forward`]: the pooled upstream client.
-//! - [`config`]: the TOML file, parsed and validated.
+//! - [`config`]: the TOML file as data — parsed, then validated section by section;
+//!   it depends on nothing that serves ([`tls`] loads certificates for both).
 //! - [`capture`], [`replay`], [`sign`]: capturing deliveries, replay files, signing.
 //! - `testing` (with the `testing` feature): a gateway and a recording upstream for
 //!   your own test suites; a production build carries none of it.
