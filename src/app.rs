@@ -1,5 +1,5 @@
 //! Wiring: the one place a gateway is put together from a config and run. `hookgate
-//! serve`, [`crate::testing`] and the benchmark all go through [`App::build`] and
+//! serve`, `hookgate::testing` and the benchmark all go through [`App::build`] and
 //! [`App::run`], so what runs in a test is what runs in production.
 //!
 //! ```text

@@ -123,7 +123,7 @@ const REDACTED: &str = "[redacted]";
 /// Removes every credential the route's preset knows from a capture, wherever it
 /// travels: headers, query parameters and body fields (Mailchimp's `?token=`,
 /// Notion's `verification_token`, Figma's `passcode`, Graph's `clientState`, …).
-/// Headers in [`CREDENTIAL_HEADERS`] are redacted for every route.
+/// Credential headers (`Authorization`, `Cookie`, …) are redacted for every route.
 pub fn redact(r: &mut Replay, preset: Option<Preset>) {
     let locations = preset.map(Preset::credential_locations).unwrap_or_default();
     for (name, value) in &mut r.headers {
