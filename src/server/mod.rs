@@ -1,5 +1,6 @@
-//! The public listener: accepts connections, runs each request through
-//! [`handler::handle`], and shuts down gracefully.
+//! The public listener: accepts connections (with the per-connection limits and
+//! deadlines), runs each request through the delivery pipeline (`handler.rs`), and
+//! shuts down gracefully.
 //!
 //! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
 //! and stop the server when they like.
