@@ -523,11 +523,12 @@ pub fn describe(cfg: &Config) -> String {
         "{}: ok\nlisten {}  store {}  dedup_ttl {}  inflight_ttl {}  max_body {} bytes\n",
         cfg.source.display(),
         cfg.server.listen,
-        match cfg.store.backend {
-            Backend::Memory => "memory",
-            Backend::Redis { .. } => "redis",
-            Backend::RedisCluster { .. } => "redis cluster",
-            Backend::RedisSentinel { .. } => "redis via sentinel",
+        match &cfg.store.backend {
+            Backend::Memory => "memory".to_owned(),
+            Backend::Disk { path } => format!("disk ({})", path.display()),
+            Backend::Redis { .. } => "redis".to_owned(),
+            Backend::RedisCluster { .. } => "redis cluster".to_owned(),
+            Backend::RedisSentinel { .. } => "redis via sentinel".to_owned(),
         },
         short_duration(cfg.store.dedup_ttl),
         short_duration(cfg.store.inflight_ttl),

@@ -38,6 +38,10 @@ pub enum OnError {
 #[derive(Clone, PartialEq, Eq)]
 pub enum Backend {
     Memory,
+    /// A database file on local disk (`path`, relative to the config file).
+    Disk {
+        path: PathBuf,
+    },
     Redis {
         url: String,
     },
@@ -56,6 +60,7 @@ impl fmt::Debug for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Memory => f.write_str("Memory"),
+            Self::Disk { path } => write!(f, "Disk {{ path: {path:?} }}"),
             // The URL may hold a password.
             Self::Redis { .. } => f.write_str("Redis { url: [redacted] }"),
             Self::RedisCluster { urls } => {

@@ -12,6 +12,7 @@
 //! finisher cannot overwrite the claim of a newer copy. Both implementations run the
 //! same conformance suite (`tests/it/conformance.rs`).
 
+pub mod disk;
 pub mod memory;
 pub mod redis;
 
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use rand::Rng as _;
 
+pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
 pub use self::redis::RedisStore;
 
@@ -200,16 +202,18 @@ pub trait DedupStore: Send + Sync {
 #[derive(Debug, Clone)]
 pub enum Store {
     Memory(MemoryStore),
+    Disk(DiskStore),
     Redis(RedisStore),
 }
 
 impl Store {
-    /// The store a config names: memory, or Redis (a single server, Sentinel or
-    /// Cluster), which connects lazily on first use.
+    /// The store a config names: memory, a database file (disk), or Redis (a single
+    /// server, Sentinel or Cluster), which connects lazily on first use.
     pub fn connect(cfg: &crate::config::StoreConfig) -> anyhow::Result<Self> {
         use crate::config::Backend;
         Ok(match &cfg.backend {
             Backend::Memory => Self::Memory(MemoryStore::new()),
+            Backend::Disk { path } => Self::Disk(DiskStore::open(path)?),
             Backend::Redis { url } => Self::Redis(RedisStore::with_options(
                 url,
                 cfg.timeout,
@@ -233,6 +237,7 @@ macro_rules! dispatch {
     ($self:ident, $s:ident => $e:expr) => {
         match $self {
             Store::Memory($s) => $e,
+            Store::Disk($s) => $e,
             Store::Redis($s) => $e,
         }
     };
@@ -277,10 +282,11 @@ impl DedupStore for Store {
 }
 
 impl Store {
-    /// `memory` or `redis`, for logs.
+    /// `memory`, `disk` or `redis`, for logs.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Memory(_) => "memory",
+            Self::Disk(_) => "disk",
             Self::Redis(_) => "redis",
         }
     }

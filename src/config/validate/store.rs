@@ -11,6 +11,21 @@ impl Validator<'_> {
     pub(super) fn store(&mut self, st: RawStore) -> StoreConfig {
         self.dedup_line = st.dedup_ttl.as_ref().map(|d| self.line(d.span()));
         let backend = match st.backend.as_ref().map(|b| (b, b.get_ref().as_str())) {
+            Some((_, "disk")) => {
+                if let Some(u) = &st.url {
+                    self.err(u, "store.url", "is only used with backend = \"redis\"");
+                }
+                if let Some(c) = &st.cluster {
+                    self.err(c, "store.cluster", "is only used with backend = \"redis\"");
+                }
+                let path = st
+                    .path
+                    .as_ref()
+                    .map_or("data/hookgate.db", |p| p.get_ref().as_str());
+                Backend::Disk {
+                    path: self.base.join(path),
+                }
+            }
             None | Some((_, "memory")) => {
                 if let Some(u) = &st.url {
                     self.err(u, "store.url", "is only used with backend = \"redis\"");
@@ -113,11 +128,14 @@ impl Validator<'_> {
                 self.err(
                     b,
                     "store.backend",
-                    format_args!("{other:?}: use \"memory\" or \"redis\""),
+                    format_args!("{other:?}: use \"memory\", \"disk\" or \"redis\""),
                 );
                 Backend::Memory
             }
         };
+        if let (Some(p), false) = (&st.path, matches!(backend, Backend::Disk { .. })) {
+            self.err(p, "store.path", "is only used with backend = \"disk\"");
+        }
         let store = StoreConfig {
             backend,
             key_prefix: st.key_prefix.unwrap_or_else(|| "hookgate:".into()),
@@ -162,7 +180,10 @@ impl Validator<'_> {
         };
         if let (
             Some(n),
-            Backend::Memory | Backend::RedisCluster { .. } | Backend::RedisSentinel { .. },
+            Backend::Memory
+            | Backend::Disk { .. }
+            | Backend::RedisCluster { .. }
+            | Backend::RedisSentinel { .. },
         ) = (&st.min_replicas_ack, &store.backend)
         {
             if *n.get_ref() > 0 {

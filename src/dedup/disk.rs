@@ -1,0 +1,412 @@
+//! The disk store: an embedded, crash-safe database file, so one gateway with no Redis
+//! keeps its dedup window across a restart or a `kill -9`.
+//!
+//! redb (pure Rust, copy-on-write B-trees, a commit is durable when it returns) rather
+//! than an LSM engine such as fjall: the store is small records read-modify-written
+//! under one key at a time, which a B-tree with serializable write transactions does
+//! directly, with no compaction to tune.
+//!
+//! One writer thread owns every write. Each store call is an operation sent to it; the
+//! thread takes whatever operations are waiting (up to [`BATCH`]), applies them in
+//! order in one write transaction, commits it with an fsync, and only then answers
+//! each caller: a group commit, so a claim is on disk before the provider hears of it
+//! while a burst of claims shares one fsync. A failed commit (a full disk) answers
+//! every operation of the batch with an error, and nothing of it is stored.
+//!
+//! A record's expiry is wall-clock time stored with it (it must survive a restart);
+//! an expired record is absent to every call, and expired records are deleted a bounded
+//! number at a time, once a minute.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
+
+use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
+
+/// key → 8 bytes of expiry (Unix milliseconds, big-endian) + the record's text.
+const DEDUP: TableDefinition<&str, &[u8]> = TableDefinition::new("dedup");
+/// Operations applied in one transaction at most.
+const BATCH: usize = 512;
+/// Operations waiting for the writer at most; beyond, a call fails at once (503).
+const QUEUE: usize = 16_384;
+/// How often expired records are deleted, and how many at most each time.
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
+const SWEEP_MAX: usize = 10_000;
+
+enum Op {
+    Claim {
+        key: DedupKey,
+        fingerprint: String,
+        lease: Duration,
+    },
+    Complete {
+        key: DedupKey,
+        token: Token,
+        fingerprint: String,
+        ttl: Duration,
+    },
+    Release {
+        key: DedupKey,
+        token: Token,
+    },
+    Forget {
+        key: DedupKey,
+    },
+}
+
+enum Reply {
+    Claim(Claim),
+    Settled(Settled),
+    Forgot(bool),
+}
+
+type Answer = tokio::sync::oneshot::Sender<Result<Reply, StoreError>>;
+
+#[derive(Debug)]
+struct Inner {
+    ops: Mutex<SyncSender<(Op, Answer)>>,
+    db: Arc<Database>,
+    path: PathBuf,
+}
+
+/// A store in one database file.
+#[derive(Debug, Clone)]
+pub struct DiskStore {
+    inner: Arc<Inner>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn backend(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+fn encode(record: &Record, expires_ms: u64) -> Vec<u8> {
+    let text = record.encode();
+    let mut v = Vec::with_capacity(8 + text.len());
+    v.extend_from_slice(&expires_ms.to_be_bytes());
+    v.extend_from_slice(text.as_bytes());
+    v
+}
+
+/// The record and its expiry, or `None` for bytes this store did not write.
+fn decode(bytes: &[u8]) -> Option<(Record, u64)> {
+    let (expiry, text) = bytes.split_at_checked(8)?;
+    let expires_ms = u64::from_be_bytes(expiry.try_into().ok()?);
+    Some((Record::decode(std::str::from_utf8(text).ok()?)?, expires_ms))
+}
+
+fn expiry(now: u64, d: Duration) -> u64 {
+    now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl DiskStore {
+    /// Opens (or creates) the database at `path`, creating its folder. A file another
+    /// process holds open is refused: one gateway per file.
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        }
+        let db = Database::create(path)
+            .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
+        // The table exists from the start, so reads never race its creation.
+        let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
+        txn.open_table(DEDUP).map_err(|e| anyhow::anyhow!("{e}"))?;
+        txn.commit().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let db = Arc::new(db);
+        let (ops, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let writer_db = db.clone();
+        std::thread::Builder::new()
+            .name("hookgate-disk".into())
+            .spawn(move || writer(&writer_db, &rx))
+            .map_err(|e| anyhow::anyhow!("cannot start the store's writer: {e}"))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                ops: Mutex::new(ops),
+                db,
+                path: path.to_path_buf(),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    async fn call(&self, op: Op) -> Result<Reply, StoreError> {
+        let (answer, reply) = tokio::sync::oneshot::channel();
+        let sent = self
+            .inner
+            .ops
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .try_send((op, answer));
+        match sent {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                return Err(StoreError::Backend(
+                    "the disk store's write queue is full".into(),
+                ));
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                return Err(StoreError::Backend(
+                    "the disk store's writer stopped".into(),
+                ));
+            }
+        }
+        reply
+            .await
+            .map_err(|_| StoreError::Backend("the disk store's writer stopped".into()))?
+    }
+}
+
+/// The writer thread: batches of operations, one transaction and one fsync each.
+fn writer(db: &Database, rx: &Receiver<(Op, Answer)>) {
+    let mut last_sweep = Instant::now();
+    loop {
+        let first = match rx.recv_timeout(SWEEP_EVERY) {
+            Ok(op) => op,
+            Err(RecvTimeoutError::Timeout) => {
+                sweep(db);
+                last_sweep = Instant::now();
+                continue;
+            }
+            // Every handle is gone: the store was dropped.
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        match apply(db, &batch) {
+            Ok(replies) => {
+                for ((_, answer), reply) in batch.into_iter().zip(replies) {
+                    let _ = answer.send(Ok(reply));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, operations = batch.len(), "the disk store could not commit; nothing of this batch was stored");
+                for (_, answer) in batch {
+                    let _ = answer.send(Err(e.clone()));
+                }
+            }
+        }
+        if last_sweep.elapsed() >= SWEEP_EVERY {
+            sweep(db);
+            last_sweep = Instant::now();
+        }
+    }
+}
+
+/// Applies a batch in one write transaction and commits it durably.
+fn apply(db: &Database, batch: &[(Op, Answer)]) -> Result<Vec<Reply>, StoreError> {
+    let txn = db.begin_write().map_err(backend)?;
+    let now = now_ms();
+    let mut replies = Vec::with_capacity(batch.len());
+    {
+        let mut table = txn.open_table(DEDUP).map_err(backend)?;
+        for (op, _) in batch {
+            let key = match op {
+                Op::Claim { key, .. }
+                | Op::Complete { key, .. }
+                | Op::Release { key, .. }
+                | Op::Forget { key } => key.as_str(),
+            };
+            let live = match table.get(key).map_err(backend)? {
+                None => None,
+                Some(v) => match decode(v.value()) {
+                    Some((record, expires)) if expires > now => Some(record),
+                    Some(_) => None,
+                    None => return Err(StoreError::Corrupt(key.to_owned())),
+                },
+            };
+            let reply = match op {
+                Op::Claim {
+                    fingerprint, lease, ..
+                } => match live {
+                    Some(record) => Reply::Claim(record.as_existing()),
+                    None => {
+                        let token = Token::random();
+                        let record = Record::in_flight(&token, fingerprint);
+                        table
+                            .insert(key, encode(&record, expiry(now, *lease)).as_slice())
+                            .map_err(backend)?;
+                        Reply::Claim(Claim::Claimed(token))
+                    }
+                },
+                Op::Complete {
+                    token,
+                    fingerprint,
+                    ttl,
+                    ..
+                } => match live {
+                    Some(Record::Done { token: t, .. }) if t == token.as_str() => {
+                        Reply::Settled(Settled::Applied)
+                    }
+                    // Another claim holds the key: leave it alone.
+                    Some(record) if record.token() != token.as_str() => {
+                        Reply::Settled(Settled::NotOwner)
+                    }
+                    // This claim's in-flight record, or none left (the lease ran out
+                    // and nobody claimed since): record the effect.
+                    _ => {
+                        let done = Record::done(token, fingerprint);
+                        table
+                            .insert(key, encode(&done, expiry(now, *ttl)).as_slice())
+                            .map_err(backend)?;
+                        Reply::Settled(Settled::Applied)
+                    }
+                },
+                Op::Release { token, .. } => match live {
+                    None => Reply::Settled(Settled::Applied),
+                    Some(Record::InFlight { token: t, .. }) if t == token.as_str() => {
+                        table.remove(key).map_err(backend)?;
+                        Reply::Settled(Settled::Applied)
+                    }
+                    Some(_) => Reply::Settled(Settled::NotOwner),
+                },
+                Op::Forget { .. } => {
+                    table.remove(key).map_err(backend)?;
+                    Reply::Forgot(live.is_some())
+                }
+            };
+            replies.push(reply);
+        }
+    }
+    txn.commit().map_err(backend)?;
+    Ok(replies)
+}
+
+/// Deletes up to [`SWEEP_MAX`] expired records.
+fn sweep(db: &Database) {
+    let result = (|| -> Result<usize, StoreError> {
+        let txn = db.begin_write().map_err(backend)?;
+        let removed = {
+            let mut table = txn.open_table(DEDUP).map_err(backend)?;
+            let now = now_ms();
+            table
+                .extract_if(|_, v| decode(v).is_some_and(|(_, expires)| expires <= now))
+                .map_err(backend)?
+                .take(SWEEP_MAX)
+                .count()
+        };
+        txn.commit().map_err(backend)?;
+        Ok(removed)
+    })();
+    match result {
+        Ok(0) => {}
+        Ok(n) => tracing::debug!(removed = n, "disk store: expired records deleted"),
+        Err(e) => tracing::warn!(error = %e, "disk store: deleting expired records failed"),
+    }
+}
+
+impl DedupStore for DiskStore {
+    async fn claim(
+        &self,
+        key: &DedupKey,
+        fingerprint: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        let op = Op::Claim {
+            key: key.clone(),
+            fingerprint: fingerprint.to_owned(),
+            lease,
+        };
+        match self.call(op).await? {
+            Reply::Claim(c) => Ok(c),
+            _ => Err(StoreError::Backend("unexpected reply".into())),
+        }
+    }
+
+    async fn complete(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        fingerprint: &str,
+        ttl: Duration,
+    ) -> Result<Settled, StoreError> {
+        let op = Op::Complete {
+            key: key.clone(),
+            token: token.clone(),
+            fingerprint: fingerprint.to_owned(),
+            ttl,
+        };
+        match self.call(op).await? {
+            Reply::Settled(s) => Ok(s),
+            _ => Err(StoreError::Backend("unexpected reply".into())),
+        }
+    }
+
+    async fn release(
+        &self,
+        key: &DedupKey,
+        token: &Token,
+        _fingerprint: &str,
+    ) -> Result<Settled, StoreError> {
+        let op = Op::Release {
+            key: key.clone(),
+            token: token.clone(),
+        };
+        match self.call(op).await? {
+            Reply::Settled(s) => Ok(s),
+            _ => Err(StoreError::Backend("unexpected reply".into())),
+        }
+    }
+
+    async fn forget(&self, key: &DedupKey) -> Result<bool, StoreError> {
+        match self.call(Op::Forget { key: key.clone() }).await? {
+            Reply::Forgot(existed) => Ok(existed),
+            _ => Err(StoreError::Backend("unexpected reply".into())),
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let txn = self.inner.db.begin_read().map_err(backend)?;
+        txn.open_table(DEDUP).map_err(backend)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use redb::ReadableTableMetadata as _;
+
+    use super::*;
+
+    #[test]
+    fn records_and_their_expiry_round_trip() {
+        let r = Record::done(&Token::random(), "fp");
+        assert_eq!(decode(&encode(&r, 42)), Some((r, 42)));
+        assert_eq!(decode(b"short"), None);
+    }
+
+    #[tokio::test]
+    async fn expired_records_are_swept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = DiskStore::open(&dir.path().join("h.db")).expect("open");
+        for i in 0..50 {
+            let k = DedupKey::new("t:", "r", &format!("e{i}"));
+            let _ = s.claim(&k, "fp", Duration::from_millis(1)).await;
+        }
+        let live = DedupKey::new("t:", "r", "live");
+        let _ = s.claim(&live, "fp", Duration::from_secs(60)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        sweep(&s.inner.db);
+        let txn = s.inner.db.begin_read().expect("read");
+        let table = txn.open_table(DEDUP).expect("table");
+        assert_eq!(table.len().expect("len"), 1, "only the live record is left");
+    }
+}
