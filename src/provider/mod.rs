@@ -13,6 +13,7 @@ pub mod handshake;
 pub mod hmac_scheme;
 pub mod json_pointer;
 pub mod mac;
+pub mod presets;
 pub mod special;
 pub mod standard_webhooks;
 pub mod timestamp;
@@ -340,14 +341,12 @@ impl Verifier {
     }
 
     /// The methods a route accepts unless it sets `methods`: POST, the method of the
-    /// preset's handshake (Meta's `GET hub.challenge`, Trello's `HEAD`, …) and, for
-    /// HubSpot, GET (its v2 signature covers GET deliveries).
+    /// preset's handshake (Meta's `GET hub.challenge`, Trello's `HEAD`, …) and the
+    /// preset's extra ones (HubSpot's GET: its v2 signature covers GET deliveries).
     pub fn default_methods(&self) -> Vec<Method> {
         let mut methods = vec![Method::POST];
         methods.extend(self.handshake.method());
-        if self.preset.name() == "hubspot" {
-            methods.push(Method::GET);
-        }
+        methods.extend(self.preset.spec().extra_methods.iter().cloned());
         methods
     }
 
@@ -367,6 +366,12 @@ impl Verifier {
                 .any(|k| matches!(k, standard_webhooks::SwKey::Ed25519(_))),
             _ => false,
         }
+    }
+
+    /// The handshake this route answers, keys filled in.
+    #[cfg(test)]
+    pub(crate) fn handshake(&self) -> &Handshake {
+        &self.handshake
     }
 
     /// The scheme and keys (for signing in tests and `hookgate sign`).
