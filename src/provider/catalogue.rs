@@ -1,5 +1,5 @@
 //! The built-in presets, named by the provider keys of the provider catalogue. A
-//! [`Preset`] is a handle on one row of the catalogue ([`presets`](super::presets)):
+//! [`Preset`] is a handle on one row of the catalogue (`provider::presets`):
 //! every answer here — its description, credential locations, event-ID source,
 //! window, handshake, verifier — reads that row.
 

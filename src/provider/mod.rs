@@ -3,9 +3,12 @@
 //! steps accept.
 //!
 //! A provider *preset* is data over a small set of *schemes*: every HMAC-over-a-template
-//! provider shares [`hmac_scheme::HmacScheme`], and Standard Webhooks (with its Svix
-//! aliases) has [`standard_webhooks::StandardScheme`]. Verification takes the current
-//! time as an argument, so tests can verify a captured delivery at its own `now`.
+//! provider shares [`hmac_scheme::HmacScheme`], Standard Webhooks (with its Svix
+//! aliases) has [`standard_webhooks::StandardScheme`], and the rest are
+//! [`special::Special`], one module per scheme family. Each preset is declared once,
+//! as a row of [`presets`]; [`Preset`] is a handle on that row. Verification takes the
+//! current time as an argument, so tests can verify a captured delivery at its own
+//! `now`.
 
 pub mod catalogue;
 pub mod event_id;

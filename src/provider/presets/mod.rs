@@ -5,7 +5,7 @@
 //! [`Preset`](super::Preset), verification, `hookgate sign`, `hookgate providers` and
 //! `docs/providers.md` all read the same row.
 //!
-//! Rows are grouped by scheme family, one module each; [`FAMILIES`] lists the modules
+//! Rows are grouped by scheme family, one module each; `FAMILIES` lists the modules
 //! in the order the catalogue (and its generated table) shows them. Every field of a
 //! row is required, so a half-declared preset does not compile, and the tests below
 //! check that names are unique and every row builds a verifier.
