@@ -63,6 +63,28 @@ fn names_are_unique_and_listed_once() {
 }
 
 #[test]
+fn every_row_names_valid_header_names() {
+    // Header names in a row are built with `HeaderName::from_static`, which panics on
+    // anything but a lower-case token: building every source once proves them.
+    let valid = |h: &str| HeaderName::try_from(h).is_ok_and(|n| n.as_str() == h);
+    for p in all() {
+        let _ = p.event_id.source();
+        let _ = Preset::parse(p.name).map(Preset::info);
+        if let DefaultId::Header(names) = p.event_id {
+            assert!(names.iter().all(|h| valid(h)), "{}: {names:?}", p.name);
+        }
+        if let Some(EventTypeAt::Header(h)) = p.event_type {
+            assert!(valid(h), "{}: {h}", p.name);
+        }
+        for at in p.credential_at {
+            if let CredentialAt::Header(h) = at {
+                assert!(valid(h), "{}: {h}", p.name);
+            }
+        }
+    }
+}
+
+#[test]
 fn every_row_builds_a_verifier_from_its_credential_shape() {
     let opts = crate::provider::HmacOptions {
         header: "x-signature".into(),
