@@ -10,7 +10,7 @@ use http::{HeaderName, Method, StatusCode};
 use serde_json::Value;
 
 use super::mac::{Algorithm, MacKey, ct_eq};
-use super::{Inbound, Scheme, VerifyError, header_once};
+use super::{Credential, Inbound, Scheme, VerifyError, header_once};
 use crate::secret::Secret;
 
 /// The gateway's own reply to a handshake.
@@ -118,6 +118,30 @@ fn json(body: &[u8]) -> Option<Value> {
 }
 
 impl Handshake {
+    /// This handshake as a route answers it: the keyed ones (Meta's verify tokens,
+    /// Braintree's keys) take their keys from the route's credentials; the rest are
+    /// as declared.
+    pub fn with_keys(&self, creds: &[Credential]) -> Result<Self, String> {
+        Ok(match self {
+            Self::Meta { .. } => Self::Meta {
+                verify_tokens: creds
+                    .iter()
+                    .map(|c| Ok(Secret::new(c.part("verify_token")?.to_vec())))
+                    .collect::<Result<_, String>>()?,
+            },
+            Self::Braintree { .. } => Self::Braintree {
+                keys: braintree_keys(creds)?,
+            },
+            other => other.clone(),
+        })
+    }
+
+    /// Whether the provider hands out the signing secret in this handshake (Asana,
+    /// Notion): a route may then start with no secret.
+    pub fn hands_over_secret(&self) -> bool {
+        matches!(self, Self::Asana | Self::Notion)
+    }
+
     /// A description for `hookgate providers`.
     pub fn describe(&self) -> &'static str {
         match self {
@@ -336,4 +360,17 @@ impl Handshake {
 pub fn braintree_key(private_key: &[u8]) -> MacKey {
     use sha1::{Digest, Sha1};
     MacKey::new(Algorithm::Sha1, &Sha1::digest(private_key))
+}
+
+/// Every Braintree credential as `(public_key, key)`.
+pub fn braintree_keys(creds: &[Credential]) -> Result<Vec<(String, MacKey)>, String> {
+    creds
+        .iter()
+        .map(|c| {
+            Ok((
+                c.part_str("public_key")?.to_owned(),
+                braintree_key(c.part("private_key")?),
+            ))
+        })
+        .collect()
 }

@@ -3,9 +3,12 @@
 //! steps accept.
 //!
 //! A provider *preset* is data over a small set of *schemes*: every HMAC-over-a-template
-//! provider shares [`hmac_scheme::HmacScheme`], and Standard Webhooks (with its Svix
-//! aliases) has [`standard_webhooks::StandardScheme`]. Verification takes the current
-//! time as an argument, so tests can verify a captured delivery at its own `now`.
+//! provider shares [`hmac_scheme::HmacScheme`], Standard Webhooks (with its Svix
+//! aliases) has [`standard_webhooks::StandardScheme`], and the rest are
+//! [`special::Special`], one module per scheme family. Each preset is declared once,
+//! as a row of [`presets`]; [`Preset`] is a handle on that row. Verification takes the
+//! current time as an argument, so tests can verify a captured delivery at its own
+//! `now`.
 
 pub mod catalogue;
 pub mod event_id;
@@ -13,6 +16,7 @@ pub mod handshake;
 pub mod hmac_scheme;
 pub mod json_pointer;
 pub mod mac;
+pub mod presets;
 pub mod special;
 pub mod standard_webhooks;
 pub mod timestamp;
@@ -340,14 +344,12 @@ impl Verifier {
     }
 
     /// The methods a route accepts unless it sets `methods`: POST, the method of the
-    /// preset's handshake (Meta's `GET hub.challenge`, Trello's `HEAD`, …) and, for
-    /// HubSpot, GET (its v2 signature covers GET deliveries).
+    /// preset's handshake (Meta's `GET hub.challenge`, Trello's `HEAD`, …) and the
+    /// preset's extra ones (HubSpot's GET: its v2 signature covers GET deliveries).
     pub fn default_methods(&self) -> Vec<Method> {
         let mut methods = vec![Method::POST];
         methods.extend(self.handshake.method());
-        if self.preset.name() == "hubspot" {
-            methods.push(Method::GET);
-        }
+        methods.extend(self.preset.spec().extra_methods.iter().cloned());
         methods
     }
 
@@ -367,6 +369,12 @@ impl Verifier {
                 .any(|k| matches!(k, standard_webhooks::SwKey::Ed25519(_))),
             _ => false,
         }
+    }
+
+    /// The handshake this route answers, keys filled in.
+    #[cfg(test)]
+    pub(crate) fn handshake(&self) -> &Handshake {
+        &self.handshake
     }
 
     /// The scheme and keys (for signing in tests and `hookgate sign`).

@@ -1,0 +1,159 @@
+//! Presets signed with a private key the gateway never holds: Discord (Ed25519),
+//! SendGrid (ECDSA P-256), Plaid (JWT ES256), PayPal (RSA). Failed verifications on
+//! such routes spend a per-client budget (see `Verifier::is_costly`).
+
+use super::{DefaultId as Id, PresetSpec};
+use crate::provider::catalogue::Auth;
+use crate::provider::event_id::CustomId;
+use crate::provider::handshake::Handshake;
+use crate::provider::mac::{decode_base64, decode_base64url};
+use crate::provider::special::Special;
+use crate::provider::{Credential, Scheme};
+
+pub(super) const PRESETS: &[PresetSpec] = &[
+    PresetSpec {
+        name: "discord",
+        auth: Auth::Signature,
+        scheme: "Ed25519 hex over ts + body",
+        headers: "X-Signature-Ed25519, X-Signature-Timestamp",
+        credential: "public key, hex",
+        credential_at: &[],
+        event_id: Id::Custom(CustomId::DiscordId),
+        event_type: None,
+        tolerance: Some(300),
+        handshake: Handshake::Discord,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .texts()?
+                .into_iter()
+                .map(discord_key)
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::Discord { keys }))
+        },
+    },
+    PresetSpec {
+        name: "sendgrid",
+        auth: Auth::Signature,
+        scheme: "ECDSA P-256 SHA-256 (DER, base64) over ts + body",
+        headers: "X-Twilio-Email-Event-Webhook-Signature, -Timestamp",
+        credential: "public key, base64 DER or PEM",
+        credential_at: &[],
+        event_id: Id::Custom(CustomId::SendgridEvents),
+        event_type: None,
+        tolerance: Some(300),
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .texts()?
+                .into_iter()
+                .map(sendgrid_key)
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::SendGrid { keys }))
+        },
+    },
+    PresetSpec {
+        name: "plaid",
+        auth: Auth::Signature,
+        scheme: "JWT ES256 with request_body_sha256 (key: the JWK as a table)",
+        headers: "Plaid-Verification",
+        credential: "the JWK as a table { kid, x, y, … }",
+        credential_at: &[],
+        event_id: Id::BodySha256,
+        event_type: None,
+        tolerance: Some(300),
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .creds
+                .iter()
+                .map(plaid_key)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Scheme::Special(Special::Plaid { keys }))
+        },
+    },
+    PresetSpec {
+        name: "paypal",
+        auth: Auth::Signature,
+        scheme: "SHA256withRSA over id|time|webhook_id|crc32(body)",
+        headers: "PAYPAL-TRANSMISSION-SIG, -ID, -TIME, -CERT-URL, AUTH-ALGO",
+        credential: "{ webhook_id, cert_pem }",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: None,
+        tolerance: Some(300),
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .creds
+                .iter()
+                .map(paypal_key)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Scheme::Special(Special::PayPal { keys }))
+        },
+    },
+];
+
+fn discord_key(text: &[u8]) -> Result<ed25519_dalek::VerifyingKey, String> {
+    let raw: [u8; 32] = hex::decode(text)
+        .ok()
+        .and_then(|r| r.try_into().ok())
+        .ok_or("the public key must be 32 bytes in hex")?;
+    ed25519_dalek::VerifyingKey::from_bytes(&raw)
+        .map_err(|_| "not a valid Ed25519 public key".to_string())
+}
+
+fn sendgrid_key(text: &[u8]) -> Result<p256::ecdsa::VerifyingKey, String> {
+    use p256::pkcs8::DecodePublicKey;
+    let text = std::str::from_utf8(text).map_err(|_| "the public key must be text".to_string())?;
+    if text.contains("BEGIN") {
+        p256::ecdsa::VerifyingKey::from_public_key_pem(text)
+            .map_err(|_| "not a P-256 public key (PEM)".to_string())
+    } else {
+        let der = decode_base64(text).ok_or("the public key must be base64 DER or PEM")?;
+        p256::ecdsa::VerifyingKey::from_public_key_der(&der)
+            .map_err(|_| "not a P-256 public key (DER)".to_string())
+    }
+}
+
+fn plaid_key(c: &Credential) -> Result<(String, p256::ecdsa::VerifyingKey), String> {
+    let kid = c.part_str("kid")?.to_owned();
+    let x = decode_base64url(c.part_str("x")?).ok_or("JWK x must be base64url")?;
+    let y = decode_base64url(c.part_str("y")?).ok_or("JWK y must be base64url")?;
+    if x.len() != 32 || y.len() != 32 {
+        return Err("JWK x and y must be 32 bytes (P-256)".into());
+    }
+    let point = [&[4u8][..], &x, &y].concat();
+    let key = p256::ecdsa::VerifyingKey::from_sec1_bytes(&point)
+        .map_err(|_| "the JWK is not a P-256 point".to_string())?;
+    Ok((kid, key))
+}
+
+fn paypal_key(
+    c: &Credential,
+) -> Result<(String, rsa::pkcs1v15::VerifyingKey<sha2::Sha256>), String> {
+    use rsa::pkcs8::DecodePublicKey;
+    use x509_cert::der::{DecodePem, Encode};
+    let webhook_id = c.part_str("webhook_id")?.to_owned();
+    let cert = x509_cert::Certificate::from_pem(c.part("cert_pem")?)
+        .map_err(|_| "cert_pem is not a PEM certificate".to_string())?;
+    let spki = cert
+        .tbs_certificate()
+        .subject_public_key_info()
+        .to_der()
+        .map_err(|_| "cannot read the certificate's public key".to_string())?;
+    let key = rsa::PublicKey::from_public_key_der(&spki)
+        .map_err(|_| "the certificate's key is not RSA".to_string())?;
+    Ok((webhook_id, rsa::pkcs1v15::VerifyingKey::new(key)))
+}

@@ -1,0 +1,83 @@
+//! HMAC presets whose header layout the template scheme cannot express: Box's two
+//! keys, DocuSign's numbered headers, Netlify's JWS over the body's hash.
+
+use super::{DefaultId as Id, PresetSpec};
+use crate::provider::catalogue::Auth;
+use crate::provider::event_id::CustomId;
+use crate::provider::handshake::Handshake;
+use crate::provider::mac::{Algorithm, MacKey};
+use crate::provider::special::Special;
+use crate::provider::{Credential, Scheme};
+
+pub(super) const PRESETS: &[PresetSpec] = &[
+    PresetSpec {
+        name: "box",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 base64 over body + timestamp, two keys",
+        headers: "BOX-SIGNATURE-PRIMARY/SECONDARY, BOX-DELIVERY-TIMESTAMP",
+        credential: "{ primary, secondary }",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: None,
+        tolerance: Some(600),
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .creds
+                .iter()
+                .map(box_keys)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Scheme::Special(Special::Box { keys }))
+        },
+    },
+    PresetSpec {
+        name: "docusign",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 base64 over body, any of N headers",
+        headers: "X-DocuSign-Signature-1..100",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::BodySha256,
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| Ok(Scheme::Special(Special::DocuSign { keys: b.sha256()? })),
+    },
+    PresetSpec {
+        name: "netlify",
+        auth: Auth::Signature,
+        scheme: "JWS HS256 with iss=netlify and the body's sha256",
+        headers: "X-Webhook-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Custom(CustomId::NetlifyDeploy),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| Ok(Scheme::Special(Special::Netlify { keys: b.sha256()? })),
+    },
+];
+
+/// Box's primary and/or secondary key; a plain string is the primary alone.
+fn box_keys(c: &Credential) -> Result<(Option<MacKey>, Option<MacKey>), String> {
+    match c {
+        Credential::Parts(_) => {
+            let key = |part| c.part(part).ok().map(|k| MacKey::new(Algorithm::Sha256, k));
+            let (p, s) = (key("primary"), key("secondary"));
+            if p.is_none() && s.is_none() {
+                return Err("the Box credential needs `primary` and/or `secondary`".to_string());
+            }
+            Ok((p, s))
+        }
+        Credential::Text(t) => Ok((Some(MacKey::new(Algorithm::Sha256, t.expose())), None)),
+    }
+}

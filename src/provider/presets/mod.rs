@@ -1,0 +1,286 @@
+//! The preset catalogue as data: one [`PresetSpec`] row per provider key holds
+//! everything hookgate knows about that provider — its description, where its
+//! credential travels, its event-ID and event-type sources, its window, its handshake
+//! and required reply, and how to build its verifier from the route's credentials.
+//! [`Preset`](super::Preset), verification, `hookgate sign`, `hookgate providers` and
+//! `docs/providers.md` all read the same row.
+//!
+//! Rows are grouped by scheme family, one module each; `FAMILIES` lists the modules
+//! in the order the catalogue (and its generated table) shows them. Every field of a
+//! row is required, so a half-declared preset does not compile, and the tests below
+//! check that names are unique and every row builds a verifier.
+//!
+//! Adding an HMAC preset is one row in `hmac.rs` (plus its line in the README's
+//! provider list and the regenerated `docs/providers.md`, which tests enforce).
+
+use http::{HeaderName, Method};
+
+use super::catalogue::{Auth, CredentialAt};
+use super::event_id::{CustomId, EventIdSource};
+use super::handshake::{FixedReply, Handshake};
+use super::hmac_scheme::{HmacScheme, SigFormat, TimestampSource};
+use super::mac::{Algorithm, Encoding, MacKey};
+use super::timestamp::TsFormat;
+use super::{Credential, HmacOptions, Scheme, Template};
+use crate::secret::Secret;
+
+mod asymmetric;
+mod body_embedded;
+pub(super) mod generic;
+mod header_hmac;
+mod hmac;
+mod standard;
+mod token;
+mod url_signed;
+
+/// Everything about one preset, declared together.
+#[derive(Debug)]
+pub struct PresetSpec {
+    /// The provider key a route sets as `provider`.
+    pub name: &'static str,
+    /// Whether the preset checks a signature or only a shared token.
+    pub auth: Auth,
+    /// The scheme, in words (`hookgate providers`, docs).
+    pub scheme: &'static str,
+    /// The headers (or body fields) the scheme reads, in words.
+    pub headers: &'static str,
+    /// The credential's shape, in words (error messages, docs).
+    pub credential: &'static str,
+    /// Where the credential (or a handed-over secret) travels in a request, so a
+    /// capture can leave it out. Signatures are not listed: useless without the key.
+    pub credential_at: &'static [CredentialAt],
+    /// Where the event ID is when the route sets no `event_id`.
+    pub event_id: DefaultId,
+    /// Where the event type is, where the provider says so plainly.
+    pub event_type: Option<EventTypeAt>,
+    /// The timestamp window in seconds, or `None` if the provider signs no timestamp.
+    pub tolerance: Option<u64>,
+    /// The handshake the gateway answers itself; a keyed one (Meta, Braintree) gets
+    /// its keys from the route's credentials (see [`Handshake::with_keys`]).
+    pub handshake: Handshake,
+    /// The answer the provider requires for a delivered event, instead of the upstream's.
+    pub reply: Option<FixedReply>,
+    /// Whether the signature covers the public URL (the route then needs `public_url`).
+    pub needs_public_url: bool,
+    /// Methods accepted by default besides POST and the handshake's own.
+    pub extra_methods: &'static [Method],
+    /// Builds the scheme, with its keys, from the route's credentials.
+    pub build: fn(&Build<'_>) -> Result<Scheme, String>,
+}
+
+/// Where a preset's event ID is, as a constant (see [`EventIdSource`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultId {
+    /// The first of these headers present.
+    Header(&'static [&'static str]),
+    /// A JSON pointer into the body.
+    Json(&'static str),
+    /// No event ID from the provider: the SHA-256 of the body.
+    BodySha256,
+    /// A provider-specific list or composite.
+    Custom(CustomId),
+}
+
+impl DefaultId {
+    /// The source as the rest of hookgate uses it.
+    pub fn source(self) -> EventIdSource {
+        match self {
+            Self::Header(names) => EventIdSource::headers(names),
+            Self::Json(ptr) => EventIdSource::Json(ptr.into()),
+            Self::BodySha256 => EventIdSource::BodySha256,
+            Self::Custom(c) => EventIdSource::Custom(c),
+        }
+    }
+}
+
+/// Where a provider puts the event's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventTypeAt {
+    /// A header (lower-case name).
+    Header(&'static str),
+    /// A JSON pointer into the body.
+    Json(&'static str),
+}
+
+impl std::fmt::Display for EventTypeAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Header(h) => write!(f, "header:{h}"),
+            Self::Json(p) => write!(f, "json:{p}"),
+        }
+    }
+}
+
+/// The scheme families, in catalogue order.
+const FAMILIES: &[&[PresetSpec]] = &[
+    hmac::PRESETS,
+    standard::PRESETS,
+    url_signed::PRESETS,
+    header_hmac::PRESETS,
+    asymmetric::PRESETS,
+    body_embedded::PRESETS,
+    token::PRESETS,
+    generic::PRESETS,
+];
+
+const COUNT: usize = {
+    let (mut n, mut f) = (0, 0);
+    while f < FAMILIES.len() {
+        n += FAMILIES[f].len();
+        f += 1;
+    }
+    n
+};
+
+const NAMES_ARRAY: [&str; COUNT] = {
+    let mut out = [""; COUNT];
+    let (mut i, mut f) = (0, 0);
+    while f < FAMILIES.len() {
+        let mut j = 0;
+        while j < FAMILIES[f].len() {
+            out[i] = FAMILIES[f][j].name;
+            i += 1;
+            j += 1;
+        }
+        f += 1;
+    }
+    out
+};
+
+/// Every provider key, in catalogue order.
+pub const NAMES: &[&str] = &NAMES_ARRAY;
+
+/// Every row, in catalogue order.
+pub fn all() -> impl Iterator<Item = &'static PresetSpec> {
+    FAMILIES.iter().flat_map(|f| f.iter())
+}
+
+/// What a row's `build` reads: the route's credentials and, for the generic `hmac`
+/// preset, its `[routes.hmac]` table.
+#[derive(Debug, Clone, Copy)]
+pub struct Build<'a> {
+    pub creds: &'a [Credential],
+    pub opts: Option<&'a HmacOptions>,
+}
+
+impl Build<'_> {
+    /// Every credential as a plain string.
+    pub fn texts(&self) -> Result<Vec<&[u8]>, String> {
+        self.creds.iter().map(Credential::text).collect()
+    }
+
+    /// Every credential as an HMAC key.
+    pub fn keys(&self, alg: Algorithm) -> Result<Vec<MacKey>, String> {
+        Ok(self
+            .texts()?
+            .into_iter()
+            .map(|t| MacKey::new(alg, t))
+            .collect())
+    }
+
+    /// Every credential as an HMAC-SHA256 key.
+    pub fn sha256(&self) -> Result<Vec<MacKey>, String> {
+        self.keys(Algorithm::Sha256)
+    }
+
+    /// Every credential as a value compared as is (tokens).
+    pub fn raw(&self) -> Result<Vec<Secret>, String> {
+        Ok(self
+            .texts()?
+            .into_iter()
+            .map(|t| Secret::new(t.to_vec()))
+            .collect())
+    }
+
+    /// Every credential as a hex-encoded HMAC-SHA256 key (Adyen).
+    pub fn hex_keys(&self) -> Result<Vec<MacKey>, String> {
+        self.texts()?
+            .into_iter()
+            .map(|t| {
+                let raw = hex::decode(t).map_err(|_| "the key must be hex".to_string())?;
+                Ok(MacKey::new(Algorithm::Sha256, &raw))
+            })
+            .collect()
+    }
+
+    /// An HMAC over the body alone, in one header.
+    pub fn body(
+        &self,
+        header: &'static str,
+        prefix: &str,
+        encoding: Encoding,
+        alg: Algorithm,
+    ) -> Result<Scheme, String> {
+        Ok(Scheme::Hmac(HmacScheme::body(
+            header,
+            prefix,
+            encoding,
+            self.keys(alg)?,
+        )))
+    }
+
+    /// `t=…,v1=…` over `t.body`, HMAC-SHA256 hex: Stripe's scheme, shared by others.
+    pub fn t_dot_body(&self, header: &'static str) -> Result<Scheme, String> {
+        Ok(full(
+            header,
+            kv(&[','], "t", "v1"),
+            Encoding::Hex,
+            Template::parse("{timestamp}.{body}")?,
+            TimestampSource::SignatureHeader,
+            TsFormat::Seconds,
+            None,
+            self.sha256()?,
+        ))
+    }
+}
+
+/// An HMAC scheme, one argument per column.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "a table row: one argument per column"
+)]
+pub(super) fn full(
+    header: &'static str,
+    format: SigFormat,
+    encoding: Encoding,
+    payload: Template,
+    timestamp: TimestampSource,
+    ts_format: TsFormat,
+    id_header: Option<HeaderName>,
+    keys: Vec<MacKey>,
+) -> Scheme {
+    Scheme::Hmac(HmacScheme {
+        headers: vec![HeaderName::from_static(header)],
+        format,
+        encoding,
+        payload,
+        timestamp,
+        ts_format,
+        id_header,
+        keys,
+    })
+}
+
+/// A `key=value` signature header (`t=…,v1=…`).
+pub(super) fn kv(
+    separators: &'static [char],
+    timestamp_key: &'static str,
+    signature_key: &'static str,
+) -> SigFormat {
+    SigFormat::KeyValue {
+        separators,
+        timestamp_key,
+        signature_key,
+    }
+}
+
+/// A signature header holding `prefix` + one encoded signature.
+pub(super) fn plain(prefix: &str) -> SigFormat {
+    SigFormat::Plain {
+        prefix: prefix.into(),
+        separator: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,141 @@
+//! The catalogue has no gaps: unique names, every row builds a verifier from a
+//! credential of its declared shape, and no preset falls back to another's scheme.
+
+use std::collections::{BTreeMap, HashSet};
+
+use super::*;
+use crate::provider::{Preset, Scheme};
+
+/// A credential of the shape a row declares (its `credential` text).
+fn sample(shape: &str) -> Credential {
+    let text = |s: &str| Credential::Text(Secret::new(s.as_bytes().to_vec()));
+    let parts = |kv: &[(&str, &str)]| {
+        Credential::Parts(
+            kv.iter()
+                .map(|(k, v)| ((*k).to_owned(), Secret::new(v.as_bytes().to_vec())))
+                .collect::<BTreeMap<_, _>>(),
+        )
+    };
+    match shape {
+        "string" | "user:password" => text("sample-secret"),
+        "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
+        "macSecretBase64" => text("c2FtcGxlLXNlY3JldA=="),
+        "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),
+        // The Ed25519 base point, a valid public key.
+        "public key, hex" => {
+            text("5866666666666666666666666666666666666666666666666666666666666666")
+        }
+        // SendGrid's test key from the vectors, SubjectPublicKeyInfo DER in base64.
+        "public key, base64 DER or PEM" => text(
+            "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAECHtwM9GQGOHZKIv3kaymX4Xk1/oJ4o2QqtbjYCsorArpfOkTSBDcN87+q3wY/BkBLpTUklGyvMDDHXudGcKDQw==",
+        ),
+        "{ app_secret, verify_token }" => parts(&[("app_secret", "a"), ("verify_token", "v")]),
+        "{ primary, secondary }" => parts(&[("primary", "p"), ("secondary", "s")]),
+        "{ public_key, private_key }" => parts(&[("public_key", "pk"), ("private_key", "sk")]),
+        // Plaid's test JWK from the vectors.
+        "the JWK as a table { kid, x, y, … }" => parts(&[
+            ("kid", "k1"),
+            ("x", "c4VmsZutm012GGtRsWLdz2x1QH9AhD4k_BQXAIJmRYQ"),
+            ("y", "VZ_ds2TU171FuVy8mQTUOGE99s0HN7myQyPxQrLly1U"),
+        ]),
+        "{ webhook_id, cert_pem }" => parts(&[
+            ("webhook_id", "WH-1"),
+            ("cert_pem", include_str!("test_cert.pem")),
+        ]),
+        other => panic!("no sample credential for the shape {other:?}: add one here"),
+    }
+}
+
+#[test]
+fn names_are_unique_and_listed_once() {
+    let mut seen = HashSet::new();
+    for p in all() {
+        assert!(seen.insert(p.name), "{} is declared twice", p.name);
+        assert!(
+            !p.name.is_empty() && p.name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+            "{:?} is not a provider key",
+            p.name
+        );
+    }
+    assert_eq!(NAMES.len(), seen.len());
+    assert!(NAMES.iter().zip(all()).all(|(n, p)| *n == p.name));
+    assert_eq!(Preset::HMAC, Preset::parse("hmac").expect("hmac"));
+}
+
+#[test]
+fn every_row_names_valid_header_names() {
+    // Header names in a row are built with `HeaderName::from_static`, which panics on
+    // anything but a lower-case token: building every source once proves them.
+    let valid = |h: &str| HeaderName::try_from(h).is_ok_and(|n| n.as_str() == h);
+    for p in all() {
+        let _ = p.event_id.source();
+        let _ = Preset::parse(p.name).map(Preset::info);
+        if let DefaultId::Header(names) = p.event_id {
+            assert!(names.iter().all(|h| valid(h)), "{}: {names:?}", p.name);
+        }
+        if let Some(EventTypeAt::Header(h)) = p.event_type {
+            assert!(valid(h), "{}: {h}", p.name);
+        }
+        for at in p.credential_at {
+            if let CredentialAt::Header(h) = at {
+                assert!(valid(h), "{}: {h}", p.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_row_builds_a_verifier_from_its_credential_shape() {
+    let opts = crate::provider::HmacOptions {
+        header: "x-signature".into(),
+        algorithm: None,
+        encoding: None,
+        prefix: None,
+        separator: None,
+        payload: None,
+        timestamp_header: None,
+        id_header: None,
+    };
+    for p in Preset::all() {
+        let spec = p.spec();
+        let creds = [sample(spec.credential)];
+        let opts = (p == Preset::HMAC).then_some(&opts);
+        let v = p
+            .verifier(&creds, opts, spec.tolerance)
+            .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+        assert_eq!(v.preset(), p);
+        // The handshake built is the one declared, keys filled in.
+        assert_eq!(
+            std::mem::discriminant(&spec.handshake),
+            std::mem::discriminant(v.handshake()),
+            "{}",
+            spec.name
+        );
+        assert_eq!(v.fixed_reply(), spec.reply.as_ref(), "{}", spec.name);
+        assert!(!spec.scheme.is_empty() && !spec.headers.is_empty());
+    }
+}
+
+#[test]
+fn no_preset_falls_back_to_the_generic_hmac() {
+    // Every row but `hmac` builds without a `[routes.hmac]` table, and the generic
+    // preset refuses to build without one.
+    let creds = [sample("string")];
+    assert!(Preset::HMAC.verifier(&creds, None, None).is_err());
+    for p in Preset::all().filter(|p| *p != Preset::HMAC) {
+        let creds = [sample(p.spec().credential)];
+        assert!(p.verifier(&creds, None, None).is_ok(), "{}", p.name());
+    }
+}
+
+#[test]
+fn token_presets_verify_no_signature() {
+    // A token preset never builds an HMAC or Standard Webhooks scheme: its `auth`
+    // column would otherwise understate what it checks.
+    for p in Preset::all().filter(|p| p.spec().auth == Auth::Token) {
+        let v = p
+            .verifier(&[sample(p.spec().credential)], None, None)
+            .expect("builds");
+        assert!(matches!(v.scheme(), Scheme::Special(_)), "{}", p.name());
+    }
+}

@@ -1,0 +1,151 @@
+//! Presets that sign nothing, or (monday.com) sign a JWT that does not cover the
+//! body: hookgate compares the shared value they offer in constant time. See "What
+//! the token presets protect against" in `docs/providers.md`.
+
+use http::{HeaderName, StatusCode};
+
+use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
+use crate::provider::Scheme;
+use crate::provider::catalogue::{Auth, CredentialAt};
+use crate::provider::event_id::CustomId;
+use crate::provider::handshake::{FixedReply, Handshake};
+use crate::provider::special::{Special, basic_auth_header};
+
+pub(super) const PRESETS: &[PresetSpec] = &[
+    PresetSpec {
+        name: "gitlab",
+        auth: Auth::Token,
+        scheme: "static token compare",
+        headers: "X-Gitlab-Token",
+        credential: "string",
+        credential_at: &[CredentialAt::Header("x-gitlab-token")],
+        event_id: Id::Header(&["idempotency-key", "x-gitlab-event-uuid"]),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(Scheme::Special(Special::Token {
+                header: HeaderName::from_static("x-gitlab-token"),
+                values: b.raw()?,
+            }))
+        },
+    },
+    basic_auth("postmark", Id::Custom(CustomId::PostmarkRecord)),
+    PresetSpec {
+        name: "okta",
+        auth: Auth::Token,
+        scheme: "static Authorization header compare",
+        headers: "Authorization",
+        credential: "string",
+        credential_at: &[CredentialAt::Header("authorization")],
+        event_id: Id::Custom(CustomId::OktaEvents),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::Okta,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(Scheme::Special(Special::Token {
+                header: HeaderName::from_static("authorization"),
+                values: b.raw()?,
+            }))
+        },
+    },
+    PresetSpec {
+        name: "figma",
+        auth: Auth::Token,
+        scheme: "passcode in the body",
+        headers: "body passcode",
+        credential: "string",
+        credential_at: &[CredentialAt::Json("/passcode")],
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/event_type")),
+        tolerance: None,
+        handshake: Handshake::Figma,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| Ok(Scheme::Special(Special::Passcode { values: b.raw()? })),
+    },
+    basic_auth("chargebee", Id::Json("/id")),
+    basic_auth("pipedrive", Id::BodySha256),
+    PresetSpec {
+        name: "monday",
+        auth: Auth::Token,
+        scheme: "JWT HS256 in Authorization (the body is not covered)",
+        headers: "Authorization",
+        credential: "string",
+        credential_at: &[CredentialAt::Header("authorization")],
+        event_id: Id::Json("/event/triggerUuid"),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::Monday,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| Ok(Scheme::Special(Special::Monday { keys: b.sha256()? })),
+    },
+    PresetSpec {
+        name: "mailchimp",
+        auth: Auth::Token,
+        scheme: "token in the URL query (?token=)",
+        headers: "query token",
+        credential: "string",
+        credential_at: &[CredentialAt::Query("token")],
+        event_id: Id::BodySha256,
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::Mailchimp,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| Ok(Scheme::Special(Special::QueryToken { values: b.raw()? })),
+    },
+    PresetSpec {
+        name: "msgraph",
+        auth: Auth::Token,
+        scheme: "clientState in every notification",
+        headers: "body value[].clientState",
+        credential: "string",
+        credential_at: &[CredentialAt::JsonEach("/value", "clientState")],
+        event_id: Id::BodySha256,
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::MsGraph,
+        reply: Some(FixedReply {
+            status: StatusCode::ACCEPTED,
+            body: "",
+        }),
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| Ok(Scheme::Special(Special::ClientState { values: b.raw()? })),
+    },
+];
+
+/// A provider that sends HTTP Basic auth with the configured `user:password`.
+const fn basic_auth(name: &'static str, event_id: Id) -> PresetSpec {
+    PresetSpec {
+        name,
+        auth: Auth::Token,
+        scheme: "HTTP Basic auth (user:password as configured)",
+        headers: "Authorization",
+        credential: "user:password",
+        credential_at: &[CredentialAt::Header("authorization")],
+        event_id,
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(Scheme::Special(Special::BasicAuth {
+                values: b.texts()?.into_iter().map(basic_auth_header).collect(),
+            }))
+        },
+    }
+}

@@ -1,0 +1,373 @@
+//! Signatures that cover the URL the provider called: Twilio (URL + sorted form
+//! parameters, or `bodySHA256`), Mandrill (URL + sorted form fields), HubSpot (v3:
+//! method + URI + body + timestamp; v1/v2: SHA-256 of secret + …) and Contentful (the
+//! canonical request).
+
+use http::{HeaderName, Method};
+use sha2::{Digest, Sha256};
+
+use super::{b64, first, form, h, need, sha256_hex, split_url};
+use crate::provider::mac::{MacKey, ct_eq, decode_base64};
+use crate::provider::timestamp::{TsFormat, check_window};
+use crate::provider::{Inbound, VerifyError, header_once};
+use crate::secret::Secret;
+
+pub(super) fn verify_twilio(keys: &[MacKey], req: &Inbound<'_>) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let sig = decode_base64(need(hs, "x-twilio-signature")?)
+        .ok_or(VerifyError::Malformed("x-twilio-signature".into()))?;
+    let u = url(req)?;
+    let query = u.split_once('?').map(|(_, q)| q).unwrap_or_default();
+    let mut params: Vec<(String, String)> = Vec::new();
+    if let Some((_, want)) =
+        form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "bodySHA256")
+    {
+        if !ct_eq(sha256_hex(req.body).as_bytes(), want.as_bytes()) {
+            return Err(VerifyError::BadSignature);
+        }
+    } else if req.method == Method::POST {
+        params = form(req.body);
+    }
+    let tail = twilio_params(params);
+    let variants = twilio_url_variants(u);
+    first(keys, |k| {
+        variants
+            .iter()
+            .any(|v| k.tag(&[v.as_bytes(), tail.as_bytes()]).matches(&sig))
+    })
+}
+
+pub(super) fn sign_twilio(keys: &[MacKey], req: &Inbound<'_>) -> Option<Vec<(HeaderName, String)>> {
+    let u = req.url?;
+    let params = if u.contains("bodySHA256=") {
+        Vec::new()
+    } else {
+        form(req.body)
+    };
+    let tail = twilio_params(params);
+    Some(vec![(
+        h("x-twilio-signature"),
+        b64(keys.first()?, &[u.as_bytes(), tail.as_bytes()]),
+    )])
+}
+
+pub(super) fn verify_mandrill(keys: &[MacKey], req: &Inbound<'_>) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let sig = decode_base64(need(hs, "x-mandrill-signature")?)
+        .ok_or(VerifyError::Malformed("x-mandrill-signature".into()))?;
+    form_fields_once(&form(req.body))?;
+    let tail = mandrill_params(req.body);
+    let u = url(req)?;
+    first(keys, |k| {
+        k.tag(&[u.as_bytes(), tail.as_bytes()]).matches(&sig)
+    })
+}
+
+pub(super) fn sign_mandrill(
+    keys: &[MacKey],
+    req: &Inbound<'_>,
+) -> Option<Vec<(HeaderName, String)>> {
+    let tail = mandrill_params(req.body);
+    Some(vec![(
+        h("x-mandrill-signature"),
+        b64(keys.first()?, &[req.url?.as_bytes(), tail.as_bytes()]),
+    )])
+}
+
+pub(super) fn verify_hubspot(
+    keys: &[MacKey],
+    raw: &[Secret],
+    req: &Inbound<'_>,
+    now: u64,
+    tol: Option<u64>,
+) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let method = req.method.as_str().as_bytes();
+    if let Ok(sig) = need(hs, "x-hubspot-signature-v3") {
+        let sig =
+            decode_base64(sig).ok_or(VerifyError::Malformed("x-hubspot-signature-v3".into()))?;
+        let ts = need(hs, "x-hubspot-request-timestamp")?;
+        let ts_ms = TsFormat::Millis.parse_ms(ts)?;
+        let uri = hubspot_uri(req.url.ok_or(VerifyError::NeedsPublicUrl("HubSpot v3"))?);
+        let i = first(keys, |k| {
+            k.tag(&[method, uri.as_bytes(), req.body, ts.as_bytes()])
+                .matches(&sig)
+        })?;
+        check_window(ts_ms, now, tol)?;
+        return Ok(i);
+    }
+    let sig = hex::decode(need(hs, "x-hubspot-signature")?)
+        .map_err(|_| VerifyError::Malformed("x-hubspot-signature".into()))?;
+    let version = need(hs, "x-hubspot-signature-version")
+        .unwrap_or("v1")
+        .to_ascii_lowercase();
+    if version == "v2" && req.url.is_none() {
+        return Err(VerifyError::NeedsPublicUrl("HubSpot v2"));
+    }
+    let u = req.url.unwrap_or_default();
+    first(raw, |s| {
+        let digest = match version.as_str() {
+            "v1" => Sha256::new()
+                .chain_update(s.expose())
+                .chain_update(req.body)
+                .finalize(),
+            "v2" => Sha256::new()
+                .chain_update(s.expose())
+                .chain_update(method)
+                .chain_update(u.as_bytes())
+                .chain_update(req.body)
+                .finalize(),
+            _ => return false,
+        };
+        ct_eq(&digest, &sig)
+    })
+}
+
+pub(super) fn sign_hubspot(
+    keys: &[MacKey],
+    raw: &[Secret],
+    req: &Inbound<'_>,
+    now: u64,
+) -> Option<Vec<(HeaderName, String)>> {
+    let Some(url) = req.url else {
+        // No public_url: v1, the body-only signature (SHA-256 of secret + body).
+        let digest = Sha256::new()
+            .chain_update(raw.first()?.expose())
+            .chain_update(req.body)
+            .finalize();
+        return Some(vec![
+            (h("x-hubspot-signature"), hex::encode(digest)),
+            (h("x-hubspot-signature-version"), "v1".to_owned()),
+        ]);
+    };
+    let ts = now.saturating_mul(1000).to_string();
+    let uri = hubspot_uri(url);
+    let sig = b64(
+        keys.first()?,
+        &[
+            req.method.as_str().as_bytes(),
+            uri.as_bytes(),
+            req.body,
+            ts.as_bytes(),
+        ],
+    );
+    Some(vec![
+        (h("x-hubspot-signature-v3"), sig),
+        (h("x-hubspot-request-timestamp"), ts),
+    ])
+}
+
+pub(super) fn verify_contentful(
+    keys: &[MacKey],
+    req: &Inbound<'_>,
+    now: u64,
+    tol: Option<u64>,
+) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let sig = hex::decode(need(hs, "x-contentful-signature")?)
+        .map_err(|_| VerifyError::Malformed("x-contentful-signature".into()))?;
+    let signed: Vec<String> = need(hs, "x-contentful-signed-headers")?
+        .split(',')
+        .map(|n| n.trim().to_ascii_lowercase())
+        .collect();
+    let ts = need(hs, "x-contentful-timestamp")?;
+    let ts_ms = TsFormat::Millis.parse_ms(ts)?;
+    let tol_ms = tol.map(|t| t.saturating_mul(1000));
+    if let Some(t) = tol_ms {
+        let now_ms = now.saturating_mul(1000);
+        if now_ms.saturating_sub(ts_ms) >= t {
+            return Err(VerifyError::TimestampTooOld);
+        }
+        if ts_ms.saturating_sub(now_ms) > t {
+            return Err(VerifyError::TimestampInFuture);
+        }
+    }
+    let mut picked = std::collections::BTreeMap::new();
+    for name in &signed {
+        let Ok(hname) = HeaderName::try_from(name.as_str()) else {
+            continue;
+        };
+        if hs.contains_key(&hname) {
+            // A signed header sent twice is refused, not guessed at.
+            picked.insert(name.clone(), header_once(hs, &hname)?.to_owned());
+        }
+    }
+    picked.insert("x-contentful-timestamp".into(), ts.to_owned());
+    let names: Vec<String> = picked.keys().cloned().collect();
+    picked.insert("x-contentful-signed-headers".into(), names.join(","));
+    let canon_headers: Vec<String> = picked.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    let u = url(req)?;
+    let path = split_url(u).map(|(.., rest)| rest).unwrap_or("/");
+    let path = path.split('#').next().unwrap_or(path);
+    let head = format!(
+        "{}\n{}\n{}\n",
+        req.method.as_str(),
+        contentful_path(path),
+        canon_headers.join(";")
+    );
+    first(keys, |k| k.tag(&[head.as_bytes(), req.body]).matches(&sig))
+}
+
+pub(super) fn sign_contentful(
+    keys: &[MacKey],
+    req: &Inbound<'_>,
+    now: u64,
+) -> Option<Vec<(HeaderName, String)>> {
+    let ts = now.saturating_mul(1000).to_string();
+    let path = split_url(req.url?)
+        .map(|(.., rest)| rest)
+        .unwrap_or_default();
+    let head = format!(
+        "{}\n{}\nx-contentful-signed-headers:x-contentful-signed-headers,x-contentful-timestamp;x-contentful-timestamp:{ts}\n",
+        req.method.as_str(),
+        contentful_path(path)
+    );
+    let sig = hex::encode(keys.first()?.tag(&[head.as_bytes(), req.body]).as_bytes());
+    Some(vec![
+        (h("x-contentful-signature"), sig),
+        (
+            h("x-contentful-signed-headers"),
+            "x-contentful-signed-headers,x-contentful-timestamp".into(),
+        ),
+        (h("x-contentful-timestamp"), ts),
+    ])
+}
+
+/// Refuses a form that names any field twice (Mandrill signs each key with its
+/// first value only, so a second copy would be unsigned).
+fn form_fields_once(fields: &[(String, String)]) -> Result<(), VerifyError> {
+    let mut names: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+    names.sort_unstable();
+    match names.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => Err(VerifyError::Duplicated(w[0].to_owned())),
+        None => Ok(()),
+    }
+}
+
+/// Twilio's signed parameters: name + each distinct value, names sorted, values
+/// sorted per name.
+fn twilio_params(mut params: Vec<(String, String)>) -> String {
+    params.sort();
+    params.dedup();
+    params.iter().map(|(k, v)| format!("{k}{v}")).collect()
+}
+
+/// Mandrill's signed parameters: each key + its first value, keys sorted.
+fn mandrill_params(body: &[u8]) -> String {
+    let mut params = form(body);
+    params.sort_by(|a, b| a.0.cmp(&b.0));
+    params.dedup_by(|a, b| a.0 == b.0);
+    params.iter().map(|(k, v)| format!("{k}{v}")).collect()
+}
+
+/// The URL as signed: `public_url` plus the query as received.
+fn url<'a>(req: &Inbound<'a>) -> Result<&'a str, VerifyError> {
+    req.url.ok_or(VerifyError::Malformed("public_url".into()))
+}
+
+/// Twilio signs the URL either with or without the default port; try both.
+fn twilio_url_variants(u: &str) -> Vec<String> {
+    let Some((scheme, userinfo, host, port, rest)) = split_url(u) else {
+        return vec![u.to_owned()];
+    };
+    let host = host.to_ascii_lowercase();
+    let port = port.map(str::to_owned).unwrap_or_else(|| {
+        if scheme == "https" {
+            "443".into()
+        } else {
+            "80".into()
+        }
+    });
+    vec![
+        format!("{scheme}://{userinfo}{host}{rest}"),
+        format!("{scheme}://{userinfo}{host}:{port}{rest}"),
+    ]
+}
+
+/// HubSpot decodes these escapes in the URI before signing (v3).
+fn hubspot_uri(uri: &str) -> String {
+    const KEEP: &[(&str, char)] = &[
+        ("%3A", ':'),
+        ("%2F", '/'),
+        ("%3F", '?'),
+        ("%40", '@'),
+        ("%21", '!'),
+        ("%24", '$'),
+        ("%27", '\''),
+        ("%28", '('),
+        ("%29", ')'),
+        ("%2A", '*'),
+        ("%2C", ','),
+        ("%3B", ';'),
+    ];
+    let mut out = String::with_capacity(uri.len());
+    let mut i = 0;
+    while i < uri.len() {
+        let rest = &uri[i..];
+        if rest.starts_with('%') && rest.len() >= 3 && rest.is_char_boundary(3) {
+            let esc = rest[..3].to_ascii_uppercase();
+            if let Some((_, c)) = KEEP.iter().find(|(e, _)| *e == esc) {
+                out.push(*c);
+                i += 3;
+                continue;
+            }
+        }
+        let c = rest.chars().next().unwrap_or_default();
+        out.push(c);
+        i += c.len_utf8().max(1);
+    }
+    out
+}
+
+/// Contentful's path canonicalisation (encodeURI over the path, with the query first
+/// escaped as querystring.escape does), byte for byte as their toolkit computes it.
+fn contentful_path(path: &str) -> String {
+    const URI_KEEP: &str =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.!~*'()";
+    fn pct(s: &str, keep: &str) -> String {
+        let mut out = String::new();
+        for c in s.chars() {
+            if keep.contains(c) {
+                out.push(c);
+            } else {
+                let mut buf = [0u8; 4];
+                for b in c.encode_utf8(&mut buf).bytes() {
+                    out.push_str(&format!("%{b:02X}"));
+                }
+            }
+        }
+        out
+    }
+    let (pathname, search) = path.split_once('?').unwrap_or((path, ""));
+    let joined = if search.is_empty() {
+        pathname.to_owned()
+    } else {
+        format!("{pathname}?{}", pct(search, URI_KEEP))
+    };
+    pct(&joined, &format!("{URI_KEEP};,/?:@&=+$#"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_helpers() {
+        assert_eq!(
+            twilio_url_variants("https://Example.com/x?y=1"),
+            vec![
+                "https://example.com/x?y=1".to_string(),
+                "https://example.com:443/x?y=1".to_string()
+            ]
+        );
+        assert_eq!(
+            hubspot_uri("https://h.io/a%3Ab%40c%2fd%20e"),
+            "https://h.io/a:b@c/d%20e"
+        );
+        assert_eq!(
+            contentful_path("/a b?x=1&y=é"),
+            "/a%20b?x%253D1%2526y%253D%25C3%25A9"
+        );
+        assert!(split_url("nourl").is_none());
+    }
+}
