@@ -661,15 +661,15 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
             }
         }
         let result = overall(&verdicts);
-        if let Some(want) = o.expect {
-            if result != want {
-                unexpected += 1;
-                if !o.json {
-                    println!(
-                        "{}  UNEXPECTED: expected {want}, got {result}",
-                        file.display()
-                    );
-                }
+        if let Some(want) = o.expect
+            && result != want
+        {
+            unexpected += 1;
+            if !o.json {
+                println!(
+                    "{}  UNEXPECTED: expected {want}, got {result}",
+                    file.display()
+                );
             }
         }
     }

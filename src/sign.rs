@@ -69,12 +69,11 @@ fn add_event_id_header(
     id_source: &EventIdSource,
     event_id: &str,
 ) {
-    if let EventIdSource::Header(names) = id_source {
-        if let Some(name) = names.first() {
-            if !out.iter().any(|(n, _)| n == name) {
-                out.push((name.clone(), event_id.to_owned()));
-            }
-        }
+    if let EventIdSource::Header(names) = id_source
+        && let Some(name) = names.first()
+        && !out.iter().any(|(n, _)| n == name)
+    {
+        out.push((name.clone(), event_id.to_owned()));
     }
 }
 

@@ -359,17 +359,17 @@ impl RedisStore {
                 return;
             }
         };
-        if n >= REBUILD_AFTER {
-            if let Ok(fresh) = manager(client, self.inner.op_timeout) {
-                if let Ok(mut m) = current.write() {
-                    *m = fresh;
-                }
-                self.inner.timeouts.store(0, Ordering::Relaxed);
-                tracing::warn!(
-                    timeouts = n,
-                    "redis store: rebuilt the connection after repeated timeouts"
-                );
+        if n >= REBUILD_AFTER
+            && let Ok(fresh) = manager(client, self.inner.op_timeout)
+        {
+            if let Ok(mut m) = current.write() {
+                *m = fresh;
             }
+            self.inner.timeouts.store(0, Ordering::Relaxed);
+            tracing::warn!(
+                timeouts = n,
+                "redis store: rebuilt the connection after repeated timeouts"
+            );
         }
     }
 }

@@ -96,10 +96,10 @@ impl HmacScheme {
         match &self.format {
             SigFormat::Plain { prefix, separator } => {
                 let mut push = |item: &str| {
-                    if let Some(sig) = item.trim().strip_prefix(prefix.as_str()) {
-                        if let Some(bytes) = self.encoding.decode(sig) {
-                            candidates.push(bytes);
-                        }
+                    if let Some(sig) = item.trim().strip_prefix(prefix.as_str())
+                        && let Some(bytes) = self.encoding.decode(sig)
+                    {
+                        candidates.push(bytes);
                     }
                 };
                 match separator {
@@ -122,10 +122,10 @@ impl HmacScheme {
                             return Err(malformed());
                         }
                         ts_text = Some(v);
-                    } else if k == *signature_key {
-                        if let Some(bytes) = self.encoding.decode(v) {
-                            candidates.push(bytes);
-                        }
+                    } else if k == *signature_key
+                        && let Some(bytes) = self.encoding.decode(v)
+                    {
+                        candidates.push(bytes);
                     }
                 }
             }

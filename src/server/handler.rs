@@ -455,10 +455,10 @@ impl Job {
     async fn run(self) -> (Answer, Option<String>) {
         let st = &self.state;
         let cfg = &self.routing.store_cfg;
-        if let Some(tx) = self.delivery.transmission_id() {
-            if let Some(refused) = self.transmission_guard(tx.as_str()).await {
-                return refused;
-            }
+        if let Some(tx) = self.delivery.transmission_id()
+            && let Some(refused) = self.transmission_guard(tx.as_str()).await
+        {
+            return refused;
         }
         let id = self.delivery.event_id().as_str();
         let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);

@@ -67,10 +67,10 @@ impl Validator<'_> {
             );
         }
         let opts = r.hmac.as_ref().map(|h| h.get_ref());
-        if let (Some(h), Some(p)) = (&r.hmac, preset) {
-            if p != Preset::HMAC {
-                self.err(h, &k("hmac"), "is only used with provider = \"hmac\"");
-            }
+        if let (Some(h), Some(p)) = (&r.hmac, preset)
+            && p != Preset::HMAC
+        {
+            self.err(h, &k("hmac"), "is only used with provider = \"hmac\"");
         }
 
         if r.secrets.get_ref().is_empty() && !preset.is_some_and(|p| p.secret_from_handshake()) {
@@ -173,23 +173,29 @@ impl Validator<'_> {
                 Some(d.as_secs().max(1))
             }
         };
-        if let Some(tol) = tolerance {
-            if store.dedup_ttl < Duration::from_secs(tol.saturating_mul(2)) {
-                let ttl = humantime::format_duration(store.dedup_ttl);
-                let why = "a signed request stays acceptable that long either way and must not outlive its dedup key";
-                match (&r.tolerance, self.dedup_line) {
-                    (Some(t), _) => {
-                        let line = self.line(t.span());
-                        self.err_at(line, &k("tolerance"), format_args!("{tol}s needs store.dedup_ttl ({ttl}) of at least twice as long: {why}"));
-                    }
-                    (None, line) => {
-                        let line = line.unwrap_or_else(|| self.line(r.name.span()));
-                        self.err_at(
+        if let Some(tol) = tolerance
+            && store.dedup_ttl < Duration::from_secs(tol.saturating_mul(2))
+        {
+            let ttl = humantime::format_duration(store.dedup_ttl);
+            let why = "a signed request stays acceptable that long either way and must not outlive its dedup key";
+            match (&r.tolerance, self.dedup_line) {
+                (Some(t), _) => {
+                    let line = self.line(t.span());
+                    self.err_at(
+                        line,
+                        &k("tolerance"),
+                        format_args!(
+                            "{tol}s needs store.dedup_ttl ({ttl}) of at least twice as long: {why}"
+                        ),
+                    );
+                }
+                (None, line) => {
+                    let line = line.unwrap_or_else(|| self.line(r.name.span()));
+                    self.err_at(
                             line,
                             "store.dedup_ttl",
                             format_args!("{ttl} is shorter than twice the tolerance of route {:?} ({tol}s, the provider's default): {why}", r.name.get_ref()),
                         );
-                    }
                 }
             }
         }

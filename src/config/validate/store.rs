@@ -77,14 +77,14 @@ impl Validator<'_> {
                         }
                     }
                 }
-                if let Some(u) = &st.url {
-                    if let Some(v) = self.secret(u, "store.url") {
-                        let text = String::from_utf8_lossy(v.expose()).into_owned();
-                        match text.strip_prefix("redis+cluster://") {
+                if let Some(u) = &st.url
+                    && let Some(v) = self.secret(u, "store.url")
+                {
+                    let text = String::from_utf8_lossy(v.expose()).into_owned();
+                    match text.strip_prefix("redis+cluster://") {
                             Some(hosts) => urls.extend(hosts.split(',').filter(|h| !h.trim().is_empty()).map(|h| format!("redis://{}", h.trim()))),
                             None => self.err(u, "store.url", "with store.cluster, leave url out (or write redis+cluster://host:port,host:port)"),
                         }
-                    }
                 }
                 for u in &urls {
                     if !u.starts_with("redis://") {
@@ -185,14 +185,13 @@ impl Validator<'_> {
             | Backend::RedisCluster { .. }
             | Backend::RedisSentinel { .. },
         ) = (&st.min_replicas_ack, &store.backend)
+            && *n.get_ref() > 0
         {
-            if *n.get_ref() > 0 {
-                self.err(
-                    n,
-                    "store.min_replicas_ack",
-                    "is supported with a single Redis primary (backend = \"redis\" with url) only",
-                );
-            }
+            self.err(
+                n,
+                "store.min_replicas_ack",
+                "is supported with a single Redis primary (backend = \"redis\" with url) only",
+            );
         }
         store
     }

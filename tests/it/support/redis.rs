@@ -425,12 +425,13 @@ impl RedisCluster {
         let num = |v: &redis::Value| if let redis::Value::Int(n) = v { *n } else { -1 };
         if let redis::Value::Array(ranges) = slots {
             for r in ranges {
-                if let redis::Value::Array(parts) = r {
-                    if parts.len() >= 3 && num(&parts[0]) <= slot && slot <= num(&parts[1]) {
-                        if let redis::Value::Array(node) = &parts[2] {
-                            return u16::try_from(num(&node[1])).unwrap_or(0);
-                        }
-                    }
+                if let redis::Value::Array(parts) = r
+                    && parts.len() >= 3
+                    && num(&parts[0]) <= slot
+                    && slot <= num(&parts[1])
+                    && let redis::Value::Array(node) = &parts[2]
+                {
+                    return u16::try_from(num(&node[1])).unwrap_or(0);
                 }
             }
         }
@@ -439,11 +440,11 @@ impl RedisCluster {
 
     /// SIGKILLs the node on `port`.
     pub fn kill(&mut self, port: u16) {
-        if let Some(i) = self.ports.iter().position(|p| *p == port) {
-            if let Some(mut c) = self.children[i].take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+        if let Some(i) = self.ports.iter().position(|p| *p == port)
+            && let Some(mut c) = self.children[i].take()
+        {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 }
