@@ -33,7 +33,12 @@ upstream = "http://127.0.0.1:3000/stripe"
 fn the_shipped_config_is_valid() {
     let text = include_str!("../../config.toml");
     let cfg = check(text).expect("shipped config.toml");
-    assert_eq!(cfg.store.backend, Backend::Memory);
+    assert_eq!(
+        cfg.store.backend,
+        Backend::Disk {
+            path: "data/hookgate.db".into()
+        }
+    );
     assert!(cfg.routes.len() >= 5);
 }
 
@@ -468,6 +473,39 @@ fn a_generic_window_must_be_on_signed_time() {
     ));
     assert!(
         e.contains("timestamp_header is set but the payload template does not sign {timestamp}"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_disk_store_lives_beside_the_config_unless_told() {
+    let cfg = parse(
+        &format!("[store]\nbackend = \"disk\"\n{ROUTE}"),
+        Path::new("/etc/hookgate/hookgate.toml"),
+        &env,
+    )
+    .expect("valid");
+    assert_eq!(
+        cfg.store.backend,
+        Backend::Disk {
+            path: "/etc/hookgate/data/hookgate.db".into()
+        }
+    );
+    let cfg = parse(
+        &format!("[store]\nbackend = \"disk\"\npath = \"/var/lib/hookgate/h.db\"\n{ROUTE}"),
+        Path::new("/etc/hookgate/hookgate.toml"),
+        &env,
+    )
+    .expect("valid");
+    assert_eq!(
+        cfg.store.backend,
+        Backend::Disk {
+            path: "/var/lib/hookgate/h.db".into()
+        }
+    );
+    let e = errors(&format!("[store]\npath = \"h.db\"\n{ROUTE}"));
+    assert!(
+        e.contains("cfg.toml:2: store.path: is only used with backend = \"disk\""),
         "{e}"
     );
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hookgate::dedup::{
-    Claim, DedupKey, DedupStore, MemoryStore, RedisStore, Settled, Store, Token,
+    Claim, DedupKey, DedupStore, DiskStore, MemoryStore, RedisStore, Settled, Store, Token,
 };
 
 use crate::support::RedisServer;
@@ -216,6 +216,58 @@ async fn concurrent_claims(store: Store) {
 async fn memory_store_conforms() {
     conformance(Store::Memory(MemoryStore::new())).await;
     concurrent_claims(Store::Memory(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_store_conforms() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = DiskStore::open(&dir.path().join("data/hookgate.db")).expect("open");
+    conformance(Store::Disk(store.clone())).await;
+    concurrent_claims(Store::Disk(store)).await;
+}
+
+/// What the disk store answers is on disk: reopened (a restart), it holds every done
+/// record and lease it had, and a second process cannot open the same file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disk_store_keeps_its_records_across_a_reopen() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hookgate.db");
+    let (done, leased) = (key("done"), key("leased"));
+    {
+        let s = DiskStore::open(&path).expect("open");
+        let t = claimed(s.claim(&done, "fp-done", LONG).await.expect("claim"));
+        assert_eq!(
+            s.complete(&done, &t, "fp-done", LONG)
+                .await
+                .expect("complete"),
+            Settled::Applied
+        );
+        claimed(s.claim(&leased, "fp", LONG).await.expect("claim"));
+        assert!(
+            DiskStore::open(&path).is_err(),
+            "one process per database file"
+        );
+    }
+    // The writer thread lets go of the file once the last handle is dropped.
+    let mut reopened = None;
+    for _ in 0..50 {
+        if let Ok(s) = DiskStore::open(&path) {
+            reopened = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = reopened.expect("reopen after the first store is dropped");
+    assert_eq!(
+        s.claim(&done, "fp-done", LONG).await.expect("claim"),
+        Claim::Done {
+            fingerprint: "fp-done".into()
+        }
+    );
+    assert_eq!(
+        s.claim(&leased, "fp", LONG).await.expect("claim"),
+        Claim::InFlight
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

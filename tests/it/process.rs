@@ -267,6 +267,58 @@ async fn a_gateway_killed_mid_forward_lets_the_retry_through_after_the_lease() {
     );
 }
 
+/// On the disk store, one gateway with no Redis keeps its dedup window across a
+/// `kill -9`: what it acknowledged before is a duplicate after the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_store_keeps_the_dedup_window_across_a_kill_9() {
+    let up = Upstream::start().await;
+    let port = free_port();
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\nbackend = \"disk\"\npath = \"state/hookgate.db\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
+            up.url("/up")
+        ),
+    );
+    let bodies: Vec<String> = (0..20)
+        .map(|i| stripe_body(&format!("evt_disk_{i}")))
+        .collect();
+    let mut first = Gateway::spawn(&cfg, port);
+    for body in &bodies {
+        let r = post(
+            &first.url("/s"),
+            &signed(&cfg, body),
+            body.clone().into_bytes(),
+        )
+        .await;
+        assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    }
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    drop(first);
+    assert!(
+        dir.path().join("state/hookgate.db").exists(),
+        "relative to the config file"
+    );
+
+    let second = Gateway::spawn(&cfg, port);
+    for body in &bodies {
+        let r = post(
+            &second.url("/s"),
+            &signed(&cfg, body),
+            body.clone().into_bytes(),
+        )
+        .await;
+        assert_eq!(r.outcome(), "duplicate", "{}", r.body);
+    }
+    assert_eq!(
+        up.count(),
+        bodies.len(),
+        "each event reached the upstream once"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_slow_forwards_finish_exits_0_and_marks_only_2xx_done() {
     let redis = RedisServer::start();
