@@ -182,7 +182,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 let max_files = cfg.capture.as_ref().map_or(10_000, |c| c.max_files);
                 cfg.capture = Some(config::CaptureConfig { dir, max_files });
             }
-            telemetry::init(
+            let _log = telemetry::init(
                 log_format
                     .or(cfg.server.log_format)
                     .unwrap_or(LogFormat::Pretty),

@@ -7,7 +7,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, StatusCode};
+use http::{Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::config::Route;
 use crate::provider::EventId;
@@ -52,10 +56,11 @@ pub struct Outbound<'a> {
     pub now: u64,
 }
 
-/// The pooled HTTP client every route shares.
+/// The pooled HTTP client every route shares: hyper-util's, used directly (the same
+/// stack as the reference proxy; reqwest's extra layers showed per request).
 #[derive(Debug, Clone)]
 pub struct Forwarder {
-    client: reqwest::Client,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 /// Headers that belong to one connection, never forwarded (RFC 9110 §7.6.1), plus
@@ -97,70 +102,81 @@ pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
 }
 
 impl Forwarder {
-    /// Builds the client: no redirects (a 307 would re-post the signed body elsewhere),
-    /// no proxy from the environment, a short idle-pool lifetime (below common upstream
-    /// keep-alive timeouts, so a pooled socket is not reused just as the upstream
-    /// closes it).
+    /// Builds the client: no redirects (hyper follows none: a 307 would re-post the
+    /// signed body elsewhere), no proxy from the environment (hyper reads none), a short
+    /// idle-pool lifetime (below common upstream keep-alive timeouts, so a pooled socket
+    /// is not reused just as the upstream closes it), TLS with the system's roots and
+    /// HTTP/2 when the upstream offers it.
     pub fn new() -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(5))
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(Duration::from_secs(5)));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()?
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(4))
-            .tcp_nodelay(true)
-            .build()?;
+            .pool_timer(TokioTimer::new())
+            .timer(TokioTimer::new())
+            .build(https);
         Ok(Self { client })
     }
 
-    /// Sends one delivery upstream and reads the answer.
+    /// Sends one delivery upstream and reads the answer, all within the route's
+    /// `upstream_timeout`.
     pub async fn send(
         &self,
         route: &Route,
         out: Outbound<'_>,
     ) -> Result<UpstreamResponse, ForwardError> {
-        let mut url = route.upstream.clone();
-        if let Some(q) = out.query.filter(|q| !q.is_empty()) {
-            let merged = match url.query() {
-                Some(existing) if !existing.is_empty() => format!("{existing}&{q}"),
-                _ => q.to_owned(),
-            };
-            url.set_query(Some(&merged));
-        }
+        let uri = upstream_uri(&route.upstream, out.query)?;
         let headers = self.outbound_headers(route, &out);
-        let result = self
-            .client
-            .request(out.method, url)
-            .headers(headers)
-            .body(out.body)
-            .timeout(route.upstream_timeout)
-            .send()
-            .await;
-        let mut resp = result.map_err(|e| classify(e, route.upstream_timeout))?;
-        let status = resp.status();
-        let headers = end_to_end(resp.headers());
+        let mut req = Request::new(Full::new(out.body.clone()));
+        *req.method_mut() = out.method.clone();
+        *req.uri_mut() = uri;
+        *req.headers_mut() = headers;
+        let limit = route.upstream_timeout;
+        match tokio::time::timeout(limit, self.exchange(req)).await {
+            Ok(result) => result,
+            Err(_) => Err(ForwardError::Timeout(limit)),
+        }
+    }
+
+    async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<UpstreamResponse, ForwardError> {
+        let resp = self.client.request(req).await.map_err(|e| {
+            if e.is_connect() {
+                ForwardError::Connect(error_chain(&e))
+            } else {
+                ForwardError::Broken(error_chain(&e))
+            }
+        })?;
+        let (parts, mut incoming) = resp.into_parts();
+        let mut headers = end_to_end(&parts.headers);
+        headers.remove(header::CONTENT_LENGTH);
         // The status decides the outcome; a body that breaks off after a 2xx status
         // still counts as acknowledged.
         let mut body = BytesMut::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(chunk)) => {
-                    let room = MAX_RELAYED_BODY.saturating_sub(body.len());
-                    body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                    if body.len() >= MAX_RELAYED_BODY {
-                        break;
+        while body.len() < MAX_RELAYED_BODY {
+            match incoming.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(chunk) = frame.into_data() {
+                        let room = MAX_RELAYED_BODY.saturating_sub(body.len());
+                        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
                     }
                 }
-                Ok(None) => break,
-                Err(e) => {
+                None => break,
+                Some(Err(e)) => {
                     tracing::debug!(error = %e, "upstream response body ended early");
                     break;
                 }
             }
         }
-        let mut headers = headers;
-        headers.remove(header::CONTENT_LENGTH);
         Ok(UpstreamResponse {
-            status,
+            status: parts.status,
             headers,
             body: body.freeze(),
         })
@@ -200,16 +216,19 @@ impl Forwarder {
     }
 }
 
-fn classify(e: reqwest::Error, timeout: Duration) -> ForwardError {
-    // A connect timeout is both `is_connect` and `is_timeout`: test connect first, so
-    // it is a 502 (nothing reached the upstream), not a 504.
-    if e.is_connect() {
-        ForwardError::Connect(error_chain(&e))
-    } else if e.is_timeout() {
-        ForwardError::Timeout(timeout)
-    } else {
-        ForwardError::Broken(error_chain(&e))
+/// The route's upstream with the received query appended to its own.
+fn upstream_uri(upstream: &reqwest::Url, query: Option<&str>) -> Result<Uri, ForwardError> {
+    let mut url = upstream.clone();
+    if let Some(q) = query.filter(|q| !q.is_empty()) {
+        let merged = match url.query() {
+            Some(existing) if !existing.is_empty() => format!("{existing}&{q}"),
+            _ => q.to_owned(),
+        };
+        url.set_query(Some(&merged));
     }
+    url.as_str()
+        .parse::<Uri>()
+        .map_err(|e| ForwardError::Connect(format!("upstream URL: {e}")))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

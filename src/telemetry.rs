@@ -12,17 +12,32 @@ pub enum LogFormat {
 
 /// Installs the global subscriber. Logs go to stderr, in colour only when stderr is a
 /// terminal (a log file or a pipe gets plain text).
-pub fn init(format: LogFormat) {
+///
+/// Lines are formatted on the thread that logs them and written by a thread of their
+/// own through a 64 KiB buffer, flushed whenever no more lines are waiting: a burst of
+/// deliveries costs one write instead of one per line, and a slow terminal or pipe
+/// never stalls a delivery. Nothing is dropped (a full queue makes the logger wait).
+/// Keep the returned guard for as long as the process logs: dropping it flushes.
+#[must_use = "dropping the guard stops the log writer"]
+pub fn init(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     use std::io::IsTerminal as _;
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("hookgate-log")
+        .finish(std::io::BufWriter::with_capacity(
+            64 * 1024,
+            std::io::stderr(),
+        ));
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     let _ = match format {
         LogFormat::Pretty => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+    guard
 }
 
 use std::sync::atomic::AtomicI64;
