@@ -605,7 +605,9 @@ async fn secrets_handed_over_in_a_handshake_reach_the_admin_listener_not_the_log
     .await;
     assert_eq!(r.status, 401);
 
-    let _ = gw.child.kill();
+    // SIGTERM: the gateway writes out its buffered log lines as it exits.
+    let pid = gw.child.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
     let _ = gw.child.wait();
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(
@@ -688,7 +690,9 @@ async fn an_admin_token_guards_everything_but_the_probes() {
     assert_eq!(r.outcome(), "forwarded", "redelivered after forget");
     assert_eq!(up.count_for("evt_admin_token"), 2);
 
-    let _ = gw.child.kill();
+    // SIGTERM: the gateway writes out its buffered log lines as it exits.
+    let pid = gw.child.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
     let _ = gw.child.wait();
     let text = std::fs::read_to_string(&log).expect("log");
     assert!(!text.contains(token), "the admin token reached the log");
