@@ -143,6 +143,18 @@ upstream_timeout = "soon"
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// Waits up to 10 s for a process of this test to listen on `port`.
+fn wait_listening(port: u16, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the {what} did not start listening on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 struct Gateway {
     child: Child,
     port: u16,
@@ -172,14 +184,7 @@ impl Gateway {
             .stderr(stderr)
             .spawn()
             .expect("spawn hookgate");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "gateway did not start listening"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening(port, "gateway");
         Self { child, port }
     }
 
@@ -709,14 +714,7 @@ async fn the_demo_upstream_prints_what_the_gateway_forwards() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn upstream");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "upstream did not listen"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_listening(port, "upstream");
     let cfg = format!(
         "[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_walk\"]\nupstream = \"http://127.0.0.1:{port}/stripe\"\n"
     );
