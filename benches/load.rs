@@ -1,5 +1,5 @@
 //! hookgate's load benchmark: the same Stripe-signed load against the upstream
-//! directly, a bare pass-through proxy (hyper + reqwest, no verification, no dedup:
+//! directly, a bare pass-through proxy (hyper + hyper-util, streaming, no verification, no dedup:
 //! the reference), hookgate on the memory store and hookgate on a real Redis — one
 //! process each, on this machine, load generator included. Prints one table.
 //!
@@ -61,51 +61,42 @@ async fn upstream(port: u16) -> AnyResult<()> {
     .await
 }
 
-/// The reference: a pass-through proxy on the same stack as hookgate (hyper server,
-/// body read whole, reqwest pooled client), with no verification and no dedup.
+/// The reference: the leanest pass-through proxy on hookgate's stack — a hyper server
+/// and a hyper-util pooled client that streams the request body up and the response
+/// body back, with no verification, no dedup and no log (as `../shared/bench`'s).
 async fn proxy(port: u16, target: String) -> AnyResult<()> {
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .redirect(reqwest::redirect::Policy::none())
-        .pool_idle_timeout(Duration::from_secs(4))
-        .tcp_nodelay(true)
-        .build()?;
-    let target = Arc::new(target);
-    serve(port, move |req: http::Request<hyper::body::Incoming>| {
+    use hyper_util::client::legacy::Client;
+    use hyper_util::client::legacy::connect::HttpConnector;
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    let client: Client<HttpConnector, hyper::body::Incoming> =
+        Client::builder(hyper_util::rt::TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(4))
+            .pool_timer(hyper_util::rt::TokioTimer::new())
+            .build(http);
+    let target: http::Uri = target.parse()?;
+    let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+    hookgate::server::listen::serve_http(listener, std::future::pending(), move |req, _| {
         let (client, target) = (client.clone(), target.clone());
         async move {
-            let (parts, body) = req.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
-            let url = format!("{target}{}", parts.uri.path());
-            let mut headers = hookgate::forward::end_to_end(&parts.headers);
-            headers.remove(http::header::HOST);
-            let resp = client
-                .request(parts.method, url)
-                .headers(headers)
-                .body(body)
-                .send()
-                .await;
-            match resp {
-                Ok(r) => {
-                    let status = r.status();
-                    let bytes = r.bytes().await.unwrap_or_default();
-                    let mut out = http::Response::new(Full::new(bytes));
-                    *out.status_mut() = status;
-                    out
-                }
+            let (mut parts, body) = req.into_parts();
+            let mut uri = target.clone().into_parts();
+            uri.path_and_query = parts.uri.path_and_query().cloned();
+            parts.uri = http::Uri::from_parts(uri).unwrap_or(target);
+            parts.headers = hookgate::forward::end_to_end(&parts.headers);
+            match client.request(http::Request::from_parts(parts, body)).await {
+                Ok(r) => r.map(http_body_util::Either::Left),
                 Err(_) => {
-                    let mut out = http::Response::new(Full::new(Bytes::new()));
+                    let mut out =
+                        http::Response::new(http_body_util::Either::Right(Full::new(Bytes::new())));
                     *out.status_mut() = http::StatusCode::BAD_GATEWAY;
                     out
                 }
             }
         }
     })
-    .await
+    .await;
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -473,8 +464,7 @@ async fn main() -> AnyResult<()> {
         Command::new(&hookgate_bin)
             .arg("serve")
             .arg("--config")
-            .arg(&mem_cfg)
-            .env("RUST_LOG", "warn"),
+            .arg(&mem_cfg),
         mem_port,
     )?;
 
@@ -506,8 +496,7 @@ async fn main() -> AnyResult<()> {
                     Command::new(&hookgate_bin)
                         .arg("serve")
                         .arg("--config")
-                        .arg(&rd_cfg)
-                        .env("RUST_LOG", "warn"),
+                        .arg(&rd_cfg),
                     rd_port,
                 )?,
             ))

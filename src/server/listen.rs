@@ -8,9 +8,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -46,13 +44,16 @@ pub async fn accept_loop(
 /// Serves HTTP/1.1 and HTTP/2 on `listener` until `shutdown`, answering every request
 /// with `handler` (which gets the request and the peer's address). Each connection
 /// runs on a task of its own.
-pub async fn serve_http<F, Fut>(
+pub async fn serve_http<F, Fut, B>(
     listener: TcpListener,
     shutdown: impl Future<Output = ()>,
     handler: F,
 ) where
     F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
-    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+    Fut: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     accept_loop(&listener, shutdown, |stream, peer| {
         let handler = handler.clone();
