@@ -90,9 +90,8 @@ fn routes() -> Vec<hookgate::config::Route> {
     for p in Preset::all().filter(|p| *p != Preset::HMAC) {
         let name = p.name();
         let secret = match name {
-            "standard_webhooks" | "svix" | "clerk" | "resend" => {
-                "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\""
-            }
+            "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
+            | "lithic" | "incident_io" => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
             "adyen" | "adyen_platform" => "\"00ff\"",
             "airtable" => "\"c2VjcmV0\"",
             "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",

@@ -9,9 +9,8 @@ use crate::support::parse_config;
 
 fn credential(preset: &str) -> &'static str {
     match preset {
-        "standard_webhooks" | "svix" | "clerk" | "resend" => {
-            "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\""
-        }
+        "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
+        | "lithic" | "incident_io" => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
         "adyen_platform" | "adyen" => "\"0123456789abcdef0123456789abcdef\"",
         "airtable" => "\"c2VjcmV0LWtleQ==\"",
         "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",

@@ -21,6 +21,9 @@ fn sample(shape: &str) -> Credential {
         "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
         "macSecretBase64" => text("c2FtcGxlLXNlY3JldA=="),
         "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),
+        "the secret as Polar shows it (whsec_<base64> is decoded)" => {
+            text("polar_whs_sample-secret")
+        }
         // The Ed25519 base point, a valid public key.
         "public key, hex" => {
             text("5866666666666666666666666666666666666666666666666666666666666666")
