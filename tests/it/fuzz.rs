@@ -93,7 +93,7 @@ fn routes() -> Vec<hookgate::config::Route> {
             "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
             | "lithic" | "incident_io" => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
             "adyen" | "adyen_platform" => "\"00ff\"",
-            "airtable" => "\"c2VjcmV0\"",
+            "airtable" | "msteams" => "\"c2VjcmV0\"",
             "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",
             "box" => "{ primary = \"p\" }",
             "braintree" => "{ public_key = \"pk\", private_key = \"sk\" }",

@@ -12,7 +12,7 @@ fn credential(preset: &str) -> &'static str {
         "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
         | "lithic" | "incident_io" => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
         "adyen_platform" | "adyen" => "\"0123456789abcdef0123456789abcdef\"",
-        "airtable" => "\"c2VjcmV0LWtleQ==\"",
+        "airtable" | "msteams" => "\"c2VjcmV0LWtleQ==\"",
         "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",
         "box" => "{ primary = \"p\", secondary = \"q\" }",
         "braintree" => "{ public_key = \"pk\", private_key = \"sk\" }",

@@ -4,12 +4,12 @@
 
 use http::HeaderName;
 
-use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec, full, kv, plain};
+use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec, full, kv, plain, plain_list};
 use crate::provider::catalogue::{Auth, CredentialAt};
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::hmac_scheme::{HmacScheme, SigFormat, TimestampSource};
-use crate::provider::mac::Algorithm::{Sha1, Sha256};
+use crate::provider::mac::Algorithm::{Sha1, Sha256, Sha512};
 use crate::provider::mac::Encoding::{Base64 as B64, Base64Url, Hex};
 use crate::provider::mac::{Algorithm, MacKey, decode_base64};
 use crate::provider::timestamp::TsFormat::{Iso8601, Millis, Seconds};
@@ -785,6 +785,163 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 None,
                 b.sha256()?,
             ))
+        },
+    },
+    PresetSpec {
+        name: "pagerduty",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 hex over body, v1= (several, comma-separated)",
+        headers: "X-PagerDuty-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Json("/event/id"),
+        event_type: Some(Type::Json("/event/event_type")),
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(full(
+                "x-pagerduty-signature",
+                plain_list("v1=", ","),
+                Hex,
+                Template::body(),
+                TimestampSource::None,
+                Seconds,
+                None,
+                b.sha256()?,
+            ))
+        },
+    },
+    PresetSpec {
+        name: "heroku",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 base64 over body",
+        headers: "Heroku-Webhook-Hmac-SHA256",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("heroku-webhook-hmac-sha256", "", B64, Sha256),
+    },
+    PresetSpec {
+        name: "circleci",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 hex over body, v1= (other versions ignored)",
+        headers: "circleci-signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Header("circleci-event-type")),
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(full(
+                "circleci-signature",
+                plain_list("v1=", ","),
+                Hex,
+                Template::body(),
+                TimestampSource::None,
+                Seconds,
+                None,
+                b.sha256()?,
+            ))
+        },
+    },
+    PresetSpec {
+        name: "terraform",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA512 hex over body (the notification token)",
+        headers: "X-TFE-Notification-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/notifications/0/trigger")),
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("x-tfe-notification-signature", "", Hex, Sha512),
+    },
+    PresetSpec {
+        name: "launchdarkly",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 hex over body",
+        headers: "X-LD-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Json("/_id"),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("x-ld-signature", "", Hex, Sha256),
+    },
+    PresetSpec {
+        name: "webex",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA1 hex over body",
+        headers: "X-Spark-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::BodySha256,
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("x-spark-signature", "", Hex, Sha1),
+    },
+    PresetSpec {
+        name: "modern_treasury",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 hex over body",
+        headers: "X-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/event")),
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("x-signature", "", Hex, Sha256),
+    },
+    PresetSpec {
+        name: "msteams",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 base64 over body, prefixed HMAC (base64 key)",
+        headers: "Authorization",
+        credential: "security token, base64",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/type")),
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(Scheme::Hmac(HmacScheme::body(
+                "authorization",
+                "HMAC ",
+                B64,
+                b.base64_keys(Sha256, "the Teams security token")?,
+            )))
         },
     },
 ];

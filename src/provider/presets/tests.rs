@@ -19,7 +19,7 @@ fn sample(shape: &str) -> Credential {
     match shape {
         "string" | "user:password" => text("sample-secret"),
         "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
-        "macSecretBase64" => text("c2FtcGxlLXNlY3JldA=="),
+        "macSecretBase64" | "security token, base64" => text("c2FtcGxlLXNlY3JldA=="),
         "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),
         "the secret as Polar shows it (whsec_<base64> is decoded)" => {
             text("polar_whs_sample-secret")
