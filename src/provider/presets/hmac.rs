@@ -1229,4 +1229,20 @@ pub(super) const PRESETS: &[PresetSpec] = &[
             ))
         },
     },
+    PresetSpec {
+        name: "gocardless",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 hex over body (endpoint secret)",
+        headers: "Webhook-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Custom(CustomId::GocardlessEvents),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("webhook-signature", "", Hex, Sha256),
+    },
 ];
