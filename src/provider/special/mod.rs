@@ -60,6 +60,10 @@ pub enum Special {
     Netlify {
         keys: Vec<MacKey>,
     },
+    /// Recharge: the SHA-256 of the client secret followed by the body (not an HMAC).
+    Recharge {
+        secrets: Vec<Secret>,
+    },
     Monday {
         keys: Vec<MacKey>,
     },
@@ -219,6 +223,7 @@ impl Special {
             Self::Box { keys } => header_hmac::verify_box(keys, req, now, tol),
             Self::DocuSign { keys } => header_hmac::verify_docusign(keys, req),
             Self::Netlify { keys } => header_hmac::verify_netlify(keys, req),
+            Self::Recharge { secrets } => header_hmac::verify_recharge(secrets, req),
             Self::Discord { keys } => asymmetric::verify_discord(keys, req, now, tol),
             Self::SendGrid { keys } => asymmetric::verify_sendgrid(keys, req, now, tol),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
@@ -247,6 +252,7 @@ impl Special {
             Self::Box { keys } => header_hmac::sign_box(keys, req, now),
             Self::DocuSign { keys } => header_hmac::sign_docusign(keys, req),
             Self::Netlify { keys } => header_hmac::sign_netlify(keys, req),
+            Self::Recharge { secrets } => header_hmac::sign_recharge(secrets, req),
             Self::Monday { keys } => token::sign_monday(keys, now),
             _ => None,
         }
