@@ -17,7 +17,9 @@ fn sample(shape: &str) -> Credential {
         )
     };
     match shape {
-        "string" | "user:password" => text("sample-secret"),
+        "string" | "user:password" | "string, in NFKD form (as EasyPost normalises it)" => {
+            text("sample-secret")
+        }
         "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
         "macSecretBase64" | "security token, base64" => text("c2FtcGxlLXNlY3JldA=="),
         "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),
