@@ -1261,4 +1261,21 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         extra_methods: &[],
         build: |b| b.body("x-hmac-signature", "hmac-sha256-hex=", Hex, Sha256),
     },
+    PresetSpec {
+        name: "nylas",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 hex over body (webhook secret)",
+        headers: "X-Nylas-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/type")),
+        tolerance: None,
+        // Nylas's `GET ?challenge=…` expects the challenge back as the body.
+        handshake: Handshake::Dropbox,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("x-nylas-signature", "", Hex, Sha256),
+    },
 ];
