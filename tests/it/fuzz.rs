@@ -98,6 +98,7 @@ fn routes() -> Vec<hookgate::config::Route> {
             "box" => "{ primary = \"p\" }",
             "braintree" => "{ public_key = \"pk\", private_key = \"sk\" }",
             "discord" => "\"d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a\"",
+            "telnyx" => "\"WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY=\"",
             "sendgrid" => {
                 "\"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEVs/o5+uQbTjL3chynL4wXgUg2R9q9UU8I5mEovUf86QZ7kOBIjJwqnzD1omageEHWwHdBO6B+dFabmdT9POxg==\""
             }

@@ -17,6 +17,7 @@ fn credential(preset: &str) -> &'static str {
         "box" => "{ primary = \"p\", secondary = \"q\" }",
         "braintree" => "{ public_key = \"pk\", private_key = \"sk\" }",
         "discord" => "\"d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a\"",
+        "telnyx" => "\"WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY=\"",
         _ => "\"test-secret\"",
     }
 }
@@ -25,6 +26,7 @@ fn credential(preset: &str) -> &'static str {
 /// signatures inside the body, or nothing signed at all.
 const UNSIGNABLE: &[&str] = &[
     "discord",
+    "telnyx",
     "sendgrid",
     "plaid",
     "paypal",

@@ -30,6 +30,8 @@ fn sample(shape: &str) -> Credential {
         "public key, hex" => {
             text("5866666666666666666666666666666666666666666666666666666666666666")
         }
+        // The Ed25519 base point again, base64.
+        "public key, base64" => text("WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY="),
         // SendGrid's test key from the vectors, SubjectPublicKeyInfo DER in base64.
         "public key, base64 DER or PEM" => text(
             "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAECHtwM9GQGOHZKIv3kaymX4Xk1/oJ4o2QqtbjYCsorArpfOkTSBDcN87+q3wY/BkBLpTUklGyvMDDHXudGcKDQw==",

@@ -48,6 +48,10 @@ pub enum Special {
     Discord {
         keys: Vec<ed25519_dalek::VerifyingKey>,
     },
+    /// Telnyx: Ed25519 (base64) over `timestamp|body`.
+    Telnyx {
+        keys: Vec<ed25519_dalek::VerifyingKey>,
+    },
     SendGrid {
         keys: Vec<p256::ecdsa::VerifyingKey>,
     },
@@ -225,6 +229,7 @@ impl Special {
             Self::Netlify { keys } => header_hmac::verify_netlify(keys, req),
             Self::Recharge { secrets } => header_hmac::verify_recharge(secrets, req),
             Self::Discord { keys } => asymmetric::verify_discord(keys, req, now, tol),
+            Self::Telnyx { keys } => asymmetric::verify_telnyx(keys, req, now, tol),
             Self::SendGrid { keys } => asymmetric::verify_sendgrid(keys, req, now, tol),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
             Self::PayPal { keys } => asymmetric::verify_paypal(keys, req, now, tol),
