@@ -27,6 +27,8 @@ pub enum CustomId {
     AdyenItems,
     /// Okta: every `data.events[].uuid`.
     OktaEvents,
+    /// GoCardless: every `events[].id`.
+    GocardlessEvents,
     /// Mandrill: every `_id` in the form field `mandrill_events`.
     MandrillEvents,
     /// Postmark: `RecordType:MessageID`.
@@ -65,6 +67,7 @@ impl CustomId {
             Self::HubspotEvents => "each eventId (batch)",
             Self::AdyenItems => "each pspReference:eventCode:success (batch)",
             Self::OktaEvents => "each data.events[].uuid (batch)",
+            Self::GocardlessEvents => "each events[].id (batch)",
             Self::MandrillEvents => "each mandrill_events[]._id (batch)",
             Self::PostmarkRecord => "body RecordType:MessageID",
             Self::NetlifyDeploy => "body id:state",
@@ -144,6 +147,9 @@ impl CustomId {
                 .collect(),
             Self::OktaEvents => each(json.as_ref().and_then(|j| j.pointer("/data/events")))
                 .map(|e| e.get("uuid").and_then(scalar))
+                .collect(),
+            Self::GocardlessEvents => each(json.as_ref().and_then(|j| j.get("events")))
+                .map(|e| e.get("id").and_then(scalar))
                 .collect(),
             Self::PostmarkRecord => pair("/RecordType", "/MessageID"),
             Self::NetlifyDeploy => pair("/id", "/state"),

@@ -95,6 +95,11 @@ pub enum Handshake {
     Braintree {
         keys: Vec<(String, MacKey)>,
     },
+    /// X's challenge-response check: `GET ?crc_token=…` → `{"response_token":
+    /// "sha256=<base64 HMAC-SHA256 of the token under the consumer secret>"}`.
+    XCrc {
+        keys: Vec<MacKey>,
+    },
     /// `?validationToken=…` on subscription → the token as text.
     MsGraph,
     /// `GET` when the webhook is saved (after the URL token check) → 200.
@@ -132,6 +137,12 @@ impl Handshake {
             Self::Braintree { .. } => Self::Braintree {
                 keys: braintree_keys(creds)?,
             },
+            Self::XCrc { .. } => Self::XCrc {
+                keys: creds
+                    .iter()
+                    .map(|c| Ok(MacKey::new(Algorithm::Sha256, c.text()?)))
+                    .collect::<Result<_, String>>()?,
+            },
             other => other.clone(),
         })
     }
@@ -158,6 +169,7 @@ impl Handshake {
             Self::Xero => "Intent to Receive → 200",
             Self::Head => "HEAD → 200",
             Self::Braintree { .. } => "GET bt_challenge → signed reply",
+            Self::XCrc { .. } => "GET crc_token → response_token (HMAC)",
             Self::MsGraph => "validationToken echo",
             Self::Mailchimp => "GET → 200",
             Self::Okta => "GET X-Okta-Verification-Challenge",
@@ -173,6 +185,7 @@ impl Handshake {
             Self::Meta { .. }
             | Self::Dropbox
             | Self::Braintree { .. }
+            | Self::XCrc { .. }
             | Self::Mailchimp
             | Self::Okta => Some(Method::GET),
             Self::Head => Some(Method::HEAD),
@@ -254,6 +267,29 @@ impl Handshake {
                 };
                 let sig = hex::encode(key.tag(&[challenge.as_bytes()]).as_bytes());
                 HandshakeReply::text(format!("{public_key}|{sig}"))
+            }
+            Self::XCrc { keys } if req.method == Method::GET => {
+                // The reply is an HMAC of the token under the key that signs bodies: an
+                // oracle for any body the token could be. Only token characters are
+                // answered (base64/URL-safe, at most 256), so no JSON body can be signed
+                // this way.
+                let token = query_param(req, "crc_token")
+                    .filter(|t| !t.is_empty())
+                    .ok_or_else(|| VerifyError::MissingHeader("crc_token".into()))?;
+                if token.len() > 256
+                    || !token
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"+/=_-".contains(&b))
+                {
+                    return Err(VerifyError::Malformed("crc_token".into()));
+                }
+                let key = keys
+                    .first()
+                    .ok_or_else(|| VerifyError::Malformed("crc_token".into()))?;
+                let tag = super::mac::encode_base64(key.tag(&[token.as_bytes()]).as_bytes());
+                HandshakeReply::json(
+                    &serde_json::json!({ "response_token": format!("sha256={tag}") }),
+                )
             }
             Self::MsGraph => match query_param(req, "validationToken") {
                 Some(token) => HandshakeReply::text(token),

@@ -20,7 +20,8 @@ pub enum SigFormat {
     },
     /// The header is a list of `key=value` items (split on any of `separators`) that
     /// carries the timestamp and one or more signatures (`t=1700000000,v1=ab12…`).
-    /// Items with other keys, such as Stripe's `v0`, are ignored.
+    /// Items with other keys, such as Stripe's `v0`, are ignored; the timestamp may
+    /// repeat with the same value (one set per secret), never with another.
     KeyValue {
         separators: &'static [char],
         timestamp_key: &'static str,
@@ -118,7 +119,10 @@ impl HmacScheme {
                     };
                     let (k, v) = (k.trim(), v.trim());
                     if k == *timestamp_key {
-                        if ts_text.is_some() {
+                        // The same timestamp may repeat (Persona sends one
+                        // `t=…,v1=…` set per secret while rotating); two different
+                        // ones are ambiguous.
+                        if ts_text.is_some_and(|t| t != v) {
                             return Err(malformed());
                         }
                         ts_text = Some(v);

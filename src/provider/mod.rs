@@ -359,6 +359,7 @@ impl Verifier {
         match &self.scheme {
             Scheme::Special(
                 special::Special::Discord { .. }
+                | special::Special::Telnyx { .. }
                 | special::Special::SendGrid { .. }
                 | special::Special::Plaid { .. }
                 | special::Special::PayPal { .. },

@@ -9,7 +9,8 @@ pub enum TsFormat {
     Seconds,
     Millis,
     /// RFC 3339 (`2026-01-01T00:00:00Z`, `…+02:00`, fractions allowed); a plain
-    /// integer is read as seconds.
+    /// integer is read as seconds, and a date-time without an offset as UTC (Orb's
+    /// `2024-03-27T15:42:29.551`).
     Iso8601,
 }
 
@@ -31,7 +32,9 @@ impl TsFormat {
             Self::Millis => parse_digits(s),
             Self::Iso8601 => match parse_digits(s) {
                 Ok(secs) => secs.checked_mul(1000).ok_or(VerifyError::BadTimestamp),
-                Err(_) => rfc3339_ms(s).ok_or(VerifyError::BadTimestamp),
+                Err(_) => rfc3339_ms(s)
+                    .or_else(|| naive_utc_ms(s))
+                    .ok_or(VerifyError::BadTimestamp),
             },
         }
     }
@@ -51,6 +54,15 @@ pub fn check_window(ts_ms: u64, now_s: u64, tolerance: Option<u64>) -> Result<()
         return Err(VerifyError::TimestampInFuture);
     }
     Ok(())
+}
+
+/// An ISO 8601 date-time without an offset, read as UTC.
+fn naive_utc_ms(s: &str) -> Option<u64> {
+    let t = s.trim();
+    if t.ends_with(['Z', 'z']) || t.get(19..).is_some_and(|r| r.contains(['+', '-'])) {
+        return None;
+    }
+    rfc3339_ms(&format!("{t}Z"))
 }
 
 /// RFC 3339 to unix milliseconds. Hand-written because the one format needed here
@@ -151,6 +163,21 @@ mod tests {
         assert_eq!(TsFormat::Seconds.parse_ms("10"), Ok(10_000));
         assert_eq!(TsFormat::Millis.parse_ms("10"), Ok(10));
         assert_eq!(TsFormat::Iso8601.parse_ms("10"), Ok(10_000));
+        assert_eq!(
+            TsFormat::Iso8601.parse_ms("2026-01-01T00:00:00.5"),
+            Ok(1_767_225_600_500)
+        );
+        for bad in [
+            "2026-01-01T00:00:00ZZ",
+            "2026-01-01T00:00:00+01",
+            "2026-01-01",
+        ] {
+            assert_eq!(
+                TsFormat::Iso8601.parse_ms(bad),
+                Err(VerifyError::BadTimestamp),
+                "{bad:?}"
+            );
+        }
         assert_eq!(
             TsFormat::Seconds.parse_ms("99999999999999999"),
             Err(VerifyError::BadTimestamp)

@@ -90,15 +90,15 @@ fn routes() -> Vec<hookgate::config::Route> {
     for p in Preset::all().filter(|p| *p != Preset::HMAC) {
         let name = p.name();
         let secret = match name {
-            "standard_webhooks" | "svix" | "clerk" | "resend" => {
-                "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\""
-            }
+            "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
+            | "lithic" | "incident_io" => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
             "adyen" | "adyen_platform" => "\"00ff\"",
-            "airtable" => "\"c2VjcmV0\"",
+            "airtable" | "msteams" => "\"c2VjcmV0\"",
             "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",
             "box" => "{ primary = \"p\" }",
             "braintree" => "{ public_key = \"pk\", private_key = \"sk\" }",
             "discord" => "\"d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a\"",
+            "telnyx" => "\"WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY=\"",
             "sendgrid" => {
                 "\"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEVs/o5+uQbTjL3chynL4wXgUg2R9q9UU8I5mEovUf86QZ7kOBIjJwqnzD1omageEHWwHdBO6B+dFabmdT9POxg==\""
             }

@@ -9,15 +9,15 @@ use crate::support::parse_config;
 
 fn credential(preset: &str) -> &'static str {
     match preset {
-        "standard_webhooks" | "svix" | "clerk" | "resend" => {
-            "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\""
-        }
+        "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
+        | "lithic" | "incident_io" => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
         "adyen_platform" | "adyen" => "\"0123456789abcdef0123456789abcdef\"",
-        "airtable" => "\"c2VjcmV0LWtleQ==\"",
+        "airtable" | "msteams" => "\"c2VjcmV0LWtleQ==\"",
         "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",
         "box" => "{ primary = \"p\", secondary = \"q\" }",
         "braintree" => "{ public_key = \"pk\", private_key = \"sk\" }",
         "discord" => "\"d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a\"",
+        "telnyx" => "\"WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY=\"",
         _ => "\"test-secret\"",
     }
 }
@@ -26,6 +26,7 @@ fn credential(preset: &str) -> &'static str {
 /// signatures inside the body, or nothing signed at all.
 const UNSIGNABLE: &[&str] = &[
     "discord",
+    "telnyx",
     "sendgrid",
     "plaid",
     "paypal",

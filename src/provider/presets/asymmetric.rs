@@ -1,8 +1,8 @@
-//! Presets signed with a private key the gateway never holds: Discord (Ed25519),
+//! Presets signed with a private key the gateway never holds: Discord and Telnyx (Ed25519),
 //! SendGrid (ECDSA P-256), Plaid (JWT ES256), PayPal (RSA). Failed verifications on
 //! such routes spend a per-client budget (see `Verifier::is_costly`).
 
-use super::{DefaultId as Id, PresetSpec};
+use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
 use crate::provider::catalogue::Auth;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
@@ -32,6 +32,40 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 .map(discord_key)
                 .collect::<Result<Vec<_>, String>>()?;
             Ok(Scheme::Special(Special::Discord { keys }))
+        },
+    },
+    PresetSpec {
+        name: "telnyx",
+        auth: Auth::Signature,
+        scheme: "Ed25519 base64 over ts|body",
+        headers: "telnyx-signature-ed25519, telnyx-timestamp",
+        credential: "public key, base64",
+        credential_at: &[],
+        event_id: Id::Json("/data/id"),
+        event_type: Some(Type::Json("/data/event_type")),
+        tolerance: Some(300),
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .texts()?
+                .into_iter()
+                .map(|t| {
+                    let raw = std::str::from_utf8(t)
+                        .ok()
+                        .and_then(decode_base64)
+                        .ok_or("the Telnyx public key must be base64")?;
+                    let arr: [u8; 32] = raw
+                        .as_slice()
+                        .try_into()
+                        .map_err(|_| "the Telnyx public key must decode to 32 bytes".to_string())?;
+                    ed25519_dalek::VerifyingKey::from_bytes(&arr)
+                        .map_err(|_| "the Telnyx public key is not a valid Ed25519 key".to_string())
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::Telnyx { keys }))
         },
     },
     PresetSpec {

@@ -1,7 +1,8 @@
 //! HMAC presets whose header layout the template scheme cannot express: Box's two
-//! keys, DocuSign's numbered headers, Netlify's JWS over the body's hash.
+//! keys, DocuSign's numbered headers, Netlify's JWS over the body's hash, Recharge's
+//! plain SHA-256 of secret and body.
 
-use super::{DefaultId as Id, PresetSpec};
+use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
 use crate::provider::catalogue::Auth;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
@@ -64,6 +65,22 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         needs_public_url: false,
         extra_methods: &[],
         build: |b| Ok(Scheme::Special(Special::Netlify { keys: b.sha256()? })),
+    },
+    PresetSpec {
+        name: "recharge",
+        auth: Auth::Signature,
+        scheme: "SHA-256 hex of client secret + body (not an HMAC)",
+        headers: "X-Recharge-Hmac-Sha256",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Header("x-recharge-topic")),
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| Ok(Scheme::Special(Special::Recharge { secrets: b.raw()? })),
     },
 ];
 

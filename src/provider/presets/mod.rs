@@ -203,6 +203,21 @@ impl Build<'_> {
             .collect()
     }
 
+    /// Every credential as base64 that decodes to the HMAC key (Microsoft Teams).
+    pub fn base64_keys(&self, alg: Algorithm, what: &str) -> Result<Vec<MacKey>, String> {
+        self.texts()?
+            .into_iter()
+            .map(|t| {
+                let raw = std::str::from_utf8(t)
+                    .ok()
+                    .and_then(super::mac::decode_base64)
+                    .filter(|k| !k.is_empty())
+                    .ok_or_else(|| format!("{what} must be base64"))?;
+                Ok(MacKey::new(alg, &raw))
+            })
+            .collect()
+    }
+
     /// An HMAC over the body alone, in one header.
     pub fn body(
         &self,
@@ -271,6 +286,15 @@ pub(super) fn kv(
         separators,
         timestamp_key,
         signature_key,
+    }
+}
+
+/// A signature header holding several `prefix` + signature items joined by
+/// `separator` (PagerDuty's `v1=…,v1=…`); items with another prefix are ignored.
+pub(super) fn plain_list(prefix: &str, separator: &str) -> SigFormat {
+    SigFormat::Plain {
+        prefix: prefix.into(),
+        separator: Some(separator.into()),
     }
 }
 

@@ -1,11 +1,13 @@
 //! Standard Webhooks and the Svix-hosted providers that send it under `svix-*`
 //! headers ([`StandardScheme`]): HMAC-SHA256 (`v1`) or Ed25519 (`v1a`) over
-//! `id.timestamp.body`.
+//! `id.timestamp.body`. OpenAI, Polar, Replicate, Brex, Lithic and incident.io send it
+//! under the spec's own `webhook-*` names.
 
 use super::{Build, DefaultId as Id, EventTypeAt as Type, PresetSpec};
 use crate::provider::Scheme;
 use crate::provider::catalogue::Auth;
 use crate::provider::handshake::Handshake;
+use crate::provider::mac::{Algorithm, MacKey};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
 
 pub(super) const PRESETS: &[PresetSpec] = &[
@@ -28,6 +30,28 @@ pub(super) const PRESETS: &[PresetSpec] = &[
     svix("svix"),
     svix("clerk"),
     svix("resend"),
+    // Providers documenting Standard Webhooks under its own `webhook-*` names.
+    webhook("openai"),
+    PresetSpec {
+        name: "polar",
+        auth: Auth::Signature,
+        scheme: "Standard Webhooks; the secret's own bytes are the key",
+        headers: "webhook-id, webhook-timestamp, webhook-signature",
+        credential: "the secret as Polar shows it (whsec_<base64> is decoded)",
+        credential_at: &[],
+        event_id: Id::Header(&["webhook-id"]),
+        event_type: Some(Type::Json("/type")),
+        tolerance: Some(300),
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: build_polar,
+    },
+    webhook("replicate"),
+    webhook("brex"),
+    webhook("lithic"),
+    webhook("incident_io"),
 ];
 
 const CREDENTIAL: &str = "whsec_<base64> (or whpk_<base64> public key)";
@@ -50,6 +74,48 @@ const fn svix(name: &'static str) -> PresetSpec {
         extra_methods: &[],
         build: |b| build(b, "svix"),
     }
+}
+
+/// A provider that sends Standard Webhooks under the spec's own `webhook-*` headers.
+const fn webhook(name: &'static str) -> PresetSpec {
+    PresetSpec {
+        name,
+        auth: Auth::Signature,
+        scheme: "Standard Webhooks, webhook-* headers",
+        headers: "webhook-id, webhook-timestamp, webhook-signature",
+        credential: CREDENTIAL,
+        credential_at: &[],
+        event_id: Id::Header(&["webhook-id"]),
+        event_type: Some(Type::Json("/type")),
+        tolerance: Some(300),
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| build(b, "webhook"),
+    }
+}
+
+/// Polar's SDK base64-encodes the secret before handing it to a Standard Webhooks
+/// library, which decodes it again: the HMAC key is the secret's own bytes
+/// (`polar_whs_…`). A `whsec_` secret is a plain Standard Webhooks one.
+fn build_polar(b: &Build<'_>) -> Result<Scheme, String> {
+    let keys = b
+        .texts()?
+        .into_iter()
+        .map(|t| {
+            if t.starts_with(b"whsec_") {
+                SwKey::parse(t)
+            } else if t.is_empty() {
+                Err("the Polar secret is empty".into())
+            } else {
+                Ok(SwKey::Hmac(MacKey::new(Algorithm::Sha256, t)))
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Scheme::Standard(StandardScheme::with_prefix(
+        "webhook", keys,
+    )))
 }
 
 fn build(b: &Build<'_>, header_prefix: &str) -> Result<Scheme, String> {

@@ -17,14 +17,21 @@ fn sample(shape: &str) -> Credential {
         )
     };
     match shape {
-        "string" | "user:password" => text("sample-secret"),
+        "string" | "user:password" | "string, in NFKD form (as EasyPost normalises it)" => {
+            text("sample-secret")
+        }
         "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
-        "macSecretBase64" => text("c2FtcGxlLXNlY3JldA=="),
+        "macSecretBase64" | "security token, base64" => text("c2FtcGxlLXNlY3JldA=="),
         "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),
+        "the secret as Polar shows it (whsec_<base64> is decoded)" => {
+            text("polar_whs_sample-secret")
+        }
         // The Ed25519 base point, a valid public key.
         "public key, hex" => {
             text("5866666666666666666666666666666666666666666666666666666666666666")
         }
+        // The Ed25519 base point again, base64.
+        "public key, base64" => text("WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY="),
         // SendGrid's test key from the vectors, SubjectPublicKeyInfo DER in base64.
         "public key, base64 DER or PEM" => text(
             "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAECHtwM9GQGOHZKIv3kaymX4Xk1/oJ4o2QqtbjYCsorArpfOkTSBDcN87+q3wY/BkBLpTUklGyvMDDHXudGcKDQw==",

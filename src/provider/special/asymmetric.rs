@@ -33,6 +33,26 @@ pub(super) fn verify_discord(
     Ok(i)
 }
 
+/// Telnyx: `telnyx-signature-ed25519` (base64) over `telnyx-timestamp|body`.
+pub(super) fn verify_telnyx(
+    keys: &[ed25519_dalek::VerifyingKey],
+    req: &Inbound<'_>,
+    now: u64,
+    tol: Option<u64>,
+) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let name = "telnyx-signature-ed25519";
+    let sig: [u8; 64] = crate::provider::mac::decode_base64(need(hs, name)?)
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| VerifyError::Malformed(name.into()))?;
+    let sig = ed25519_dalek::Signature::from_bytes(&sig);
+    let ts = need(hs, "telnyx-timestamp")?;
+    let msg = [ts.as_bytes(), b"|", req.body].concat();
+    let i = first(keys, |k| k.verify_strict(&msg, &sig).is_ok())?;
+    check_window(TsFormat::Seconds.parse_ms(ts)?, now, tol)?;
+    Ok(i)
+}
+
 pub(super) fn verify_sendgrid(
     keys: &[p256::ecdsa::VerifyingKey],
     req: &Inbound<'_>,

@@ -1,6 +1,7 @@
 //! HMAC signatures in headers that the template scheme cannot express: Box (two keys,
-//! one header each), DocuSign (any of `X-DocuSign-Signature-1..N`) and Netlify (a JWS
-//! HS256 whose claims carry the body's SHA-256).
+//! one header each), DocuSign (any of `X-DocuSign-Signature-1..N`), Netlify (a JWS
+//! HS256 whose claims carry the body's SHA-256) and Recharge (a plain SHA-256 of the
+//! secret and the body).
 
 use http::HeaderName;
 use serde_json::Value;
@@ -9,6 +10,7 @@ use super::{b64, first, h, jwt_hs256, jwt_parts, need, sha256_hex};
 use crate::provider::mac::{MacKey, ct_eq, decode_base64};
 use crate::provider::timestamp::{TsFormat, check_window};
 use crate::provider::{Inbound, VerifyError, header_once};
+use crate::secret::Secret;
 
 pub(super) fn verify_box(
     keys: &[(Option<MacKey>, Option<MacKey>)],
@@ -130,5 +132,34 @@ pub(super) fn sign_netlify(
     Some(vec![(
         h("x-webhook-signature"),
         jwt_hs256(keys.first()?, &claims),
+    )])
+}
+
+/// The SHA-256 of `secret ‖ body`, Recharge's `X-Recharge-Hmac-Sha256` (despite the name,
+/// not an HMAC: the secret is hashed in front of the body).
+fn recharge_digest(secret: &Secret, body: &[u8]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    Sha256::new()
+        .chain_update(secret.expose())
+        .chain_update(body)
+        .finalize()
+        .to_vec()
+}
+
+pub(super) fn verify_recharge(secrets: &[Secret], req: &Inbound<'_>) -> Result<usize, VerifyError> {
+    let name = "x-recharge-hmac-sha256";
+    let sig = hex::decode(need(req.headers, name)?.trim())
+        .map_err(|_| VerifyError::Malformed(name.into()))?;
+    first(secrets, |s| ct_eq(&recharge_digest(s, req.body), &sig))
+}
+
+pub(super) fn sign_recharge(
+    secrets: &[Secret],
+    req: &Inbound<'_>,
+) -> Option<Vec<(HeaderName, String)>> {
+    let s = secrets.first()?;
+    Some(vec![(
+        h("x-recharge-hmac-sha256"),
+        hex::encode(recharge_digest(s, req.body)),
     )])
 }

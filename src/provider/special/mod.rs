@@ -48,6 +48,10 @@ pub enum Special {
     Discord {
         keys: Vec<ed25519_dalek::VerifyingKey>,
     },
+    /// Telnyx: Ed25519 (base64) over `timestamp|body`.
+    Telnyx {
+        keys: Vec<ed25519_dalek::VerifyingKey>,
+    },
     SendGrid {
         keys: Vec<p256::ecdsa::VerifyingKey>,
     },
@@ -59,6 +63,10 @@ pub enum Special {
     },
     Netlify {
         keys: Vec<MacKey>,
+    },
+    /// Recharge: the SHA-256 of the client secret followed by the body (not an HMAC).
+    Recharge {
+        secrets: Vec<Secret>,
     },
     Monday {
         keys: Vec<MacKey>,
@@ -219,7 +227,9 @@ impl Special {
             Self::Box { keys } => header_hmac::verify_box(keys, req, now, tol),
             Self::DocuSign { keys } => header_hmac::verify_docusign(keys, req),
             Self::Netlify { keys } => header_hmac::verify_netlify(keys, req),
+            Self::Recharge { secrets } => header_hmac::verify_recharge(secrets, req),
             Self::Discord { keys } => asymmetric::verify_discord(keys, req, now, tol),
+            Self::Telnyx { keys } => asymmetric::verify_telnyx(keys, req, now, tol),
             Self::SendGrid { keys } => asymmetric::verify_sendgrid(keys, req, now, tol),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
             Self::PayPal { keys } => asymmetric::verify_paypal(keys, req, now, tol),
@@ -247,6 +257,7 @@ impl Special {
             Self::Box { keys } => header_hmac::sign_box(keys, req, now),
             Self::DocuSign { keys } => header_hmac::sign_docusign(keys, req),
             Self::Netlify { keys } => header_hmac::sign_netlify(keys, req),
+            Self::Recharge { secrets } => header_hmac::sign_recharge(secrets, req),
             Self::Monday { keys } => token::sign_monday(keys, now),
             _ => None,
         }
