@@ -58,7 +58,7 @@ pub enum Command {
         admin_token: Option<String>,
     },
     /// Make an Ed25519 key pair for testing a route whose provider signs with one
-    /// (discord, standard_webhooks v1a): the public key goes into the route's
+    /// (discord, telnyx, standard_webhooks v1a): the public key goes into the route's
     /// `secrets`, the private key to `hookgate sign --private-key`.
     Keygen,
     /// A demo upstream for trying the gateway by hand: prints every request it receives
@@ -249,6 +249,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             println!(
                 "public key, discord (hex):                 {}",
                 key.public_hex()
+            );
+            println!(
+                "public key, telnyx (base64):               {}",
+                key.public_for("telnyx")
             );
             Ok(0)
         }

@@ -202,10 +202,10 @@ impl PrivateKey {
     /// The public key in the form `provider`'s routes take in `secrets`: hex for
     /// Discord, `whpk_` otherwise.
     pub fn public_for(&self, provider: &str) -> String {
-        if provider == "discord" {
-            self.public_hex()
-        } else {
-            self.public_whpk()
+        match provider {
+            "discord" => self.public_hex(),
+            "telnyx" => encode_base64(self.0.verifying_key().as_bytes()),
+            _ => self.public_whpk(),
         }
     }
 
@@ -260,6 +260,19 @@ pub fn headers_ed25519(
                     hex::encode(key.sign(&msg).to_bytes()),
                 ),
                 (HeaderName::from_static("x-signature-timestamp"), ts),
+            ]
+        }
+        Scheme::Special(Special::Telnyx { keys }) => {
+            if !keys.contains(&public) {
+                return Err(mismatch());
+            }
+            let msg = [ts.as_bytes(), b"|", body].concat();
+            vec![
+                (
+                    HeaderName::from_static("telnyx-signature-ed25519"),
+                    encode_base64(&key.sign(&msg).to_bytes()),
+                ),
+                (HeaderName::from_static("telnyx-timestamp"), ts),
             ]
         }
         _ => {

@@ -22,8 +22,9 @@ fn credential(preset: &str) -> &'static str {
     }
 }
 
-/// Presets that cannot be signed by the gateway: asymmetric (no private key held),
-/// signatures inside the body, or nothing signed at all.
+/// Presets that cannot be signed with a secret: asymmetric (no private key held; the
+/// Ed25519 ones sign with `--private-key`, tested below), signatures inside the body,
+/// or nothing signed at all.
 const UNSIGNABLE: &[&str] = &[
     "discord",
     "telnyx",
@@ -104,7 +105,7 @@ fn hookgate(args: &[&str]) -> (Option<i32>, String, String) {
     )
 }
 
-fn keygen() -> (String, String, String) {
+fn keygen() -> (String, String, String, String) {
     let (code, out, _) = hookgate(&["keygen"]);
     assert_eq!(code, Some(0));
     let field = |label: &str| {
@@ -118,18 +119,19 @@ fn keygen() -> (String, String, String) {
         field("private key"),
         field("public key, standard_webhooks"),
         field("public key, discord"),
+        field("public key, telnyx"),
     )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ed25519_routes_are_signed_with_a_generated_private_key() {
     use crate::support::{TestGateway, Upstream, post};
-    let (private, whpk, discord_hex) = keygen();
+    let (private, whpk, discord_hex, telnyx_b64) = keygen();
     assert!(private.starts_with("whsk_") && whpk.starts_with("whpk_"));
     assert_eq!(discord_hex.len(), 64);
     let up = Upstream::start().await;
     let config = format!(
-        "[[routes]]\nname = \"sw\"\npath = \"/sw\"\nprovider = \"standard_webhooks\"\nsecrets = [\"{whpk}\"]\nupstream = \"{up}\"\n[[routes]]\nname = \"discord\"\npath = \"/discord\"\nprovider = \"discord\"\nsecrets = [\"{discord_hex}\"]\nupstream = \"{up}\"\n",
+        "[[routes]]\nname = \"sw\"\npath = \"/sw\"\nprovider = \"standard_webhooks\"\nsecrets = [\"{whpk}\"]\nupstream = \"{up}\"\n[[routes]]\nname = \"discord\"\npath = \"/discord\"\nprovider = \"discord\"\nsecrets = [\"{discord_hex}\"]\nupstream = \"{up}\"\n[[routes]]\nname = \"telnyx\"\npath = \"/telnyx\"\nprovider = \"telnyx\"\nsecrets = [\"{telnyx_b64}\"]\nupstream = \"{up}\"\n",
         up = up.url("/up")
     );
     let gw = TestGateway::start(&config).await;
@@ -141,6 +143,11 @@ async fn ed25519_routes_are_signed_with_a_generated_private_key() {
     for (route, path, body) in [
         ("sw", "/sw", r#"{"type":"invoice.paid"}"#),
         ("discord", "/discord", r#"{"id":"disc_1","type":1}"#),
+        (
+            "telnyx",
+            "/telnyx",
+            r#"{"data":{"id":"tx_1","event_type":"call.initiated"}}"#,
+        ),
     ] {
         let (code, out, err) = hookgate(&[
             "sign",
@@ -169,7 +176,7 @@ async fn ed25519_routes_are_signed_with_a_generated_private_key() {
         let tampered = post(&url, &headers, b"{}".to_vec()).await;
         assert_eq!(tampered.status, 401, "{route}");
     }
-    assert_eq!(up.count(), 2);
+    assert_eq!(up.count(), 3);
 
     // A replay file re-signed with the private key (fresh timestamp) goes through too.
     let (code, file, err) = hookgate(&[
@@ -196,10 +203,10 @@ async fn ed25519_routes_are_signed_with_a_generated_private_key() {
         "forwarded",
     ]);
     assert_eq!(code, Some(0), "{out}{err}");
-    assert_eq!(up.count(), 3);
+    assert_eq!(up.count(), 4);
 
     // Another key is refused before anything is signed; a preset works without a config.
-    let (other, _, _) = keygen();
+    let (other, _, _, _) = keygen();
     let (code, _, err) = hookgate(&[
         "sign",
         "--headers",
