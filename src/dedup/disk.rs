@@ -8,9 +8,10 @@
 //!
 //! One writer thread owns every write. Each store call is an operation sent to it; the
 //! thread takes whatever operations are waiting (up to [`BATCH`]), applies them in
-//! order in one write transaction, commits it with an fsync, and only then answers
-//! each caller: a group commit, so a claim is on disk before the provider hears of it
-//! while a burst of claims shares one fsync. A failed commit (a full disk) answers
+//! order in one write transaction, commits it, and only then answers each caller: a
+//! group commit. A batch that completes, releases or forgets is fsynced, so a done
+//! record is on disk before the provider gets its 2xx, and a burst shares one fsync; a
+//! batch of claims alone is not (see `apply`). A failed commit (a full disk) answers
 //! every operation of the batch with an error, and nothing of it is stored.
 //!
 //! A record's expiry is wall-clock time stored with it (it must survive a restart);
@@ -22,7 +23,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use redb::{Database, ReadableDatabase as _, ReadableTable as _, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase as _, ReadableTable as _, TableDefinition};
 
 use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 
@@ -213,7 +214,16 @@ fn writer(db: &Database, rx: &Receiver<(Op, Answer)>) {
 
 /// Applies a batch in one write transaction and commits it durably.
 fn apply(db: &Database, batch: &[(Op, Answer)]) -> Result<Vec<Reply>, StoreError> {
-    let txn = db.begin_write().map_err(backend)?;
+    let mut txn = db.begin_write().map_err(backend)?;
+    // A batch of claims alone is committed without an fsync: it reaches the disk with
+    // the next batch that settles or forgets (each of those is fsynced before anyone
+    // is answered). A lost in-flight claim changes nothing a crash does not already
+    // do: the process that held it is gone, and its lease would let the provider's
+    // retry through anyway; what must survive — the done record behind every 2xx the
+    // provider got — always does.
+    if batch.iter().all(|(op, _)| matches!(op, Op::Claim { .. })) {
+        txn.set_durability(Durability::None).map_err(backend)?;
+    }
     let now = now_ms();
     let mut replies = Vec::with_capacity(batch.len());
     {
