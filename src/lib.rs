@@ -26,6 +26,10 @@
 //! - [`cli`], [`telemetry`], [`shutdown`]: the binary's plumbing; [`upstream`]: the
 //!   demo handler of `hookgate upstream`.
 
+// The public listener's per-connection future nests the whole delivery pipeline; proving
+// it `Send` needs more than the default depth of 128.
+#![recursion_limit = "256"]
+
 pub mod app;
 pub mod capture;
 pub mod cli;

@@ -110,8 +110,9 @@ pub struct ServerConfig {
     /// keep-alive and HTTP/2 alike). Before its first request a connection gets
     /// `header_read_timeout`.
     pub idle_timeout: Duration,
-    /// Request bodies being received at once from one client address; beyond, 429.
-    /// Bodies being read never hold delivery capacity (`max_in_flight`).
+    /// Request bodies being received at once from one client address; beyond, a body
+    /// waits for a slot (429 if none frees within `body_timeout`). Bodies being read
+    /// never hold delivery capacity (`max_in_flight`).
     pub max_reads_per_client: usize,
     /// HTTP/2 streams one connection may have open at once.
     pub max_concurrent_streams: u32,

@@ -241,9 +241,16 @@ async fn pipeline(
     let (parts, body) = req.into_parts();
     // Bodies being read hold a slot of their client's, never delivery capacity: a
     // client that trickles bodies slows itself only.
+    // Beyond max_reads_per_client, a body waits for one of its client's to finish, for
+    // no longer than the body itself may take.
     let Some(reading) = state
         .reads
-        .enter(client, routing.server.max_reads_per_client)
+        .enter(
+            client,
+            routing.server.max_reads_per_client,
+            routing.server.body_timeout,
+        )
+        .await
     else {
         return Answer::ClientBusy;
     };

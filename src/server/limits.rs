@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use http::HeaderMap;
 use ipnet::IpNet;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Entries past this many are pruned of those that no longer hold anything (a full
 /// budget, no body being read), so a flood from many addresses cannot grow the maps
@@ -43,43 +44,73 @@ pub(crate) fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) ->
         .unwrap_or(peer)
 }
 
-/// Request bodies being received, by client address.
+/// Request bodies being received, by client address: at most `max` at once from one
+/// address. A body beyond that waits for one of its client's to finish (backpressure,
+/// never a refusal of a burst), for no longer than the body's own deadline.
 #[derive(Debug, Default)]
 pub(crate) struct ClientReads {
-    reading: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    clients: Arc<Mutex<HashMap<IpAddr, Arc<Semaphore>>>>,
 }
 
 /// One body being read; dropping it frees the client's slot.
 #[derive(Debug)]
 pub(crate) struct ReadSlot {
-    reading: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    permit: Option<OwnedSemaphorePermit>,
+    clients: Arc<Mutex<HashMap<IpAddr, Arc<Semaphore>>>>,
+    semaphore: Arc<Semaphore>,
     client: IpAddr,
+    max: usize,
 }
 
 impl ClientReads {
-    /// A slot for one more body from `client`, unless it already sends `max` at once.
-    pub(crate) fn enter(&self, client: IpAddr, max: usize) -> Option<ReadSlot> {
-        let mut reading = lock(&self.reading);
-        let n = reading.entry(client).or_insert(0);
-        if *n >= max {
-            return None;
-        }
-        *n += 1;
+    /// A slot for one more body from `client`, waiting up to `wait` while it already
+    /// sends `max` at once; `None` if none came free in time.
+    pub(crate) async fn enter(
+        &self,
+        client: IpAddr,
+        max: usize,
+        wait: Duration,
+    ) -> Option<ReadSlot> {
+        let semaphore = lock(&self.clients)
+            .entry(client)
+            .or_insert_with(|| Arc::new(Semaphore::new(max)))
+            .clone();
+        let permit = match semaphore.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => tokio::time::timeout(wait, semaphore.clone().acquire_owned())
+                .await
+                .ok()?
+                .ok()?,
+        };
         Some(ReadSlot {
-            reading: self.reading.clone(),
+            permit: Some(permit),
+            clients: self.clients.clone(),
+            semaphore,
             client,
+            max,
         })
+    }
+
+    /// Addresses with a body in progress or waiting (tests and diagnostics).
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
+        lock(&self.clients).len()
     }
 }
 
 impl Drop for ReadSlot {
     fn drop(&mut self) {
-        let mut reading = lock(&self.reading);
-        if let Some(n) = reading.get_mut(&self.client) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                reading.remove(&self.client);
-            }
+        drop(self.permit.take());
+        let mut clients = lock(&self.clients);
+        // Forget an idle client: no body in progress, nobody waiting (a waiter holds a
+        // handle of its own), so a flood from many addresses leaves nothing behind.
+        if Arc::strong_count(&self.semaphore) == 2
+            && self.semaphore.available_permits() >= self.max
+            && clients
+                .get(&self.client)
+                .is_some_and(|s| Arc::ptr_eq(s, &self.semaphore))
+        {
+            clients.remove(&self.client);
         }
     }
 }
@@ -171,16 +202,47 @@ mod tests {
         assert_eq!(client_ip(ip("10.1.2.3"), &bad, &trusted), ip("10.1.2.3"));
     }
 
-    #[test]
-    fn a_client_reads_at_most_max_bodies_at_once_and_slots_come_back() {
+    #[tokio::test]
+    async fn a_client_reads_at_most_max_bodies_at_once_and_the_rest_wait() {
         let reads = ClientReads::default();
         let (a, b) = (ip("192.0.2.1"), ip("192.0.2.2"));
-        let first = reads.enter(a, 2).expect("first");
-        let _second = reads.enter(a, 2).expect("second");
-        assert!(reads.enter(a, 2).is_none(), "a third body from a");
-        assert!(reads.enter(b, 2).is_some(), "another client is unaffected");
+        let short = Duration::from_millis(50);
+        let first = reads.enter(a, 2, short).await.expect("first");
+        let _second = reads.enter(a, 2, short).await.expect("second");
+        assert!(
+            reads.enter(a, 2, short).await.is_none(),
+            "a third body from a waits, and gives up after its wait"
+        );
+        assert!(
+            reads.enter(b, 2, short).await.is_some(),
+            "another client is unaffected"
+        );
+        // A waiting body gets the slot the moment one comes free.
+        let waiting = tokio::spawn({
+            let clients = reads.clients.clone();
+            async move {
+                let reads = ClientReads { clients };
+                reads.enter(a, 2, Duration::from_secs(5)).await.is_some()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
         drop(first);
-        assert!(reads.enter(a, 2).is_some(), "a slot came back");
+        assert!(
+            waiting.await.expect("task"),
+            "the waiter got the freed slot"
+        );
+    }
+
+    #[tokio::test]
+    async fn idle_clients_are_forgotten() {
+        let reads = ClientReads::default();
+        for i in 0..100u8 {
+            let slot = reads
+                .enter(ip(&format!("192.0.2.{i}")), 4, Duration::ZERO)
+                .await;
+            drop(slot);
+        }
+        assert_eq!(reads.tracked(), 0);
     }
 
     #[test]
