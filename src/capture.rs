@@ -109,8 +109,9 @@ impl Capture {
     }
 }
 
-/// Headers whose value is a credential for any route, never written to a capture.
-pub(crate) const CREDENTIAL_HEADERS: &[&str] = &[
+/// Headers whose value is a credential for any route, never written to a capture
+/// (signatures are kept: useless without the secret, and replays re-sign anyway).
+const CREDENTIAL_HEADERS: &[&str] = &[
     "authorization",
     "proxy-authorization",
     "cookie",

@@ -32,7 +32,7 @@ use crate::telemetry::RouteMetrics;
 #[derive(Default)]
 struct Seen {
     route: Option<String>,
-    provider: Option<&'static str>,
+    provider: Option<crate::provider::Preset>,
     event_id: Option<String>,
     detail: Option<String>,
     secret_index: Option<usize>,
@@ -122,19 +122,15 @@ pub(super) async fn handle(
             .unwrap_or(0);
         // Copied only when capturing: the pipeline consumes the request.
         let request = state.capture.as_ref().map(|_| {
+            // Credentials are taken out by `capture::redact` before the file is written.
             let headers: Vec<(String, String)> = req
                 .headers()
                 .iter()
                 .map(|(n, v)| {
-                    // Captures are files on disk: headers that *are* credentials (Basic
-                    // auth, static tokens) are not written. Signatures are kept: they
-                    // are useless without the secret, and replays re-sign anyway.
-                    let value = if crate::capture::CREDENTIAL_HEADERS.contains(&n.as_str()) {
-                        "[redacted]".to_owned()
-                    } else {
-                        String::from_utf8_lossy(v.as_bytes()).into_owned()
-                    };
-                    (n.to_string(), value)
+                    (
+                        n.to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
                 })
                 .collect();
             (
@@ -161,14 +157,11 @@ pub(super) async fn handle(
                 crate::replay::Replay::new(&method, &path, query.as_deref(), headers, &body);
             r.received_at = received_at;
             r.route = seen.route.clone();
-            r.provider = seen.provider.map(str::to_owned);
+            r.provider = seen.provider.map(|p| p.name().to_owned());
             r.outcome = Some(outcome.as_str().to_owned());
             r.status = Some(resp.status().as_u16());
             // Credentials the route's preset knows, wherever they travel (query, body).
-            crate::capture::redact(
-                &mut r,
-                seen.provider.and_then(crate::provider::Preset::parse),
-            );
+            crate::capture::redact(&mut r, seen.provider);
             capture.record(r);
         }
         state.metrics.in_flight.dec();
@@ -225,7 +218,7 @@ async fn pipeline(
     seen.route = Some(route.name.clone());
     let route_metrics = state.metrics.route(&route.name);
     seen.metrics = Some(route_metrics.clone());
-    seen.provider = Some(route.verifier.preset().name());
+    seen.provider = Some(route.verifier.preset());
     if !route.methods.contains(req.method()) {
         let allow = route
             .methods
@@ -240,9 +233,8 @@ async fn pipeline(
         super::limits::client_ip(peer.ip(), req.headers(), &routing.server.trusted_proxies);
     let (parts, body) = req.into_parts();
     // Bodies being read hold a slot of their client's, never delivery capacity: a
-    // client that trickles bodies slows itself only.
-    // Beyond max_reads_per_client, a body waits for one of its client's to finish, for
-    // no longer than the body itself may take.
+    // client that trickles bodies slows itself only. Beyond max_reads_per_client, a
+    // body waits for one of its client's to finish, for no longer than body_timeout.
     let Some(reading) = state
         .reads
         .enter(

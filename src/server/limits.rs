@@ -59,7 +59,6 @@ pub(crate) struct ReadSlot {
     clients: Arc<Mutex<HashMap<IpAddr, Arc<Semaphore>>>>,
     semaphore: Arc<Semaphore>,
     client: IpAddr,
-    max: usize,
 }
 
 impl ClientReads {
@@ -87,7 +86,6 @@ impl ClientReads {
             clients: self.clients.clone(),
             semaphore,
             client,
-            max,
         })
     }
 
@@ -102,10 +100,10 @@ impl Drop for ReadSlot {
     fn drop(&mut self) {
         drop(self.permit.take());
         let mut clients = lock(&self.clients);
-        // Forget an idle client: no body in progress, nobody waiting (a waiter holds a
-        // handle of its own), so a flood from many addresses leaves nothing behind.
+        // Forget an idle client: every body in progress or waiting holds a handle of
+        // its own, so only the map's and this one left means none; a flood from many
+        // addresses leaves nothing behind.
         if Arc::strong_count(&self.semaphore) == 2
-            && self.semaphore.available_permits() >= self.max
             && clients
                 .get(&self.client)
                 .is_some_and(|s| Arc::ptr_eq(s, &self.semaphore))

@@ -311,16 +311,9 @@ pub fn response(answer: Answer) -> Resp {
     }
 }
 
-/// A JSON answer written by the gateway.
+/// A JSON answer written by the gateway for a delivery.
 pub fn json(status: StatusCode, outcome: Outcome, body: serde_json::Value) -> Resp {
-    let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
-    let mut r = Response::new(Full::new(Bytes::from(bytes)));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    with_outcome(r, outcome)
+    with_outcome(admin(status, body), outcome)
 }
 
 fn with_outcome(mut r: Resp, outcome: Outcome) -> Resp {
@@ -372,8 +365,8 @@ pub fn overloaded_http1() -> Vec<u8> {
     out
 }
 
-/// An answer of the admin listener: JSON with a status (or, for `/metrics`, the
-/// Prometheus text), never a store's error text.
+/// A JSON answer without an outcome: the admin listener's (never a store's error
+/// text), and the body of every delivery answer above.
 pub fn admin(status: StatusCode, body: serde_json::Value) -> Resp {
     let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
     let mut r = Response::new(Full::new(Bytes::from(bytes)));
