@@ -37,6 +37,7 @@ pub mod config;
 pub mod dedup;
 pub mod forward;
 pub mod provider;
+pub mod queue;
 pub mod replay;
 pub mod secret;
 pub mod server;
