@@ -98,6 +98,7 @@ impl App {
             let (state, stop) = (self.state.clone(), stop.clone());
             tokio::spawn(server::admin::run(state, listener, stop.cancelled_owned()))
         });
+        let workers = tokio::spawn(server::worker::run(self.state.clone(), stop.clone()));
         let served =
             server::run(self.state, listeners.public, stop.clone().cancelled_owned()).await;
         // The public listener may end by itself (an error): stop the admin one too.
@@ -105,6 +106,7 @@ impl App {
         if let Some(task) = admin {
             let _ = task.await;
         }
+        let _ = workers.await;
         served
     }
 }

@@ -15,12 +15,285 @@ use crate::secret::Secret;
 use crate::server::Clock;
 use crate::telemetry::{self, LogFormat};
 
+fn enc(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// Sends one request to a running gateway's admin listener: whether it answered 2xx,
+/// and the body.
+async fn admin_call(
+    args: &AdminArgs,
+    method: reqwest::Method,
+    path: &str,
+) -> anyhow::Result<(bool, String)> {
+    let mut token = args
+        .admin_token
+        .clone()
+        .map(|t| crate::secret::Secret::new(t.into_bytes()));
+    let base = match &args.admin {
+        Some(a) => a.clone(),
+        None => {
+            let cfg = config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let addr = cfg.server.admin_listen.with_context(|| {
+                format!(
+                    "{} sets no server.admin_listen; pass --admin URL",
+                    args.config.display()
+                )
+            })?;
+            token = token.or(cfg.server.admin_token);
+            format!("http://{addr}")
+        }
+    };
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    let mut req = reqwest::Client::builder()
+        .no_proxy()
+        .build()?
+        .request(method, &url);
+    if let Some(t) = &token {
+        let mut value = b"Bearer ".to_vec();
+        value.extend_from_slice(t.expose());
+        let mut value = reqwest::header::HeaderValue::from_bytes(&value)
+            .context("the admin token is not a valid header value")?;
+        value.set_sensitive(true);
+        req = req.header(reqwest::header::AUTHORIZATION, value);
+    }
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the admin listener at {base}"))?;
+    let status = resp.status();
+    Ok((status.is_success(), resp.text().await.unwrap_or_default()))
+}
+
+/// `hookgate events …`.
+async fn events(action: EventsAction) -> anyhow::Result<i32> {
+    match action {
+        EventsAction::List {
+            route,
+            state,
+            limit,
+            json,
+            admin,
+        } => {
+            let mut path = format!("/events/{}?limit={limit}", enc(&route));
+            if let Some(s) = state {
+                path.push_str(&format!("&state={}", s.as_str()));
+            }
+            let (ok, body) = admin_call(&admin, reqwest::Method::GET, &path).await?;
+            if json || !ok {
+                println!("{body}");
+                return Ok(if ok { 0 } else { 1 });
+            }
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let events: Vec<crate::queue::Summary> =
+                serde_json::from_value(v["events"].clone()).unwrap_or_default();
+            print!("{}", events_table(&events, crate::queue::now_ms()));
+            Ok(0)
+        }
+        EventsAction::Show {
+            route,
+            event_id,
+            json,
+            admin,
+        } => {
+            let path = format!("/events/{}/{}", enc(&route), enc(&event_id));
+            let (ok, body) = admin_call(&admin, reqwest::Method::GET, &path).await?;
+            if json || !ok {
+                println!("{body}");
+                return Ok(if ok { 0 } else { 1 });
+            }
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            print!("{}", event_details(&v, crate::queue::now_ms()));
+            Ok(0)
+        }
+        EventsAction::Retry {
+            route,
+            which,
+            admin,
+        } => act(&route, "retry", &which, &admin).await,
+        EventsAction::Purge {
+            route,
+            which,
+            admin,
+        } => act(&route, "purge", &which, &admin).await,
+    }
+}
+
+async fn act(route: &str, action: &str, which: &Which, admin: &AdminArgs) -> anyhow::Result<i32> {
+    let query = match &which.event_id {
+        Some(id) => format!("event_id={}", enc(id)),
+        None => "all_dead=true".to_owned(),
+    };
+    let path = format!("/events/{}/{action}?{query}", enc(route));
+    let (ok, body) = admin_call(admin, reqwest::Method::POST, &path).await?;
+    println!("{body}");
+    Ok(if ok { 0 } else { 1 })
+}
+
+/// How long ago (or from now) a Unix-millisecond instant is, for people.
+fn ago(at_ms: u64, now_ms: u64) -> String {
+    let (d, future) = if at_ms > now_ms {
+        (at_ms - now_ms, true)
+    } else {
+        (now_ms - at_ms, false)
+    };
+    let d = std::time::Duration::from_secs(d / 1000);
+    let text = humantime::format_duration(d).to_string();
+    let text = if d.is_zero() { "0s".to_owned() } else { text };
+    if future {
+        format!("in {text}")
+    } else {
+        format!("{text} ago")
+    }
+}
+
+/// The table `hookgate events list` prints.
+fn events_table(events: &[crate::queue::Summary], now_ms: u64) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<36} {:<10} {:>8}  {:<14} {:<14} LAST RESULT",
+        "EVENT ID", "STATE", "ATTEMPTS", "RECEIVED", "NEXT TRY"
+    );
+    for e in events {
+        let _ = writeln!(
+            out,
+            "{:<36} {:<10} {:>8}  {:<14} {:<14} {}",
+            e.event_id,
+            e.state.as_str(),
+            e.attempts,
+            ago(e.received_at_ms, now_ms),
+            e.next_at_ms
+                .map_or_else(|| "-".to_owned(), |t| ago(t, now_ms)),
+            e.last_result.as_deref().unwrap_or("-"),
+        );
+    }
+    let _ = writeln!(out, "{} event(s)", events.len());
+    out
+}
+
+/// What `hookgate events show` prints.
+fn event_details(v: &serde_json::Value, now_ms: u64) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let text = |k: &str| v[k].as_str().unwrap_or("-").to_owned();
+    let _ = writeln!(out, "event {} on route {}", text("event_id"), text("route"));
+    let _ = writeln!(out, "state:     {}", text("state"));
+    if let Some(why) = v["dead_reason"].as_str() {
+        let _ = writeln!(out, "dead:      {why}");
+    }
+    if let Some(rx) = v["received_at_ms"].as_u64() {
+        let _ = writeln!(out, "received:  {}", ago(rx, now_ms));
+    }
+    let _ = writeln!(out, "attempts:  {}", v["attempts"].as_u64().unwrap_or(0));
+    if let Some(next) = v["next_at_ms"].as_u64() {
+        let _ = writeln!(out, "next try:  {}", ago(next, now_ms));
+    }
+    if let Some(history) = v["history"].as_array() {
+        for a in history {
+            let result = a["result"].as_str().unwrap_or("-");
+            let status = a["status"]
+                .as_u64()
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default();
+            let error = a["error"]
+                .as_str()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  - {} {result}{status}{error} ({} ms)",
+                ago(a["at_ms"].as_u64().unwrap_or(0), now_ms),
+                a["duration_ms"].as_u64().unwrap_or(0)
+            );
+        }
+    }
+    out
+}
+
 /// hookgate: verify webhook signatures, deduplicate deliveries, forward each event once.
 #[derive(Debug, Parser)]
 #[command(name = "hookgate", version, about)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How a command reaches a running gateway's admin listener.
+#[derive(Debug, clap::Args)]
+pub struct AdminArgs {
+    /// The config file, to find `server.admin_listen`.
+    #[arg(long, short, default_value = "config.toml")]
+    config: PathBuf,
+    /// The admin listener's base URL (overrides the config), e.g. http://127.0.0.1:9090.
+    #[arg(long)]
+    admin: Option<String>,
+    /// The admin listener's token, when it has one (`server.admin_token`; read from
+    /// the config file unless given here or in the environment).
+    #[arg(long, env = "HOOKGATE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+}
+
+/// Which events `retry` and `purge` act on.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct Which {
+    /// One event.
+    #[arg(long)]
+    event_id: Option<String>,
+    /// Every dead event of the route.
+    #[arg(long)]
+    all_dead: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EventsAction {
+    /// Events of a route, oldest first.
+    List {
+        #[arg(long)]
+        route: String,
+        /// Only events in this state.
+        #[arg(long, value_enum)]
+        state: Option<crate::queue::State>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// Print the admin listener's JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// One event: its state, every attempt's result, the next try.
+    Show {
+        #[arg(long)]
+        route: String,
+        #[arg(long)]
+        event_id: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Queue dead events (or one dead or retrying event) again, due now.
+    Retry {
+        #[arg(long)]
+        route: String,
+        #[command(flatten)]
+        which: Which,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Delete dead events (or one undelivered event) and their dedup records.
+    Purge {
+        #[arg(long)]
+        route: String,
+        #[command(flatten)]
+        which: Which,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -46,16 +319,14 @@ pub enum Command {
         route: String,
         #[arg(long)]
         event_id: String,
-        /// The config file, to find `server.admin_listen`.
-        #[arg(long, short, default_value = "config.toml")]
-        config: PathBuf,
-        /// The admin listener's base URL (overrides the config), e.g. http://127.0.0.1:9090.
-        #[arg(long)]
-        admin: Option<String>,
-        /// The admin listener's token, when it has one (`server.admin_token`; read from
-        /// the config file unless given here or in the environment).
-        #[arg(long, env = "HOOKGATE_ADMIN_TOKEN", hide_env_values = true)]
-        admin_token: Option<String>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// List, show, retry and purge the events of a queue route (`delivery = "queue"`),
+    /// through the admin listener of a running gateway.
+    Events {
+        #[command(subcommand)]
+        action: EventsAction,
     },
     /// Make an Ed25519 key pair for testing a route whose provider signs with one
     /// (discord, telnyx, standard_webhooks v1a): the public key goes into the route's
@@ -193,49 +464,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Forget {
             route,
             event_id,
-            config,
             admin,
-            admin_token,
         } => {
-            let mut token = admin_token.map(|t| crate::secret::Secret::new(t.into_bytes()));
-            let base = match admin {
-                Some(a) => a,
-                None => {
-                    let cfg = config::load(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
-                    let addr = cfg.server.admin_listen.with_context(|| {
-                        format!(
-                            "{} sets no server.admin_listen; pass --admin URL",
-                            config.display()
-                        )
-                    })?;
-                    token = token.or(cfg.server.admin_token);
-                    format!("http://{addr}")
-                }
-            };
-            let enc = |s: &str| {
-                percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC)
-                    .to_string()
-            };
-            let url = format!(
-                "{}/keys/{}/{}",
-                base.trim_end_matches('/'),
-                enc(&route),
-                enc(&event_id)
-            );
-            let mut req = reqwest::Client::builder().no_proxy().build()?.delete(&url);
-            if let Some(t) = &token {
-                let mut value = b"Bearer ".to_vec();
-                value.extend_from_slice(t.expose());
-                let mut value = reqwest::header::HeaderValue::from_bytes(&value)
-                    .context("the admin token is not a valid header value")?;
-                value.set_sensitive(true);
-                req = req.header(reqwest::header::AUTHORIZATION, value);
-            }
-            let resp = req.send().await?;
-            let status = resp.status();
-            println!("{}", resp.text().await.unwrap_or_default());
-            Ok(if status.is_success() { 0 } else { 1 })
+            let path = format!("/keys/{}/{}", enc(&route), enc(&event_id));
+            let (ok, body) = admin_call(&admin, reqwest::Method::DELETE, &path).await?;
+            println!("{body}");
+            Ok(if ok { 0 } else { 1 })
         }
+        Command::Events { action } => events(action).await,
         Command::Keygen => {
             let key = crate::sign::PrivateKey::generate();
             println!(
@@ -560,6 +796,17 @@ pub fn describe(cfg: &Config) -> String {
             },
             if r.forward_signer.is_some() { "\n  re-signs   Standard Webhooks (forward_secret)" } else { "" },
         ));
+        s.push_str(&match r.delivery {
+            config::Delivery::Sync => "  delivery   sync\n".to_owned(),
+            config::Delivery::Queue => format!(
+                "  delivery   queue (concurrency {}; retry {} attempts, {} doubling to {}, for at most {})\n",
+                r.concurrency,
+                r.retry.max_attempts,
+                short_duration(r.retry.initial),
+                short_duration(r.retry.max_delay),
+                short_duration(r.retry.max_age),
+            ),
+        });
     }
     s
 }

@@ -217,7 +217,7 @@ fn write<T>(l: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 #[derive(Debug)]
 pub struct Metrics {
     routes: std::sync::RwLock<std::collections::HashMap<String, std::sync::Arc<RouteMetrics>>>,
-    store_ops: [Histogram; 3],
+    store_ops: [Histogram; 4],
     registry: Registry,
     pub deliveries: Family<RouteOutcome, Counter>,
     pub delivery_seconds: Family<RouteLabel, Histogram, fn() -> Histogram>,
@@ -231,6 +231,17 @@ pub struct Metrics {
     /// Secrets handed over in set-up handshakes (Asana, Notion), by route and result
     /// (`kept`, `refused_already_held`, `refused_route_has_secret`).
     pub handed_secrets: Family<RouteResult, Counter>,
+    /// Queue routes: events waiting for delivery (queued and retrying), per route.
+    pub queue_depth: Family<RouteLabel, Gauge<i64, AtomicI64>>,
+    /// Queue routes: dead events, kept until retried or purged.
+    pub queue_dead: Family<RouteLabel, Gauge<i64, AtomicI64>>,
+    /// Queue routes: age of the oldest undelivered event, in seconds (0 when none).
+    pub queue_oldest_age: Family<RouteLabel, Gauge<i64, AtomicI64>>,
+    /// Queue routes: delivery attempts by result (delivered, http_4xx, http_5xx,
+    /// timeout, connect, broken).
+    pub delivery_attempts: Family<RouteResult, Counter>,
+    /// Queue routes: events that left the queue, by outcome (delivered, dead).
+    pub queue_deliveries: Family<RouteOutcome, Counter>,
 }
 
 impl Default for Metrics {
@@ -295,7 +306,7 @@ impl Metrics {
             "1 if the last reload succeeded (or none was tried)",
             config_ok.clone(),
         );
-        let store_ops = ["claim", "complete", "release"].map(|op| {
+        let store_ops = ["claim", "complete", "release", "enqueue"].map(|op| {
             store_seconds
                 .get_or_create(&OpLabel { op: op.to_owned() })
                 .clone()
@@ -312,9 +323,44 @@ impl Metrics {
             "Secrets handed over in set-up handshakes, by route and result (kept, refused_already_held, refused_route_has_secret)",
             handed_secrets.clone(),
         );
+        let queue_depth = Family::<RouteLabel, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "queue_depth",
+            "Queue routes: events waiting for delivery (queued and retrying)",
+            queue_depth.clone(),
+        );
+        let queue_dead = Family::<RouteLabel, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "queue_dead",
+            "Queue routes: dead events, kept until retried or purged",
+            queue_dead.clone(),
+        );
+        let queue_oldest_age = Family::<RouteLabel, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "queue_oldest_age_seconds",
+            "Queue routes: age of the oldest undelivered event (0 when none)",
+            queue_oldest_age.clone(),
+        );
+        let delivery_attempts = Family::<RouteResult, Counter>::default();
+        registry.register(
+            "delivery_attempts",
+            "Queue routes: delivery attempts by result (delivered, http_4xx, http_5xx, timeout, connect, broken)",
+            delivery_attempts.clone(),
+        );
+        let queue_deliveries = Family::<RouteOutcome, Counter>::default();
+        registry.register(
+            "queue_deliveries",
+            "Queue routes: events that left the queue, by outcome (delivered, dead)",
+            queue_deliveries.clone(),
+        );
         Self {
             routes: std::sync::RwLock::default(),
             handed_secrets,
+            queue_depth,
+            queue_dead,
+            queue_oldest_age,
+            delivery_attempts,
+            queue_deliveries,
             store_ops,
             registry,
             captures,
@@ -394,12 +440,13 @@ impl Metrics {
         route.upstream_seconds.observe(seconds);
     }
 
-    /// Times one store call: `claim`, `complete` or `release`.
+    /// Times one store call: `claim`, `complete`, `release` or `enqueue`.
     pub fn store_call(&self, op: &'static str, seconds: f64) {
         let i = match op {
             "claim" => 0,
             "complete" => 1,
-            _ => 2,
+            "release" => 2,
+            _ => 3,
         };
         self.store_ops[i].observe(seconds);
     }

@@ -63,6 +63,8 @@ pub struct Received {
     pub uri: String,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The status the recorder answered it with (a 2xx is an effect).
+    pub status: u16,
 }
 
 impl Received {
@@ -76,6 +78,7 @@ impl Received {
 struct Plan {
     status: u16,
     delay: Duration,
+    retry_after: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -115,16 +118,17 @@ async fn record(
         .await
         .map(|c| c.to_bytes())
         .unwrap_or_default();
+    let (status, delay, retry_after) = {
+        let p = lock(&shared.plan);
+        (p.status, p.delay, p.retry_after)
+    };
     lock(&shared.received).push(Received {
         method: parts.method.to_string(),
         uri: parts.uri.to_string(),
         headers: parts.headers,
         body,
+        status,
     });
-    let (status, delay) = {
-        let p = lock(&shared.plan);
-        (p.status, p.delay)
-    };
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
@@ -133,6 +137,10 @@ async fn record(
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     r.headers_mut()
         .insert("x-upstream", http::HeaderValue::from_static("stub"));
+    if let Some(secs) = retry_after {
+        r.headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+    }
     r
 }
 
@@ -154,6 +162,7 @@ impl Recorder {
             plan: Mutex::new(Plan {
                 status: 200,
                 delay: Duration::ZERO,
+                retry_after: None,
             }),
             open: Mutex::new((0, 0)),
         });
@@ -188,6 +197,11 @@ impl Recorder {
         lock(&self.inner.plan).status = status;
     }
 
+    /// Send `Retry-After: <secs>` with every answer from now on (`None`: no header).
+    pub fn set_retry_after(&self, secs: Option<u64>) {
+        lock(&self.inner.plan).retry_after = secs;
+    }
+
     /// Wait this long before answering from now on.
     pub fn set_delay(&self, delay: Duration) {
         lock(&self.inner.plan).delay = delay;
@@ -201,6 +215,25 @@ impl Recorder {
     /// How many requests arrived.
     pub fn count(&self) -> usize {
         lock(&self.inner.received).len()
+    }
+
+    /// How many requests carrying this `Idempotency-Key` were answered 2xx: the
+    /// effects a handler would have had.
+    pub fn effects_for(&self, event_id: &str) -> usize {
+        lock(&self.inner.received)
+            .iter()
+            .filter(|r| {
+                (200..300).contains(&r.status) && r.header("idempotency-key") == Some(event_id)
+            })
+            .count()
+    }
+
+    /// How many requests were answered 2xx.
+    pub fn effects(&self) -> usize {
+        lock(&self.inner.received)
+            .iter()
+            .filter(|r| (200..300).contains(&r.status))
+            .count()
     }
 
     /// How many requests arrived carrying this `Idempotency-Key`.

@@ -34,6 +34,16 @@ pub enum OnError {
     Forward,
 }
 
+/// How a route hands a verified event to its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Forward while the provider waits and relay the upstream's answer (the default).
+    Sync,
+    /// Store the event durably, answer 200 `queued` at once, and deliver it with
+    /// retries until the upstream answers 2xx (or it is dead).
+    Queue,
+}
+
 /// Which dedup store to use.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Backend {
@@ -167,6 +177,12 @@ pub struct Route {
     /// Failed verifications per second the route absorbs; beyond, its requests get
     /// 429 without being verified until the budget refills.
     pub failure_budget: u32,
+    /// `sync` (forward while the provider waits) or `queue` (durable delivery).
+    pub delivery: Delivery,
+    /// Queue routes: the retry schedule.
+    pub retry: crate::queue::RetryPolicy,
+    /// Queue routes: attempts in flight at once, per gateway process.
+    pub concurrency: usize,
 }
 
 /// `[capture]`: write every received delivery as a replay file.

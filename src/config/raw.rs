@@ -87,6 +87,18 @@ pub(super) struct RawRoute {
     pub on_error: Option<Spanned<String>>,
     pub hmac: Option<Spanned<HmacOptions>>,
     pub failure_budget: Option<Spanned<i64>>,
+    pub delivery: Option<Spanned<String>>,
+    pub retry: Option<Spanned<RawRetry>>,
+    pub concurrency: Option<Spanned<i64>>,
+}
+
+/// `retry = { max_attempts = 20, initial = "1s", max_delay = "1h", max_age = "72h" }`.
+#[derive(Debug, Clone, Deserialize)]
+pub(super) struct RawRetry {
+    pub max_attempts: Option<Spanned<i64>>,
+    pub initial: Option<Spanned<String>>,
+    pub max_delay: Option<Spanned<String>>,
+    pub max_age: Option<Spanned<String>>,
 }
 
 /// A credential as written: a string, or an inline table of named parts

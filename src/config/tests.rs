@@ -509,3 +509,68 @@ fn the_disk_store_lives_beside_the_config_unless_told() {
         "{e}"
     );
 }
+
+#[test]
+fn queue_routes_take_a_retry_schedule_and_a_concurrency() {
+    let text = format!(
+        "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\nretry = {{ max_attempts = 5, initial = \"2s\", max_delay = \"10m\", max_age = \"1d\" }}\nconcurrency = 3\n"
+    );
+    let cfg = check(&text).expect("valid");
+    let r = &cfg.routes[0];
+    assert_eq!(r.delivery, Delivery::Queue);
+    assert_eq!(r.concurrency, 3);
+    assert_eq!(r.retry.max_attempts, 5);
+    assert_eq!(r.retry.initial, Duration::from_secs(2));
+    assert_eq!(r.retry.max_delay, Duration::from_secs(600));
+    assert_eq!(r.retry.max_age, Duration::from_secs(86_400));
+    let defaults = check(&format!(
+        "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        defaults.routes[0].retry,
+        crate::queue::RetryPolicy::default()
+    );
+    assert_eq!(defaults.routes[0].concurrency, 8);
+    assert_eq!(
+        check(ROUTE).expect("valid").routes[0].delivery,
+        Delivery::Sync
+    );
+}
+
+#[test]
+fn queue_mode_is_refused_where_it_cannot_keep_its_promise() {
+    let on_memory = errors(&format!("{ROUTE}delivery = \"queue\"\n"));
+    assert!(on_memory.contains("routes[0].delivery"), "{on_memory}");
+    assert!(on_memory.contains("durable store"), "{on_memory}");
+    let sync_with_retry = errors(&format!(
+        "{ROUTE}retry = {{ max_attempts = 3 }}\nconcurrency = 2\n"
+    ));
+    assert!(
+        sync_with_retry.contains("routes[0].retry: is only used with delivery = \"queue\""),
+        "{sync_with_retry}"
+    );
+    assert!(
+        sync_with_retry.contains("routes[0].concurrency"),
+        "{sync_with_retry}"
+    );
+    let bad = errors(&format!(
+        "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"later\"\n"
+    ));
+    assert!(
+        bad.contains("\"later\": use \"sync\" or \"queue\""),
+        "{bad}"
+    );
+    let inverted = errors(&format!(
+        "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\nretry = {{ initial = \"1m\", max_delay = \"1s\" }}\nbogus = 1\n"
+    ));
+    assert!(
+        inverted.contains("retry.max_delay: must be at least retry.initial"),
+        "{inverted}"
+    );
+    assert!(inverted.contains("bogus: unknown key"), "{inverted}");
+    let unknown = errors(&format!(
+        "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\nretry = {{ attempts = 3 }}\n"
+    ));
+    assert!(unknown.contains("retry.attempts: unknown key"), "{unknown}");
+}

@@ -22,6 +22,11 @@ use std::time::Duration;
 
 use rand::Rng as _;
 
+use crate::queue::{
+    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, State, Status, StoredEvent,
+    Summary, Target,
+};
+
 pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
 pub use self::redis::RedisStore;
@@ -278,6 +283,80 @@ impl DedupStore for Store {
 
     async fn ping(&self) -> Result<(), StoreError> {
         dispatch!(self, s => s.ping().await)
+    }
+}
+
+/// The memory store keeps no queue (`hookgate check` refuses queue routes on it).
+fn no_queue() -> StoreError {
+    StoreError::Backend("the memory store keeps no queue".into())
+}
+
+macro_rules! queue_dispatch {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self {
+            Store::Memory(_) => Err(no_queue()),
+            Store::Disk($s) => $e,
+            Store::Redis(_) => Err(StoreError::Backend("queue on redis: not yet".into())),
+        }
+    };
+}
+
+impl QueueStore for Store {
+    async fn enqueue(
+        &self,
+        q: &QueueRef<'_>,
+        event: &StoredEvent,
+        dedup_ttl: Duration,
+    ) -> Result<Enqueued, StoreError> {
+        queue_dispatch!(self, s => s.enqueue(q, event, dedup_ttl).await)
+    }
+
+    async fn take_due(
+        &self,
+        q: &QueueRef<'_>,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Leased>, StoreError> {
+        queue_dispatch!(self, s => s.take_due(q, max, lease).await)
+    }
+
+    async fn finish(
+        &self,
+        q: &QueueRef<'_>,
+        leased: &Leased,
+        end: &Finish,
+        dedup_ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        queue_dispatch!(self, s => s.finish(q, leased, end, dedup_ttl).await)
+    }
+
+    async fn list(
+        &self,
+        q: &QueueRef<'_>,
+        state: Option<State>,
+        limit: usize,
+    ) -> Result<Vec<Summary>, StoreError> {
+        queue_dispatch!(self, s => s.list(q, state, limit).await)
+    }
+
+    async fn show(
+        &self,
+        q: &QueueRef<'_>,
+        event_id: &str,
+    ) -> Result<Option<(Envelope, Status)>, StoreError> {
+        queue_dispatch!(self, s => s.show(q, event_id).await)
+    }
+
+    async fn retry(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
+        queue_dispatch!(self, s => s.retry(q, target).await)
+    }
+
+    async fn purge(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
+        queue_dispatch!(self, s => s.purge(q, target).await)
+    }
+
+    async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
+        queue_dispatch!(self, s => s.depth(q).await)
     }
 }
 

@@ -9,6 +9,9 @@
 //! - `GET /handshakes/<route>` — the signing secret a provider handed over in its
 //!   set-up request on that route (Asana, Notion), which the operator must configure;
 //!   it is never written to the log. Only the first is kept;
+//! - `GET /events/<route>`, `GET /events/<route>/<event id>`,
+//!   `POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true` — the queue of a
+//!   `delivery = "queue"` route (`hookgate events` calls them);
 //! - `DELETE /handshakes/<route>` — forgets it, so the next set-up request may hand
 //!   over a new one (refused with 409 until then).
 //!
@@ -28,6 +31,7 @@ use tokio::net::TcpListener;
 use super::AppState;
 use crate::dedup::{DedupKey, DedupStore};
 use crate::provider::EventId;
+use crate::queue::{QueueRef, QueueStore as _, State, Target};
 
 use super::respond::{Resp, admin as json};
 
@@ -85,6 +89,7 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
             }
         }
         (&Method::GET, "/metrics") => {
+            super::worker::gauges(&state).await;
             let mut r = Response::new(Full::new(Bytes::from(state.metrics.render())));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -140,6 +145,10 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                 serde_json::json!({ "status": "refused", "errors": e.0 }),
             ),
         },
+        (method, p) if p.starts_with("/events/") => {
+            let query = req.uri().query().unwrap_or_default().to_owned();
+            events(&state, method, &p["/events/".len()..], &query).await
+        }
         (&Method::DELETE, p) if p.starts_with("/keys/") => {
             let rest = &p["/keys/".len()..];
             let Some((route, raw_id)) = rest.split_once('/') else {
@@ -185,6 +194,139 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
             serde_json::json!({ "error": "not found" }),
         ),
     }
+}
+
+fn decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// The queue endpoints (`hookgate events` calls them):
+/// - `GET /events/<route>?state=dead&limit=100` — events, oldest first;
+/// - `GET /events/<route>/<event id>` — one event: attempts, each result, next try;
+/// - `POST /events/<route>/retry?event_id=ID` or `?all_dead=true` — queue again;
+/// - `POST /events/<route>/purge?event_id=ID` or `?all_dead=true` — delete.
+async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> Resp {
+    let params: std::collections::HashMap<String, String> =
+        form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+    let (route, tail) = match rest.split_once('/') {
+        Some((r, t)) => (decode(r), Some(t)),
+        None => (decode(rest), None),
+    };
+    let routing = state.routing();
+    if !routing
+        .routes
+        .values()
+        .any(|r| r.name == route && r.delivery == crate::config::Delivery::Queue)
+    {
+        return json(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({ "error": format!("no queue route named {route:?} (delivery = \"queue\")") }),
+        );
+    }
+    let q = QueueRef {
+        prefix: &routing.store_cfg.key_prefix,
+        route: &route,
+    };
+    let store = state.store();
+    let target = || match (params.get("event_id"), params.get("all_dead")) {
+        (Some(id), None) if !id.is_empty() => Some(Target::One(id.clone())),
+        (None, Some(v)) if v == "true" || v == "1" => Some(Target::AllDead),
+        _ => None,
+    };
+    let result = match (method, tail) {
+        (&Method::GET, None) => {
+            let filter = match params.get("state").map(|s| (s, State::parse(s))) {
+                None => None,
+                Some((_, Some(s))) => Some(s),
+                Some((s, None)) => {
+                    return json(
+                        StatusCode::BAD_REQUEST,
+                        serde_json::json!({ "error": format!("state {s:?}: use queued, retrying, dead or delivered") }),
+                    );
+                }
+            };
+            let limit = params
+                .get("limit")
+                .and_then(|l| l.parse::<usize>().ok())
+                .unwrap_or(100);
+            store.list(&q, filter, limit).await.map(|events| {
+                json(
+                    StatusCode::OK,
+                    serde_json::json!({ "route": route, "events": events }),
+                )
+            })
+        }
+        (&Method::GET, Some(id)) => {
+            let id = decode(id);
+            store.show(&q, &id).await.map(|found| match found {
+                Some((env, status)) => json(
+                    StatusCode::OK,
+                    serde_json::json!({
+                        "route": route,
+                        "event_id": env.event_id,
+                        "state": status.state,
+                        "attempts": status.attempts,
+                        "received_at_ms": env.received_at_ms,
+                        "next_at_ms": status.next_at_ms,
+                        "dead_reason": status.dead_reason,
+                        "history": status.history,
+                        "method": env.method,
+                        // Names only: values may carry signatures and tokens.
+                        "headers": env.headers.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+                    }),
+                ),
+                None => json(
+                    StatusCode::NOT_FOUND,
+                    serde_json::json!({ "error": "no such event on this route", "event_id": id }),
+                ),
+            })
+        }
+        (&Method::POST, Some(action @ ("retry" | "purge"))) => {
+            let Some(t) = target() else {
+                return json(
+                    StatusCode::BAD_REQUEST,
+                    serde_json::json!({ "error": "name one event (event_id=ID) or all_dead=true" }),
+                );
+            };
+            let done = if action == "retry" {
+                store.retry(&q, &t).await
+            } else {
+                store.purge(&q, &t).await
+            };
+            done.map(|n| {
+                tracing::info!(route, action, events = n, target = ?t, "queue: operator {action}");
+                if action == "retry" {
+                    state.deliveries.notify_one();
+                }
+                let key = if action == "retry" {
+                    "retried"
+                } else {
+                    "purged"
+                };
+                json(
+                    StatusCode::OK,
+                    serde_json::json!({ "route": route, key: n }),
+                )
+            })
+        }
+        _ => {
+            return json(
+                StatusCode::NOT_FOUND,
+                serde_json::json!({ "error": "use GET /events/<route>[/<event id>] or POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true" }),
+            );
+        }
+    };
+    result.unwrap_or_else(|e| {
+        tracing::warn!(route, error = %e, "queue: an admin request failed: the store did not answer");
+        json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            serde_json::json!({ "error": "store unavailable, retry later" }),
+        )
+    })
 }
 
 /// Serves the admin endpoints until `shutdown` resolves.

@@ -7,6 +7,8 @@
 //!            ─ Done     → 200 duplicate, or 422 when the body differs
 //!            ─ InFlight → 409 + Retry-After
 //!            ─ error    → 503 + Retry-After, or forward unclaimed (on_error = "forward")
+//! queue routes: → enqueue (claim + event, one durable step) ─ Queued → 200 queued
+//!                                    (delivered by server::worker), else as a claim
 //! ```
 
 use std::net::SocketAddr;
@@ -22,10 +24,11 @@ use tracing::Instrument as _;
 
 use super::respond::{self, Answer, Outcome, Resp, UpstreamFailure};
 use super::{AppState, Routing};
-use crate::config::{OnError, Route};
+use crate::config::{Delivery, OnError, Route};
 use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
+use crate::queue::{Enqueued, Envelope, QueueRef, QueueStore as _, StoredEvent};
 use crate::telemetry::RouteMetrics;
 
 /// What the log line of a delivery says besides the outcome.
@@ -344,7 +347,10 @@ async fn pipeline(
     match (fixed, answer.outcome()) {
         (
             Some(reply),
-            outcome @ (Outcome::Forwarded | Outcome::ForwardedUnclaimed | Outcome::Duplicate),
+            outcome @ (Outcome::Forwarded
+            | Outcome::ForwardedUnclaimed
+            | Outcome::Duplicate
+            | Outcome::Queued),
         ) => Answer::Fixed { reply, outcome },
         _ => answer,
     }
@@ -459,6 +465,9 @@ impl Job {
         {
             return refused;
         }
+        if self.route.delivery == Delivery::Queue {
+            return self.enqueue().await;
+        }
         let id = self.delivery.event_id().as_str();
         let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
         let fp = self.delivery.fingerprint().short_hex();
@@ -499,6 +508,55 @@ impl Job {
                 },
                 None,
             ),
+            Err(e) => match self.route.on_error {
+                OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
+                OnError::Forward => {
+                    st.unclaimed_forwards.fetch_add(1, Ordering::Relaxed);
+                    let result = self.forward().await;
+                    let detail = Some(format!("{e}; forwarded without a claim"));
+                    (relayed(result, true), detail)
+                }
+            },
+        }
+    }
+
+    /// Queue routes: stores the event with its claim in one durable step and answers
+    /// 200 `queued`; the route's workers deliver it (`server::worker`).
+    async fn enqueue(self) -> (Answer, Option<String>) {
+        let st = &self.state;
+        let cfg = &self.routing.store_cfg;
+        let id = self.delivery.event_id().as_str();
+        let fp = self.delivery.fingerprint().short_hex();
+        let event = StoredEvent {
+            envelope: Envelope {
+                event_id: id.to_owned(),
+                fingerprint: fp.clone(),
+                method: self.method.as_str().to_owned(),
+                headers: Envelope::store_headers(&self.headers),
+                query: self.query.clone(),
+                peer: self.peer.ip().to_string(),
+                received_at_ms: crate::queue::now_ms(),
+            },
+            body: self.body.clone(),
+        };
+        let q = QueueRef {
+            prefix: &cfg.key_prefix,
+            route: &self.route.name,
+        };
+        let t = Instant::now();
+        let stored = st.store.enqueue(&q, &event, cfg.dedup_ttl).await;
+        st.metrics.store_call("enqueue", t.elapsed().as_secs_f64());
+        let event_id = id.to_owned();
+        match stored {
+            Ok(Enqueued::Queued) => {
+                st.deliveries.notify_one();
+                (Answer::Queued { event_id }, None)
+            }
+            Ok(Enqueued::Existing(Claim::Done { fingerprint })) if fingerprint == fp => {
+                (Answer::Duplicate { event_id }, None)
+            }
+            Ok(Enqueued::Existing(Claim::Done { .. })) => (Answer::Mismatch { event_id }, None),
+            Ok(Enqueued::Existing(_)) => (Answer::InFlight { event_id }, None),
             Err(e) => match self.route.on_error {
                 OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 OnError::Forward => {

@@ -10,6 +10,7 @@ mod handler;
 mod limits;
 pub mod listen;
 pub mod respond;
+pub mod worker;
 use crate::tls;
 
 use std::collections::HashMap;
@@ -112,6 +113,9 @@ pub struct AppState {
     /// Signing secrets providers handed over in their set-up handshake, by route, for
     /// the admin listener's `GET /handshakes/<route>` (never logged).
     pub(crate) handed_secrets: std::sync::Mutex<HashMap<String, HandedSecret>>,
+    /// Wakes the delivery workers of queue routes: an event was queued, or an attempt
+    /// ended and its slot is free.
+    pub(crate) deliveries: tokio::sync::Notify,
 }
 
 /// When a connection with no request in progress is closed: `header_read_timeout`
@@ -368,6 +372,7 @@ impl AppState {
             }),
             unclaimed_forwards: AtomicU64::new(0),
             handed_secrets: std::sync::Mutex::default(),
+            deliveries: tokio::sync::Notify::new(),
         })
     }
 

@@ -22,6 +22,8 @@ pub const OUTCOME_HEADER: HeaderName = HeaderName::from_static("hookgate-outcome
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     Forwarded,
+    /// Stored durably for delivery by the route's workers (`delivery = "queue"`).
+    Queued,
     /// Forwarded without a claim because the store was down and `on_error = "forward"`.
     ForwardedUnclaimed,
     UpstreamRejected,
@@ -55,6 +57,7 @@ impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Forwarded => "forwarded",
+            Self::Queued => "queued",
             Self::ForwardedUnclaimed => "forwarded_unclaimed",
             Self::UpstreamRejected => "upstream_rejected",
             Self::UpstreamError => "upstream_error",
@@ -120,6 +123,10 @@ pub enum Answer {
         reply: FixedReply,
         outcome: Outcome,
     },
+    /// Stored for delivery (queue routes): 200 at once.
+    Queued {
+        event_id: String,
+    },
     Duplicate {
         event_id: String,
     },
@@ -170,6 +177,7 @@ impl Answer {
             Self::UpstreamFailed(_) => Outcome::UpstreamError,
             Self::Fixed { outcome, .. } => *outcome,
             Self::Duplicate { .. } => Outcome::Duplicate,
+            Self::Queued { .. } => Outcome::Queued,
             Self::Mismatch { .. } | Self::TransmissionMismatch => Outcome::Mismatch,
             Self::InFlight { .. } => Outcome::InFlight,
             Self::Handshake(_) => Outcome::Handshake,
@@ -222,6 +230,11 @@ pub fn response(answer: Answer) -> Resp {
             }
             with_outcome(r, outcome)
         }
+        Answer::Queued { event_id } => json(
+            S::OK,
+            outcome,
+            serde_json::json!({ "status": "queued", "event_id": event_id }),
+        ),
         Answer::Duplicate { event_id } => json(
             S::OK,
             outcome,

@@ -19,6 +19,8 @@ mod malformed;
 mod ops;
 mod pipeline;
 mod process;
+mod queue;
+mod queue_process;
 mod redis_extras;
 mod replay;
 mod security;

@@ -7,9 +7,9 @@ use std::time::Duration;
 use crate::support::free_port;
 use crate::support::{RedisServer, Upstream, client, post, stripe_body};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
+pub const BIN: &str = env!("CARGO_BIN_EXE_hookgate");
 
-fn write_config(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
+pub fn write_config(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
     let path = dir.path().join("hookgate.toml");
     let mut f = std::fs::File::create(&path).expect("create config");
     f.write_all(text.as_bytes()).expect("write config");
@@ -155,18 +155,18 @@ fn wait_listening(port: u16, what: &str) {
     }
 }
 
-struct Gateway {
-    child: Child,
+pub struct Gateway {
+    pub child: Child,
     port: u16,
 }
 
 impl Gateway {
-    fn spawn(config: &std::path::Path, port: u16) -> Self {
+    pub fn spawn(config: &std::path::Path, port: u16) -> Self {
         Self::spawn_logging(config, port, "warn", None)
     }
 
     /// Starts the binary; with `log`, its stderr goes to that file.
-    fn spawn_logging(
+    pub fn spawn_logging(
         config: &std::path::Path,
         port: u16,
         level: &str,
@@ -188,7 +188,7 @@ impl Gateway {
         Self { child, port }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 }
@@ -200,7 +200,7 @@ impl Drop for Gateway {
     }
 }
 
-fn signed(config: &std::path::Path, body: &str) -> Vec<(String, String)> {
+pub fn signed(config: &std::path::Path, body: &str) -> Vec<(String, String)> {
     let out = Command::new(BIN)
         .args(["sign", "--headers", "--route", "stripe", "--config"])
         .arg(config)

@@ -7,9 +7,10 @@ use toml::Spanned;
 
 use super::Validator;
 use crate::config::raw::{RawCredential, RawRoute};
-use crate::config::{Route, StoreConfig};
+use crate::config::{Backend, Delivery, Route, StoreConfig};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
 use crate::provider::{Credential, EventIdSource, HmacOptions, Preset, Verifier};
+use crate::queue::RetryPolicy;
 
 impl Validator<'_> {
     pub(super) fn route(&mut self, i: usize, r: RawRoute, store: &StoreConfig) -> Option<Route> {
@@ -87,6 +88,7 @@ impl Validator<'_> {
         let forward_signer = self.forward_signer(&r, &k);
 
         let verifier = self.verifier(&r, preset, opts, &secrets, tolerance, &k);
+        let (delivery, retry, concurrency) = self.delivery(&r, store, &k);
 
         if self.errors.len() > errors_before {
             return None;
@@ -113,7 +115,82 @@ impl Validator<'_> {
                 1,
             ))
             .unwrap_or(u32::MAX),
+            delivery,
+            retry,
+            concurrency,
         })
+    }
+
+    /// `delivery`, and for queue routes `retry` and `concurrency`.
+    fn delivery(
+        &mut self,
+        r: &RawRoute,
+        store: &StoreConfig,
+        k: &dyn Fn(&str) -> String,
+    ) -> (Delivery, RetryPolicy, usize) {
+        let delivery = match r.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
+            None | Some((_, "sync")) => Delivery::Sync,
+            Some((d, "queue")) => {
+                if matches!(store.backend, Backend::Memory) {
+                    self.err(
+                        d,
+                        &k("delivery"),
+                        "\"queue\" needs a durable store: set [store] backend = \"disk\" (or \"redis\"); the memory store would lose queued events on a restart",
+                    );
+                }
+                Delivery::Queue
+            }
+            Some((d, other)) => {
+                self.err(
+                    d,
+                    &k("delivery"),
+                    format_args!("{other:?}: use \"sync\" or \"queue\""),
+                );
+                Delivery::Sync
+            }
+        };
+        if delivery == Delivery::Sync {
+            if let Some(retry) = &r.retry {
+                self.err(retry, &k("retry"), "is only used with delivery = \"queue\"");
+            }
+            if let Some(c) = &r.concurrency {
+                self.err(
+                    c,
+                    &k("concurrency"),
+                    "is only used with delivery = \"queue\"",
+                );
+            }
+        }
+        let defaults = RetryPolicy::default();
+        let retry = match &r.retry {
+            None => defaults,
+            Some(raw) => {
+                let raw = raw.get_ref();
+                let attempts = self.count(
+                    &raw.max_attempts,
+                    &k("retry.max_attempts"),
+                    defaults.max_attempts as usize,
+                    1,
+                );
+                RetryPolicy {
+                    max_attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    initial: self.duration(&raw.initial, &k("retry.initial"), defaults.initial),
+                    max_delay: self.duration(
+                        &raw.max_delay,
+                        &k("retry.max_delay"),
+                        defaults.max_delay,
+                    ),
+                    max_age: self.duration(&raw.max_age, &k("retry.max_age"), defaults.max_age),
+                }
+            }
+        };
+        if let Some(raw) = &r.retry
+            && retry.max_delay < retry.initial
+        {
+            self.err(raw, &k("retry.max_delay"), "must be at least retry.initial");
+        }
+        let concurrency = self.count(&r.concurrency, &k("concurrency"), 8, 1);
+        (delivery, retry, concurrency)
     }
 
     /// The route's credentials: each a text, or a table of named parts.

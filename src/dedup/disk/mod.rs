@@ -25,6 +25,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use redb::{Database, Durability, ReadableDatabase as _, ReadableTable as _, TableDefinition};
 
+mod queue;
+
 use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 
 /// key → 8 bytes of expiry (Unix milliseconds, big-endian) + the record's text.
@@ -56,12 +58,14 @@ enum Op {
     Forget {
         key: DedupKey,
     },
+    Queue(queue::QOp),
 }
 
 enum Reply {
     Claim(Claim),
     Settled(Settled),
     Forgot(bool),
+    Queue(queue::QReply),
 }
 
 type Answer = tokio::sync::oneshot::Sender<Result<Reply, StoreError>>;
@@ -71,6 +75,8 @@ struct Inner {
     ops: Mutex<SyncSender<(Op, Answer)>>,
     db: Arc<Database>,
     path: PathBuf,
+    /// What is due when, for the queue (rebuilt from the file at open).
+    index: Arc<Mutex<queue::Index>>,
 }
 
 /// A store in one database file.
@@ -121,20 +127,26 @@ impl DiskStore {
             .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
         // The table exists from the start, so reads never race its creation.
         let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
-        txn.open_table(DEDUP).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for table in [DEDUP, queue::EVENTS, queue::STATUS] {
+            txn.open_table(table).map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
         txn.commit().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let index = Arc::new(Mutex::new(queue::Index::load(&db).map_err(|e| {
+            anyhow::anyhow!("cannot read the queue of {}: {e}", path.display())
+        })?));
         let db = Arc::new(db);
         let (ops, rx) = std::sync::mpsc::sync_channel(QUEUE);
-        let writer_db = db.clone();
+        let (writer_db, writer_index) = (db.clone(), index.clone());
         std::thread::Builder::new()
             .name("hookgate-disk".into())
-            .spawn(move || writer(&writer_db, &rx))
+            .spawn(move || writer(&writer_db, &writer_index, &rx))
             .map_err(|e| anyhow::anyhow!("cannot start the store's writer: {e}"))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 ops: Mutex::new(ops),
                 db,
                 path: path.to_path_buf(),
+                index,
             }),
         })
     }
@@ -172,7 +184,7 @@ impl DiskStore {
 }
 
 /// The writer thread: batches of operations, one transaction and one fsync each.
-fn writer(db: &Database, rx: &Receiver<(Op, Answer)>) {
+fn writer(db: &Database, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)>) {
     let mut last_sweep = Instant::now();
     loop {
         let first = match rx.recv_timeout(SWEEP_EVERY) {
@@ -192,7 +204,7 @@ fn writer(db: &Database, rx: &Receiver<(Op, Answer)>) {
                 Err(_) => break,
             }
         }
-        match apply(db, &batch) {
+        match apply(db, index, &batch) {
             Ok(replies) => {
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
                     let _ = answer.send(Ok(reply));
@@ -213,7 +225,11 @@ fn writer(db: &Database, rx: &Receiver<(Op, Answer)>) {
 }
 
 /// Applies a batch in one write transaction and commits it durably.
-fn apply(db: &Database, batch: &[(Op, Answer)]) -> Result<Vec<Reply>, StoreError> {
+fn apply(
+    db: &Database,
+    index: &Mutex<queue::Index>,
+    batch: &[(Op, Answer)],
+) -> Result<Vec<Reply>, StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
     // A batch of claims alone is committed without an fsync: it reaches the disk with
     // the next batch that settles or forgets (each of those is fsynced before anyone
@@ -226,14 +242,30 @@ fn apply(db: &Database, batch: &[(Op, Answer)]) -> Result<Vec<Reply>, StoreError
     }
     let now = now_ms();
     let mut replies = Vec::with_capacity(batch.len());
+    let mut changes = Vec::new();
     {
         let mut table = txn.open_table(DEDUP).map_err(backend)?;
+        let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
+        let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
         for (op, _) in batch {
             let key = match op {
                 Op::Claim { key, .. }
                 | Op::Complete { key, .. }
                 | Op::Release { key, .. }
                 | Op::Forget { key } => key.as_str(),
+                Op::Queue(q) => {
+                    let reply = queue::apply(
+                        &mut table,
+                        &mut events,
+                        &mut status,
+                        index,
+                        q,
+                        now,
+                        &mut changes,
+                    )?;
+                    replies.push(Reply::Queue(reply));
+                    continue;
+                }
             };
             let live = match table.get(key).map_err(backend)? {
                 None => None,
@@ -292,11 +324,20 @@ fn apply(db: &Database, batch: &[(Op, Answer)]) -> Result<Vec<Reply>, StoreError
                     table.remove(key).map_err(backend)?;
                     Reply::Forgot(live.is_some())
                 }
+                Op::Queue(_) => continue,
             };
             replies.push(reply);
         }
     }
     txn.commit().map_err(backend)?;
+    if !changes.is_empty() {
+        let mut index = index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for change in changes {
+            index.apply(change);
+        }
+    }
     Ok(replies)
 }
 
@@ -307,11 +348,26 @@ fn sweep(db: &Database) {
         let removed = {
             let mut table = txn.open_table(DEDUP).map_err(backend)?;
             let now = now_ms();
-            table
+            let dedup = table
                 .extract_if(|_, v| decode(v).is_some_and(|(_, expires)| expires <= now))
                 .map_err(backend)?
                 .take(SWEEP_MAX)
-                .count()
+                .count();
+            // Delivered events' records (an undelivered one never expires).
+            let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
+            let delivered: Vec<String> = status
+                .extract_if(|_, v| {
+                    queue::decode_status(v).is_some_and(|(_, expires)| expires <= now)
+                })
+                .map_err(backend)?
+                .take(SWEEP_MAX)
+                .filter_map(|entry| entry.ok().map(|(k, _)| k.value().to_owned()))
+                .collect();
+            let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
+            for k in &delivered {
+                events.remove(k.as_str()).map_err(backend)?;
+            }
+            dedup + delivered.len()
         };
         txn.commit().map_err(backend)?;
         Ok(removed)

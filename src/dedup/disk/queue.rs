@@ -1,0 +1,789 @@
+//! The disk store's queue: events and their delivery status in the same database file
+//! as the dedup records, written by the same writer thread in the same group commits.
+//!
+//! An enqueue is one write transaction that checks the claim, writes the done record,
+//! the event and its status, and is fsynced before the provider is answered. What is
+//! due when lives in an in-memory index (one process owns the file), rebuilt from the
+//! status table when the file is opened, so a restart or a `kill -9` finds every
+//! undelivered event again.
+//!
+//! Tables (keys are `<route>\n<event id>`: route names hold no newline):
+//! - `queue_events`: the event (envelope and body) until it is delivered;
+//! - `queue_status`: 8 bytes of expiry (Unix ms, big-endian; `u64::MAX` while
+//!   undelivered) + a JSON [`StatusRecord`].
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use redb::{ReadableTable as _, Table, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use super::{DiskStore, Op, Reply, backend, decode, encode, expiry, now_ms};
+use crate::dedup::{Claim, DedupKey, Record, StoreError, Token};
+use crate::queue::{
+    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, State, Status, StoredEvent,
+    Summary, Target,
+};
+
+pub(super) const EVENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("queue_events");
+pub(super) const STATUS: TableDefinition<&str, &[u8]> = TableDefinition::new("queue_status");
+
+/// An event's status as stored, with what the index and a duplicate check need.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct StatusRecord {
+    #[serde(rename = "s")]
+    pub status: Status,
+    pub fp: String,
+    /// Unix ms when it was received.
+    pub rx: u64,
+}
+
+pub(super) fn qkey(route: &str, id: &str) -> String {
+    format!("{route}\n{id}")
+}
+
+fn split(qkey: &str) -> Option<(&str, &str)> {
+    qkey.split_once('\n')
+}
+
+fn encode_status(rec: &StatusRecord, expires_ms: u64) -> Vec<u8> {
+    let json = serde_json::to_vec(rec).unwrap_or_default();
+    let mut v = Vec::with_capacity(8 + json.len());
+    v.extend_from_slice(&expires_ms.to_be_bytes());
+    v.extend_from_slice(&json);
+    v
+}
+
+pub(super) fn decode_status(bytes: &[u8]) -> Option<(StatusRecord, u64)> {
+    let (expiry, json) = bytes.split_at_checked(8)?;
+    let expires_ms = u64::from_be_bytes(expiry.try_into().ok()?);
+    Some((serde_json::from_slice(json).ok()?, expires_ms))
+}
+
+/// A queue operation, applied by the writer thread.
+pub(super) enum QOp {
+    Enqueue {
+        dedup: DedupKey,
+        route: String,
+        event: Box<StoredEvent>,
+        ttl: Duration,
+    },
+    Finish {
+        dedup: DedupKey,
+        route: String,
+        id: String,
+        lease: String,
+        status: Status,
+        ttl: Duration,
+    },
+    Requeue {
+        route: String,
+        ids: Vec<String>,
+    },
+    Purge {
+        prefix: String,
+        route: String,
+        ids: Vec<String>,
+    },
+}
+
+pub(super) enum QReply {
+    Enqueued(Enqueued),
+    Finished(bool),
+    Count(u64),
+}
+
+/// What a committed operation changes in the index.
+pub(super) enum Change {
+    Queued {
+        route: String,
+        id: String,
+        rx: u64,
+    },
+    Status {
+        route: String,
+        id: String,
+        rec: StatusRecord,
+    },
+    Purged {
+        route: String,
+        id: String,
+    },
+}
+
+/// Due times and states of every undelivered event, by route.
+#[derive(Debug, Default)]
+pub(super) struct Index {
+    routes: HashMap<String, RouteIndex>,
+}
+
+#[derive(Debug)]
+struct Lease {
+    token: String,
+    until: Instant,
+}
+
+#[derive(Debug, Default)]
+struct RouteIndex {
+    /// (next try, id) of queued and retrying events that no worker holds.
+    due: BTreeSet<(u64, String)>,
+    next_at: HashMap<String, u64>,
+    leased: HashMap<String, Lease>,
+    /// (received, id) of every undelivered event, and of the dead ones.
+    undelivered: BTreeSet<(u64, String)>,
+    dead: BTreeSet<(u64, String)>,
+    received: HashMap<String, u64>,
+}
+
+impl RouteIndex {
+    fn forget(&mut self, id: &str) {
+        if let Some(at) = self.next_at.remove(id) {
+            self.due.remove(&(at, id.to_owned()));
+        }
+        self.leased.remove(id);
+        if let Some(rx) = self.received.remove(id) {
+            self.undelivered.remove(&(rx, id.to_owned()));
+            self.dead.remove(&(rx, id.to_owned()));
+        }
+    }
+
+    fn set(&mut self, id: &str, rec: &StatusRecord) {
+        self.forget(id);
+        if !rec.status.state.undelivered() {
+            return;
+        }
+        self.received.insert(id.to_owned(), rec.rx);
+        self.undelivered.insert((rec.rx, id.to_owned()));
+        match rec.status.state {
+            State::Dead => {
+                self.dead.insert((rec.rx, id.to_owned()));
+            }
+            State::Queued | State::Retrying => {
+                let at = rec.status.next_at_ms.unwrap_or(0);
+                self.next_at.insert(id.to_owned(), at);
+                self.due.insert((at, id.to_owned()));
+            }
+            State::Delivered => {}
+        }
+    }
+}
+
+impl Index {
+    /// The index of every undelivered event in the status table.
+    pub(super) fn load(db: &redb::Database) -> anyhow::Result<Self> {
+        use redb::ReadableDatabase as _;
+        let mut index = Self::default();
+        let txn = db.begin_read()?;
+        let table = txn.open_table(STATUS)?;
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            let Some((route, id)) = split(k.value()) else {
+                continue;
+            };
+            match decode_status(v.value()) {
+                Some((rec, _)) if rec.status.state.undelivered() => {
+                    index.route(route).set(id, &rec);
+                }
+                Some(_) => {}
+                None => tracing::warn!(route, "disk store: an unreadable queue status was skipped"),
+            }
+        }
+        Ok(index)
+    }
+
+    fn route(&mut self, route: &str) -> &mut RouteIndex {
+        self.routes.entry(route.to_owned()).or_default()
+    }
+
+    pub(super) fn apply(&mut self, change: Change) {
+        match change {
+            Change::Queued { route, id, rx } => {
+                let r = self.route(&route);
+                r.received.insert(id.clone(), rx);
+                r.undelivered.insert((rx, id.clone()));
+                r.next_at.insert(id.clone(), rx);
+                r.due.insert((rx, id));
+            }
+            Change::Status { route, id, rec } => self.route(&route).set(&id, &rec),
+            Change::Purged { route, id } => self.route(&route).forget(&id),
+        }
+    }
+
+    /// Leases up to `max` due events of a route: `(id, token)`. A lease that ran out
+    /// (its worker never finished) is due again.
+    pub(super) fn take(
+        &mut self,
+        route: &str,
+        max: usize,
+        lease: Duration,
+    ) -> Vec<(String, String)> {
+        let now = now_ms();
+        let clock = Instant::now();
+        let r = self.route(route);
+        let mut out = Vec::new();
+        let expired: Vec<String> = r
+            .leased
+            .iter()
+            .filter(|(_, l)| l.until <= clock)
+            .map(|(id, _)| id.clone())
+            .take(max)
+            .collect();
+        for id in expired {
+            let token = Token::random().as_str().to_owned();
+            r.leased.insert(
+                id.clone(),
+                Lease {
+                    token: token.clone(),
+                    until: clock + lease,
+                },
+            );
+            out.push((id, token));
+        }
+        while out.len() < max {
+            let Some((at, _)) = r.due.first() else { break };
+            if *at > now {
+                break;
+            }
+            let Some((_, id)) = r.due.pop_first() else {
+                break;
+            };
+            r.next_at.remove(&id);
+            let token = Token::random().as_str().to_owned();
+            r.leased.insert(
+                id.clone(),
+                Lease {
+                    token: token.clone(),
+                    until: clock + lease,
+                },
+            );
+            out.push((id, token));
+        }
+        out
+    }
+
+    /// Drops a lease whose event is gone (purged or delivered meanwhile).
+    pub(super) fn drop_lease(&mut self, route: &str, id: &str) {
+        self.route(route).leased.remove(id);
+    }
+
+    /// Ends a lease that was never used: the event is due again now.
+    pub(super) fn give_back(&mut self, route: &str, id: &str) {
+        let r = self.route(route);
+        if r.leased.remove(id).is_some() {
+            let at = now_ms();
+            r.next_at.insert(id.to_owned(), at);
+            r.due.insert((at, id.to_owned()));
+        }
+    }
+
+    fn holds(&self, route: &str, id: &str, token: &str) -> bool {
+        self.routes
+            .get(route)
+            .and_then(|r| r.leased.get(id))
+            .is_some_and(|l| l.token == token)
+    }
+
+    fn is_leased(&self, route: &str, id: &str) -> bool {
+        self.routes
+            .get(route)
+            .is_some_and(|r| r.leased.contains_key(id))
+    }
+
+    /// The dead events' IDs of a route, oldest first.
+    pub(super) fn dead(&self, route: &str) -> Vec<String> {
+        self.routes
+            .get(route)
+            .map(|r| r.dead.iter().map(|(_, id)| id.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Undelivered IDs of a route, oldest first, at most `max`.
+    pub(super) fn undelivered(&self, route: &str, max: usize) -> Vec<String> {
+        self.routes
+            .get(route)
+            .map(|r| {
+                r.undelivered
+                    .iter()
+                    .take(max)
+                    .map(|(_, id)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub(super) fn depth(&self, route: &str) -> Depth {
+        self.routes.get(route).map_or_else(Depth::default, |r| {
+            let dead = r.dead.len() as u64;
+            Depth {
+                waiting: (r.undelivered.len() as u64).saturating_sub(dead),
+                dead,
+                oldest_received_ms: r.undelivered.first().map(|(rx, _)| *rx),
+            }
+        })
+    }
+}
+
+/// Applies one queue operation inside the batch's write transaction. Index changes are
+/// returned, to be applied once the transaction has committed.
+pub(super) fn apply(
+    dedup: &mut Table<&str, &[u8]>,
+    events: &mut Table<&str, &[u8]>,
+    status: &mut Table<&str, &[u8]>,
+    index: &Mutex<Index>,
+    op: &QOp,
+    now: u64,
+    changes: &mut Vec<Change>,
+) -> Result<QReply, StoreError> {
+    match op {
+        QOp::Enqueue {
+            dedup: key,
+            route,
+            event,
+            ttl,
+        } => {
+            let env = &event.envelope;
+            let k = qkey(route, &env.event_id);
+            if let Some(existing) = live_claim(dedup, key, now)? {
+                return Ok(QReply::Enqueued(Enqueued::Existing(existing)));
+            }
+            if let Some((rec, _)) = read_status(status, &k)?
+                && rec.status.state.undelivered()
+            {
+                return Ok(QReply::Enqueued(Enqueued::Existing(Claim::Done {
+                    fingerprint: rec.fp,
+                })));
+            }
+            let done = Record::done(&Token::random(), &env.fingerprint);
+            dedup
+                .insert(key.as_str(), encode(&done, expiry(now, *ttl)).as_slice())
+                .map_err(backend)?;
+            events
+                .insert(k.as_str(), event.encode().as_slice())
+                .map_err(backend)?;
+            let rec = StatusRecord {
+                status: Status::queued(env.received_at_ms),
+                fp: env.fingerprint.clone(),
+                rx: env.received_at_ms,
+            };
+            status
+                .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
+                .map_err(backend)?;
+            changes.push(Change::Queued {
+                route: route.clone(),
+                id: env.event_id.clone(),
+                rx: env.received_at_ms,
+            });
+            Ok(QReply::Enqueued(Enqueued::Queued))
+        }
+        QOp::Finish {
+            dedup: key,
+            route,
+            id,
+            lease,
+            status: new,
+            ttl,
+        } => {
+            let held = index
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .holds(route, id, lease);
+            let k = qkey(route, id);
+            let Some((mut rec, _)) = read_status(status, &k)? else {
+                return Ok(QReply::Finished(false));
+            };
+            if !held || !rec.status.state.undelivered() || rec.status.state == State::Dead {
+                return Ok(QReply::Finished(false));
+            }
+            rec.status = new.clone();
+            let expires = if new.state == State::Delivered {
+                // The body goes; the envelope stays for `hookgate events show` until
+                // the record expires with the dedup window.
+                let envelope_only = events
+                    .get(k.as_str())
+                    .map_err(backend)?
+                    .and_then(|v| StoredEvent::decode(v.value()))
+                    .map(|mut ev| {
+                        ev.body = bytes::Bytes::new();
+                        ev.encode()
+                    });
+                if let Some(bytes) = envelope_only {
+                    events
+                        .insert(k.as_str(), bytes.as_slice())
+                        .map_err(backend)?;
+                }
+                // The dedup window runs from the delivery; the claim's own token stays.
+                let token = match live_record(dedup, key, now)? {
+                    Some(r) => r.token().to_owned(),
+                    None => Token::random().as_str().to_owned(),
+                };
+                let done = Record::Done {
+                    token,
+                    fingerprint: rec.fp.clone(),
+                };
+                dedup
+                    .insert(key.as_str(), encode(&done, expiry(now, *ttl)).as_slice())
+                    .map_err(backend)?;
+                expiry(now, *ttl)
+            } else {
+                u64::MAX
+            };
+            status
+                .insert(k.as_str(), encode_status(&rec, expires).as_slice())
+                .map_err(backend)?;
+            changes.push(Change::Status {
+                route: route.clone(),
+                id: id.clone(),
+                rec,
+            });
+            Ok(QReply::Finished(true))
+        }
+        QOp::Requeue { route, ids } => {
+            let mut n = 0;
+            for id in ids {
+                let leased = index
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .is_leased(route, id);
+                let k = qkey(route, id);
+                let Some((mut rec, _)) = read_status(status, &k)? else {
+                    continue;
+                };
+                if leased || !matches!(rec.status.state, State::Dead | State::Retrying) {
+                    continue;
+                }
+                rec.status.requeue(now);
+                status
+                    .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
+                    .map_err(backend)?;
+                changes.push(Change::Status {
+                    route: route.clone(),
+                    id: id.clone(),
+                    rec,
+                });
+                n += 1;
+            }
+            Ok(QReply::Count(n))
+        }
+        QOp::Purge { prefix, route, ids } => {
+            let mut n = 0;
+            for id in ids {
+                let k = qkey(route, id);
+                let Some((rec, _)) = read_status(status, &k)? else {
+                    continue;
+                };
+                if !rec.status.state.undelivered() {
+                    continue;
+                }
+                status.remove(k.as_str()).map_err(backend)?;
+                events.remove(k.as_str()).map_err(backend)?;
+                dedup
+                    .remove(DedupKey::new(prefix, route, id).as_str())
+                    .map_err(backend)?;
+                changes.push(Change::Purged {
+                    route: route.clone(),
+                    id: id.clone(),
+                });
+                n += 1;
+            }
+            Ok(QReply::Count(n))
+        }
+    }
+}
+
+fn live_record(
+    dedup: &Table<&str, &[u8]>,
+    key: &DedupKey,
+    now: u64,
+) -> Result<Option<Record>, StoreError> {
+    match dedup.get(key.as_str()).map_err(backend)? {
+        None => Ok(None),
+        Some(v) => match decode(v.value()) {
+            Some((record, expires)) if expires > now => Ok(Some(record)),
+            Some(_) => Ok(None),
+            None => Err(StoreError::Corrupt(key.as_str().to_owned())),
+        },
+    }
+}
+
+fn live_claim(
+    dedup: &Table<&str, &[u8]>,
+    key: &DedupKey,
+    now: u64,
+) -> Result<Option<Claim>, StoreError> {
+    Ok(live_record(dedup, key, now)?.map(|r| r.as_existing()))
+}
+
+fn read_status(
+    status: &Table<&str, &[u8]>,
+    k: &str,
+) -> Result<Option<(StatusRecord, u64)>, StoreError> {
+    match status.get(k).map_err(backend)? {
+        None => Ok(None),
+        Some(v) => decode_status(v.value())
+            .map(Some)
+            .ok_or_else(|| StoreError::Corrupt(k.replace('\n', ":"))),
+    }
+}
+
+/// Events a list looks at, at most.
+const LIST_SCAN: usize = 10_000;
+
+fn unexpected() -> StoreError {
+    StoreError::Backend("unexpected reply".into())
+}
+
+impl DiskStore {
+    async fn queue_call(&self, op: QOp) -> Result<QReply, StoreError> {
+        match self.call(Op::Queue(op)).await? {
+            Reply::Queue(r) => Ok(r),
+            _ => Err(unexpected()),
+        }
+    }
+
+    fn index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.inner
+            .index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Reads what a list or a lease needs; the writer is not involved.
+    fn read<T>(
+        &self,
+        f: impl FnOnce(
+            &redb::ReadOnlyTable<&str, &[u8]>,
+            &redb::ReadOnlyTable<&str, &[u8]>,
+        ) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        use redb::ReadableDatabase as _;
+        let txn = self.inner.db.begin_read().map_err(backend)?;
+        let events = txn.open_table(EVENTS).map_err(backend)?;
+        let status = txn.open_table(STATUS).map_err(backend)?;
+        f(&events, &status)
+    }
+}
+
+fn get_status(
+    status: &redb::ReadOnlyTable<&str, &[u8]>,
+    k: &str,
+) -> Result<Option<StatusRecord>, StoreError> {
+    match status.get(k).map_err(backend)? {
+        None => Ok(None),
+        Some(v) => decode_status(v.value())
+            .map(|(rec, _)| Some(rec))
+            .ok_or_else(|| StoreError::Corrupt(k.replace('\n', ":"))),
+    }
+}
+
+fn get_event(
+    events: &redb::ReadOnlyTable<&str, &[u8]>,
+    k: &str,
+) -> Result<Option<StoredEvent>, StoreError> {
+    match events.get(k).map_err(backend)? {
+        None => Ok(None),
+        Some(v) => StoredEvent::decode(v.value())
+            .map(Some)
+            .ok_or_else(|| StoreError::Corrupt(k.replace('\n', ":"))),
+    }
+}
+
+fn summary(id: &str, rec: &StatusRecord) -> Summary {
+    Summary {
+        event_id: id.to_owned(),
+        state: rec.status.state,
+        attempts: rec.status.attempts,
+        received_at_ms: rec.rx,
+        next_at_ms: rec.status.next_at_ms,
+        last_result: rec.status.history.last().map(|a| a.result.clone()),
+    }
+}
+
+impl QueueStore for DiskStore {
+    async fn enqueue(
+        &self,
+        q: &QueueRef<'_>,
+        event: &StoredEvent,
+        dedup_ttl: Duration,
+    ) -> Result<Enqueued, StoreError> {
+        let op = QOp::Enqueue {
+            dedup: DedupKey::new(q.prefix, q.route, &event.envelope.event_id),
+            route: q.route.to_owned(),
+            event: Box::new(event.clone()),
+            ttl: dedup_ttl,
+        };
+        match self.queue_call(op).await? {
+            QReply::Enqueued(e) => Ok(e),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn take_due(
+        &self,
+        q: &QueueRef<'_>,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Leased>, StoreError> {
+        let taken = self.index().take(q.route, max, lease);
+        if taken.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read = self.read(|events, status| {
+            let mut out = Vec::with_capacity(taken.len());
+            let mut gone = Vec::new();
+            for (id, token) in &taken {
+                let k = qkey(q.route, id);
+                match (get_event(events, &k)?, get_status(status, &k)?) {
+                    (Some(event), Some(rec)) if rec.status.state.undelivered() => {
+                        out.push(Leased {
+                            event,
+                            status: rec.status,
+                            lease: token.clone(),
+                        })
+                    }
+                    _ => gone.push(id.clone()),
+                }
+            }
+            Ok((out, gone))
+        });
+        match read {
+            Ok((out, gone)) => {
+                let mut index = self.index();
+                for id in gone {
+                    index.drop_lease(q.route, &id);
+                }
+                Ok(out)
+            }
+            Err(e) => {
+                // Nothing was handed out: the events are due again at once.
+                let mut index = self.index();
+                for (id, _) in &taken {
+                    index.give_back(q.route, id);
+                }
+                drop(index);
+                Err(e)
+            }
+        }
+    }
+
+    async fn finish(
+        &self,
+        q: &QueueRef<'_>,
+        leased: &Leased,
+        end: &Finish,
+        dedup_ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let mut status = leased.status.clone();
+        status.record(end);
+        let id = &leased.event.envelope.event_id;
+        let op = QOp::Finish {
+            dedup: DedupKey::new(q.prefix, q.route, id),
+            route: q.route.to_owned(),
+            id: id.clone(),
+            lease: leased.lease.clone(),
+            status,
+            ttl: dedup_ttl,
+        };
+        match self.queue_call(op).await? {
+            QReply::Finished(done) => Ok(done),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn list(
+        &self,
+        q: &QueueRef<'_>,
+        state: Option<State>,
+        limit: usize,
+    ) -> Result<Vec<Summary>, StoreError> {
+        let ids = match state {
+            Some(State::Dead) => self.index().dead(q.route),
+            Some(State::Delivered) => Vec::new(),
+            _ => self.index().undelivered(q.route, LIST_SCAN),
+        };
+        let route = q.route;
+        self.read(|_, status| {
+            let mut out = Vec::new();
+            if state == Some(State::Delivered) {
+                let start = qkey(route, "");
+                for entry in status.range(start.as_str()..).map_err(backend)? {
+                    let (k, v) = entry.map_err(backend)?;
+                    let Some((r, id)) = split(k.value()) else {
+                        break;
+                    };
+                    if r != route || out.len() >= limit {
+                        break;
+                    }
+                    if let Some((rec, expires)) = decode_status(v.value())
+                        && rec.status.state == State::Delivered
+                        && expires > now_ms()
+                    {
+                        out.push(summary(id, &rec));
+                    }
+                }
+                out.sort_by_key(|s| s.received_at_ms);
+                return Ok(out);
+            }
+            for id in &ids {
+                if out.len() >= limit {
+                    break;
+                }
+                if let Some(rec) = get_status(status, &qkey(route, id))?
+                    && state.is_none_or(|s| s == rec.status.state)
+                {
+                    out.push(summary(id, &rec));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    async fn show(
+        &self,
+        q: &QueueRef<'_>,
+        event_id: &str,
+    ) -> Result<Option<(Envelope, Status)>, StoreError> {
+        let k = qkey(q.route, event_id);
+        self.read(|events, status| {
+            Ok(match (get_event(events, &k)?, get_status(status, &k)?) {
+                (Some(ev), Some(rec)) => Some((ev.envelope, rec.status)),
+                _ => None,
+            })
+        })
+    }
+
+    async fn retry(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
+        let ids = match target {
+            Target::One(id) => vec![id.clone()],
+            Target::AllDead => self.index().dead(q.route),
+        };
+        let op = QOp::Requeue {
+            route: q.route.to_owned(),
+            ids,
+        };
+        match self.queue_call(op).await? {
+            QReply::Count(n) => Ok(n),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn purge(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
+        let ids = match target {
+            Target::One(id) => vec![id.clone()],
+            Target::AllDead => self.index().dead(q.route),
+        };
+        let op = QOp::Purge {
+            prefix: q.prefix.to_owned(),
+            route: q.route.to_owned(),
+            ids,
+        };
+        match self.queue_call(op).await? {
+            QReply::Count(n) => Ok(n),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
+        Ok(self.index().depth(q.route))
+    }
+}

@@ -1,0 +1,312 @@
+//! Delivery workers of queue routes (`delivery = "queue"`): take due events from the
+//! store, forward each exactly as a sync forward would (same headers,
+//! `Idempotency-Key`, `forward_secret`, `upstream_timeout`, no redirects), and record
+//! how each attempt ended.
+//!
+//! ```text
+//! loop: for each queue route with free slots (route.concurrency):
+//!         take_due(free, lease = upstream_timeout + LEASE_MARGIN) → one task per event
+//!       sleep until woken (an event queued, an attempt ended) or POLL
+//! attempt: forward → 2xx: Delivered
+//!                  → else: Retry at backoff (or the upstream's Retry-After), or Dead
+//!                    once max_attempts or max_age is spent
+//!          → finish in the store (retried for the lease's length if the store fails)
+//! ```
+//!
+//! A lease keeps other workers (other replicas on Redis) off an event while it is
+//! tried; if this process dies, the lease runs out and the event is tried again, with
+//! the same `Idempotency-Key`. On shutdown the loop stops taking events, attempts in
+//! progress get `shutdown_grace`, and whatever is left stays stored for the next start.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::Method;
+use rand::Rng as _;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{AppState, Routing};
+use crate::config::{Delivery, Route};
+use crate::forward::{ForwardError, Outbound, UpstreamResponse};
+use crate::provider::EventId;
+use crate::queue::{Attempt, Finish, Leased, QueueRef, QueueStore as _, now_ms};
+use crate::telemetry::{RouteLabel, RouteOutcome, RouteResult};
+
+/// How often each queue route is looked at when nothing wakes the loop: retries that
+/// come due, and events another replica queued.
+const POLL: Duration = Duration::from_millis(200);
+/// A lease outlasts the forward by this much before another worker may take the event.
+const LEASE_MARGIN: Duration = Duration::from_secs(30);
+
+/// Runs the delivery workers until `stop` is cancelled, then lets attempts in progress
+/// finish within `server.shutdown_grace`.
+pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
+    let attempts = TaskTracker::new();
+    let mut slots: HashMap<String, Arc<Semaphore>> = HashMap::new();
+    let mut failing = false;
+    while !stop.is_cancelled() {
+        let routing = state.routing();
+        let mut store_failed = false;
+        for route in routing.routes.values() {
+            if route.delivery != Delivery::Queue {
+                continue;
+            }
+            let sem = slots
+                .entry(route.name.clone())
+                .or_insert_with(|| Arc::new(Semaphore::new(route.concurrency)));
+            // A reload that changes `concurrency` gets fresh slots; attempts holding
+            // the old ones finish on their own.
+            if sem.available_permits() > route.concurrency {
+                *sem = Arc::new(Semaphore::new(route.concurrency));
+            }
+            let free = sem.available_permits();
+            if free == 0 {
+                continue;
+            }
+            let q = QueueRef {
+                prefix: &routing.store_cfg.key_prefix,
+                route: &route.name,
+            };
+            let lease = route.upstream_timeout + LEASE_MARGIN;
+            match state.store().take_due(&q, free, lease).await {
+                Ok(batch) => {
+                    for leased in batch {
+                        let Ok(permit) = sem.clone().try_acquire_owned() else {
+                            break;
+                        };
+                        let (st, rt, r) = (state.clone(), routing.clone(), route.clone());
+                        attempts.spawn(async move {
+                            attempt(&st, &rt, &r, leased).await;
+                            drop(permit);
+                            st.deliveries.notify_one();
+                        });
+                    }
+                }
+                Err(e) => {
+                    store_failed = true;
+                    if !failing {
+                        tracing::warn!(route = %route.name, error = %e, "queue: cannot take due events; retrying");
+                    }
+                }
+            }
+        }
+        failing = store_failed;
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = state.deliveries.notified() => {}
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+    attempts.close();
+    let grace = state.server.shutdown_grace;
+    if !attempts.is_empty() {
+        tracing::info!(attempts = attempts.len(), grace = ?grace, "queue: letting delivery attempts in progress finish");
+    }
+    if tokio::time::timeout(grace, attempts.wait()).await.is_err() {
+        tracing::warn!(
+            "queue: shutdown grace ran out with attempts in progress; their events stay stored and are tried again after the lease"
+        );
+    }
+}
+
+/// Refreshes each queue route's depth, dead count and oldest age (before `/metrics`
+/// is rendered, so a scrape sees the store as it is).
+pub(crate) async fn gauges(state: &AppState) {
+    let routing = state.routing();
+    for route in routing.routes.values() {
+        if route.delivery != Delivery::Queue {
+            continue;
+        }
+        let q = QueueRef {
+            prefix: &routing.store_cfg.key_prefix,
+            route: &route.name,
+        };
+        // A store that does not answer leaves the gauges as they were; the scrape goes on.
+        let depth = tokio::time::timeout(Duration::from_secs(1), state.store().depth(&q)).await;
+        if let Ok(Ok(depth)) = depth {
+            let label = RouteLabel {
+                route: route.name.clone(),
+            };
+            let m = &state.metrics;
+            m.queue_depth
+                .get_or_create(&label)
+                .set(i64::try_from(depth.waiting).unwrap_or(i64::MAX));
+            m.queue_dead
+                .get_or_create(&label)
+                .set(i64::try_from(depth.dead).unwrap_or(i64::MAX));
+            let age = depth
+                .oldest_received_ms
+                .map_or(0, |rx| now_ms().saturating_sub(rx) / 1000);
+            m.queue_oldest_age
+                .get_or_create(&label)
+                .set(i64::try_from(age).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+/// The result label of an attempt, and the upstream's `Retry-After`.
+fn classify(result: &Result<UpstreamResponse, ForwardError>) -> (&'static str, Option<Duration>) {
+    match result {
+        Ok(r) if r.status.is_success() => ("delivered", None),
+        Ok(r) => {
+            let retry_after = r
+                .headers
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let label = if r.status.is_client_error() {
+                "http_4xx"
+            } else {
+                "http_5xx"
+            };
+            (label, retry_after)
+        }
+        Err(ForwardError::Timeout(_)) => ("timeout", None),
+        Err(ForwardError::Connect(_)) => ("connect", None),
+        Err(ForwardError::Broken(_)) => ("broken", None),
+    }
+}
+
+/// One attempt at one event, and its record in the store.
+async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Leased) {
+    let env = &leased.event.envelope;
+    let headers = env.header_map();
+    let event_id = EventId::new(&env.event_id);
+    let out = Outbound {
+        method: Method::from_bytes(env.method.as_bytes()).unwrap_or(Method::POST),
+        headers: &headers,
+        body: leased.event.body.clone(),
+        query: env.query.as_deref(),
+        event_id: &event_id,
+        peer: env
+            .peer
+            .parse()
+            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+        now: state.clock.now(),
+    };
+    let started_ms = now_ms();
+    let t = Instant::now();
+    let result = state.forwarder.send(route, out).await;
+    let elapsed = t.elapsed();
+    let route_metrics = state.metrics.route(&route.name);
+    state
+        .metrics
+        .upstream(&route_metrics, elapsed.as_secs_f64());
+    let (label, retry_after) = classify(&result);
+    let attempt = Attempt {
+        at_ms: started_ms,
+        status: result.as_ref().ok().map(|r| r.status.as_u16()),
+        result: label.to_owned(),
+        error: result.as_ref().err().map(ToString::to_string),
+        duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+    };
+    let number = leased.status.attempts + 1;
+    let end = if label == "delivered" {
+        Finish::Delivered(attempt)
+    } else {
+        let jitter: f64 = rand::rng().random();
+        match route.retry.after_failure(
+            &leased.status,
+            env.received_at_ms,
+            now_ms(),
+            retry_after,
+            jitter,
+        ) {
+            Ok(at) => Finish::Retry(attempt, at),
+            Err(why) => Finish::Dead(attempt, why),
+        }
+    };
+    state
+        .metrics
+        .delivery_attempts
+        .get_or_create(&RouteResult {
+            route: route.name.clone(),
+            result: label.to_owned(),
+        })
+        .inc();
+    let status = result.as_ref().ok().map(|r| r.status.as_u16());
+    let error = result.as_ref().err().map(ToString::to_string);
+    match &end {
+        Finish::Delivered(_) => tracing::info!(
+            route = %route.name,
+            event_id = %env.event_id,
+            attempt = number,
+            result = label,
+            status,
+            ms = elapsed.as_millis() as u64,
+            "queue: delivered"
+        ),
+        Finish::Retry(_, at) => tracing::warn!(
+            route = %route.name,
+            event_id = %env.event_id,
+            attempt = number,
+            result = label,
+            status,
+            error,
+            retry_in_ms = at.saturating_sub(now_ms()),
+            "queue: attempt failed; will retry"
+        ),
+        Finish::Dead(_, why) => tracing::error!(
+            route = %route.name,
+            event_id = %env.event_id,
+            attempt = number,
+            result = label,
+            status,
+            error,
+            reason = %why,
+            "queue: attempt failed; the event is dead (hookgate events retry to deliver it again)"
+        ),
+    }
+    let outcome = match &end {
+        Finish::Delivered(_) => Some("delivered"),
+        Finish::Dead(..) => Some("dead"),
+        Finish::Retry(..) => None,
+    };
+    let q = QueueRef {
+        prefix: &routing.store_cfg.key_prefix,
+        route: &route.name,
+    };
+    // The lease bounds how long recording may take: after it, another worker may try
+    // the event again anyway.
+    let deadline = Instant::now() + LEASE_MARGIN;
+    let mut delay = Duration::from_millis(50);
+    loop {
+        match state
+            .store()
+            .finish(&q, &leased, &end, routing.store_cfg.dedup_ttl)
+            .await
+        {
+            Ok(true) => {
+                if let Some(outcome) = outcome {
+                    state
+                        .metrics
+                        .queue_deliveries
+                        .get_or_create(&RouteOutcome {
+                            route: route.name.clone(),
+                            outcome: outcome.to_owned(),
+                        })
+                        .inc();
+                }
+                return;
+            }
+            Ok(false) => {
+                tracing::warn!(route = %route.name, event_id = %env.event_id, "queue: the event's lease was lost (purged, or taken by another worker); this attempt's result is not recorded");
+                return;
+            }
+            Err(e) if Instant::now() + delay < deadline => {
+                tracing::warn!(route = %route.name, event_id = %env.event_id, error = %e, "queue: recording the attempt failed; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => {
+                tracing::error!(route = %route.name, event_id = %env.event_id, error = %e, "queue: gave up recording the attempt; the event is tried again when its lease runs out (same Idempotency-Key)");
+                return;
+            }
+        }
+    }
+}

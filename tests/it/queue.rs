@@ -1,0 +1,281 @@
+//! Durable delivery (`delivery = "queue"`) on the disk store, in process: the provider
+//! is answered at once, the workers deliver until the upstream acknowledges, dead
+//! letters wait for an operator. The Redis backend and the real binary (kill -9,
+//! restart, replicas) are in `queue_process.rs`.
+
+use std::time::Duration;
+
+use crate::support::{TestGateway, Upstream, eventually, stripe_body};
+
+/// A queue route on a disk store in `dir`, with a fast retry schedule.
+pub fn queue_config(up: &Upstream, dir: &std::path::Path, retry: &str, extra: &str) -> String {
+    format!(
+        r#"[server]
+shutdown_grace = "2s"
+[store]
+backend = "disk"
+path = "{}"
+[[routes]]
+name = "stripe"
+path = "/webhooks/stripe"
+provider = "stripe"
+secrets = ["whsec_test"]
+upstream = "{}"
+upstream_timeout = "2s"
+delivery = "queue"
+retry = {retry}
+{extra}
+"#,
+        dir.join("hookgate.db").display(),
+        up.url("/hooks/stripe")
+    )
+}
+
+/// Calls the admin listener: the status and the JSON body.
+pub async fn admin(gw: &TestGateway, method: &str, path: &str) -> (u16, serde_json::Value) {
+    let r = crate::support::send(method, &gw.admin_url(path), &[], Vec::new()).await;
+    (r.status, serde_json::from_str(&r.body).unwrap_or_default())
+}
+
+const FAST: &str =
+    r#"{ max_attempts = 50, initial = "50ms", max_delay = "200ms", max_age = "1h" }"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_down_for_a_while_gets_each_event_once_when_it_returns() {
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let dir = tempfile::tempdir().expect("dir");
+    let gw = TestGateway::start(&queue_config(&up, dir.path(), FAST, "")).await;
+    let ids: Vec<String> = (0..30).map(|i| format!("evt_down_{i}")).collect();
+    for id in &ids {
+        let body = stripe_body(id);
+        for copy in 0..2 {
+            let r = gw.deliver("stripe", &body, id).await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            let want = if copy == 0 { "queued" } else { "duplicate" };
+            assert_eq!(r.outcome(), want, "{}", r.body);
+            if copy == 0 {
+                assert_eq!(r.json()["status"], "queued");
+                assert_eq!(r.json()["event_id"], id.as_str());
+            }
+        }
+    }
+    // The upstream keeps failing: attempts go on, nothing is acknowledged.
+    assert!(eventually(Duration::from_secs(10), || up.count() >= 60).await);
+    assert_eq!(up.effects(), 0);
+    up.set_status(200);
+    assert!(
+        eventually(Duration::from_secs(15), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "every event reached the upstream once it was back"
+    );
+    // Nothing more arrives later, and a copy now is still a duplicate.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for id in &ids {
+        assert_eq!(up.effects_for(id), 1, "{id} acknowledged once");
+    }
+    let again = gw.deliver("stripe", &stripe_body(&ids[0]), &ids[0]).await;
+    assert_eq!(again.outcome(), "duplicate");
+    let other = gw
+        .deliver("stripe", "{\"id\":\"evt_down_0\",\"x\":1}", "evt_down_0")
+        .await;
+    assert_eq!(other.status, 422, "another body under a queued ID");
+    assert_eq!(
+        gw.metric("hookgate_queue_deliveries_total{route=\"stripe\",outcome=\"delivered\"}")
+            .await,
+        30.0
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_retries_land_in_dead_letters_and_retry_all_dead_delivers_each_once() {
+    let up = Upstream::start().await;
+    up.set_status(500);
+    let dir = tempfile::tempdir().expect("dir");
+    let retry = r#"{ max_attempts = 3, initial = "20ms", max_delay = "50ms", max_age = "1h" }"#;
+    let gw = TestGateway::start(&queue_config(&up, dir.path(), retry, "")).await;
+    let ids: Vec<String> = (0..5).map(|i| format!("evt_dead_{i}")).collect();
+    for id in &ids {
+        assert_eq!(
+            gw.deliver("stripe", &stripe_body(id), id).await.outcome(),
+            "queued"
+        );
+    }
+    let list = |state: &'static str| {
+        let gw = &gw;
+        async move {
+            let path = format!("/events/stripe?state={state}");
+            let v = admin(gw, "GET", &path).await.1;
+            v["events"].as_array().cloned().unwrap_or_default()
+        }
+    };
+    let mut dead = Vec::new();
+    for _ in 0..100 {
+        dead = list("dead").await;
+        if dead.len() == ids.len() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(dead.len(), ids.len(), "all five are dead: {dead:?}");
+    assert_eq!(up.count(), 15, "three attempts each, then no more");
+    assert!(
+        dead.iter()
+            .all(|e| e["attempts"] == 3 && e["last_result"] == "http_5xx")
+    );
+    // A dead event is still a duplicate to the provider: it is kept, not forgotten.
+    assert_eq!(
+        gw.deliver("stripe", &stripe_body(&ids[0]), &ids[0])
+            .await
+            .outcome(),
+        "duplicate"
+    );
+    let shown: serde_json::Value = admin(&gw, "GET", "/events/stripe/evt_dead_0").await.1;
+    assert_eq!(shown["state"], "dead");
+    assert_eq!(shown["history"].as_array().map(Vec::len), Some(3));
+    assert_eq!(shown["history"][0]["status"], 500);
+    assert!(
+        shown["dead_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("max_attempts"))
+    );
+    assert_eq!(
+        gw.metric("hookgate_queue_dead{route=\"stripe\"}").await,
+        5.0,
+        "the gauge counts them"
+    );
+
+    up.set_status(200);
+    let retried: serde_json::Value = admin(&gw, "POST", "/events/stripe/retry?all_dead=true")
+        .await
+        .1;
+    assert_eq!(retried["retried"], 5);
+    assert!(
+        eventually(Duration::from_secs(10), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(up.effects(), 5, "each retried event delivered once");
+    assert_eq!(list("dead").await.len(), 0);
+    assert_eq!(list("delivered").await.len(), 5);
+    // A second retry finds nothing dead.
+    let again: serde_json::Value = admin(&gw, "POST", "/events/stripe/retry?all_dead=true")
+        .await
+        .1;
+    assert_eq!(again["retried"], 0);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purged_dead_letters_are_accepted_again_from_the_provider() {
+    let up = Upstream::start().await;
+    up.set_status(400);
+    let dir = tempfile::tempdir().expect("dir");
+    let retry = r#"{ max_attempts = 1 }"#;
+    let gw = TestGateway::start(&queue_config(&up, dir.path(), retry, "")).await;
+    let id = "evt_purge";
+    assert_eq!(
+        gw.deliver("stripe", &stripe_body(id), id).await.outcome(),
+        "queued"
+    );
+    assert!(eventually(Duration::from_secs(5), || up.count() == 1).await);
+    let mut purged = serde_json::Value::Null;
+    for _ in 0..50 {
+        purged = admin(&gw, "POST", "/events/stripe/purge?all_dead=true")
+            .await
+            .1;
+        if purged["purged"] == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(purged["purged"], 1);
+    let (status, _) = admin(&gw, "GET", "/events/stripe/evt_purge").await;
+    assert_eq!(status, 404);
+    up.set_status(200);
+    assert_eq!(
+        gw.deliver("stripe", &stripe_body(id), id).await.outcome(),
+        "queued",
+        "the provider's next copy is a new delivery"
+    );
+    assert!(eventually(Duration::from_secs(5), || up.effects_for(id) == 1).await);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_forward_like_a_sync_forward_within_the_route_concurrency() {
+    let up = Upstream::start().await;
+    up.set_delay(Duration::from_millis(100));
+    let dir = tempfile::tempdir().expect("dir");
+    let gw = TestGateway::start(&queue_config(
+        &up,
+        dir.path(),
+        FAST,
+        "concurrency = 2\nforward_secret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
+    ))
+    .await;
+    for i in 0..10 {
+        let id = format!("evt_conc_{i}");
+        let r = gw.deliver("stripe", &stripe_body(&id), &id).await;
+        assert_eq!(r.outcome(), "queued");
+    }
+    assert!(eventually(Duration::from_secs(10), || up.effects() == 10).await);
+    assert!(
+        up.max_concurrent() <= 2,
+        "at most `concurrency` at once: {}",
+        up.max_concurrent()
+    );
+    let got = up.received();
+    let first = got
+        .iter()
+        .find(|r| r.header("idempotency-key") == Some("evt_conc_0"))
+        .expect("delivered");
+    assert_eq!(first.body, stripe_body("evt_conc_0").into_bytes());
+    assert_eq!(first.header("hookgate-event-id"), Some("evt_conc_0"));
+    assert_eq!(first.header("hookgate-route"), Some("stripe"));
+    assert!(
+        first.header("stripe-signature").is_some(),
+        "the provider's headers go through"
+    );
+    assert!(
+        first.header("webhook-signature").is_some(),
+        "re-signed with forward_secret"
+    );
+    assert_eq!(first.header("x-forwarded-for"), Some("127.0.0.1"));
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_retry_after_is_honoured() {
+    let up = Upstream::start().await;
+    up.set_status(429);
+    up.set_retry_after(Some(3));
+    let dir = tempfile::tempdir().expect("dir");
+    let retry = r#"{ initial = "50ms", max_delay = "10s" }"#;
+    let gw = TestGateway::start(&queue_config(&up, dir.path(), retry, "")).await;
+    assert_eq!(
+        gw.deliver("stripe", &stripe_body("evt_ra"), "evt_ra")
+            .await
+            .outcome(),
+        "queued"
+    );
+    assert!(eventually(Duration::from_secs(5), || up.count() == 1).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let shown: serde_json::Value = admin(&gw, "GET", "/events/stripe/evt_ra").await.1;
+    assert_eq!(shown["state"], "retrying");
+    assert_eq!(shown["history"][0]["result"], "http_4xx");
+    let tried = shown["history"][0]["at_ms"].as_u64().expect("at");
+    let next = shown["next_at_ms"].as_u64().expect("next");
+    assert!(
+        next >= tried + 2_900,
+        "waits the upstream's 3 s, not 50 ms: {}",
+        next - tried
+    );
+    assert_eq!(up.count(), 1, "not tried again before then");
+    gw.stop().await;
+}

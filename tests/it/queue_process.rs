@@ -1,0 +1,208 @@
+//! Queue routes with the real binary: a `kill -9` with events queued, SIGTERM with
+//! attempts in progress, and `hookgate events` against the running gateway.
+
+use std::process::Command;
+use std::time::Duration;
+
+use crate::process::{BIN, Gateway, signed, write_config};
+use crate::support::{Upstream, eventually, free_port, post, stripe_body};
+
+/// A gateway config with one Stripe queue route on a disk store beside the config.
+fn disk_queue(port: u16, admin: u16, up: &Upstream, route_extra: &str) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace = \"5s\"\n[store]\nbackend = \"disk\"\npath = \"state/hookgate.db\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\nretry = {{ initial = \"100ms\", max_delay = \"300ms\" }}\n{route_extra}\n",
+        up.url("/up")
+    )
+}
+
+fn events_cli(config: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(BIN)
+        .arg("events")
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .expect("run events");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_queued_before_a_kill_9_are_delivered_once_after_the_restart() {
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(&dir, &disk_queue(port, admin, &up, ""));
+    let ids: Vec<String> = (0..20).map(|i| format!("evt_q_kill_{i}")).collect();
+    let mut first = Gateway::spawn(&cfg, port);
+    for id in &ids {
+        let body = stripe_body(id);
+        let r = post(&first.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!((r.status, r.outcome()), (200, "queued"), "{}", r.body);
+    }
+    let (ok, listed) = events_cli(&cfg, &["list", "--route", "stripe"]);
+    assert!(ok, "{listed}");
+    assert!(
+        listed.contains("evt_q_kill_0") && listed.contains("20 event(s)"),
+        "{listed}"
+    );
+    assert!(eventually(Duration::from_secs(5), || up.count() >= 20).await);
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    drop(first);
+    assert_eq!(up.effects(), 0, "nothing acknowledged before the kill");
+
+    up.set_status(200);
+    let second = Gateway::spawn(&cfg, port);
+    assert!(
+        eventually(Duration::from_secs(15), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "every stored event is delivered after the restart"
+    );
+    for id in &ids {
+        let body = stripe_body(id);
+        let r = post(&second.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "duplicate", "{}", r.body);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(up.effects(), ids.len(), "none twice");
+    let (ok, delivered) = events_cli(
+        &cfg,
+        &[
+            "list",
+            "--route",
+            "stripe",
+            "--state",
+            "delivered",
+            "--json",
+        ],
+    );
+    assert!(ok, "{delivered}");
+    let v: serde_json::Value = serde_json::from_str(delivered.trim()).expect("json");
+    assert_eq!(v["events"].as_array().map(Vec::len), Some(20));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_attempts_finish_and_leaves_the_rest_stored_for_the_next_start() {
+    let up = Upstream::start().await;
+    up.set_delay(Duration::from_millis(1500));
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(&dir, &disk_queue(port, admin, &up, "concurrency = 2"));
+    let ids: Vec<String> = (0..6).map(|i| format!("evt_q_term_{i}")).collect();
+    let mut gw = Gateway::spawn(&cfg, port);
+    for id in &ids {
+        let body = stripe_body(id);
+        let r = post(&gw.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "queued", "{}", r.body);
+    }
+    assert!(eventually(Duration::from_secs(5), || up.count() == 2).await);
+    let pid = gw.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = tokio::task::spawn_blocking(move || {
+        let s = gw.child.wait();
+        (s, gw)
+    })
+    .await
+    .expect("wait");
+    assert_eq!(status.0.expect("exit").code(), Some(0));
+    drop(status.1);
+    assert_eq!(up.effects(), 2, "the two attempts in progress finished");
+
+    up.set_delay(Duration::ZERO);
+    let _again = Gateway::spawn(&cfg, port);
+    assert!(
+        eventually(Duration::from_secs(15), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "the four left stored are delivered by the next start"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        up.effects(),
+        6,
+        "none twice: the finished two were recorded delivered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_command_shows_retries_and_recovers_dead_letters() {
+    let up = Upstream::start().await;
+    up.set_status(500);
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &disk_queue(port, admin, &up, "").replace(
+            "retry = { initial = \"100ms\", max_delay = \"300ms\" }",
+            "retry = { max_attempts = 2, initial = \"50ms\", max_delay = \"50ms\" }",
+        ),
+    );
+    let gw = Gateway::spawn(&cfg, port);
+    for id in ["evt_cli_a", "evt_cli_b"] {
+        let body = stripe_body(id);
+        let r = post(&gw.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "queued");
+    }
+    assert!(eventually(Duration::from_secs(5), || up.count() == 4).await);
+    let mut dead = String::new();
+    for _ in 0..50 {
+        dead = events_cli(&cfg, &["list", "--route", "stripe", "--state", "dead"]).1;
+        if dead.contains("2 event(s)") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        dead.contains("evt_cli_a") && dead.contains("http_5xx"),
+        "{dead}"
+    );
+    let (ok, shown) = events_cli(
+        &cfg,
+        &["show", "--route", "stripe", "--event-id", "evt_cli_a"],
+    );
+    assert!(ok, "{shown}");
+    assert!(shown.contains("state:     dead"), "{shown}");
+    assert!(shown.contains("http_5xx 500"), "{shown}");
+    assert!(!shown.contains("whsec_test"), "no secret in the output");
+    let (ok, missing) = events_cli(
+        &cfg,
+        &["show", "--route", "stripe", "--event-id", "evt_nope"],
+    );
+    assert!(!ok, "an unknown event exits 1: {missing}");
+
+    up.set_status(200);
+    let (ok, one) = events_cli(
+        &cfg,
+        &["retry", "--route", "stripe", "--event-id", "evt_cli_a"],
+    );
+    assert!(ok && one.contains("\"retried\":1"), "{one}");
+    assert!(eventually(Duration::from_secs(5), || up.effects_for("evt_cli_a") == 1).await);
+    let (ok, all) = events_cli(&cfg, &["retry", "--route", "stripe", "--all-dead"]);
+    assert!(ok && all.contains("\"retried\":1"), "{all}");
+    assert!(eventually(Duration::from_secs(5), || up.effects_for("evt_cli_b") == 1).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(up.effects(), 2, "each retried event delivered once");
+    let (ok, none) = events_cli(&cfg, &["purge", "--route", "stripe", "--all-dead"]);
+    assert!(ok && none.contains("\"purged\":0"), "{none}");
+    let (ok, _) = events_cli(&cfg, &["retry", "--route", "stripe"]);
+    assert!(!ok, "retry needs --event-id or --all-dead");
+    let (ok, wrong) = events_cli(&cfg, &["list", "--route", "nosuch"]);
+    assert!(!ok && wrong.contains("no queue route"), "{wrong}");
+}
