@@ -155,6 +155,9 @@ pub struct StoreConfig {
     /// Claims wait for this many replicas (`WAIT`); 0 = off.
     pub min_replicas_ack: u32,
     pub replica_ack_timeout: Duration,
+    /// Disk store: below this much free space on its filesystem, new claims and events
+    /// are refused (503) so that what is stored can still be settled and delivered.
+    pub min_free_space: u64,
 }
 
 /// One validated `[[routes]]` entry.

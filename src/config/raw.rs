@@ -58,6 +58,7 @@ pub(super) struct RawStore {
     pub backend: Option<Spanned<String>>,
     pub url: Option<Spanned<String>>,
     pub path: Option<Spanned<String>>,
+    pub min_free_space: Option<Spanned<String>>,
     pub cluster: Option<Spanned<Vec<Spanned<String>>>>,
     pub tls_ca: Option<Spanned<String>>,
     pub sentinel: Option<Spanned<Vec<Spanned<String>>>>,

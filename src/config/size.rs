@@ -1,5 +1,5 @@
 //! Byte sizes such as `1MiB` or `512KB`. Hand-written: it is a dozen lines, and the
-//! size crates would add a dependency for a single config key.
+//! size crates would add a dependency for two config keys.
 
 /// Parses `<integer>[B|KB|KiB|MB|MiB|GB|GiB]` (case-insensitive, optional space).
 pub(super) fn parse(s: &str) -> Option<usize> {

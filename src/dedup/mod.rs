@@ -218,7 +218,7 @@ impl Store {
         use crate::config::Backend;
         Ok(match &cfg.backend {
             Backend::Memory => Self::Memory(MemoryStore::new()),
-            Backend::Disk { path } => Self::Disk(DiskStore::open(path)?),
+            Backend::Disk { path } => Self::Disk(DiskStore::open_with(path, cfg.min_free_space)?),
             Backend::Redis { url } => Self::Redis(RedisStore::with_options(
                 url,
                 cfg.timeout,

@@ -279,3 +279,78 @@ async fn an_upstream_retry_after_is_honoured() {
     assert_eq!(up.count(), 1, "not tried again before then");
     gw.stop().await;
 }
+
+/// A tmpfs of `size` mounted at a fresh folder, unmounted on drop; `None` where this
+/// machine does not let the tests mount one (they need root).
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Self { dir })
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_new_events_with_503_and_loses_none_it_acknowledged() {
+    let Some(disk) = SmallDisk::mount("6m") else {
+        eprintln!("SKIPPED: mounting a small tmpfs needs root; this test runs in CI");
+        return;
+    };
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let config = queue_config(&up, disk.dir.path(), FAST, "")
+        .replace("[store]\n", "[store]\nmin_free_space = \"2MiB\"\n");
+    let gw = TestGateway::start(&config).await;
+    let pad = "x".repeat(60 * 1024);
+    let (mut queued, mut refused) = (Vec::new(), 0);
+    for i in 0..200 {
+        let id = format!("evt_full_{i}");
+        let body = format!(r#"{{"id":"{id}","type":"invoice.paid","pad":"{pad}"}}"#);
+        let r = gw.deliver("stripe", &body, &id).await;
+        match (r.status, r.outcome()) {
+            (200, "queued") => queued.push(id),
+            (503, "store_error") => {
+                assert!(r.header("retry-after").is_some(), "503 says when to retry");
+                refused += 1;
+                if refused >= 5 {
+                    break;
+                }
+            }
+            other => panic!("unexpected answer {other:?}: {}", r.body),
+        }
+    }
+    assert!(refused > 0, "the disk filled up: {} queued", queued.len());
+    assert!(!queued.is_empty());
+    up.set_status(200);
+    assert!(
+        eventually(Duration::from_secs(20), || queued
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "every event acknowledged before the disk filled is delivered"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        up.effects(),
+        queued.len(),
+        "and nothing it refused, nor twice"
+    );
+    gw.stop().await;
+}

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use super::Validator;
 use crate::config::raw::RawStore;
+use crate::config::size;
 use crate::config::{Backend, OnError, StoreConfig};
 
 impl Validator<'_> {
@@ -136,6 +137,30 @@ impl Validator<'_> {
         if let (Some(p), false) = (&st.path, matches!(backend, Backend::Disk { .. })) {
             self.err(p, "store.path", "is only used with backend = \"disk\"");
         }
+        const MIN_FREE: u64 = 64 << 20;
+        let min_free_space = match &st.min_free_space {
+            None => MIN_FREE,
+            Some(s) => {
+                if !matches!(backend, Backend::Disk { .. }) {
+                    self.err(
+                        s,
+                        "store.min_free_space",
+                        "is only used with backend = \"disk\"",
+                    );
+                }
+                match size::parse(s.get_ref()) {
+                    Some(n) => n as u64,
+                    None => {
+                        self.err(
+                            s,
+                            "store.min_free_space",
+                            format_args!("{:?} is not a size like \"64MiB\"", s.get_ref()),
+                        );
+                        MIN_FREE
+                    }
+                }
+            }
+        };
         let store = StoreConfig {
             backend,
             key_prefix: st.key_prefix.unwrap_or_else(|| "hookgate:".into()),
@@ -177,6 +202,7 @@ impl Validator<'_> {
                 "store.replica_ack_timeout",
                 Duration::from_millis(100),
             ),
+            min_free_space,
         };
         if let (
             Some(n),

@@ -61,6 +61,16 @@ enum Op {
     Queue(queue::QOp),
 }
 
+impl Op {
+    /// A new claim or a new event: refused while the disk is nearly full.
+    fn is_new_work(&self) -> bool {
+        matches!(
+            self,
+            Self::Claim { .. } | Self::Queue(queue::QOp::Enqueue { .. })
+        )
+    }
+}
+
 enum Reply {
     Claim(Claim),
     Settled(Settled),
@@ -70,11 +80,86 @@ enum Reply {
 
 type Answer = tokio::sync::oneshot::Sender<Result<Reply, StoreError>>;
 
+/// The open database, shared by the writer and readers. Empty while the writer
+/// reopens the file after an I/O error (redb refuses every later write on a handle
+/// that saw one, until it is closed and opened again).
+#[derive(Debug)]
+struct Shared {
+    db: std::sync::RwLock<Option<Arc<Database>>>,
+    path: PathBuf,
+    /// Below this much free space, new claims and events are refused.
+    min_free: u64,
+}
+
+impl Shared {
+    fn get(&self) -> Result<Arc<Database>, StoreError> {
+        self.db
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| StoreError::Backend("the disk store is reopening its file".into()))
+    }
+
+    /// Closes the handle and opens the file again (redb checks and repairs it). Waits
+    /// for readers to let go of the old handle: the file admits one opener.
+    fn reopen(&self) {
+        let old = self
+            .db
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(mut old) = old {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                match Arc::try_unwrap(old) {
+                    Ok(db) => {
+                        drop(db);
+                        break;
+                    }
+                    Err(still_shared) if Instant::now() < deadline => {
+                        old = still_shared;
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(_) => {
+                        tracing::error!(
+                            "disk store: the old handle is still in use; reopening later"
+                        );
+                        return;
+                    }
+                }
+            }
+        }
+        match Database::create(&self.path) {
+            Ok(db) => {
+                tracing::warn!(path = %self.path.display(), "disk store: the file was reopened after an I/O error");
+                *self
+                    .db
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(db));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "disk store: cannot reopen the file; trying again with the next operation");
+            }
+        }
+    }
+
+    /// Whether the file's filesystem has less than `min_free` bytes available.
+    fn low_on_space(&self) -> Option<u64> {
+        let dir = self
+            .path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let st = rustix::fs::statvfs(dir).ok()?;
+        let free = st.f_bavail.saturating_mul(st.f_frsize);
+        (free < self.min_free).then_some(free)
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
     ops: Mutex<SyncSender<(Op, Answer)>>,
-    db: Arc<Database>,
-    path: PathBuf,
+    shared: Arc<Shared>,
     /// What is due when, for the queue (rebuilt from the file at open).
     index: Arc<Mutex<queue::Index>>,
 }
@@ -116,9 +201,17 @@ fn expiry(now: u64, d: Duration) -> u64 {
 }
 
 impl DiskStore {
-    /// Opens (or creates) the database at `path`, creating its folder. A file another
-    /// process holds open is refused: one gateway per file.
+    /// Opens (or creates) the database at `path`, creating its folder, with the
+    /// default free-space reserve (64 MiB).
     pub fn open(path: &Path) -> anyhow::Result<Self> {
+        Self::open_with(path, 64 << 20)
+    }
+
+    /// Opens (or creates) the database at `path`, creating its folder. A file another
+    /// process holds open is refused: one gateway per file. Below `min_free` bytes of
+    /// free space, new claims and events are refused with an error (503), so that the
+    /// events already stored can still be settled and delivered.
+    pub fn open_with(path: &Path, min_free: u64) -> anyhow::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
@@ -134,18 +227,21 @@ impl DiskStore {
         let index = Arc::new(Mutex::new(queue::Index::load(&db).map_err(|e| {
             anyhow::anyhow!("cannot read the queue of {}: {e}", path.display())
         })?));
-        let db = Arc::new(db);
+        let shared = Arc::new(Shared {
+            db: std::sync::RwLock::new(Some(Arc::new(db))),
+            path: path.to_path_buf(),
+            min_free,
+        });
         let (ops, rx) = std::sync::mpsc::sync_channel(QUEUE);
-        let (writer_db, writer_index) = (db.clone(), index.clone());
+        let (writer_shared, writer_index) = (shared.clone(), index.clone());
         std::thread::Builder::new()
             .name("hookgate-disk".into())
-            .spawn(move || writer(&writer_db, &writer_index, &rx))
+            .spawn(move || writer(&writer_shared, &writer_index, &rx))
             .map_err(|e| anyhow::anyhow!("cannot start the store's writer: {e}"))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 ops: Mutex::new(ops),
-                db,
-                path: path.to_path_buf(),
+                shared,
                 index,
             }),
         })
@@ -153,7 +249,7 @@ impl DiskStore {
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.inner.path
+        &self.inner.shared.path
     }
 
     async fn call(&self, op: Op) -> Result<Reply, StoreError> {
@@ -184,13 +280,15 @@ impl DiskStore {
 }
 
 /// The writer thread: batches of operations, one transaction and one fsync each.
-fn writer(db: &Database, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)>) {
+fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)>) {
     let mut last_sweep = Instant::now();
     loop {
         let first = match rx.recv_timeout(SWEEP_EVERY) {
             Ok(op) => op,
             Err(RecvTimeoutError::Timeout) => {
-                sweep(db);
+                if let Ok(db) = shared.get() {
+                    sweep(&db);
+                }
                 last_sweep = Instant::now();
                 continue;
             }
@@ -204,10 +302,25 @@ fn writer(db: &Database, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)
                 Err(_) => break,
             }
         }
-        match apply(db, index, &batch) {
+        let Ok(db) = shared.get() else {
+            shared.reopen();
+            let e = StoreError::Backend("the disk store is reopening its file".into());
+            for (_, answer) in batch {
+                let _ = answer.send(Err(e.clone()));
+            }
+            continue;
+        };
+        // New work (a claim, an event) is refused while space is short; settling and
+        // delivering what is stored goes on, and frees space as events are delivered.
+        let low = batch
+            .iter()
+            .any(|(op, _)| op.is_new_work())
+            .then(|| shared.low_on_space())
+            .flatten();
+        match apply(&db, index, &batch, low.map(|free| (free, shared.min_free))) {
             Ok(replies) => {
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
-                    let _ = answer.send(Ok(reply));
+                    let _ = answer.send(reply);
                 }
             }
             Err(e) => {
@@ -215,10 +328,17 @@ fn writer(db: &Database, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)
                 for (_, answer) in batch {
                     let _ = answer.send(Err(e.clone()));
                 }
+                // A handle that saw an I/O error (a full disk) refuses every later
+                // write until it is opened again.
+                if db.begin_write().is_err() {
+                    drop(db);
+                    shared.reopen();
+                    continue;
+                }
             }
         }
         if last_sweep.elapsed() >= SWEEP_EVERY {
-            sweep(db);
+            sweep(&db);
             last_sweep = Instant::now();
         }
     }
@@ -229,7 +349,8 @@ fn apply(
     db: &Database,
     index: &Mutex<queue::Index>,
     batch: &[(Op, Answer)],
-) -> Result<Vec<Reply>, StoreError> {
+    low_space: Option<(u64, u64)>,
+) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
     // A batch of claims alone is committed without an fsync: it reaches the disk with
     // the next batch that settles or forgets (each of those is fsynced before anyone
@@ -248,6 +369,14 @@ fn apply(
         let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
         let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
         for (op, _) in batch {
+            if let (Some((free, min)), true) = (low_space, op.is_new_work()) {
+                replies.push(Err(StoreError::Backend(format!(
+                    "disk nearly full: {} MiB free, below store.min_free_space ({} MiB); new events are refused until space is freed",
+                    free >> 20,
+                    min >> 20
+                ))));
+                continue;
+            }
             let key = match op {
                 Op::Claim { key, .. }
                 | Op::Complete { key, .. }
@@ -263,7 +392,7 @@ fn apply(
                         now,
                         &mut changes,
                     )?;
-                    replies.push(Reply::Queue(reply));
+                    replies.push(Ok(Reply::Queue(reply)));
                     continue;
                 }
             };
@@ -326,7 +455,7 @@ fn apply(
                 }
                 Op::Queue(_) => continue,
             };
-            replies.push(reply);
+            replies.push(Ok(reply));
         }
     }
     txn.commit().map_err(backend)?;
@@ -440,7 +569,7 @@ impl DedupStore for DiskStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let txn = self.inner.db.begin_read().map_err(backend)?;
+        let txn = self.inner.shared.get()?.begin_read().map_err(backend)?;
         txn.open_table(DEDUP).map_err(backend)?;
         Ok(())
     }
@@ -470,8 +599,9 @@ mod tests {
         let live = DedupKey::new("t:", "r", "live");
         let _ = s.claim(&live, "fp", Duration::from_secs(60)).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
-        sweep(&s.inner.db);
-        let txn = s.inner.db.begin_read().expect("read");
+        let db = s.inner.shared.get().expect("open");
+        sweep(&db);
+        let txn = db.begin_read().expect("read");
         let table = txn.open_table(DEDUP).expect("table");
         assert_eq!(table.len().expect("len"), 1, "only the live record is left");
     }

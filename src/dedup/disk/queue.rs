@@ -557,7 +557,7 @@ impl DiskStore {
         ) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         use redb::ReadableDatabase as _;
-        let txn = self.inner.db.begin_read().map_err(backend)?;
+        let txn = self.inner.shared.get()?.begin_read().map_err(backend)?;
         let events = txn.open_table(EVENTS).map_err(backend)?;
         let status = txn.open_table(STATUS).map_err(backend)?;
         f(&events, &status)
