@@ -39,6 +39,9 @@ use crate::telemetry::{RouteLabel, RouteOutcome, RouteResult};
 /// How often each queue route is looked at when nothing wakes the loop: retries that
 /// come due, and events another replica queued.
 const POLL: Duration = Duration::from_millis(200);
+/// Routes in sync mode are looked at for events they queued before a reload every
+/// this many rounds (about 5 s).
+const SYNC_DRAIN_EVERY: u64 = 25;
 /// A lease outlasts the forward by this much before another worker may take the event.
 const LEASE_MARGIN: Duration = Duration::from_secs(30);
 
@@ -48,11 +51,17 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
     let attempts = TaskTracker::new();
     let mut slots: HashMap<String, Arc<Semaphore>> = HashMap::new();
     let mut failing = false;
+    let mut tick: u64 = 0;
     while !stop.is_cancelled() {
         let routing = state.routing();
         let mut store_failed = false;
+        tick = tick.wrapping_add(1);
         for route in routing.routes.values() {
-            if route.delivery != Delivery::Queue {
+            // A route a reload switched back to sync still drains what it queued,
+            // looked at less often.
+            if route.delivery != Delivery::Queue
+                && (tick % SYNC_DRAIN_EVERY != 0 || !has_waiting(&state, &routing, route).await)
+            {
                 continue;
             }
             let sem = slots
@@ -111,6 +120,15 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
             "queue: shutdown grace ran out with attempts in progress; their events stay stored and are tried again after the lease"
         );
     }
+}
+
+/// Whether a (sync) route has events waiting in the queue.
+async fn has_waiting(state: &AppState, routing: &Routing, route: &Route) -> bool {
+    let q = QueueRef {
+        prefix: &routing.store_cfg.key_prefix,
+        route: &route.name,
+    };
+    matches!(state.store().depth(&q).await, Ok(d) if d.waiting > 0)
 }
 
 /// Refreshes each queue route's depth, dead count and oldest age (before `/metrics`

@@ -354,3 +354,40 @@ async fn a_full_disk_refuses_new_events_with_503_and_loses_none_it_acknowledged(
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_back_to_sync_still_delivers_what_was_queued() {
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hookgate.toml");
+    let queued = queue_config(&up, dir.path(), FAST, "");
+    std::fs::write(&path, &queued).expect("write");
+    let gw = TestGateway::start_file(&path).await;
+    let ids: Vec<String> = (0..5).map(|i| format!("evt_reload_{i}")).collect();
+    for id in &ids {
+        assert_eq!(
+            gw.deliver("stripe", &stripe_body(id), id).await.outcome(),
+            "queued"
+        );
+    }
+    let sync = queued
+        .replace("delivery = \"queue\"\n", "")
+        .replace(&format!("retry = {FAST}\n"), "");
+    std::fs::write(&path, sync).expect("write");
+    let (status, body) = admin(&gw, "POST", "/reload").await;
+    assert_eq!(status, 200, "{body}");
+    up.set_status(200);
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_after"), "evt_after")
+        .await;
+    assert_eq!(r.outcome(), "forwarded", "the route is sync now");
+    assert!(
+        eventually(Duration::from_secs(15), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "the events it queued before are still delivered"
+    );
+    gw.stop().await;
+}
