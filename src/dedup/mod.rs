@@ -15,6 +15,7 @@
 pub mod disk;
 pub mod memory;
 pub mod redis;
+mod redis_queue;
 
 use std::fmt;
 use std::future::Future;

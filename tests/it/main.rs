@@ -19,6 +19,7 @@ mod malformed;
 mod ops;
 mod pipeline;
 mod process;
+mod queue_conformance;
 mod redis_extras;
 mod replay;
 mod security;
