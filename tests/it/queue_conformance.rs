@@ -128,6 +128,7 @@ pub async fn queue_conforms<S: QueueStore>(s: &S) {
     queue_lease_moves(s, s).await;
     routes_are_isolated(s).await;
     depth_counts_waiting_and_dead(s).await;
+    concurrent_takes_are_exclusive(s).await;
 }
 
 async fn enqueue_stores_once<S: QueueStore>(s: &S) {
@@ -487,6 +488,45 @@ async fn depth_counts_waiting_and_dead<S: QueueStore>(s: &S) {
         Some(base),
         "a dead event is the oldest undelivered"
     );
+}
+
+/// Workers taking at once never get the same event: 30 events, six concurrent takers of
+/// at most four each, until the queue is empty; every event is taken exactly once.
+async fn concurrent_takes_are_exclusive<S: QueueStore>(s: &S) {
+    let route = unique_route("concurrent");
+    let q = queue(&route);
+    for i in 0..30 {
+        let ev = event(
+            &format!("evt_{i:02}"),
+            format!("body {i}").as_bytes(),
+            now_ms(),
+        );
+        assert_eq!(enqueue(s, &q, &ev).await, Enqueued::Queued);
+    }
+    let q = &q;
+    let taken = futures_util::future::join_all((0..6).map(|_| async move {
+        let mut mine = Vec::new();
+        loop {
+            let got = s.take_due(q, 4, LONG).await.expect("take");
+            if got.is_empty() {
+                return mine;
+            }
+            mine.extend(got);
+        }
+    }))
+    .await;
+    let mut ids: Vec<String> = taken
+        .iter()
+        .flatten()
+        .map(|l| l.event.envelope.event_id.clone())
+        .collect();
+    ids.sort();
+    let expected: Vec<String> = (0..30).map(|i| format!("evt_{i:02}")).collect();
+    assert_eq!(ids, expected, "each event taken exactly once");
+    for l in taken.iter().flatten() {
+        assert!(s.finish(q, l, &delivered(), TTL).await.expect("finish"));
+    }
+    assert_eq!(s.depth(q).await.expect("depth").waiting, 0);
 }
 
 // ---- Redis ----
