@@ -15,6 +15,7 @@
 pub mod disk;
 pub mod memory;
 pub mod redis;
+mod redis_queue;
 
 use std::fmt;
 use std::future::Future;
@@ -296,7 +297,7 @@ macro_rules! queue_dispatch {
         match $self {
             Store::Memory(_) => Err(no_queue()),
             Store::Disk($s) => $e,
-            Store::Redis(_) => Err(StoreError::Backend("queue on redis: not yet".into())),
+            Store::Redis($s) => $e,
         }
     };
 }

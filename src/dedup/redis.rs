@@ -65,10 +65,11 @@ enum Target {
     },
 }
 
-/// The connection one store call uses. Every operation is single-key, so the cluster
-/// routes it (scripts included) to the key's slot.
+/// The connection one store call uses. Every operation is single-key (a queue's keys
+/// share their route's hash tag), so the cluster routes it (scripts included) to the
+/// key's slot.
 #[derive(Clone)]
-enum AnyConn {
+pub(super) enum AnyConn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
     Sentinel(redis::aio::MultiplexedConnection),
@@ -127,6 +128,8 @@ struct Inner {
     op_timeout: Duration,
     complete: Script,
     release: Script,
+    /// The queue's per-store state (`redis_queue.rs`).
+    queue: super::redis_queue::QueueState,
 }
 
 /// A Redis-backed store.
@@ -205,6 +208,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                queue: super::redis_queue::QueueState::new(),
             }),
         })
     }
@@ -232,6 +236,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                queue: super::redis_queue::QueueState::new(),
             }),
         })
     }
@@ -262,6 +267,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                queue: super::redis_queue::QueueState::new(),
             }),
         })
     }
@@ -293,8 +299,18 @@ impl RedisStore {
         }
     }
 
+    /// The queue's per-store state.
+    pub(super) fn queue_state(&self) -> &super::redis_queue::QueueState {
+        &self.inner.queue
+    }
+
+    /// `(replicas, timeout)` when writes must reach replicas (`min_replicas_ack`).
+    pub(super) fn replica_wait(&self) -> Option<(u32, Duration)> {
+        self.inner.wait
+    }
+
     /// Runs one store call under the timeout, counting consecutive timeouts.
-    async fn run<T, F>(&self, f: impl FnOnce(AnyConn) -> F) -> Result<T, StoreError>
+    pub(super) async fn run<T, F>(&self, f: impl FnOnce(AnyConn) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {
@@ -374,7 +390,7 @@ impl RedisStore {
     }
 }
 
-fn millis(d: Duration) -> u64 {
+pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 

@@ -20,6 +20,7 @@ mod ops;
 mod pipeline;
 mod process;
 mod queue;
+mod queue_conformance;
 mod queue_process;
 mod redis_extras;
 mod replay;

@@ -7,7 +7,7 @@
 //! status table when the file is opened, so a restart or a `kill -9` finds every
 //! undelivered event again.
 //!
-//! Tables (keys are `<route>\n<event id>`: route names hold no newline):
+//! Tables (keys are `<key prefix><route>\n<event id>`: neither holds a newline):
 //! - `queue_events`: the event (envelope and body) until it is delivered;
 //! - `queue_status`: 8 bytes of expiry (Unix ms, big-endian; `u64::MAX` while
 //!   undelivered) + a JSON [`StatusRecord`].
@@ -466,9 +466,10 @@ pub(super) fn apply(
             Ok(QReply::Count(n))
         }
         QOp::Purge { prefix, route, ids } => {
+            let space = format!("{prefix}{route}");
             let mut n = 0;
             for id in ids {
-                let k = qkey(route, id);
+                let k = qkey(&space, id);
                 let Some((rec, _)) = read_status(status, &k)? else {
                     continue;
                 };
@@ -481,7 +482,7 @@ pub(super) fn apply(
                     .remove(DedupKey::new(prefix, route, id).as_str())
                     .map_err(backend)?;
                 changes.push(Change::Purged {
-                    route: route.clone(),
+                    route: space.clone(),
                     id: id.clone(),
                 });
                 n += 1;
@@ -528,6 +529,12 @@ fn read_status(
 
 /// Events a list looks at, at most.
 const LIST_SCAN: usize = 10_000;
+
+/// A route's namespace in the queue tables and the index: the key prefix and the
+/// route name, so that two prefixes sharing a file never see each other's events.
+fn space(q: &QueueRef<'_>) -> String {
+    format!("{}{}", q.prefix, q.route)
+}
 
 fn unexpected() -> StoreError {
     StoreError::Backend("unexpected reply".into())
@@ -608,7 +615,7 @@ impl QueueStore for DiskStore {
     ) -> Result<Enqueued, StoreError> {
         let op = QOp::Enqueue {
             dedup: DedupKey::new(q.prefix, q.route, &event.envelope.event_id),
-            route: q.route.to_owned(),
+            route: space(q),
             event: Box::new(event.clone()),
             ttl: dedup_ttl,
         };
@@ -624,7 +631,7 @@ impl QueueStore for DiskStore {
         max: usize,
         lease: Duration,
     ) -> Result<Vec<Leased>, StoreError> {
-        let taken = self.index().take(q.route, max, lease);
+        let taken = self.index().take(&space(q), max, lease);
         if taken.is_empty() {
             return Ok(Vec::new());
         }
@@ -632,7 +639,7 @@ impl QueueStore for DiskStore {
             let mut out = Vec::with_capacity(taken.len());
             let mut gone = Vec::new();
             for (id, token) in &taken {
-                let k = qkey(q.route, id);
+                let k = qkey(&space(q), id);
                 match (get_event(events, &k)?, get_status(status, &k)?) {
                     (Some(event), Some(rec)) if rec.status.state.undelivered() => {
                         out.push(Leased {
@@ -650,7 +657,7 @@ impl QueueStore for DiskStore {
             Ok((out, gone)) => {
                 let mut index = self.index();
                 for id in gone {
-                    index.drop_lease(q.route, &id);
+                    index.drop_lease(&space(q), &id);
                 }
                 Ok(out)
             }
@@ -658,7 +665,7 @@ impl QueueStore for DiskStore {
                 // Nothing was handed out: the events are due again at once.
                 let mut index = self.index();
                 for (id, _) in &taken {
-                    index.give_back(q.route, id);
+                    index.give_back(&space(q), id);
                 }
                 drop(index);
                 Err(e)
@@ -678,7 +685,7 @@ impl QueueStore for DiskStore {
         let id = &leased.event.envelope.event_id;
         let op = QOp::Finish {
             dedup: DedupKey::new(q.prefix, q.route, id),
-            route: q.route.to_owned(),
+            route: space(q),
             id: id.clone(),
             lease: leased.lease.clone(),
             status,
@@ -697,11 +704,12 @@ impl QueueStore for DiskStore {
         limit: usize,
     ) -> Result<Vec<Summary>, StoreError> {
         let ids = match state {
-            Some(State::Dead) => self.index().dead(q.route),
+            Some(State::Dead) => self.index().dead(&space(q)),
             Some(State::Delivered) => Vec::new(),
-            _ => self.index().undelivered(q.route, LIST_SCAN),
+            _ => self.index().undelivered(&space(q), LIST_SCAN),
         };
-        let route = q.route;
+        let route = space(q);
+        let route = route.as_str();
         self.read(|_, status| {
             let mut out = Vec::new();
             if state == Some(State::Delivered) {
@@ -743,7 +751,7 @@ impl QueueStore for DiskStore {
         q: &QueueRef<'_>,
         event_id: &str,
     ) -> Result<Option<(Envelope, Status)>, StoreError> {
-        let k = qkey(q.route, event_id);
+        let k = qkey(&space(q), event_id);
         self.read(|events, status| {
             Ok(match (get_event(events, &k)?, get_status(status, &k)?) {
                 (Some(ev), Some(rec)) => Some((ev.envelope, rec.status)),
@@ -755,10 +763,10 @@ impl QueueStore for DiskStore {
     async fn retry(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
         let ids = match target {
             Target::One(id) => vec![id.clone()],
-            Target::AllDead => self.index().dead(q.route),
+            Target::AllDead => self.index().dead(&space(q)),
         };
         let op = QOp::Requeue {
-            route: q.route.to_owned(),
+            route: space(q),
             ids,
         };
         match self.queue_call(op).await? {
@@ -770,7 +778,7 @@ impl QueueStore for DiskStore {
     async fn purge(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
         let ids = match target {
             Target::One(id) => vec![id.clone()],
-            Target::AllDead => self.index().dead(q.route),
+            Target::AllDead => self.index().dead(&space(q)),
         };
         let op = QOp::Purge {
             prefix: q.prefix.to_owned(),
@@ -784,6 +792,6 @@ impl QueueStore for DiskStore {
     }
 
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
-        Ok(self.index().depth(q.route))
+        Ok(self.index().depth(&space(q)))
     }
 }

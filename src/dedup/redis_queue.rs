@@ -1,0 +1,921 @@
+//! Durable delivery on Redis: [`QueueStore`] for [`RedisStore`], in a Stream with a
+//! consumer group per route.
+//!
+//! Every key of a route carries the hash tag `{<route>}`, so a route's keys share one
+//! cluster slot and every script and pipeline below runs on one node:
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `<prefix>q:{<route>}:ev:<id>` | hash | `env` (envelope JSON), `body`, `fp`, `status` (JSON), `lease` (while leased); the route's dedup record |
+//! | `<prefix>q:{<route>}:stream` | stream | due events (field `id`), consumer group `hookgate` |
+//! | `<prefix>q:{<route>}:delayed` | zset | retrying events by next try (Unix ms) |
+//! | `<prefix>q:{<route>}:all` | zset | every undelivered event (queued, retrying, dead) by arrival |
+//! | `<prefix>q:{<route>}:dead` | zset | dead events by arrival |
+//! | `<prefix>q:{<route>}:delivered` | zset | delivered records by expiry, trimmed when written or listed |
+//!
+//! An undelivered event's hash has no expiry; a delivered one drops its body and
+//! expires after `dedup_ttl`, so copies within the window are still duplicates.
+//!
+//! **Leases.** `take_due` hands out a lease token `<stream entry id>:<nonce>` and writes
+//! it into the hash's `lease` field; `finish` applies only if the field still holds that
+//! token. A holder that dies leaves its entry pending in the group: once it has been
+//! idle for the lease (the taker's lease: every worker of a route uses the route's), a
+//! `take_due` anywhere claims it with `XAUTOCLAIM` and writes a fresh token, so the first
+//! holder's late `finish` is ignored (`Ok(false)`). An entry whose event was purged,
+//! delivered or is dead is acknowledged and deleted when it comes up.
+//!
+//! Deviations from the first design, with their reasons:
+//!
+//! - `take_due` is one script (promote due `delayed` members, `XAUTOCLAIM`,
+//!   non-blocking `XREADGROUP`, lease each entry) rather than three commands and a lease
+//!   script: one round trip per poll (workers poll every queue route), and no window in
+//!   which an entry is pending in the group without a lease token. The script builds the
+//!   event hash keys from the entry's `id` field: they share the route's hash tag, so
+//!   they are in the script's slot. The `XAUTOCLAIM` cursor is kept per route in the
+//!   store, so a long pending list is walked across polls instead of rescanning its
+//!   head. A missing group (`NOGROUP`: first use, or lost in a failover) is created in
+//!   the script (`XGROUP CREATE … 0 MKSTREAM`) and the call repeated.
+//! - `finish` with a lost lease acknowledges the entry only if no other worker holds
+//!   that same entry now (`XACK` is group-wide: acknowledging an entry another worker
+//!   re-claimed would drop it from the pending list, and if that worker then died the
+//!   event would never be taken again).
+//! - Two stream entries for one event (an operator's retry of an event whose retry was
+//!   just promoted) are collapsed: an entry whose event is leased through another entry
+//!   that is still pending is acknowledged and skipped.
+//! - An event whose stored data cannot be read is set aside by `take_due` (its entry
+//!   acknowledged, the hash kept for `show`/`purge`, a warning logged with its key) so
+//!   that one bad record does not stall its route; `take_due` reports `Corrupt` only if
+//!   it has nothing else to return. `list`, `show` and `retry` report `Corrupt(key)`.
+//! - With `min_replicas_ack`, an enqueue that too few replicas acknowledged is an error
+//!   (503), but the event stays stored on the primary: it is delivered, and the
+//!   provider's retry is answered as a duplicate. Deleting it instead could race a
+//!   worker that already took it and deliver it twice.
+//!
+//! `list` without a state lists the undelivered events (the `all` index); delivered
+//! records are listed with `Some(State::Delivered)`.
+//!
+//! Consumers are named `<host>-<pid>-<random>`, one per store; a consumer left by a
+//! process that exited stays in the group (with nothing pending once its entries are
+//! claimed) until removed with `XGROUP DELCONSUMER`.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+use rand::Rng as _;
+use redis::Script;
+
+use super::redis::{RedisStore, millis};
+use super::{Claim, StoreError};
+use crate::queue::{
+    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, State, Status, StoredEvent,
+    Summary, Target, now_ms,
+};
+
+/// Due retries moved from `delayed` into the stream per `take_due`.
+const PROMOTE: usize = 100;
+/// Event IDs read from an index per `list` (the rest is not scanned).
+const SCAN_BOUND: usize = 10_000;
+/// Hashes read per pipeline.
+const CHUNK: usize = 256;
+/// Reads of a status before a compare-and-set gives up on a racing writer.
+const CAS_TRIES: usize = 3;
+
+/// KEYS: event hash, stream, all. ARGV: env, body, fp, status, event id, received_at.
+/// Returns 0 when stored, the stored fingerprint when the event is there, -1 when it is
+/// there without one.
+const ENQUEUE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local fp = redis.call('HGET', KEYS[1], 'fp')
+  if fp then return fp end
+  return -1
+end
+redis.call('HSET', KEYS[1], 'env', ARGV[1], 'body', ARGV[2], 'fp', ARGV[3], 'status', ARGV[4])
+redis.call('XADD', KEYS[2], '*', 'id', ARGV[5])
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[5])
+return 0";
+
+/// KEYS: stream, delayed. ARGV: now, max, lease ms, consumer, cursor, nonce, event key
+/// prefix, promote limit. Returns `{next cursor, items}`; an item is
+/// `{token, key, env, body, status}` for a leased event, `{'corrupt', key}` for one set
+/// aside.
+const TAKE: &str = r"
+local stream, delayed = KEYS[1], KEYS[2]
+local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[8]))
+for _, id in ipairs(due) do
+  redis.call('ZREM', delayed, id)
+  redis.call('XADD', stream, '*', 'id', id)
+end
+local max = tonumber(ARGV[2])
+local claimed = redis.pcall('XAUTOCLAIM', stream, 'hookgate', ARGV[4], ARGV[3], ARGV[5], 'COUNT', max)
+if type(claimed) == 'table' and claimed.err then
+  if string.find(claimed.err, 'NOGROUP', 1, true) then
+    redis.call('XGROUP', 'CREATE', stream, 'hookgate', '0', 'MKSTREAM')
+    claimed = redis.call('XAUTOCLAIM', stream, 'hookgate', ARGV[4], ARGV[3], '0-0', 'COUNT', max)
+  else
+    return redis.error_reply(claimed.err)
+  end
+end
+local entries = {}
+for _, e in ipairs(claimed[2]) do
+  if e then entries[#entries + 1] = e end
+end
+if #entries < max then
+  local r = redis.call('XREADGROUP', 'GROUP', 'hookgate', ARGV[4], 'COUNT', max - #entries, 'STREAMS', stream, '>')
+  if r and r[1] then
+    for _, e in ipairs(r[1][2]) do
+      if e then entries[#entries + 1] = e end
+    end
+  end
+end
+local out = {}
+for _, e in ipairs(entries) do
+  local eid, fields, evid = e[1], e[2], nil
+  if type(fields) == 'table' then
+    for i = 1, #fields, 2 do
+      if fields[i] == 'id' then evid = fields[i + 1] end
+    end
+  end
+  local keep = false
+  if evid then
+    local key = ARGV[7] .. evid
+    local h = redis.call('HMGET', key, 'env', 'body', 'status', 'lease')
+    if h[3] then
+      local ok, st = pcall(cjson.decode, h[3])
+      if not ok or type(st) ~= 'table' then
+        out[#out + 1] = {'corrupt', key}
+      elseif st.state == 'queued' or st.state == 'retrying' then
+        local other = h[4] and string.match(h[4], '^([^:]+):')
+        local dup = false
+        if other and other ~= eid then
+          dup = #redis.call('XPENDING', stream, 'hookgate', other, other, 1) > 0
+        end
+        if not dup then
+          local token = eid .. ':' .. ARGV[6]
+          redis.call('HSET', key, 'lease', token)
+          out[#out + 1] = {token, key, h[1], h[2], h[3]}
+          keep = true
+        end
+      end
+    end
+  end
+  if not keep then
+    redis.call('XACK', stream, 'hookgate', eid)
+    redis.call('XDEL', stream, eid)
+  end
+end
+return {claimed[1], out}";
+
+/// KEYS: event hash, stream, all, dead, delayed, delivered. ARGV: lease token, entry
+/// id, new status, kind, ttl ms, expiry ms, retry at, event id, received_at, now.
+/// Returns 1 when applied, 0 when the lease was lost.
+const FINISH: &str = r"
+local cur = redis.call('HGET', KEYS[1], 'lease')
+if cur ~= ARGV[1] then
+  local holder = cur and string.match(cur, '^([^:]+):')
+  if holder ~= ARGV[2] then
+    redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
+    redis.call('XDEL', KEYS[2], ARGV[2])
+  end
+  return 0
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[3])
+redis.call('HDEL', KEYS[1], 'lease')
+local id = ARGV[8]
+if ARGV[4] == 'delivered' then
+  redis.call('HDEL', KEYS[1], 'body')
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  redis.call('ZREM', KEYS[3], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('ZREM', KEYS[5], id)
+  redis.call('ZADD', KEYS[6], ARGV[6], id)
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ARGV[10])
+elseif ARGV[4] == 'retry' then
+  redis.call('ZADD', KEYS[5], ARGV[7], id)
+else
+  redis.call('ZADD', KEYS[4], ARGV[9], id)
+end
+redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
+redis.call('XDEL', KEYS[2], ARGV[2])
+return 1";
+
+/// KEYS: stream, dead, delayed, all, then event hashes. ARGV: per hash, event id,
+/// expected status, new status. Per event: 1 requeued, 0 changed meanwhile (or leased),
+/// 2 gone (dropped from the indexes).
+const REQUEUE: &str = r"
+local out = {}
+for i = 5, #KEYS do
+  local j = (i - 5) * 3
+  local id, old, new = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  local cur = redis.call('HMGET', KEYS[i], 'status', 'lease')
+  if not cur[1] then
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    redis.call('ZREM', KEYS[4], id)
+    out[#out + 1] = 2
+  elseif cur[1] == old and not cur[2] then
+    redis.call('HSET', KEYS[i], 'status', new)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    redis.call('XADD', KEYS[1], '*', 'id', id)
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out";
+
+/// KEYS: all, dead, delayed, then event hashes. ARGV: mode (`dead`: dead events only;
+/// `any`: any undelivered one), then the event IDs. Returns `{purged, dropped from the
+/// dead index}`.
+const PURGE: &str = r"
+local purged, dropped = 0, 0
+for i = 4, #KEYS do
+  local id = ARGV[i - 2]
+  local s = redis.call('HGET', KEYS[i], 'status')
+  local go = false
+  if not s then
+    redis.call('ZREM', KEYS[1], id)
+    dropped = dropped + redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+  else
+    local ok, st = pcall(cjson.decode, s)
+    local state = nil
+    if ok and type(st) == 'table' then state = st.state end
+    if ARGV[1] == 'dead' then
+      go = state == 'dead'
+      if not go and state ~= nil then
+        dropped = dropped + redis.call('ZREM', KEYS[2], id)
+      end
+    else
+      go = state ~= 'delivered'
+    end
+  end
+  if go then
+    redis.call('DEL', KEYS[i])
+    redis.call('ZREM', KEYS[1], id)
+    dropped = dropped + redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    purged = purged + 1
+  end
+end
+return {purged, dropped}";
+
+/// KEYS: event hash, stream. ARGV: lease token, entry id. Sets a leased entry aside.
+const DROP: &str = r"
+if redis.call('HGET', KEYS[1], 'lease') == ARGV[1] then
+  redis.call('HDEL', KEYS[1], 'lease')
+end
+redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
+redis.call('XDEL', KEYS[2], ARGV[2])
+return 1";
+
+static ENQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE));
+static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
+static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FINISH));
+static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REQUEUE));
+static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PURGE));
+static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
+
+/// What a store keeps for its queues: its consumer name and, per stream, where the
+/// next `XAUTOCLAIM` resumes.
+pub(super) struct QueueState {
+    consumer: String,
+    cursors: Mutex<HashMap<String, String>>,
+}
+
+impl QueueState {
+    pub(super) fn new() -> Self {
+        let host = std::env::var("HOSTNAME")
+            .ok()
+            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+            .unwrap_or_default();
+        let host: String = host
+            .trim()
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+            .take(64)
+            .collect();
+        let host = if host.is_empty() {
+            "hookgate".to_owned()
+        } else {
+            host
+        };
+        let nonce: [u8; 6] = rand::rng().random();
+        Self {
+            consumer: format!("{host}-{}-{}", std::process::id(), hex::encode(nonce)),
+            cursors: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cursor(&self, stream: &str) -> String {
+        let map = match self.cursors.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.get(stream).cloned().unwrap_or_else(|| "0-0".to_owned())
+    }
+
+    fn set_cursor(&self, stream: &str, next: String) {
+        let mut map = match self.cursors.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.insert(stream.to_owned(), next);
+    }
+}
+
+/// Two fields of one hash (`HMGET`), each absent or raw bytes.
+type Pair = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// A route's keys.
+struct Keys {
+    /// `<prefix>q:{<route>}:`
+    base: String,
+}
+
+impl Keys {
+    fn new(q: &QueueRef<'_>) -> Self {
+        Self {
+            base: format!("{}q:{{{}}}:", q.prefix, q.route),
+        }
+    }
+
+    fn ev_prefix(&self) -> String {
+        format!("{}ev:", self.base)
+    }
+
+    fn ev(&self, id: &str) -> String {
+        format!("{}ev:{id}", self.base)
+    }
+
+    fn stream(&self) -> String {
+        format!("{}stream", self.base)
+    }
+
+    fn delayed(&self) -> String {
+        format!("{}delayed", self.base)
+    }
+
+    fn all(&self) -> String {
+        format!("{}all", self.base)
+    }
+
+    fn dead(&self) -> String {
+        format!("{}dead", self.base)
+    }
+
+    fn delivered(&self) -> String {
+        format!("{}delivered", self.base)
+    }
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Backend(format!("encode: {e}")))
+}
+
+fn decode_status(raw: &[u8], key: &str) -> Result<Status, StoreError> {
+    serde_json::from_slice(raw).map_err(|_| StoreError::Corrupt(key.to_owned()))
+}
+
+fn decode_envelope(raw: &[u8], key: &str) -> Result<Envelope, StoreError> {
+    serde_json::from_slice(raw).map_err(|_| StoreError::Corrupt(key.to_owned()))
+}
+
+fn nonce() -> String {
+    let bytes: [u8; 8] = rand::rng().random();
+    hex::encode(bytes)
+}
+
+/// A leased item of the take script, decoded.
+fn decode_leased(
+    key: &str,
+    token: Vec<u8>,
+    env: Option<Vec<u8>>,
+    body: Option<Vec<u8>>,
+    status: Option<Vec<u8>>,
+) -> Result<Leased, StoreError> {
+    let corrupt = || StoreError::Corrupt(key.to_owned());
+    let envelope = decode_envelope(&env.ok_or_else(corrupt)?, key)?;
+    let status = decode_status(&status.ok_or_else(corrupt)?, key)?;
+    let body = body.ok_or_else(corrupt)?;
+    let lease = String::from_utf8(token).map_err(|_| corrupt())?;
+    Ok(Leased {
+        event: StoredEvent {
+            envelope,
+            body: bytes::Bytes::from(body),
+        },
+        status,
+        lease,
+    })
+}
+
+impl RedisStore {
+    /// `HMGET key env status` for each ID, in pipelines of [`CHUNK`].
+    async fn env_status(&self, k: &Keys, ids: &[String]) -> Result<Vec<Pair>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(CHUNK) {
+            let mut pipe = redis::pipe();
+            for id in chunk {
+                pipe.cmd("HMGET").arg(k.ev(id)).arg("env").arg("status");
+            }
+            let pipe = &pipe;
+            let part: Vec<Pair> = self
+                .run(|mut c| async move { pipe.query_async(&mut c).await })
+                .await?;
+            out.extend(part);
+        }
+        Ok(out)
+    }
+
+    /// `HMGET key status lease` for each ID, in one pipeline.
+    async fn status_lease(&self, k: &Keys, ids: &[String]) -> Result<Vec<Pair>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET").arg(k.ev(id)).arg("status").arg("lease");
+        }
+        let pipe = &pipe;
+        self.run(|mut c| async move { pipe.query_async(&mut c).await })
+            .await
+    }
+
+    /// A page of an index, by rank.
+    async fn index_page(
+        &self,
+        index: &str,
+        from: usize,
+        count: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let to = from.saturating_add(count).saturating_sub(1);
+        self.run(|mut c| async move {
+            redis::cmd("ZRANGE")
+                .arg(index)
+                .arg(from)
+                .arg(to)
+                .query_async(&mut c)
+                .await
+        })
+        .await
+    }
+
+    /// Requeues those of `ids` that `eligible` accepts, each by compare-and-set on its
+    /// status, re-reading the ones that changed meanwhile up to [`CAS_TRIES`] times.
+    /// Returns `(requeued, dropped from the indexes as gone)`.
+    async fn requeue(
+        &self,
+        k: &Keys,
+        ids: &[String],
+        eligible: impl Fn(&Status) -> bool,
+    ) -> Result<(u64, u64), StoreError> {
+        let (mut requeued, mut gone) = (0, 0);
+        let mut pending: Vec<String> = ids.to_vec();
+        for _ in 0..CAS_TRIES {
+            if pending.is_empty() {
+                break;
+            }
+            let read = self.status_lease(k, &pending).await?;
+            let now = now_ms();
+            let mut ops: Vec<(String, Vec<u8>, String)> = Vec::new();
+            for (id, (status, lease)) in pending.iter().zip(read) {
+                let Some(raw) = status else {
+                    ops.push((id.clone(), Vec::new(), String::new()));
+                    continue;
+                };
+                if lease.is_some() {
+                    continue;
+                }
+                let mut st = decode_status(&raw, &k.ev(id))?;
+                if !eligible(&st) {
+                    continue;
+                }
+                st.requeue(now);
+                ops.push((id.clone(), raw, to_json(&st)?));
+            }
+            if ops.is_empty() {
+                break;
+            }
+            let mut inv = REQUEUE_SCRIPT.prepare_invoke();
+            inv.key(k.stream())
+                .key(k.dead())
+                .key(k.delayed())
+                .key(k.all());
+            for (id, old, new) in &ops {
+                inv.key(k.ev(id)).arg(id).arg(old.as_slice()).arg(new);
+            }
+            let inv = &inv;
+            let results: Vec<i64> = self
+                .run(|mut c| async move { inv.invoke_async(&mut c).await })
+                .await?;
+            let mut raced = Vec::new();
+            for ((id, old, _), r) in ops.into_iter().zip(results) {
+                match r {
+                    1 => requeued += 1,
+                    2 => gone += 1,
+                    // Changed between the read and the write: read it again (a gone
+                    // event that came back is not retried).
+                    _ if !old.is_empty() => raced.push(id),
+                    _ => {}
+                }
+            }
+            pending = raced;
+        }
+        Ok((requeued, gone))
+    }
+
+    /// Runs the purge script on some IDs: `(purged, dropped from the dead index)`.
+    async fn purge_ids(
+        &self,
+        k: &Keys,
+        ids: &[String],
+        mode: &str,
+    ) -> Result<(u64, u64), StoreError> {
+        let mut inv = PURGE_SCRIPT.prepare_invoke();
+        inv.key(k.all()).key(k.dead()).key(k.delayed()).arg(mode);
+        for id in ids {
+            inv.key(k.ev(id)).arg(id);
+        }
+        let inv = &inv;
+        self.run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await
+    }
+}
+
+impl QueueStore for RedisStore {
+    async fn enqueue(
+        &self,
+        q: &QueueRef<'_>,
+        event: &StoredEvent,
+        _dedup_ttl: Duration,
+    ) -> Result<Enqueued, StoreError> {
+        let k = Keys::new(q);
+        let env = &event.envelope;
+        let key = k.ev(&env.event_id);
+        let mut inv = ENQUEUE_SCRIPT.prepare_invoke();
+        inv.key(&key)
+            .key(k.stream())
+            .key(k.all())
+            .arg(to_json(env)?)
+            .arg(event.body.as_ref())
+            .arg(&env.fingerprint)
+            .arg(to_json(&Status::queued(now_ms()))?)
+            .arg(&env.event_id)
+            .arg(env.received_at_ms);
+        let inv = &inv;
+        let wait = self.replica_wait();
+        let reply: redis::Value = self
+            .run(|mut c| async move {
+                let Some((n, t)) = wait else {
+                    return inv.invoke_async(&mut c).await;
+                };
+                // As a claim does: WAIT in the same pipeline, so it follows the script
+                // on the same connection. The script is loaded first (a pipeline does
+                // not retry NOSCRIPT).
+                let (_sha, reply, acked): (String, redis::Value, i64) = redis::pipe()
+                    .load_script(&ENQUEUE_SCRIPT)
+                    .invoke_script(inv)
+                    .cmd("WAIT")
+                    .arg(n)
+                    .arg(millis(t))
+                    .query_async(&mut c)
+                    .await?;
+                if reply == redis::Value::Int(0) && acked < i64::from(n) {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "enqueue not acknowledged by enough replicas",
+                        format!("{acked} of {n}"),
+                    )));
+                }
+                Ok(reply)
+            })
+            .await?;
+        match reply {
+            redis::Value::Int(0) => Ok(Enqueued::Queued),
+            redis::Value::BulkString(fp) => Ok(Enqueued::Existing(Claim::Done {
+                fingerprint: String::from_utf8(fp).map_err(|_| StoreError::Corrupt(key))?,
+            })),
+            _ => Err(StoreError::Corrupt(key)),
+        }
+    }
+
+    async fn take_due(
+        &self,
+        q: &QueueRef<'_>,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Leased>, StoreError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let k = Keys::new(q);
+        let stream = k.stream();
+        let state = self.queue_state();
+        let mut inv = TAKE_SCRIPT.prepare_invoke();
+        inv.key(&stream)
+            .key(k.delayed())
+            .arg(now_ms())
+            .arg(max)
+            .arg(millis(lease))
+            .arg(&state.consumer)
+            .arg(state.cursor(&stream))
+            .arg(nonce())
+            .arg(k.ev_prefix())
+            .arg(PROMOTE);
+        let inv = &inv;
+        type Item = Vec<Option<Vec<u8>>>;
+        let (next, items): (String, Vec<Item>) = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        state.set_cursor(&stream, next);
+
+        let mut out = Vec::with_capacity(items.len());
+        let mut corrupt = Vec::new();
+        for item in items {
+            let mut it = item.into_iter();
+            match (it.next(), it.next(), it.next(), it.next(), it.next()) {
+                (Some(Some(token)), Some(Some(key)), Some(env), Some(body), Some(status)) => {
+                    let key = String::from_utf8_lossy(&key).into_owned();
+                    match decode_leased(&key, token.clone(), env, body, status) {
+                        Ok(l) => out.push(l),
+                        Err(_) => {
+                            // Readable enough to lease, not to deliver: set it aside.
+                            let entry = String::from_utf8_lossy(&token)
+                                .split_once(':')
+                                .map(|(e, _)| e.to_owned())
+                                .unwrap_or_default();
+                            let mut aside = DROP_SCRIPT.prepare_invoke();
+                            aside.key(&key).key(&stream).arg(token).arg(entry);
+                            let aside = &aside;
+                            // Best effort: if this fails, the entry comes up again
+                            // after its lease and is set aside then.
+                            let _ = self
+                                .run(|mut c| async move { aside.invoke_async::<i64>(&mut c).await })
+                                .await;
+                            corrupt.push(key);
+                        }
+                    }
+                }
+                (Some(_), Some(Some(key)), None, _, _) => {
+                    corrupt.push(String::from_utf8_lossy(&key).into_owned());
+                }
+                _ => return Err(StoreError::Corrupt(stream)),
+            }
+        }
+        for key in &corrupt {
+            tracing::warn!(
+                key = %key,
+                "redis queue: set aside an event whose stored data cannot be read (show or purge it)"
+            );
+        }
+        match corrupt.into_iter().next() {
+            Some(key) if out.is_empty() => Err(StoreError::Corrupt(key)),
+            _ => Ok(out),
+        }
+    }
+
+    async fn finish(
+        &self,
+        q: &QueueRef<'_>,
+        leased: &Leased,
+        end: &Finish,
+        dedup_ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let k = Keys::new(q);
+        let Some((entry, _)) = leased.lease.split_once(':') else {
+            return Err(StoreError::Backend(
+                "finish: not a lease of the redis queue".into(),
+            ));
+        };
+        let mut status = leased.status.clone();
+        status.record(end);
+        let (kind, at) = match end {
+            Finish::Delivered(_) => ("delivered", 0),
+            Finish::Retry(_, at) => ("retry", *at),
+            Finish::Dead(..) => ("dead", 0),
+        };
+        let now = now_ms();
+        let ttl = millis(dedup_ttl);
+        let env = &leased.event.envelope;
+        let mut inv = FINISH_SCRIPT.prepare_invoke();
+        inv.key(k.ev(&env.event_id))
+            .key(k.stream())
+            .key(k.all())
+            .key(k.dead())
+            .key(k.delayed())
+            .key(k.delivered())
+            .arg(&leased.lease)
+            .arg(entry)
+            .arg(to_json(&status)?)
+            .arg(kind)
+            .arg(ttl)
+            .arg(now.saturating_add(ttl))
+            .arg(at)
+            .arg(&env.event_id)
+            .arg(env.received_at_ms)
+            .arg(now);
+        let inv = &inv;
+        let n: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn list(
+        &self,
+        q: &QueueRef<'_>,
+        state: Option<State>,
+        limit: usize,
+    ) -> Result<Vec<Summary>, StoreError> {
+        let k = Keys::new(q);
+        let limit = limit.min(SCAN_BOUND);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = match state {
+            Some(State::Dead) => self.index_page(&k.dead(), 0, SCAN_BOUND).await?,
+            Some(State::Delivered) => {
+                let index = k.delivered();
+                let index = &index;
+                let now = now_ms();
+                self.run(|mut c| async move {
+                    let (ids,): (Vec<String>,) = redis::pipe()
+                        .cmd("ZREMRANGEBYSCORE")
+                        .arg(index)
+                        .arg("-inf")
+                        .arg(now)
+                        .ignore()
+                        .cmd("ZRANGE")
+                        .arg(index)
+                        .arg(0)
+                        .arg(SCAN_BOUND - 1)
+                        .query_async(&mut c)
+                        .await?;
+                    Ok(ids)
+                })
+                .await?
+            }
+            _ => self.index_page(&k.all(), 0, SCAN_BOUND).await?,
+        };
+        let mut out = Vec::new();
+        // Read in chunks, stopping once `limit` summaries are found.
+        for chunk in ids.chunks(CHUNK) {
+            for (id, row) in chunk.iter().zip(self.env_status(&k, chunk).await?) {
+                let (env, status) = match row {
+                    (None, None) => continue, // gone since the index was read
+                    (Some(env), Some(status)) => (env, status),
+                    _ => return Err(StoreError::Corrupt(k.ev(id))),
+                };
+                let status = decode_status(&status, &k.ev(id))?;
+                if state.is_some_and(|s| s != status.state) {
+                    continue;
+                }
+                let env = decode_envelope(&env, &k.ev(id))?;
+                out.push(Summary::of(&env, &status));
+                if out.len() >= limit {
+                    return Ok(out);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn show(
+        &self,
+        q: &QueueRef<'_>,
+        event_id: &str,
+    ) -> Result<Option<(Envelope, Status)>, StoreError> {
+        let k = Keys::new(q);
+        let key = k.ev(event_id);
+        match self
+            .env_status(&k, &[event_id.to_owned()])
+            .await?
+            .pop()
+            .unwrap_or((None, None))
+        {
+            (None, None) => Ok(None),
+            (Some(env), Some(status)) => Ok(Some((
+                decode_envelope(&env, &key)?,
+                decode_status(&status, &key)?,
+            ))),
+            _ => Err(StoreError::Corrupt(key)),
+        }
+    }
+
+    async fn retry(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
+        let k = Keys::new(q);
+        match target {
+            Target::One(id) => {
+                let (n, _) = self
+                    .requeue(&k, std::slice::from_ref(id), |s| {
+                        matches!(s.state, State::Dead | State::Retrying)
+                    })
+                    .await?;
+                Ok(n)
+            }
+            Target::AllDead => {
+                // Page through the dead index: requeued and gone events leave it, so
+                // the next page starts after those that stayed.
+                let (mut total, mut from) = (0, 0usize);
+                loop {
+                    let page = self.index_page(&k.dead(), from, CHUNK).await?;
+                    if page.is_empty() {
+                        return Ok(total);
+                    }
+                    let (n, gone) = self.requeue(&k, &page, |s| s.state == State::Dead).await?;
+                    total += n;
+                    let left = usize::try_from(n + gone).unwrap_or(usize::MAX);
+                    from += page.len().saturating_sub(left);
+                }
+            }
+        }
+    }
+
+    async fn purge(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
+        let k = Keys::new(q);
+        match target {
+            Target::One(id) => Ok(self.purge_ids(&k, std::slice::from_ref(id), "any").await?.0),
+            Target::AllDead => {
+                let (mut total, mut from) = (0, 0usize);
+                loop {
+                    let page = self.index_page(&k.dead(), from, CHUNK).await?;
+                    if page.is_empty() {
+                        return Ok(total);
+                    }
+                    let (n, dropped) = self.purge_ids(&k, &page, "dead").await?;
+                    total += n;
+                    let left = usize::try_from(dropped).unwrap_or(usize::MAX);
+                    from += page.len().saturating_sub(left);
+                }
+            }
+        }
+    }
+
+    async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
+        let k = Keys::new(q);
+        let (all, dead) = (k.all(), k.dead());
+        let (all_ref, dead_ref) = (&all, &dead);
+        let (undelivered, dead_n, oldest): (u64, u64, Vec<String>) = self
+            .run(|mut c| async move {
+                redis::pipe()
+                    .cmd("ZCARD")
+                    .arg(all_ref)
+                    .cmd("ZCARD")
+                    .arg(dead_ref)
+                    .cmd("ZRANGE")
+                    .arg(all_ref)
+                    .arg(0)
+                    .arg(0)
+                    .arg("WITHSCORES")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let oldest_received_ms = match oldest.as_slice() {
+            [] => None,
+            [_, score] => Some(
+                score
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .ok_or_else(|| StoreError::Corrupt(all.clone()))? as u64,
+            ),
+            _ => return Err(StoreError::Corrupt(all)),
+        };
+        Ok(Depth {
+            waiting: undelivered.saturating_sub(dead_n),
+            dead: dead_n,
+            oldest_received_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_a_route_carries_its_hash_tag() {
+        let k = Keys::new(&QueueRef {
+            prefix: "hg:",
+            route: "stripe",
+        });
+        for key in [
+            k.ev("evt_1"),
+            k.stream(),
+            k.delayed(),
+            k.all(),
+            k.dead(),
+            k.delivered(),
+        ] {
+            assert!(key.starts_with("hg:q:{stripe}:"), "{key}");
+        }
+        assert!(k.ev("evt_1").starts_with(&k.ev_prefix()));
+    }
+
+    #[test]
+    fn consumers_are_unique_per_store() {
+        assert_ne!(QueueState::new().consumer, QueueState::new().consumer);
+    }
+}

@@ -1,0 +1,778 @@
+//! One conformance suite for the queue contract ([`QueueStore`]), generic over the
+//! store: run here on a single Redis server and on a Redis Cluster; the disk store runs
+//! the same functions. Each call uses route names of its own, so a store may be shared
+//! between calls. Lease expiry is tested with short leases and real sleeps.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hookgate::dedup::Claim;
+use hookgate::dedup::RedisStore;
+use hookgate::dedup::redis::RedisOptions;
+use hookgate::queue::{
+    Attempt, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, State, StoredEvent,
+    StoredHeader, Target, now_ms,
+};
+
+use crate::support::RedisServer;
+use crate::support::redis::RedisCluster;
+
+const PREFIX: &str = "qc:";
+const LONG: Duration = Duration::from_secs(60);
+const TTL: Duration = Duration::from_secs(300);
+/// A lease that runs out while the test sleeps [`PAST_LEASE`].
+const SHORT_LEASE: Duration = Duration::from_millis(100);
+const PAST_LEASE: Duration = Duration::from_millis(500);
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A route name no earlier call has used (`[A-Za-z0-9._-]`).
+pub fn unique_route(name: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{name}-{nanos}-{}", SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+fn queue(route: &str) -> QueueRef<'_> {
+    QueueRef {
+        prefix: PREFIX,
+        route,
+    }
+}
+
+/// An event whose fingerprint follows its body.
+pub fn event(id: &str, body: &[u8], received_at_ms: u64) -> StoredEvent {
+    StoredEvent {
+        envelope: Envelope {
+            event_id: id.to_owned(),
+            fingerprint: format!("fp-{}", hex::encode(body)),
+            method: "POST".into(),
+            headers: vec![StoredHeader {
+                name: "content-type".into(),
+                text: Some("application/json".into()),
+                base64: None,
+            }],
+            query: Some("a=1".into()),
+            peer: "127.0.0.1".into(),
+            received_at_ms,
+        },
+        body: bytes::Bytes::copy_from_slice(body),
+    }
+}
+
+fn attempt(result: &str, status: Option<u16>) -> Attempt {
+    Attempt {
+        at_ms: now_ms(),
+        status,
+        result: result.into(),
+        error: None,
+        duration_ms: 5,
+    }
+}
+
+fn delivered() -> Finish {
+    Finish::Delivered(attempt("delivered", Some(200)))
+}
+
+fn retry_at(at: u64) -> Finish {
+    Finish::Retry(attempt("http_5xx", Some(503)), at)
+}
+
+fn dead() -> Finish {
+    Finish::Dead(
+        attempt("http_5xx", Some(500)),
+        "3 attempts failed (max_attempts)".into(),
+    )
+}
+
+fn done(fp: &str) -> Enqueued {
+    Enqueued::Existing(Claim::Done {
+        fingerprint: fp.to_owned(),
+    })
+}
+
+async fn enqueue<S: QueueStore>(s: &S, q: &QueueRef<'_>, ev: &StoredEvent) -> Enqueued {
+    s.enqueue(q, ev, TTL).await.expect("enqueue")
+}
+
+async fn take<S: QueueStore>(s: &S, q: &QueueRef<'_>, lease: Duration) -> Vec<Leased> {
+    s.take_due(q, 10, lease).await.expect("take_due")
+}
+
+/// Takes exactly one event: `id`.
+async fn take_one<S: QueueStore>(s: &S, q: &QueueRef<'_>, id: &str) -> Leased {
+    let mut got = take(s, q, LONG).await;
+    assert_eq!(got.len(), 1, "one event due: {got:?}");
+    let l = got.remove(0);
+    assert_eq!(l.event.envelope.event_id, id);
+    l
+}
+
+async fn ids<S: QueueStore>(s: &S, q: &QueueRef<'_>, state: Option<State>) -> Vec<String> {
+    s.list(q, state, 100)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|e| e.event_id)
+        .collect()
+}
+
+/// The queue contract: everything but a second store handle.
+pub async fn queue_conforms<S: QueueStore>(s: &S) {
+    enqueue_stores_once(s).await;
+    delivered_events_stay_duplicates(s).await;
+    retries_come_back_when_due(s).await;
+    dead_events_are_retried_and_purged(s).await;
+    queue_lease_moves(s, s).await;
+    routes_are_isolated(s).await;
+    depth_counts_waiting_and_dead(s).await;
+    concurrent_takes_are_exclusive(s).await;
+}
+
+async fn enqueue_stores_once<S: QueueStore>(s: &S) {
+    let route = unique_route("enqueue");
+    let q = queue(&route);
+    let ev = event("evt_1", b"{\"a\":1}", now_ms());
+    let fp = ev.envelope.fingerprint.clone();
+    assert_eq!(enqueue(s, &q, &ev).await, Enqueued::Queued);
+    // A copy is a duplicate; another body under the same ID shows the first body's
+    // fingerprint (the gateway answers it 422).
+    assert_eq!(enqueue(s, &q, &ev).await, done(&fp));
+    let other = event("evt_1", b"{\"a\":2}", now_ms());
+    assert_ne!(other.envelope.fingerprint, fp);
+    assert_eq!(enqueue(s, &q, &other).await, done(&fp));
+
+    let (env, status) = s.show(&q, "evt_1").await.expect("show").expect("stored");
+    assert_eq!(env, ev.envelope);
+    assert_eq!(status.state, State::Queued);
+    assert_eq!(status.attempts, 0);
+    assert!(s.show(&q, "evt_none").await.expect("show").is_none());
+    assert_eq!(ids(s, &q, None).await, ["evt_1"]);
+    assert_eq!(ids(s, &q, Some(State::Queued)).await, ["evt_1"]);
+    assert!(ids(s, &q, Some(State::Dead)).await.is_empty());
+    let summary = &s.list(&q, None, 10).await.expect("list")[0];
+    assert_eq!(summary.state, State::Queued);
+    assert_eq!(summary.received_at_ms, ev.envelope.received_at_ms);
+
+    // Taken once, with its body; not again while leased.
+    let l = take_one(s, &q, "evt_1").await;
+    assert_eq!(l.event, ev);
+    assert_eq!(l.status.state, State::Queued);
+    assert!(take(s, &q, LONG).await.is_empty(), "leased: not due again");
+    assert!(s.take_due(&q, 0, LONG).await.expect("take 0").is_empty());
+    assert!(s.finish(&q, &l, &delivered(), TTL).await.expect("finish"));
+}
+
+async fn delivered_events_stay_duplicates<S: QueueStore>(s: &S) {
+    let route = unique_route("delivered");
+    let q = queue(&route);
+    let ev = event("evt_ok", b"ok", now_ms());
+    let fp = ev.envelope.fingerprint.clone();
+    assert_eq!(enqueue(s, &q, &ev).await, Enqueued::Queued);
+    let l = take_one(s, &q, "evt_ok").await;
+    assert!(s.finish(&q, &l, &delivered(), TTL).await.expect("finish"));
+
+    let list = s
+        .list(&q, Some(State::Delivered), 10)
+        .await
+        .expect("list delivered");
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].event_id, "evt_ok");
+    assert_eq!(list[0].state, State::Delivered);
+    assert_eq!(list[0].attempts, 1);
+    assert_eq!(list[0].last_result.as_deref(), Some("delivered"));
+    assert!(ids(s, &q, Some(State::Queued)).await.is_empty());
+    assert!(take(s, &q, LONG).await.is_empty(), "the queue is empty");
+    let depth = s.depth(&q).await.expect("depth");
+    assert_eq!((depth.waiting, depth.dead), (0, 0));
+    assert_eq!(depth.oldest_received_ms, None);
+    // Still a duplicate within the dedup window.
+    assert_eq!(enqueue(s, &q, &ev).await, done(&fp));
+    let (_, status) = s.show(&q, "evt_ok").await.expect("show").expect("kept");
+    assert_eq!(status.state, State::Delivered);
+    // A late second finish of the same lease changes nothing.
+    assert!(!s.finish(&q, &l, &dead(), TTL).await.expect("finish again"));
+    let (_, status) = s.show(&q, "evt_ok").await.expect("show").expect("kept");
+    assert_eq!(status.state, State::Delivered);
+}
+
+async fn retries_come_back_when_due<S: QueueStore>(s: &S) {
+    let route = unique_route("retry");
+    let q = queue(&route);
+    let ev = event("evt_r", b"retry me", now_ms());
+    assert_eq!(enqueue(s, &q, &ev).await, Enqueued::Queued);
+
+    // Due in the past: taken again at once.
+    let l = take_one(s, &q, "evt_r").await;
+    assert!(
+        s.finish(&q, &l, &retry_at(now_ms().saturating_sub(1000)), TTL)
+            .await
+            .expect("finish")
+    );
+    let l = take_one(s, &q, "evt_r").await;
+    assert_eq!(l.status.state, State::Retrying);
+    assert_eq!(l.status.attempts, 1);
+    assert_eq!(l.status.history.len(), 1);
+    assert_eq!(l.event, ev);
+
+    // Due in an hour: not taken.
+    let at = now_ms() + 3_600_000;
+    assert!(s.finish(&q, &l, &retry_at(at), TTL).await.expect("finish"));
+    assert!(take(s, &q, LONG).await.is_empty(), "not due yet");
+    let list = s
+        .list(&q, Some(State::Retrying), 10)
+        .await
+        .expect("list retrying");
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].next_at_ms, Some(at));
+    assert_eq!(list[0].attempts, 2);
+    assert_eq!(list[0].last_result.as_deref(), Some("http_5xx"));
+    assert_eq!(s.depth(&q).await.expect("depth").waiting, 1);
+
+    // An operator's retry makes it due now, attempts counted from zero.
+    assert_eq!(
+        s.retry(&q, &Target::One("evt_r".into()))
+            .await
+            .expect("retry"),
+        1
+    );
+    let l = take_one(s, &q, "evt_r").await;
+    assert_eq!(l.status.state, State::Queued);
+    assert_eq!(l.status.attempts, 0);
+    assert_eq!(l.status.history.len(), 2, "the history is kept");
+    // Not while it is leased.
+    assert_eq!(
+        s.retry(&q, &Target::One("evt_r".into()))
+            .await
+            .expect("retry"),
+        0
+    );
+    assert!(s.finish(&q, &l, &delivered(), TTL).await.expect("finish"));
+    // Nor once delivered.
+    assert_eq!(
+        s.retry(&q, &Target::One("evt_r".into()))
+            .await
+            .expect("retry"),
+        0
+    );
+}
+
+async fn dead_events_are_retried_and_purged<S: QueueStore>(s: &S) {
+    let route = unique_route("dead");
+    let q = queue(&route);
+    let ev = event("evt_d", b"dead", now_ms());
+    assert_eq!(enqueue(s, &q, &ev).await, Enqueued::Queued);
+    let l = take_one(s, &q, "evt_d").await;
+    assert!(s.finish(&q, &l, &dead(), TTL).await.expect("finish"));
+    assert_eq!(ids(s, &q, Some(State::Dead)).await, ["evt_d"]);
+    assert_eq!(ids(s, &q, None).await, ["evt_d"], "dead is undelivered");
+    let (_, status) = s.show(&q, "evt_d").await.expect("show").expect("kept");
+    assert_eq!(status.state, State::Dead);
+    assert!(status.dead_reason.is_some());
+    assert!(take(s, &q, LONG).await.is_empty(), "dead is not due");
+    let depth = s.depth(&q).await.expect("depth");
+    assert_eq!((depth.waiting, depth.dead), (0, 1));
+    assert_eq!(
+        enqueue(s, &q, &ev).await,
+        done(&ev.envelope.fingerprint),
+        "a dead event is still a duplicate"
+    );
+
+    // Retrying a queued or unknown event does nothing.
+    let queued = event("evt_q", b"queued", now_ms());
+    assert_eq!(enqueue(s, &q, &queued).await, Enqueued::Queued);
+    for id in ["evt_q", "evt_none"] {
+        assert_eq!(
+            s.retry(&q, &Target::One(id.into())).await.expect("retry"),
+            0
+        );
+    }
+
+    // Retry all dead: due again, attempts reset.
+    assert_eq!(s.retry(&q, &Target::AllDead).await.expect("retry"), 1);
+    assert!(ids(s, &q, Some(State::Dead)).await.is_empty());
+    let mut got = take(s, &q, LONG).await;
+    got.sort_by(|a, b| a.event.envelope.event_id.cmp(&b.event.envelope.event_id));
+    let got_ids: Vec<&str> = got
+        .iter()
+        .map(|l| l.event.envelope.event_id.as_str())
+        .collect();
+    assert_eq!(got_ids, ["evt_d", "evt_q"]);
+    let (d, q_ev) = (&got[0], &got[1]);
+    assert_eq!(d.status.state, State::Queued);
+    assert_eq!(d.status.attempts, 0);
+    assert_eq!(d.status.history.len(), 1);
+    assert_eq!(d.event, ev);
+
+    // Purge one dead event: gone, and a new copy is accepted.
+    assert!(s.finish(&q, d, &dead(), TTL).await.expect("finish"));
+    assert_eq!(
+        s.purge(&q, &Target::One("evt_d".into()))
+            .await
+            .expect("purge"),
+        1
+    );
+    assert!(s.show(&q, "evt_d").await.expect("show").is_none());
+    assert!(ids(s, &q, Some(State::Dead)).await.is_empty());
+    assert_eq!(enqueue(s, &q, &ev).await, Enqueued::Queued);
+
+    // A delivered record is not purged (it is no longer in the queue).
+    assert!(s.finish(&q, q_ev, &delivered(), TTL).await.expect("finish"));
+    assert_eq!(
+        s.purge(&q, &Target::One("evt_q".into()))
+            .await
+            .expect("purge"),
+        0
+    );
+    assert_eq!(
+        enqueue(s, &q, &queued).await,
+        done(&queued.envelope.fingerprint)
+    );
+
+    // Purge all dead: two dead, one waiting, which stays.
+    let l = take_one(s, &q, "evt_d").await;
+    assert!(s.finish(&q, &l, &dead(), TTL).await.expect("finish"));
+    let second = event("evt_d2", b"dead too", now_ms());
+    assert_eq!(enqueue(s, &q, &second).await, Enqueued::Queued);
+    let l = take_one(s, &q, "evt_d2").await;
+    assert!(s.finish(&q, &l, &dead(), TTL).await.expect("finish"));
+    let waiting = event("evt_w", b"waiting", now_ms());
+    assert_eq!(enqueue(s, &q, &waiting).await, Enqueued::Queued);
+    assert_eq!(s.purge(&q, &Target::AllDead).await.expect("purge"), 2);
+    assert_eq!(s.purge(&q, &Target::AllDead).await.expect("purge"), 0);
+    assert_eq!(ids(s, &q, None).await, ["evt_w"]);
+    let depth = s.depth(&q).await.expect("depth");
+    assert_eq!((depth.waiting, depth.dead), (1, 0));
+    // Purging a waiting event deletes it too.
+    assert_eq!(
+        s.purge(&q, &Target::One("evt_w".into()))
+            .await
+            .expect("purge"),
+        1
+    );
+    assert!(
+        take(s, &q, LONG).await.is_empty(),
+        "a purged event is not taken"
+    );
+    assert_eq!(enqueue(s, &q, &waiting).await, Enqueued::Queued);
+}
+
+/// A lease that ran out moves to the next taker (`second` may be another handle on the
+/// same store, or the same one): the first holder's finish is ignored.
+pub async fn queue_lease_moves<S: QueueStore>(first: &S, second: &S) {
+    let route = unique_route("lease");
+    let q = queue(&route);
+    let ev = event("evt_l", b"lease", now_ms());
+    assert_eq!(enqueue(first, &q, &ev).await, Enqueued::Queued);
+    let a = first.take_due(&q, 10, SHORT_LEASE).await.expect("take");
+    assert_eq!(a.len(), 1);
+    tokio::time::sleep(PAST_LEASE).await;
+    let b = second.take_due(&q, 10, SHORT_LEASE).await.expect("take");
+    assert_eq!(b.len(), 1, "the lease ran out: taken again");
+    assert_eq!(b[0].event, ev);
+    assert_ne!(a[0].lease, b[0].lease);
+
+    // The first holder's late finish changes nothing.
+    assert!(
+        !first
+            .finish(&q, &a[0], &delivered(), TTL)
+            .await
+            .expect("late finish")
+    );
+    let (_, status) = first.show(&q, "evt_l").await.expect("show").expect("kept");
+    assert_eq!(status.state, State::Queued);
+    assert_eq!(status.attempts, 0);
+    assert!(ids(first, &q, Some(State::Delivered)).await.is_empty());
+
+    // The second's does.
+    assert!(
+        second
+            .finish(&q, &b[0], &delivered(), TTL)
+            .await
+            .expect("finish")
+    );
+    assert!(
+        !first
+            .finish(&q, &a[0], &dead(), TTL)
+            .await
+            .expect("late finish")
+    );
+    assert_eq!(ids(first, &q, Some(State::Delivered)).await, ["evt_l"]);
+    assert!(take(first, &q, SHORT_LEASE).await.is_empty());
+}
+
+async fn routes_are_isolated<S: QueueStore>(s: &S) {
+    let (ra, rb) = (unique_route("iso-a"), unique_route("iso-b"));
+    let (qa, qb) = (queue(&ra), queue(&rb));
+    let a = event("evt_same", b"body a", now_ms());
+    let b = event("evt_same", b"body b", now_ms());
+    assert_eq!(enqueue(s, &qa, &a).await, Enqueued::Queued);
+    assert_eq!(enqueue(s, &qb, &b).await, Enqueued::Queued);
+    // Another prefix is another namespace too.
+    let other_prefix = QueueRef {
+        prefix: "qc-other:",
+        route: &ra,
+    };
+    assert_eq!(enqueue(s, &other_prefix, &b).await, Enqueued::Queued);
+    let only_a = event("evt_a_only", b"a only", now_ms());
+    assert_eq!(enqueue(s, &qa, &only_a).await, Enqueued::Queued);
+
+    let got = take(s, &qb, LONG).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].event, b);
+    assert_eq!(ids(s, &qa, None).await.len(), 2);
+    assert_eq!(ids(s, &qb, None).await, ["evt_same"]);
+    assert_eq!(s.depth(&qa).await.expect("depth").waiting, 2);
+    assert_eq!(s.depth(&qb).await.expect("depth").waiting, 1);
+    assert_eq!(
+        s.purge(&qa, &Target::One("evt_same".into()))
+            .await
+            .expect("purge"),
+        1
+    );
+    assert!(s.show(&qb, "evt_same").await.expect("show").is_some());
+    assert!(
+        s.finish(&qb, &got[0], &delivered(), TTL)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(ids(s, &qa, None).await, ["evt_a_only"]);
+    let got = take(s, &other_prefix, LONG).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].event, b);
+}
+
+async fn depth_counts_waiting_and_dead<S: QueueStore>(s: &S) {
+    let route = unique_route("depth");
+    let q = queue(&route);
+    let depth = s.depth(&q).await.expect("depth");
+    assert_eq!(
+        (depth.waiting, depth.dead, depth.oldest_received_ms),
+        (0, 0, None)
+    );
+
+    // Listed oldest first, whatever the order they were stored in.
+    let base = now_ms() - 10_000;
+    let newer = event("evt_new", b"new", base + 2_000);
+    let older = event("evt_old", b"old", base);
+    assert_eq!(enqueue(s, &q, &newer).await, Enqueued::Queued);
+    assert_eq!(enqueue(s, &q, &older).await, Enqueued::Queued);
+    assert_eq!(ids(s, &q, None).await, ["evt_old", "evt_new"]);
+    assert_eq!(
+        s.list(&q, None, 1).await.expect("list").len(),
+        1,
+        "at most limit"
+    );
+    let depth = s.depth(&q).await.expect("depth");
+    assert_eq!((depth.waiting, depth.dead), (2, 0));
+    assert_eq!(depth.oldest_received_ms, Some(base));
+
+    let mut got = take(s, &q, LONG).await;
+    assert_eq!(got.len(), 2);
+    got.sort_by_key(|l| l.event.envelope.received_at_ms);
+    assert!(s.finish(&q, &got[0], &dead(), TTL).await.expect("finish"));
+    let depth = s.depth(&q).await.expect("depth");
+    assert_eq!((depth.waiting, depth.dead), (1, 1));
+    assert_eq!(depth.oldest_received_ms, Some(base));
+    assert!(
+        s.finish(&q, &got[1], &delivered(), TTL)
+            .await
+            .expect("finish")
+    );
+    let depth = s.depth(&q).await.expect("depth");
+    assert_eq!((depth.waiting, depth.dead), (0, 1));
+    assert_eq!(
+        depth.oldest_received_ms,
+        Some(base),
+        "a dead event is the oldest undelivered"
+    );
+}
+
+/// Workers taking at once never get the same event: 30 events, six concurrent takers of
+/// at most four each, until the queue is empty; every event is taken exactly once.
+async fn concurrent_takes_are_exclusive<S: QueueStore>(s: &S) {
+    let route = unique_route("concurrent");
+    let q = queue(&route);
+    for i in 0..30 {
+        let ev = event(
+            &format!("evt_{i:02}"),
+            format!("body {i}").as_bytes(),
+            now_ms(),
+        );
+        assert_eq!(enqueue(s, &q, &ev).await, Enqueued::Queued);
+    }
+    let q = &q;
+    let taken = futures_util::future::join_all((0..6).map(|_| async move {
+        let mut mine = Vec::new();
+        loop {
+            let got = s.take_due(q, 4, LONG).await.expect("take");
+            if got.is_empty() {
+                return mine;
+            }
+            mine.extend(got);
+        }
+    }))
+    .await;
+    let mut ids: Vec<String> = taken
+        .iter()
+        .flatten()
+        .map(|l| l.event.envelope.event_id.clone())
+        .collect();
+    ids.sort();
+    let expected: Vec<String> = (0..30).map(|i| format!("evt_{i:02}")).collect();
+    assert_eq!(ids, expected, "each event taken exactly once");
+    for l in taken.iter().flatten() {
+        assert!(s.finish(q, l, &delivered(), TTL).await.expect("finish"));
+    }
+    assert_eq!(s.depth(q).await.expect("depth").waiting, 0);
+}
+
+// ---- Redis ----
+
+fn redis_store(server: &RedisServer) -> RedisStore {
+    RedisStore::new(&server.url(), Duration::from_secs(2)).expect("store")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_contract_holds_on_redis() {
+    let server = RedisServer::start();
+    let (a, b) = (redis_store(&server), redis_store(&server));
+    queue_conforms(&a).await;
+    queue_lease_moves(&a, &b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_contract_holds_on_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let store = || RedisStore::new_cluster(&cluster.urls(), Duration::from_secs(1)).expect("store");
+    let (a, b) = (store(), store());
+    queue_conforms(&a).await;
+    queue_lease_moves(&a, &b).await;
+}
+
+/// The Redis layout: a queued event's hash never expires, a delivered one drops its
+/// body and expires; a lost consumer group is created again; entries of purged events
+/// are cleaned up when they come up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_queue_keeps_its_layout_and_recovers_its_group() {
+    let server = RedisServer::start();
+    let s = redis_store(&server);
+    let route = unique_route("layout");
+    let q = queue(&route);
+    let key = |suffix: &str| format!("{PREFIX}q:{{{route}}}:{suffix}");
+    let ev = event("evt_x", b"\x00\xffraw", now_ms());
+    assert_eq!(enqueue(&s, &q, &ev).await, Enqueued::Queued);
+    let ttl: i64 = server.cmd(redis::cmd("PTTL").arg(key("ev:evt_x")));
+    assert_eq!(ttl, -1, "an undelivered event never expires");
+
+    // The group is lost (as in a failover that dropped it): it comes back, and the
+    // entry is delivered from the start of the stream.
+    let l = take_one(&s, &q, "evt_x").await;
+    let _: i64 = server.cmd(
+        redis::cmd("XGROUP")
+            .arg("DESTROY")
+            .arg(key("stream"))
+            .arg("hookgate"),
+    );
+    let again = take_one(&s, &q, "evt_x").await;
+    assert_eq!(again.event, ev, "raw bytes survive");
+    assert!(!s.finish(&q, &l, &delivered(), TTL).await.expect("finish"));
+    assert!(
+        s.finish(&q, &again, &delivered(), Duration::from_secs(60))
+            .await
+            .expect("finish")
+    );
+    let ttl: i64 = server.cmd(redis::cmd("PTTL").arg(key("ev:evt_x")));
+    assert!(
+        ttl > 0 && ttl <= 60_000,
+        "a delivered record expires: {ttl}"
+    );
+    let body: Option<Vec<u8>> = server.cmd(redis::cmd("HGET").arg(key("ev:evt_x")).arg("body"));
+    assert_eq!(body, None, "a delivered record keeps no body");
+    let len: i64 = server.cmd(redis::cmd("XLEN").arg(key("stream")));
+    assert_eq!(len, 0, "finished entries are deleted");
+
+    // A purged event's entry is skipped and deleted by the next take.
+    let ev = event("evt_p", b"purged", now_ms());
+    assert_eq!(enqueue(&s, &q, &ev).await, Enqueued::Queued);
+    assert_eq!(
+        s.purge(&q, &Target::One("evt_p".into()))
+            .await
+            .expect("purge"),
+        1
+    );
+    assert!(take(&s, &q, LONG).await.is_empty());
+    let len: i64 = server.cmd(redis::cmd("XLEN").arg(key("stream")));
+    assert_eq!(len, 0);
+
+    // An operator's retry of a retry already moved into the stream adds a second entry
+    // for the event: it is leased once, and the extra entry is dropped.
+    let first = event("evt_1st", b"first", now_ms() - 1_000);
+    let again = event("evt_dup", b"dup", now_ms());
+    assert_eq!(enqueue(&s, &q, &again).await, Enqueued::Queued);
+    let l = take_one(&s, &q, "evt_dup").await;
+    assert!(
+        s.finish(&q, &l, &retry_at(now_ms() - 1), TTL)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(enqueue(&s, &q, &first).await, Enqueued::Queued);
+    // One at a time: the new event is read, the due retry only moved to the stream.
+    let one = s.take_due(&q, 1, LONG).await.expect("take");
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].event.envelope.event_id, "evt_1st");
+    assert_eq!(
+        s.retry(&q, &Target::One("evt_dup".into()))
+            .await
+            .expect("retry"),
+        1
+    );
+    let len: i64 = server.cmd(redis::cmd("XLEN").arg(key("stream")));
+    assert_eq!(
+        len, 3,
+        "the first event's entry and two for the retried one"
+    );
+    let dup = take_one(&s, &q, "evt_dup").await;
+    assert_eq!(dup.status.state, State::Queued);
+    assert!(take(&s, &q, LONG).await.is_empty());
+    assert!(s.finish(&q, &dup, &delivered(), TTL).await.expect("finish"));
+    assert!(
+        s.finish(&q, &one[0], &delivered(), TTL)
+            .await
+            .expect("finish")
+    );
+    let len: i64 = server.cmd(redis::cmd("XLEN").arg(key("stream")));
+    assert_eq!(len, 0);
+
+    // Unreadable data is reported, never a panic.
+    let _: i64 = server.cmd(
+        redis::cmd("HSET")
+            .arg(key("ev:evt_bad"))
+            .arg("status")
+            .arg("{not json")
+            .arg("env")
+            .arg("{}"),
+    );
+    assert!(matches!(
+        s.show(&q, "evt_bad").await,
+        Err(hookgate::dedup::StoreError::Corrupt(_))
+    ));
+    // Due in the stream, it is set aside (reported once), and the route moves on.
+    let _: String = server.cmd(
+        redis::cmd("XADD")
+            .arg(key("stream"))
+            .arg("*")
+            .arg("id")
+            .arg("evt_bad"),
+    );
+    assert!(matches!(
+        s.take_due(&q, 10, LONG).await,
+        Err(hookgate::dedup::StoreError::Corrupt(k)) if k == key("ev:evt_bad")
+    ));
+    let _: i64 = server.cmd(
+        redis::cmd("HSET")
+            .arg(key("ev:evt_bad"))
+            .arg("status")
+            .arg(r#"{"state":"queued","attempts":0}"#),
+    );
+    let _: String = server.cmd(
+        redis::cmd("XADD")
+            .arg(key("stream"))
+            .arg("*")
+            .arg("id")
+            .arg("evt_bad"),
+    );
+    let fine = event("evt_fine", b"fine", now_ms());
+    assert_eq!(enqueue(&s, &q, &fine).await, Enqueued::Queued);
+    let got = take(&s, &q, LONG).await;
+    assert_eq!(got.len(), 1, "the readable event is taken");
+    assert_eq!(got[0].event, fine);
+    assert!(take(&s, &q, LONG).await.is_empty());
+    let len: i64 = server.cmd(redis::cmd("XLEN").arg(key("stream")));
+    assert_eq!(len, 1, "only the taken event's entry is left");
+    assert_eq!(
+        s.purge(&q, &Target::One("evt_bad".into()))
+            .await
+            .expect("purge"),
+        1,
+        "an unreadable event can be purged"
+    );
+}
+
+/// With `min_replicas_ack`, an enqueue no replica acknowledged is an error (503).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_without_replica_acks_fails() {
+    let server = RedisServer::start();
+    let opts = RedisOptions {
+        min_replicas_ack: 1,
+        replica_ack_timeout: Duration::from_millis(100),
+        ..RedisOptions::default()
+    };
+    let s = RedisStore::with_options(&server.url(), Duration::from_secs(2), &opts).expect("store");
+    let route = unique_route("wait");
+    let q = queue(&route);
+    let ev = event("evt_w", b"w", now_ms());
+    assert!(s.enqueue(&q, &ev, TTL).await.is_err());
+    // It was stored on the primary all the same: the provider's retry is a duplicate.
+    assert_eq!(
+        s.enqueue(&q, &ev, TTL).await.expect("enqueue"),
+        done(&ev.envelope.fingerprint)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_contract_holds_on_the_disk_store() {
+    let dir = tempfile::tempdir().expect("dir");
+    let s = hookgate::dedup::DiskStore::open(&dir.path().join("q.db")).expect("open");
+    queue_conforms(&s).await;
+    // One process owns the file: the same handle takes over an expired lease.
+    queue_lease_moves(&s, &s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_disk_queue_survives_a_reopen() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("q.db");
+    let q = queue("reopen");
+    {
+        let s = hookgate::dedup::DiskStore::open(&path).expect("open");
+        let ev = |i: u32| event(&format!("evt_r{i}"), b"body", now_ms());
+        assert_eq!(enqueue(&s, &q, &ev(0)).await, Enqueued::Queued);
+        let leased = take_one(&s, &q, "evt_r0").await;
+        assert!(
+            s.finish(&q, &leased, &delivered(), TTL)
+                .await
+                .expect("finish")
+        );
+        // evt_r1 is leased and never finished: the process "dies".
+        assert_eq!(enqueue(&s, &q, &ev(1)).await, Enqueued::Queued);
+        let _ = take_one(&s, &q, "evt_r1").await;
+        assert_eq!(enqueue(&s, &q, &ev(2)).await, Enqueued::Queued);
+    }
+    // The writer thread lets go of the file once the last handle is dropped.
+    let mut reopened = None;
+    for _ in 0..100 {
+        if let Ok(s) = hookgate::dedup::DiskStore::open(&path) {
+            reopened = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let s = reopened.expect("reopen");
+    let mut due: Vec<String> = take(&s, &q, SHORT_LEASE)
+        .await
+        .into_iter()
+        .map(|l| l.event.envelope.event_id)
+        .collect();
+    due.sort();
+    assert_eq!(
+        due,
+        ["evt_r1", "evt_r2"],
+        "undelivered events are due again"
+    );
+    assert_eq!(ids(&s, &q, Some(State::Delivered)).await, ["evt_r0"]);
+    let ev = event("evt_r0", b"body", now_ms());
+    assert!(matches!(enqueue(&s, &q, &ev).await, Enqueued::Existing(_)));
+}
