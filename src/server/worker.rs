@@ -60,7 +60,8 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
             // A route a reload switched back to sync still drains what it queued,
             // looked at less often.
             if route.delivery != Delivery::Queue
-                && (tick % SYNC_DRAIN_EVERY != 0 || !has_waiting(&state, &routing, route).await)
+                && (!tick.is_multiple_of(SYNC_DRAIN_EVERY)
+                    || !has_waiting(&state, &routing, route).await)
             {
                 continue;
             }
