@@ -42,8 +42,9 @@ const POLL: Duration = Duration::from_millis(200);
 /// Routes in sync mode are looked at for events they queued before a reload every
 /// this many rounds (about 5 s).
 const SYNC_DRAIN_EVERY: u64 = 25;
-/// A lease outlasts the forward by this much before another worker may take the event.
-const LEASE_MARGIN: Duration = Duration::from_secs(30);
+/// A lease outlasts the forward by this much before another worker (another replica,
+/// or this one after a restart) may take the event: time to record the attempt.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// Runs the delivery workers until `stop` is cancelled, then lets attempts in progress
 /// finish within `server.shutdown_grace`.

@@ -206,3 +206,98 @@ async fn the_events_command_shows_retries_and_recovers_dead_letters() {
     let (ok, wrong) = events_cli(&cfg, &["list", "--route", "nosuch"]);
     assert!(!ok && wrong.contains("no queue route"), "{wrong}");
 }
+
+fn redis_queue(
+    port: u16,
+    admin: u16,
+    redis: &crate::support::RedisServer,
+    up: &Upstream,
+) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace = \"2s\"\n[store]\nbackend = \"redis\"\nurl = \"{}\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\nupstream_timeout = \"1s\"\ndelivery = \"queue\"\nretry = {{ initial = \"100ms\", max_delay = \"300ms\" }}\n",
+        redis.url(),
+        up.url("/up")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_a_sigkilled_replica_leaves_its_events_to_the_other_and_a_restart() {
+    let redis = crate::support::RedisServer::start_with_aof(true);
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let dir = tempfile::tempdir().expect("dir");
+    let (pa, aa, pb, ab) = (free_port(), free_port(), free_port(), free_port());
+    let cfg_a = write_config(&dir, &redis_queue(pa, aa, &redis, &up));
+    let cfg_b = dir.path().join("b.toml");
+    std::fs::write(&cfg_b, redis_queue(pb, ab, &redis, &up)).expect("write");
+    let mut a = Gateway::spawn(&cfg_a, pa);
+    let b = Gateway::spawn(&cfg_b, pb);
+    let ids: Vec<String> = (0..30).map(|i| format!("evt_rq_{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let body = stripe_body(id);
+        let url = if i % 2 == 0 { a.url("/s") } else { b.url("/s") };
+        let r = post(&url, &signed(&cfg_a, &body), body.clone().into_bytes()).await;
+        assert_eq!((r.status, r.outcome()), (200, "queued"), "{}", r.body);
+        // A copy to the other replica is a duplicate: the claim is shared.
+        let other = if i % 2 == 0 { b.url("/s") } else { a.url("/s") };
+        let r = post(&other, &signed(&cfg_a, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "duplicate", "{}", r.body);
+    }
+    // Both replicas are trying (and failing); then one dies mid-work.
+    assert!(eventually(Duration::from_secs(10), || up.count() >= 60).await);
+    let _ = a.child.kill();
+    let _ = a.child.wait();
+    drop(a);
+    up.set_status(200);
+    assert!(
+        eventually(Duration::from_secs(30), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "the surviving replica delivers every event, the dead one's leased ones after their lease: {} of {}",
+        ids.iter().filter(|id| up.effects_for(id) >= 1).count(),
+        ids.len()
+    );
+    // The dead replica comes back; nothing is delivered again.
+    let _back = Gateway::spawn(&cfg_a, pa);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for id in &ids {
+        assert_eq!(up.effects_for(id), 1, "{id} delivered once");
+    }
+    drop(b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_redis_events_queued_before_a_kill_9_are_delivered_after_the_restart() {
+    let redis = crate::support::RedisServer::start_with_aof(true);
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let dir = tempfile::tempdir().expect("dir");
+    let (port, admin) = (free_port(), free_port());
+    let cfg = write_config(&dir, &redis_queue(port, admin, &redis, &up));
+    let mut first = Gateway::spawn(&cfg, port);
+    let ids: Vec<String> = (0..20).map(|i| format!("evt_rk_{i}")).collect();
+    for id in &ids {
+        let body = stripe_body(id);
+        let r = post(&first.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "queued", "{}", r.body);
+    }
+    assert!(eventually(Duration::from_secs(5), || up.count() >= 20).await);
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    drop(first);
+    up.set_status(200);
+    let second = Gateway::spawn(&cfg, port);
+    assert!(
+        eventually(Duration::from_secs(30), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "every event is delivered after the restart"
+    );
+    let (ok, listed) = events_cli(&cfg, &["list", "--route", "stripe", "--state", "delivered"]);
+    assert!(ok && listed.contains("20 event(s)"), "{listed}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(up.effects(), ids.len(), "none twice");
+    drop(second);
+}
