@@ -1,7 +1,9 @@
 //! hookgate's load benchmark: the same Stripe-signed load against the upstream
 //! directly, a bare pass-through proxy (hyper + hyper-util, streaming, no verification, no dedup:
-//! the reference), hookgate on the memory store and hookgate on a real Redis — one
-//! process each, on this machine, load generator included. Prints one table.
+//! the reference), hookgate on the memory store, the disk store and a real Redis (on
+//! the last two in sync and in queue mode) — one process each, on this machine, load
+//! generator included. Prints one table, and for the queue rows how fast the queue
+//! was delivered to the upstream.
 //!
 //! ```text
 //! cargo bench --bench load -- [--duration 10s] [--connections 32] [--body 1024] [--dup 0.1]
@@ -49,16 +51,70 @@ where
     Ok(())
 }
 
-/// The upstream: reads the body, answers 200 at once.
+/// The upstream: reads the body, answers 200 at once, and counts what it received
+/// (`GET /count` answers the count, for the queue rows' delivery rate).
 async fn upstream(port: u16) -> AnyResult<()> {
-    serve(
-        port,
-        |req: http::Request<hyper::body::Incoming>| async move {
+    let received = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    serve(port, move |req: http::Request<hyper::body::Incoming>| {
+        let received = received.clone();
+        async move {
+            if req.uri().path() == "/count" {
+                let n = received.load(std::sync::atomic::Ordering::Relaxed);
+                return http::Response::new(Full::new(Bytes::from(n.to_string())));
+            }
             let _ = req.into_body().collect().await;
+            received.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             http::Response::new(Full::new(Bytes::from_static(b"{\"ok\":true}")))
-        },
-    )
+        }
+    })
     .await
+}
+
+/// How many deliveries the upstream has received.
+async fn upstream_count(port: u16) -> AnyResult<u64> {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    let req = http::Request::get("/count")
+        .header("host", "bench")
+        .body(Full::new(Bytes::new()))?;
+    let body = sender
+        .send_request(req)
+        .await?
+        .into_body()
+        .collect()
+        .await?;
+    Ok(std::str::from_utf8(&body.to_bytes())?.trim().parse()?)
+}
+
+/// A queue row's delivery: events the upstream received from the start of the
+/// measured run until the queue drained, and how long that took.
+struct Drain {
+    delivered: u64,
+    /// Received by the end of the provider-facing run (the rest was still queued).
+    by_end_of_load: u64,
+    seconds: f64,
+}
+
+/// Waits until the upstream's count stops moving (a second without a change, at most
+/// a minute after the load), and measures the delivery rate.
+async fn drain(up_port: u16, before: u64, started: Instant) -> AnyResult<Drain> {
+    let by_end_of_load = upstream_count(up_port).await? - before;
+    let (mut last, mut last_change) = (by_end_of_load, Instant::now());
+    let limit = Instant::now() + Duration::from_secs(60);
+    while last_change.elapsed() < Duration::from_secs(1) && Instant::now() < limit {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let n = upstream_count(up_port).await? - before;
+        if n != last {
+            (last, last_change) = (n, Instant::now());
+        }
+    }
+    Ok(Drain {
+        delivered: last,
+        by_end_of_load,
+        seconds: (last_change - started).as_secs_f64(),
+    })
 }
 
 /// The reference: the leanest pass-through proxy on hookgate's stack — a hyper server
@@ -350,13 +406,32 @@ async fn run_target(
     })
 }
 
-fn hookgate_config(port: u16, upstream: u16, redis: Option<u16>) -> String {
-    let store = match redis {
-        Some(p) => format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{p}\""),
-        None => "backend = \"memory\"".into(),
+/// The store a hookgate row runs on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StoreKind {
+    Memory,
+    Disk,
+    Redis(u16),
+}
+
+fn hookgate_config(
+    port: u16,
+    upstream: u16,
+    store: StoreKind,
+    dir: &std::path::Path,
+    queue: bool,
+) -> String {
+    let store = match store {
+        StoreKind::Redis(p) => format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{p}\""),
+        StoreKind::Memory => "backend = \"memory\"".into(),
+        StoreKind::Disk => format!(
+            "backend = \"disk\"\npath = \"{}\"",
+            dir.join(format!("bench-{port}.db")).display()
+        ),
     };
+    let delivery = if queue { "delivery = \"queue\"\n" } else { "" };
     format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nmax_body = \"1MiB\"\n[store]\n{store}\n[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_bench\"]\nupstream = \"http://127.0.0.1:{upstream}/stripe\"\n"
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nmax_body = \"1MiB\"\n[store]\n{store}\n[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_bench\"]\nupstream = \"http://127.0.0.1:{upstream}/stripe\"\n{delivery}"
     )
 }
 
@@ -457,17 +532,6 @@ async fn main() -> AnyResult<()> {
         proxy_port,
     )?;
 
-    let mem_port = free_port()?;
-    let mem_cfg = dir.join("memory.toml");
-    std::fs::write(&mem_cfg, hookgate_config(mem_port, up_port, None))?;
-    let mem = spawn(
-        Command::new(&hookgate_bin)
-            .arg("serve")
-            .arg("--config")
-            .arg(&mem_cfg),
-        mem_port,
-    )?;
-
     let redis_port = free_port()?;
     let redis = Command::new("redis-server")
         .args([
@@ -483,29 +547,50 @@ async fn main() -> AnyResult<()> {
         .stdout(Stdio::null())
         .spawn()
         .map(Proc);
-    let rd = match redis {
+    let redis = match redis {
         Ok(r) => {
             wait_listening(redis_port)?;
-            let rd_port = free_port()?;
-            let rd_cfg = dir.join("redis.toml");
-            std::fs::write(&rd_cfg, hookgate_config(rd_port, up_port, Some(redis_port)))?;
-            Some((
-                r,
-                rd_port,
-                spawn(
-                    Command::new(&hookgate_bin)
-                        .arg("serve")
-                        .arg("--config")
-                        .arg(&rd_cfg),
-                    rd_port,
-                )?,
-            ))
+            Some(r)
         }
         Err(_) => {
-            eprintln!("redis-server not found: the Redis row is skipped");
+            eprintln!("redis-server not found: the Redis rows are skipped");
             None
         }
     };
+    // Each hookgate row: its name, store and delivery mode. Queue rows measure the
+    // provider-facing answer (acknowledged once stored) and, separately, how fast the
+    // queue is delivered to the upstream.
+    let mut variants = vec![
+        ("hookgate, memory", StoreKind::Memory, false),
+        ("hookgate, disk (sync)", StoreKind::Disk, false),
+        ("hookgate, disk (queue)", StoreKind::Disk, true),
+    ];
+    if redis.is_some() {
+        variants.push((
+            "hookgate, redis (sync)",
+            StoreKind::Redis(redis_port),
+            false,
+        ));
+        variants.push((
+            "hookgate, redis (queue)",
+            StoreKind::Redis(redis_port),
+            true,
+        ));
+    }
+    let mut gateways = Vec::new();
+    for (name, store, queue) in variants {
+        let port = free_port()?;
+        let cfg = dir.join(format!("{port}.toml"));
+        std::fs::write(&cfg, hookgate_config(port, up_port, store, &dir, queue))?;
+        let proc = spawn(
+            Command::new(&hookgate_bin)
+                .arg("serve")
+                .arg("--config")
+                .arg(&cfg),
+            port,
+        )?;
+        gateways.push((name, port, queue, proc));
+    }
 
     println!(
         "hookgate-bench: {} s, {} connections, {} B bodies, {:.0} % duplicates, Stripe-signed{}",
@@ -527,18 +612,14 @@ async fn main() -> AnyResult<()> {
         )
         .await?,
     );
-    rows.push(
-        run_target(
-            "hookgate, memory",
-            mem_port,
-            "/webhooks/stripe",
-            mem.0.id(),
-            &o,
-        )
-        .await?,
-    );
-    if let Some((_, port, p)) = &rd {
-        rows.push(run_target("hookgate, redis", *port, "/webhooks/stripe", p.0.id(), &o).await?);
+    let mut drains = Vec::new();
+    for (name, port, queue, proc) in &gateways {
+        let before = upstream_count(up_port).await?;
+        let started = Instant::now();
+        rows.push(run_target(name, *port, "/webhooks/stripe", proc.0.id(), &o).await?);
+        if *queue {
+            drains.push((*name, drain(up_port, before, started).await?));
+        }
     }
     let reference = rows
         .iter()
@@ -565,6 +646,24 @@ async fn main() -> AnyResult<()> {
             r.failed
         );
     }
+    if !drains.is_empty() {
+        println!();
+        println!(
+            "| queue row | delivered to the upstream (warm-up included) | by the end of the load | drained after s | delivery rate /s |"
+        );
+        println!("|---|---:|---:|---:|---:|");
+        for (name, d) in &drains {
+            println!(
+                "| {name} | {} | {} | {:.1} | {:.0} |",
+                d.delivered,
+                d.by_end_of_load,
+                d.seconds,
+                d.delivered as f64 / d.seconds.max(0.001)
+            );
+        }
+    }
+    drop(gateways);
+    drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
     if smoke {
         // In smoke mode the run only has to work: every target answered 2xx.
@@ -576,6 +675,9 @@ async fn main() -> AnyResult<()> {
                 r.ok,
                 r.failed
             );
+        }
+        for (name, d) in &drains {
+            anyhow::ensure!(d.delivered > 0, "{name}: the queue delivered nothing");
         }
         println!("smoke: every target served the load");
     }
