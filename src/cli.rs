@@ -826,17 +826,15 @@ struct ReplayOpts {
 
 /// What happened to one file's delivery, over all its copies.
 fn overall(verdicts: &[Verdict]) -> Verdict {
-    let forwarded = verdicts
-        .iter()
-        .filter(|v| **v == Verdict::Forwarded)
-        .count();
     let acked = |v: &Verdict| matches!(v, Verdict::Duplicate | Verdict::InFlight);
-    if forwarded == 1
-        && verdicts
-            .iter()
-            .all(|v| *v == Verdict::Forwarded || acked(v))
+    // One copy forwarded (or queued), the rest duplicates or in flight.
+    let first = [Verdict::Forwarded, Verdict::Queued]
+        .into_iter()
+        .find(|f| verdicts.iter().filter(|v| *v == f).count() == 1);
+    if let Some(first) = first
+        && verdicts.iter().all(|v| *v == first || acked(v))
     {
-        Verdict::Forwarded
+        first
     } else if verdicts.iter().all(|v| *v == Verdict::Duplicate) {
         Verdict::Duplicate
     } else if verdicts.iter().all(|v| *v == Verdict::Rejected) {
@@ -951,4 +949,26 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
         return Ok(1);
     }
     Ok(if unexpected > 0 { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_of_one_delivery_sum_up_to_what_the_first_got() {
+        use Verdict::*;
+        assert_eq!(overall(&[Forwarded, Duplicate, InFlight]), Forwarded);
+        assert_eq!(overall(&[Duplicate, Queued, Duplicate]), Queued);
+        assert_eq!(overall(&[Queued, Queued]), Error, "stored twice");
+        assert_eq!(overall(&[Forwarded, Queued]), Error);
+        assert_eq!(overall(&[Duplicate, Duplicate]), Duplicate);
+    }
+
+    #[test]
+    fn ages_read_as_people_say_them() {
+        assert_eq!(ago(1_000, 61_000), "1m ago");
+        assert_eq!(ago(5_000, 1_000), "in 4s");
+        assert_eq!(ago(1_000, 1_200), "0s ago");
+    }
 }

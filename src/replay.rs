@@ -198,6 +198,8 @@ pub struct Sent {
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Forwarded,
+    /// Stored by a queue route, delivered by its workers.
+    Queued,
     Duplicate,
     #[value(name = "in_flight", alias = "in-flight", alias = "inflight")]
     InFlight,
@@ -211,6 +213,7 @@ impl Verdict {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Forwarded => "forwarded",
+            Self::Queued => "queued",
             Self::Duplicate => "duplicate",
             Self::InFlight => "in_flight",
             Self::Handshake => "handshake",
@@ -231,6 +234,7 @@ impl Sent {
     pub fn verdict(&self) -> Verdict {
         match self.outcome.as_deref() {
             Some("forwarded" | "forwarded_unclaimed") => Verdict::Forwarded,
+            Some("queued") => Verdict::Queued,
             Some("duplicate") => Verdict::Duplicate,
             Some("in_flight") => Verdict::InFlight,
             Some("handshake") => Verdict::Handshake,
@@ -249,6 +253,7 @@ impl Sent {
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned));
         match (self.verdict(), why) {
             (Verdict::Forwarded, _) => "forwarded to the upstream".into(),
+            (Verdict::Queued, _) => "queued: stored, delivered by the gateway's workers".into(),
             (Verdict::Duplicate, _) => "duplicate: acknowledged, not forwarded".into(),
             (Verdict::InFlight, _) => "in flight: another copy is being forwarded".into(),
             (Verdict::Handshake, _) => "handshake answered by the gateway".into(),

@@ -72,6 +72,12 @@ use crate::queue::{
     Summary, Target, now_ms,
 };
 
+// Out of memory: every script but ENQUEUE is flagged `allow-oom` (Redis 7), so a Redis
+// at `maxmemory` (with `maxmemory-policy noeviction`) refuses new events (503) but
+// still lets the queue deliver, retry and purge what it holds — which frees memory as
+// delivered events drop their bodies. Without the flag, every script would be refused
+// and the queue would stall until an operator freed memory by hand.
+
 /// Due retries moved from `delayed` into the stream per `take_due`.
 const PROMOTE: usize = 100;
 /// Event IDs read from an index per `list` (the rest is not scanned).
@@ -99,7 +105,7 @@ return 0";
 /// prefix, promote limit. Returns `{next cursor, items}`; an item is
 /// `{token, key, env, body, status}` for a leased event, `{'corrupt', key}` for one set
 /// aside.
-const TAKE: &str = r"
+const TAKE: &str = r"#!lua flags=allow-oom
 local stream, delayed = KEYS[1], KEYS[2]
 local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[8]))
 for _, id in ipairs(due) do
@@ -169,7 +175,7 @@ return {claimed[1], out}";
 /// KEYS: event hash, stream, all, dead, delayed, delivered. ARGV: lease token, entry
 /// id, new status, kind, ttl ms, expiry ms, retry at, event id, received_at, now.
 /// Returns 1 when applied, 0 when the lease was lost.
-const FINISH: &str = r"
+const FINISH: &str = r"#!lua flags=allow-oom
 local cur = redis.call('HGET', KEYS[1], 'lease')
 if cur ~= ARGV[1] then
   local holder = cur and string.match(cur, '^([^:]+):')
@@ -202,7 +208,7 @@ return 1";
 /// KEYS: stream, dead, delayed, all, then event hashes. ARGV: per hash, event id,
 /// expected status, new status. Per event: 1 requeued, 0 changed meanwhile (or leased),
 /// 2 gone (dropped from the indexes).
-const REQUEUE: &str = r"
+const REQUEUE: &str = r"#!lua flags=allow-oom
 local out = {}
 for i = 5, #KEYS do
   local j = (i - 5) * 3
@@ -228,7 +234,7 @@ return out";
 /// KEYS: all, dead, delayed, then event hashes. ARGV: mode (`dead`: dead events only;
 /// `any`: any undelivered one), then the event IDs. Returns `{purged, dropped from the
 /// dead index}`.
-const PURGE: &str = r"
+const PURGE: &str = r"#!lua flags=allow-oom
 local purged, dropped = 0, 0
 for i = 4, #KEYS do
   local id = ARGV[i - 2]
@@ -262,7 +268,7 @@ end
 return {purged, dropped}";
 
 /// KEYS: event hash, stream. ARGV: lease token, entry id. Sets a leased entry aside.
-const DROP: &str = r"
+const DROP: &str = r"#!lua flags=allow-oom
 if redis.call('HGET', KEYS[1], 'lease') == ARGV[1] then
   redis.call('HDEL', KEYS[1], 'lease')
 end

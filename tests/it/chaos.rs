@@ -361,6 +361,24 @@ fn tally(
     attempts: u64,
     forwarded_at: &HashMap<usize, Instant>,
 ) -> Counts {
+    // A duplicate effect: the upstream got the event again after the gateway had told
+    // the provider it was forwarded (so it knew the event was done).
+    count(record, acked, copies, attempts, |e, tries| {
+        forwarded_at
+            .get(&e)
+            .map_or(0, |done| tries.iter().filter(|(_, at)| at > done).count())
+    })
+}
+
+/// Counts lost events and repeats, with `again(event, attempts)` naming the attempts
+/// that count as duplicate effects.
+fn count(
+    record: &Record,
+    acked: &[bool],
+    copies: usize,
+    attempts: u64,
+    again: impl Fn(usize, &[(Did, Instant)]) -> usize,
+) -> Counts {
     let all = record.attempts.lock().expect("lock");
     let mut c = Counts {
         events: acked.len(),
@@ -379,15 +397,11 @@ fn tally(
         if !*was_acked || applied == 0 {
             c.lost += 1;
         }
-        // A duplicate effect: the upstream got the event again after the gateway had
-        // told the provider it was forwarded (so it knew the event was done).
-        if let Some(done) = forwarded_at.get(&e) {
-            let again = tries.iter().filter(|(_, at)| at > done).count();
-            if again > 0 {
-                eprintln!("chaos: {key} forwarded again after its 2xx: {tries:?}");
-            }
-            c.duplicate_effects += again;
+        let repeated = again(e, &tries);
+        if repeated > 0 {
+            eprintln!("chaos: {key} reached the upstream again after its 2xx: {tries:?}");
         }
+        c.duplicate_effects += repeated;
         // The window the design leaves: applied, but the gateway never saw the 2xx
         // (a stall past the timeout, a reset, a crash); the retry repeats it with the
         // same Idempotency-Key, which is how the upstream is keyed here.
@@ -637,37 +651,15 @@ enum QueueOn {
 }
 
 /// Counts for queue routes: the provider is answered at once, so what matters is what
-/// reached the upstream. `duplicate_effects` counts attempts that arrived after the
+/// reached the upstream. A duplicate effect is an attempt that arrived after the
 /// upstream had already answered a 2xx for the event.
 fn tally_queue(record: &Record, acked: &[bool], copies: usize, attempts: u64) -> Counts {
-    let all = record.attempts.lock().expect("lock");
-    let mut c = Counts {
-        events: acked.len(),
-        copies: acked.len() * copies,
-        attempts,
-        acked: acked.iter().filter(|a| **a).count(),
-        ..Counts::default()
-    };
-    for (e, was_acked) in acked.iter().enumerate() {
-        let key = format!("evt_chaos_{e:05}");
-        let tries = all.get(&key).cloned().unwrap_or_default();
-        let applied = tries
+    count(record, acked, copies, attempts, |_, tries| {
+        tries
             .iter()
-            .filter(|(d, _)| matches!(d, Did::Ok | Did::Stalled | Did::Reset))
-            .count();
-        if !*was_acked || applied == 0 {
-            c.lost += 1;
-        }
-        if let Some(first_ok) = tries.iter().position(|(d, _)| *d == Did::Ok) {
-            let again = tries.len() - first_ok - 1;
-            if again > 0 {
-                eprintln!("chaos: {key} delivered again after a 2xx: {tries:?}");
-            }
-            c.duplicate_effects += again;
-        }
-        c.repeats_after_faults += applied.saturating_sub(1);
-    }
-    c
+            .position(|(d, _)| *d == Did::Ok)
+            .map_or(0, |first_ok| tries.len() - first_ok - 1)
+    })
 }
 
 /// A scenario on queue routes: the provider simulator as before, then the queue is

@@ -391,3 +391,80 @@ async fn a_reload_back_to_sync_still_delivers_what_was_queued() {
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_redis_refuses_new_events_with_503_and_still_delivers_what_it_holds() {
+    let redis = crate::support::RedisServer::start();
+    let _: () = redis.cmd(
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("noeviction"),
+    );
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let dir = tempfile::tempdir().expect("dir");
+    let config = queue_config(&up, dir.path(), FAST, "").replace(
+        &format!(
+            "backend = \"disk\"\npath = \"{}\"",
+            dir.path().join("hookgate.db").display()
+        ),
+        &format!("backend = \"redis\"\nurl = \"{}\"", redis.url()),
+    );
+    assert!(config.contains("backend = \"redis\""));
+    let gw = TestGateway::start(&config).await;
+    // A little room above what Redis uses now.
+    let used: String = redis.cmd(redis::cmd("INFO").arg("memory"));
+    let used: u64 = used
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    let _: () = redis.cmd(
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(used + 3 * 1024 * 1024),
+    );
+    let pad = "x".repeat(60 * 1024);
+    let (mut queued, mut refused) = (Vec::new(), 0);
+    for i in 0..400 {
+        let id = format!("evt_oom_{i}");
+        let body = format!(r#"{{"id":"{id}","type":"invoice.paid","pad":"{pad}"}}"#);
+        let r = gw.deliver("stripe", &body, &id).await;
+        match (r.status, r.outcome()) {
+            (200, "queued") => queued.push(id),
+            (503, "store_error") => {
+                refused += 1;
+                if refused >= 5 {
+                    break;
+                }
+            }
+            other => panic!("unexpected answer {other:?}: {}", r.body),
+        }
+    }
+    assert!(refused > 0, "Redis filled up: {} queued", queued.len());
+    assert!(!queued.is_empty());
+    up.set_status(200);
+    assert!(
+        eventually(Duration::from_secs(20), || queued
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "every event acknowledged before Redis filled up is delivered: {} of {}",
+        queued.iter().filter(|id| up.effects_for(id) == 1).count(),
+        queued.len()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        up.effects(),
+        queued.len(),
+        "and nothing it refused, nor twice"
+    );
+    // Delivered events dropped their bodies: there is room again.
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_oom_after"), "evt_oom_after")
+        .await;
+    assert_eq!(r.outcome(), "queued", "{}", r.body);
+    gw.stop().await;
+}

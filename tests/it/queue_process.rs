@@ -301,3 +301,45 @@ async fn on_redis_events_queued_before_a_kill_9_are_delivered_after_the_restart(
     assert_eq!(up.effects(), ids.len(), "none twice");
     drop(second);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_expects_queued_on_a_queue_route() {
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(&dir, &disk_queue(port, admin, &up, ""));
+    let _gw = Gateway::spawn(&cfg, port);
+    let file = dir.path().join("evt.json");
+    let out = Command::new(BIN)
+        .args(["sign", "--route", "stripe", "--config"])
+        .arg(&cfg)
+        .arg(stripe_body("evt_replay_q"))
+        .output()
+        .expect("sign");
+    assert!(out.status.success());
+    std::fs::write(&file, &out.stdout).expect("write");
+    let replay = |expect: &str| {
+        Command::new(BIN)
+            .arg("replay")
+            .arg(&file)
+            .args(["--target", &format!("http://127.0.0.1:{port}")])
+            .args(["--copies", "3", "--concurrency", "3", "--expect", expect])
+            .output()
+            .expect("replay")
+    };
+    let first = replay("queued");
+    let text = String::from_utf8_lossy(&first.stdout);
+    assert!(first.status.success(), "{text}");
+    assert!(text.contains("queued: stored"), "{text}");
+    let again = replay("duplicate");
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || up.effects_for("evt_replay_q")
+            == 1)
+        .await
+    );
+}

@@ -129,7 +129,7 @@ impl Shared {
                 }
             }
         }
-        match Database::create(&self.path) {
+        match open_file(&self.path) {
             Ok(db) => {
                 tracing::warn!(path = %self.path.display(), "disk store: the file was reopened after an I/O error");
                 *self
@@ -196,6 +196,15 @@ fn decode(bytes: &[u8]) -> Option<(Record, u64)> {
     Some((Record::decode(std::str::from_utf8(text).ok()?)?, expires_ms))
 }
 
+/// Pages of the file kept in memory at most. redb's default (1 GiB) would let a queue
+/// backlog's bodies fill the process's memory; what is read back is mostly the last
+/// written, so a small cache serves it.
+const CACHE: usize = 32 << 20;
+
+fn open_file(path: &Path) -> Result<Database, redb::DatabaseError> {
+    Database::builder().set_cache_size(CACHE).create(path)
+}
+
 fn expiry(now: u64, d: Duration) -> u64 {
     now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -216,7 +225,7 @@ impl DiskStore {
             std::fs::create_dir_all(dir)
                 .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         }
-        let db = Database::create(path)
+        let db = open_file(path)
             .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
         // The table exists from the start, so reads never race its creation.
         let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
