@@ -151,22 +151,23 @@ fn ago(at_ms: u64, now_ms: u64) -> String {
 fn events_table(events: &[crate::queue::Summary], now_ms: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    // The event ID comes last: some are long (`sig-` and 64 hex digits).
     let _ = writeln!(
         out,
-        "{:<36} {:<10} {:>8}  {:<14} {:<14} LAST RESULT",
-        "EVENT ID", "STATE", "ATTEMPTS", "RECEIVED", "NEXT TRY"
+        "{:<10} {:>8}  {:<14} {:<14} {:<12} EVENT ID",
+        "STATE", "ATTEMPTS", "RECEIVED", "NEXT TRY", "LAST RESULT"
     );
     for e in events {
         let _ = writeln!(
             out,
-            "{:<36} {:<10} {:>8}  {:<14} {:<14} {}",
-            e.event_id,
+            "{:<10} {:>8}  {:<14} {:<14} {:<12} {}",
             e.state.as_str(),
             e.attempts,
             ago(e.received_at_ms, now_ms),
             e.next_at_ms
                 .map_or_else(|| "-".to_owned(), |t| ago(t, now_ms)),
             e.last_result.as_deref().unwrap_or("-"),
+            e.event_id,
         );
     }
     let _ = writeln!(out, "{} event(s)", events.len());
