@@ -99,6 +99,7 @@ impl App {
             tokio::spawn(server::admin::run(state, listener, stop.cancelled_owned()))
         });
         let workers = tokio::spawn(server::worker::run(self.state.clone(), stop.clone()));
+        let state = self.state.clone();
         let served =
             server::run(self.state, listeners.public, stop.clone().cancelled_owned()).await;
         // The public listener may end by itself (an error): stop the admin one too.
@@ -107,6 +108,7 @@ impl App {
             let _ = task.await;
         }
         let _ = workers.await;
+        state.store().flush().await;
         served
     }
 }

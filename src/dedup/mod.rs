@@ -362,6 +362,16 @@ impl QueueStore for Store {
 }
 
 impl Store {
+    /// Makes what the store holds durable before the process exits (the disk store
+    /// commits attempt results without an fsync; the others have nothing to do).
+    pub async fn flush(&self) {
+        if let Self::Disk(s) = self
+            && let Err(e) = s.flush().await
+        {
+            tracing::error!(error = %e, "disk store: the last attempt results could not be flushed; those events are tried again at the next start");
+        }
+    }
+
     /// `memory`, `disk` or `redis`, for logs.
     pub fn kind(&self) -> &'static str {
         match self {

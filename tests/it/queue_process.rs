@@ -343,3 +343,30 @@ async fn replay_expects_queued_on_a_queue_route() {
         .await
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_delivered_before_a_kill_9_are_not_delivered_again() {
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(&dir, &disk_queue(port, admin, &up, ""));
+    let mut first = Gateway::spawn(&cfg, port);
+    let ids: Vec<String> = (0..10).map(|i| format!("evt_flushed_{i}")).collect();
+    for id in &ids {
+        let body = stripe_body(id);
+        let r = post(&first.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "queued", "{}", r.body);
+    }
+    assert!(eventually(Duration::from_secs(5), || up.effects() == ids.len()).await);
+    // Attempt results are written without an fsync and flushed once the store is idle
+    // for 50 ms: after that, a kill loses none of them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    drop(first);
+    let _second = Gateway::spawn(&cfg, port);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(up.effects(), ids.len(), "nothing delivered twice");
+    let (ok, listed) = events_cli(&cfg, &["list", "--route", "stripe", "--state", "delivered"]);
+    assert!(ok && listed.contains("10 event(s)"), "{listed}");
+}

@@ -35,6 +35,8 @@ const DEDUP: TableDefinition<&str, &[u8]> = TableDefinition::new("dedup");
 const BATCH: usize = 512;
 /// Operations waiting for the writer at most; beyond, a call fails at once (503).
 const QUEUE: usize = 16_384;
+/// How long an idle writer leaves a commit without an fsync before flushing it.
+const FLUSH_AFTER: Duration = Duration::from_millis(50);
 /// How often expired records are deleted, and how many at most each time.
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 const SWEEP_MAX: usize = 10_000;
@@ -59,9 +61,19 @@ enum Op {
         key: DedupKey,
     },
     Queue(queue::QOp),
+    /// Nothing to change: the batch it is in is fsynced (graceful shutdown).
+    Flush,
 }
 
 impl Op {
+    /// Whether losing this operation in a crash costs at most a repeated attempt.
+    fn may_skip_fsync(&self) -> bool {
+        matches!(
+            self,
+            Self::Claim { .. } | Self::Queue(queue::QOp::Finish { .. })
+        )
+    }
+
     /// A new claim or a new event: refused while the disk is nearly full.
     fn is_new_work(&self) -> bool {
         matches!(
@@ -256,6 +268,12 @@ impl DiskStore {
         })
     }
 
+    /// Makes every commit so far durable: queue attempt results (and claims) are
+    /// committed without an fsync, and a stopping gateway must not lose them.
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        self.call(Op::Flush).await.map(|_| ())
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.shared.path
@@ -291,11 +309,19 @@ impl DiskStore {
 /// The writer thread: batches of operations, one transaction and one fsync each.
 fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)>) {
     let mut last_sweep = Instant::now();
+    // A commit without an fsync happened since the last one with: flushed when the
+    // writer is idle for FLUSH_AFTER (a busy writer's next durable batch flushes it).
+    let mut unsynced = false;
     loop {
-        let first = match rx.recv_timeout(SWEEP_EVERY) {
+        let wait = if unsynced { FLUSH_AFTER } else { SWEEP_EVERY };
+        let first = match rx.recv_timeout(wait) {
             Ok(op) => op,
             Err(RecvTimeoutError::Timeout) => {
                 if let Ok(db) = shared.get() {
+                    if unsynced {
+                        unsynced = !flush(&db);
+                        continue;
+                    }
                     sweep(&db);
                 }
                 last_sweep = Instant::now();
@@ -326,8 +352,10 @@ fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answe
             .any(|(op, _)| op.is_new_work())
             .then(|| shared.low_on_space())
             .flatten();
+        let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
         match apply(&db, index, &batch, low.map(|free| (free, shared.min_free))) {
             Ok(replies) => {
+                unsynced = !durable;
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
                     let _ = answer.send(reply);
                 }
@@ -361,13 +389,15 @@ fn apply(
     low_space: Option<(u64, u64)>,
 ) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
-    // A batch of claims alone is committed without an fsync: it reaches the disk with
-    // the next batch that settles or forgets (each of those is fsynced before anyone
-    // is answered). A lost in-flight claim changes nothing a crash does not already
-    // do: the process that held it is gone, and its lease would let the provider's
-    // retry through anyway; what must survive — the done record behind every 2xx the
-    // provider got — always does.
-    if batch.iter().all(|(op, _)| matches!(op, Op::Claim { .. })) {
+    // A batch of claims and queue attempt results alone is committed without an
+    // fsync: it reaches the disk with the next durable batch, or FLUSH_AFTER later when
+    // the writer is idle. Nothing the provider was told depends on it: a lost in-flight
+    // claim changes nothing a crash does not already do (the process that held it is
+    // gone, and its lease would let the retry through); a lost attempt result means
+    // the event is tried again after a restart (a delivered one with the same
+    // Idempotency-Key). What must survive — the done record behind every 2xx a
+    // provider got, and every queued event — is fsynced before the answer.
+    if batch.iter().all(|(op, _)| op.may_skip_fsync()) {
         txn.set_durability(Durability::None).map_err(backend)?;
     }
     let now = now_ms();
@@ -391,6 +421,10 @@ fn apply(
                 | Op::Complete { key, .. }
                 | Op::Release { key, .. }
                 | Op::Forget { key } => key.as_str(),
+                Op::Flush => {
+                    replies.push(Ok(Reply::Forgot(false)));
+                    continue;
+                }
                 Op::Queue(q) => {
                     let reply = queue::apply(
                         &mut table,
@@ -462,7 +496,7 @@ fn apply(
                     table.remove(key).map_err(backend)?;
                     Reply::Forgot(live.is_some())
                 }
-                Op::Queue(_) => continue,
+                Op::Queue(_) | Op::Flush => continue,
             };
             replies.push(Ok(reply));
         }
@@ -477,6 +511,18 @@ fn apply(
         }
     }
     Ok(replies)
+}
+
+/// Makes every earlier commit durable (an empty transaction, fsynced). True on success.
+fn flush(db: &Database) -> bool {
+    let flushed = db
+        .begin_write()
+        .map_err(backend)
+        .and_then(|txn| txn.commit().map_err(backend));
+    if let Err(e) = &flushed {
+        tracing::warn!(error = %e, "disk store: flushing to disk failed; retrying");
+    }
+    flushed.is_ok()
 }
 
 /// Deletes up to [`SWEEP_MAX`] expired records.
