@@ -468,3 +468,25 @@ async fn a_full_redis_refuses_new_events_with_503_and_still_delivers_what_it_hol
     assert_eq!(r.outcome(), "queued", "{}", r.body);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preset_with_a_required_reply_keeps_it_in_queue_mode() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let config = format!(
+        "[store]\nbackend = \"disk\"\npath = \"{}\"\n[[routes]]\nname = \"graph\"\npath = \"/graph\"\nprovider = \"msgraph\"\nsecrets = [\"cs-secret\"]\nupstream = \"{}\"\ndelivery = \"queue\"\n",
+        dir.path().join("q.db").display(),
+        up.url("/graph")
+    );
+    let gw = TestGateway::start(&config).await;
+    let body = br#"{"value":[{"subscriptionId":"s1","clientState":"cs-secret","changeType":"created","resource":"users/1"}]}"#;
+    for want in ["queued", "duplicate"] {
+        let r = crate::support::post(&gw.url("/graph"), &[], body.to_vec()).await;
+        assert_eq!((r.status, r.outcome()), (202, want), "{}", r.body);
+        assert_eq!(r.body, "", "Microsoft Graph gets its empty 202");
+    }
+    assert!(eventually(Duration::from_secs(5), || up.effects() == 1).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(up.count(), 1);
+    gw.stop().await;
+}
