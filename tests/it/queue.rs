@@ -63,6 +63,22 @@ async fn an_upstream_down_for_a_while_gets_each_event_once_when_it_returns() {
     // The upstream keeps failing: attempts go on, nothing is acknowledged.
     assert!(eventually(Duration::from_secs(10), || up.count() >= 60).await);
     assert_eq!(up.effects(), 0);
+    assert_eq!(
+        gw.metric("hookgate_queue_depth{route=\"stripe\"}").await,
+        30.0
+    );
+    assert!(
+        gw.metric("hookgate_delivery_attempts_total{route=\"stripe\",result=\"http_5xx\"}")
+            .await
+            >= 60.0
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(
+        gw.metric("hookgate_queue_oldest_age_seconds{route=\"stripe\"}")
+            .await
+            >= 1.0,
+        "the oldest undelivered event's age"
+    );
     up.set_status(200);
     assert!(
         eventually(Duration::from_secs(15), || ids
@@ -86,6 +102,15 @@ async fn an_upstream_down_for_a_while_gets_each_event_once_when_it_returns() {
         gw.metric("hookgate_queue_deliveries_total{route=\"stripe\",outcome=\"delivered\"}")
             .await,
         30.0
+    );
+    assert_eq!(
+        gw.metric("hookgate_queue_depth{route=\"stripe\"}").await,
+        0.0
+    );
+    assert_eq!(
+        gw.metric("hookgate_queue_oldest_age_seconds{route=\"stripe\"}")
+            .await,
+        0.0
     );
     gw.stop().await;
 }
