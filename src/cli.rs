@@ -180,6 +180,9 @@ fn event_details(v: &serde_json::Value, now_ms: u64) -> String {
     let mut out = String::new();
     let text = |k: &str| v[k].as_str().unwrap_or("-").to_owned();
     let _ = writeln!(out, "event {} on route {}", text("event_id"), text("route"));
+    if let Some(t) = v["event_type"].as_str() {
+        let _ = writeln!(out, "type:      {t}");
+    }
     let _ = writeln!(out, "state:     {}", text("state"));
     if let Some(why) = v["dead_reason"].as_str() {
         let _ = writeln!(out, "dead:      {why}");
@@ -797,6 +800,9 @@ pub fn describe(cfg: &Config) -> String {
             },
             if r.forward_signer.is_some() { "\n  re-signs   Standard Webhooks (forward_secret)" } else { "" },
         ));
+        if let Some(t) = &r.event_type {
+            s.push_str(&format!("  event type {t}\n"));
+        }
         s.push_str(&match r.delivery {
             config::Delivery::Sync => "  delivery   sync\n".to_owned(),
             config::Delivery::Queue => format!(

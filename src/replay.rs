@@ -48,6 +48,9 @@ pub struct Replay {
     pub outcome: Option<String>,
     #[serde(default)]
     pub status: Option<u16>,
+    /// The event's type, as the route read it (captures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
 }
 
 impl Replay {
@@ -76,6 +79,7 @@ impl Replay {
             provider: None,
             outcome: None,
             status: None,
+            event_type: None,
         }
     }
 

@@ -168,6 +168,8 @@ pub struct Route {
     pub methods: Vec<Method>,
     pub verifier: Verifier,
     pub event_id: EventIdSource,
+    /// Where the event's type is (the route's `event_type`, else the preset's).
+    pub event_type: Option<crate::provider::EventTypeSource>,
     /// Seconds a signed timestamp may be off; `None` = not checked or not signed.
     pub tolerance: Option<u64>,
     pub upstream: reqwest::Url,

@@ -82,6 +82,7 @@ pub(super) struct RawRoute {
     pub upstream: Spanned<String>,
     pub upstream_timeout: Option<Spanned<String>>,
     pub event_id: Option<Spanned<String>>,
+    pub event_type: Option<Spanned<String>>,
     pub public_url: Option<Spanned<String>>,
     pub forward_secret: Option<Spanned<String>>,
     pub methods: Option<Vec<Spanned<String>>>,

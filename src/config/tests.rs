@@ -574,3 +574,22 @@ fn queue_mode_is_refused_where_it_cannot_keep_its_promise() {
     ));
     assert!(unknown.contains("retry.attempts: unknown key"), "{unknown}");
 }
+
+#[test]
+fn the_event_type_comes_from_the_preset_unless_the_route_says() {
+    let cfg = check(ROUTE).expect("valid");
+    assert_eq!(
+        cfg.routes[0].event_type.as_ref().map(ToString::to_string),
+        Some("json:/type".into())
+    );
+    let own = check(&format!("{ROUTE}event_type = \"header:X-Kind\"\n")).expect("valid");
+    assert_eq!(
+        own.routes[0].event_type.as_ref().map(ToString::to_string),
+        Some("header:x-kind".into())
+    );
+    let bad = errors(&format!("{ROUTE}event_type = \"body:/type\"\n"));
+    assert!(
+        bad.contains("routes[0].event_type: \"body:/type\": use"),
+        "{bad}"
+    );
+}

@@ -96,6 +96,11 @@ impl Preset {
         self.0
     }
 
+    /// Where the preset puts the event's type (`None`: it names none; a route may).
+    pub fn default_event_type(self) -> Option<super::EventTypeSource> {
+        self.0.event_type.map(super::EventTypeSource::of)
+    }
+
     /// The event-ID source when the route sets none (`None` for `hmac` without an
     /// `id_header`: the route must say).
     pub fn default_event_id(self, opts: Option<&HmacOptions>) -> Option<EventIdSource> {
@@ -185,7 +190,11 @@ pub fn markdown_table() -> String {
          with the code. Each preset is named by its provider key; set it as a route's\n\
          `provider`. \"Window\" is the default `tolerance` (a route may change it, or set\n\
          \"off\"). \"Event type\" is where the provider puts the event's type, for the\n\
-         presets whose documentation says so plainly. Where a provider gives no event\n\
+         presets whose documentation says so plainly (`a + b`: a header, then `.` and a\n\
+         body field when there is one, as GitHub's `pull_request.opened`); the gateway\n\
+         reads it into each delivery's log line, capture and queue record, and a route\n\
+         may set its own with `event_type = \"header:NAME\" | \"json:/pointer\"`.\n\
+         Where a provider gives no event\n\
          ID, the preset deduplicates on `body-sha256`; any route may override the\n\
          source with `event_id`. An event ID\n\
          taken from a header the signature does not cover (every `header:…` below but\n\

@@ -12,6 +12,7 @@
 
 pub mod catalogue;
 pub mod event_id;
+pub mod event_type;
 pub mod handshake;
 pub mod hmac_scheme;
 pub mod json_pointer;
@@ -27,6 +28,7 @@ use serde::Deserialize;
 use crate::secret::Secret;
 pub use catalogue::Preset;
 pub use event_id::{CustomId, EventId, EventIdSource, Fingerprint};
+pub use event_type::EventTypeSource;
 pub use handshake::{FixedReply, Handshake, HandshakeReply};
 use hmac_scheme::HmacScheme;
 use special::Special;

@@ -93,6 +93,9 @@ pub struct StoredHeader {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Envelope {
     pub event_id: String,
+    /// The event's type, where the route knows where to find it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
     /// The short body fingerprint, to tell a copy from another body under the same ID.
     pub fingerprint: String,
     pub method: String,
@@ -505,6 +508,7 @@ mod tests {
         let ev = StoredEvent {
             envelope: Envelope {
                 event_id: "evt_1".into(),
+                event_type: Some("invoice.paid".into()),
                 fingerprint: "ab".into(),
                 method: "POST".into(),
                 headers: Envelope::store_headers(&headers),

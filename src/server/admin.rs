@@ -268,6 +268,7 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
                     serde_json::json!({
                         "route": route,
                         "event_id": env.event_id,
+                        "event_type": env.event_type,
                         "state": status.state,
                         "attempts": status.attempts,
                         "received_at_ms": env.received_at_ms,

@@ -37,6 +37,8 @@ struct Seen {
     route: Option<String>,
     provider: Option<crate::provider::Preset>,
     event_id: Option<String>,
+    /// The event's type, where the route knows where to find it.
+    event_type: Option<String>,
     detail: Option<String>,
     secret_index: Option<usize>,
     /// The raw body, kept only when capturing.
@@ -163,6 +165,7 @@ pub(super) async fn handle(
             r.provider = seen.provider.map(|p| p.name().to_owned());
             r.outcome = Some(outcome.as_str().to_owned());
             r.status = Some(resp.status().as_u16());
+            r.event_type = seen.event_type.clone();
             // Credentials the route's preset knows, wherever they travel (query, body).
             crate::capture::redact(&mut r, seen.provider);
             capture.record(r);
@@ -173,6 +176,7 @@ pub(super) async fn handle(
         let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
         let route = seen.route.as_deref().unwrap_or("-");
         let event_id = seen.event_id.as_deref().unwrap_or("-");
+        let event_type = seen.event_type.as_deref().unwrap_or("-");
         let detail = seen.detail.as_deref().unwrap_or("");
         let secret = SecretUsed(seen.secret_index);
         let route_metrics = seen
@@ -187,6 +191,7 @@ pub(super) async fn handle(
                 tracing::$level!(
                     route,
                     event_id,
+                    event_type,
                     outcome = outcome.as_str(),
                     status,
                     elapsed_us,
@@ -315,6 +320,10 @@ async fn pipeline(
         }
     };
     seen.event_id = Some(delivery.event_id().to_string());
+    seen.event_type = route
+        .event_type
+        .as_ref()
+        .and_then(|t| t.extract(&parts.headers, &body));
     seen.secret_index = Some(delivery.secret_index());
     state
         .metrics
@@ -325,6 +334,7 @@ async fn pipeline(
     // it, and moves to a task of its own only if it is dropped unfinished.
     let fixed = route.verifier.fixed_reply().cloned();
     let job = Job {
+        event_type: seen.event_type.clone(),
         state: state.clone(),
         routing,
         route,
@@ -452,6 +462,7 @@ struct Job {
     delivery: VerifiedDelivery,
     peer: SocketAddr,
     now: u64,
+    event_type: Option<String>,
     /// The delivery's share of `server.max_in_flight`, released when the job ends.
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
@@ -530,6 +541,7 @@ impl Job {
         let event = StoredEvent {
             envelope: Envelope {
                 event_id: id.to_owned(),
+                event_type: self.event_type.clone(),
                 fingerprint: fp.clone(),
                 method: self.method.as_str().to_owned(),
                 headers: Envelope::store_headers(&self.headers),

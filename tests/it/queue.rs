@@ -515,3 +515,34 @@ async fn a_preset_with_a_required_reply_keeps_it_in_queue_mode() {
     assert_eq!(up.count(), 1);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_event_records_its_type_from_the_preset_or_the_route() {
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let dir = tempfile::tempdir().expect("dir");
+    let config = format!(
+        "[store]\nbackend = \"disk\"\npath = \"{}\"\n[[routes]]\nname = \"github\"\npath = \"/gh\"\nprovider = \"github\"\nsecrets = [\"gh-secret\"]\nupstream = \"{}\"\ndelivery = \"queue\"\n[[routes]]\nname = \"custom\"\npath = \"/custom\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\nevent_type = \"json:/data/kind\"\n",
+        dir.path().join("q.db").display(),
+        up.url("/gh"),
+        up.url("/custom")
+    );
+    let gw = TestGateway::start(&config).await;
+    let body = r#"{"action":"opened","number":7}"#;
+    let mut headers = gw.sign("github", body, "gh-type-1");
+    headers.push(("X-GitHub-Event".into(), "pull_request".into()));
+    let r = crate::support::post(&gw.url("/gh"), &headers, body.as_bytes().to_vec()).await;
+    assert_eq!(r.outcome(), "queued", "{}", r.body);
+    let id = r.json()["event_id"].as_str().expect("id").to_owned();
+    let (_, shown) = admin(&gw, "GET", &format!("/events/github/{id}")).await;
+    assert_eq!(shown["event_type"], "pull_request.opened", "{shown}");
+
+    let body = r#"{"id":"evt_kind","type":"ignored","data":{"kind":"refund"}}"#;
+    assert_eq!(gw.deliver("custom", body, "x").await.outcome(), "queued");
+    let (_, shown) = admin(&gw, "GET", "/events/custom/evt_kind").await;
+    assert_eq!(
+        shown["event_type"], "refund",
+        "the route's event_type wins: {shown}"
+    );
+    gw.stop().await;
+}

@@ -47,6 +47,7 @@ pub fn event(id: &str, body: &[u8], received_at_ms: u64) -> StoredEvent {
     StoredEvent {
         envelope: Envelope {
             event_id: id.to_owned(),
+            event_type: Some("invoice.paid".into()),
             fingerprint: format!("fp-{}", hex::encode(body)),
             method: "POST".into(),
             headers: vec![StoredHeader {

@@ -209,6 +209,14 @@ async fn a_capture_replayed_with_resign_reaches_the_upstream_as_it_first_did() {
     assert_eq!(captured.outcome.as_deref(), Some("forwarded"));
     assert_eq!(captured.status, Some(200));
     assert!(captured.received_at > 0);
+    // Each capture names the event's type, where its preset puts it (this synthetic
+    // GitHub delivery has no X-GitHub-Event header, so it has none).
+    let mut types: Vec<Option<String>> = files
+        .iter()
+        .map(|f| Replay::load(f).expect("load").event_type)
+        .collect();
+    types.sort();
+    assert_eq!(types, [None, Some("charge.refunded".into())]);
 
     // A second gateway with a test secret: replay the captures re-signed for it.
     let second_up = Upstream::start().await;

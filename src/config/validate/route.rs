@@ -9,7 +9,7 @@ use super::Validator;
 use crate::config::raw::{RawCredential, RawRoute};
 use crate::config::{Backend, Delivery, Route, StoreConfig};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
-use crate::provider::{Credential, EventIdSource, HmacOptions, Preset, Verifier};
+use crate::provider::{Credential, EventIdSource, EventTypeSource, HmacOptions, Preset, Verifier};
 use crate::queue::RetryPolicy;
 
 impl Validator<'_> {
@@ -81,6 +81,16 @@ impl Validator<'_> {
         let tolerance = self.tolerance(&r, preset, opts, store, &k);
 
         let event_id = self.event_id(&r, preset, opts, &k);
+        let event_type = match &r.event_type {
+            Some(t) => match EventTypeSource::parse(t.get_ref()) {
+                Ok(s) => Some(s),
+                Err(msg) => {
+                    self.err(t, &k("event_type"), msg);
+                    None
+                }
+            },
+            None => preset.and_then(Preset::default_event_type),
+        };
 
         let (upstream, upstream_timeout) = self.upstream(&r, store, &k);
         let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
@@ -101,6 +111,7 @@ impl Validator<'_> {
             methods: methods.unwrap_or_else(|| verifier.default_methods()),
             verifier,
             event_id: event_id?,
+            event_type,
             tolerance,
             upstream: upstream?,
             upstream_timeout,

@@ -44,7 +44,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         credential: "string",
         credential_at: &[],
         event_id: Id::Header(&["x-github-delivery"]),
-        event_type: Some(Type::Header("x-github-event")),
+        event_type: Some(Type::HeaderAndJson("x-github-event", "/action")),
         tolerance: None,
         handshake: Handshake::None,
         reply: None,

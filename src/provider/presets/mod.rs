@@ -100,6 +100,8 @@ pub enum EventTypeAt {
     Header(&'static str),
     /// A JSON pointer into the body.
     Json(&'static str),
+    /// A header, then `.` and a JSON field when the body has it.
+    HeaderAndJson(&'static str, &'static str),
 }
 
 impl std::fmt::Display for EventTypeAt {
@@ -107,6 +109,7 @@ impl std::fmt::Display for EventTypeAt {
         match self {
             Self::Header(h) => write!(f, "header:{h}"),
             Self::Json(p) => write!(f, "json:{p}"),
+            Self::HeaderAndJson(h, p) => write!(f, "header:{h} + json:{p}"),
         }
     }
 }

@@ -80,7 +80,7 @@ fn every_row_names_valid_header_names() {
         if let DefaultId::Header(names) = p.event_id {
             assert!(names.iter().all(|h| valid(h)), "{}: {names:?}", p.name);
         }
-        if let Some(EventTypeAt::Header(h)) = p.event_type {
+        if let Some(EventTypeAt::Header(h) | EventTypeAt::HeaderAndJson(h, _)) = p.event_type {
             assert!(valid(h), "{}: {h}", p.name);
         }
         for at in p.credential_at {

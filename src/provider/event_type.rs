@@ -1,0 +1,157 @@
+//! Where an event's type is (`invoice.paid`, `pull_request.opened`, `orders/create`):
+//! the preset's place, or the route's `event_type = "header:NAME" | "json:/pointer"`.
+//! The type is read from the verified delivery and shown in its log line, its replay
+//! file and a queued event's record.
+
+use std::fmt;
+
+use http::{HeaderMap, HeaderName};
+
+use super::json_pointer;
+use super::presets::EventTypeAt;
+
+/// Longest event type kept; a longer one is cut (it is a label, not a key).
+const MAX_LEN: usize = 200;
+
+/// Where a route reads the event type from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventTypeSource {
+    Header(HeaderName),
+    Json(String),
+    /// A header, then `.` and a JSON field when the body has it (GitHub's
+    /// `X-GitHub-Event` and `action`: `pull_request.opened`).
+    HeaderAndJson(HeaderName, String),
+}
+
+impl EventTypeSource {
+    /// `header:NAME` or `json:/pointer`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Some(name) = s.strip_prefix("header:") {
+            return HeaderName::try_from(name.trim())
+                .map(Self::Header)
+                .map_err(|_| format!("{name:?} is not a header name"));
+        }
+        if let Some(pointer) = s.strip_prefix("json:") {
+            if pointer.is_empty() || pointer.starts_with('/') {
+                return Ok(Self::Json(pointer.to_owned()));
+            }
+            return Err(format!(
+                "{pointer:?} is not a JSON pointer (it starts with '/')"
+            ));
+        }
+        Err(format!("{s:?}: use \"header:NAME\" or \"json:/pointer\""))
+    }
+
+    /// A preset's place.
+    pub fn of(at: EventTypeAt) -> Self {
+        match at {
+            EventTypeAt::Header(h) => Self::Header(HeaderName::from_static(h)),
+            EventTypeAt::Json(p) => Self::Json(p.to_owned()),
+            EventTypeAt::HeaderAndJson(h, p) => {
+                Self::HeaderAndJson(HeaderName::from_static(h), p.to_owned())
+            }
+        }
+    }
+
+    /// The event type of a delivery, if it has one: printable ASCII, at most 200 bytes.
+    pub fn extract(&self, headers: &HeaderMap, body: &[u8]) -> Option<String> {
+        let header = |h: &HeaderName| {
+            headers
+                .get(h)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        let raw = match self {
+            Self::Header(h) => header(h)?,
+            Self::Json(p) => json_pointer::scalar(body, p)?,
+            Self::HeaderAndJson(h, p) => {
+                let first = header(h)?;
+                match json_pointer::scalar(body, p) {
+                    Some(second) if !second.is_empty() => format!("{first}.{second}"),
+                    _ => first,
+                }
+            }
+        };
+        let clean: String = raw
+            .chars()
+            .filter(|c| c.is_ascii_graphic() || *c == ' ')
+            .take(MAX_LEN)
+            .collect();
+        (!clean.is_empty()).then_some(clean)
+    }
+}
+
+impl fmt::Display for EventTypeSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Header(h) => write!(f, "header:{h}"),
+            Self::Json(p) => write!(f, "json:{p}"),
+            Self::HeaderAndJson(h, p) => write!(f, "header:{h} + json:{p}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (n, v) in pairs {
+            h.insert(*n, http::HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn types_are_read_from_headers_and_bodies() {
+        let stripe = EventTypeSource::parse("json:/type").expect("parse");
+        assert_eq!(
+            stripe.extract(
+                &HeaderMap::new(),
+                br#"{"id":"evt_1","type":"invoice.paid"}"#
+            ),
+            Some("invoice.paid".into())
+        );
+        let shopify = EventTypeSource::parse("header:X-Shopify-Topic").expect("parse");
+        assert_eq!(
+            shopify.extract(&headers(&[("x-shopify-topic", "orders/create")]), b"{}"),
+            Some("orders/create".into())
+        );
+        assert_eq!(shopify.extract(&HeaderMap::new(), b"{}"), None);
+        assert_eq!(stripe.extract(&HeaderMap::new(), b"not json"), None);
+    }
+
+    #[test]
+    fn github_joins_the_event_and_its_action() {
+        let gh = EventTypeSource::of(EventTypeAt::HeaderAndJson("x-github-event", "/action"));
+        let h = headers(&[("x-github-event", "pull_request")]);
+        assert_eq!(
+            gh.extract(&h, br#"{"action":"opened","number":1}"#),
+            Some("pull_request.opened".into())
+        );
+        let push = headers(&[("x-github-event", "push")]);
+        assert_eq!(gh.extract(&push, br#"{"ref":"main"}"#), Some("push".into()));
+        assert_eq!(gh.to_string(), "header:x-github-event + json:/action");
+    }
+
+    #[test]
+    fn bad_sources_and_unprintable_types_are_refused_or_cleaned() {
+        assert!(EventTypeSource::parse("body:/type").is_err());
+        assert!(EventTypeSource::parse("json:type").is_err());
+        assert!(EventTypeSource::parse("header:bad header").is_err());
+        let s = EventTypeSource::parse("json:/t").expect("parse");
+        let long = format!(r#"{{"t":"{}"}}"#, "a".repeat(500));
+        assert_eq!(
+            s.extract(&HeaderMap::new(), long.as_bytes())
+                .map(|t| t.len()),
+            Some(200)
+        );
+        assert_eq!(
+            s.extract(&HeaderMap::new(), br#"{"t":"a\u0000b\nc"}"#),
+            Some("abc".into())
+        );
+    }
+}
