@@ -37,6 +37,9 @@ pub(super) struct StatusRecord {
     pub fp: String,
     /// Unix ms when it was received.
     pub rx: u64,
+    /// The event's type (kept after delivery, when the event itself is gone).
+    #[serde(default, rename = "t", skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
 }
 
 pub(super) fn qkey(route: &str, id: &str) -> String {
@@ -66,11 +69,17 @@ pub(super) enum QOp {
     Enqueue {
         dedup: DedupKey,
         route: String,
-        event: Box<StoredEvent>,
+        event_id: String,
+        fingerprint: String,
+        /// Unix ms when it was received.
+        rx: u64,
+        event_type: Option<String>,
+        /// The encoded event (`StoredEvent::encode`), made by the caller: the writer
+        /// thread is the store's bottleneck and only writes.
+        bytes: Vec<u8>,
         ttl: Duration,
     },
     Finish {
-        dedup: DedupKey,
         route: String,
         id: String,
         lease: String,
@@ -339,45 +348,49 @@ pub(super) fn apply(
         QOp::Enqueue {
             dedup: key,
             route,
-            event,
+            event_id,
+            fingerprint,
+            rx,
+            event_type,
+            bytes,
             ttl,
         } => {
-            let env = &event.envelope;
-            let k = qkey(route, &env.event_id);
+            let k = qkey(route, event_id);
             if let Some(existing) = live_claim(dedup, key, now)? {
                 return Ok(QReply::Enqueued(Enqueued::Existing(existing)));
             }
-            if let Some((rec, _)) = read_status(status, &k)?
-                && rec.status.state.undelivered()
+            // Stored (any state, a delivered one within its dedup window): a copy.
+            if let Some((rec, expires)) = read_status(status, &k)?
+                && expires > now
             {
                 return Ok(QReply::Enqueued(Enqueued::Existing(Claim::Done {
                     fingerprint: rec.fp,
                 })));
             }
-            let done = Record::done(&Token::random(), &env.fingerprint);
+            let done = Record::done(&Token::random(), fingerprint);
             dedup
                 .insert(key.as_str(), encode(&done, expiry(now, *ttl)).as_slice())
                 .map_err(backend)?;
             events
-                .insert(k.as_str(), event.encode().as_slice())
+                .insert(k.as_str(), bytes.as_slice())
                 .map_err(backend)?;
             let rec = StatusRecord {
-                status: Status::queued(env.received_at_ms),
-                fp: env.fingerprint.clone(),
-                rx: env.received_at_ms,
+                status: Status::queued(*rx),
+                fp: fingerprint.clone(),
+                rx: *rx,
+                event_type: event_type.clone(),
             };
             status
                 .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
                 .map_err(backend)?;
             changes.push(Change::Queued {
                 route: route.clone(),
-                id: env.event_id.clone(),
-                rx: env.received_at_ms,
+                id: event_id.clone(),
+                rx: *rx,
             });
             Ok(QReply::Enqueued(Enqueued::Queued))
         }
         QOp::Finish {
-            dedup: key,
             route,
             id,
             lease,
@@ -396,34 +409,10 @@ pub(super) fn apply(
                 return Ok(QReply::Finished(false));
             }
             rec.status = new.clone();
+            // Delivered: the event goes (its status stays, as the dedup record of the
+            // window, with its attempts for `hookgate events show`).
             let expires = if new.state == State::Delivered {
-                // The body goes; the envelope stays for `hookgate events show` until
-                // the record expires with the dedup window.
-                let envelope_only = events
-                    .get(k.as_str())
-                    .map_err(backend)?
-                    .and_then(|v| StoredEvent::decode(v.value()))
-                    .map(|mut ev| {
-                        ev.body = bytes::Bytes::new();
-                        ev.encode()
-                    });
-                if let Some(bytes) = envelope_only {
-                    events
-                        .insert(k.as_str(), bytes.as_slice())
-                        .map_err(backend)?;
-                }
-                // The dedup window runs from the delivery; the claim's own token stays.
-                let token = match live_record(dedup, key, now)? {
-                    Some(r) => r.token().to_owned(),
-                    None => Token::random().as_str().to_owned(),
-                };
-                let done = Record::Done {
-                    token,
-                    fingerprint: rec.fp.clone(),
-                };
-                dedup
-                    .insert(key.as_str(), encode(&done, expiry(now, *ttl)).as_slice())
-                    .map_err(backend)?;
+                events.remove(k.as_str()).map_err(backend)?;
                 expiry(now, *ttl)
             } else {
                 u64::MAX
@@ -613,10 +602,15 @@ impl QueueStore for DiskStore {
         event: &StoredEvent,
         dedup_ttl: Duration,
     ) -> Result<Enqueued, StoreError> {
+        let env = &event.envelope;
         let op = QOp::Enqueue {
-            dedup: DedupKey::new(q.prefix, q.route, &event.envelope.event_id),
+            dedup: DedupKey::new(q.prefix, q.route, &env.event_id),
             route: space(q),
-            event: Box::new(event.clone()),
+            event_id: env.event_id.clone(),
+            fingerprint: env.fingerprint.clone(),
+            rx: env.received_at_ms,
+            event_type: env.event_type.clone(),
+            bytes: event.encode(),
             ttl: dedup_ttl,
         };
         match self.queue_call(op).await? {
@@ -684,7 +678,6 @@ impl QueueStore for DiskStore {
         status.record(end);
         let id = &leased.event.envelope.event_id;
         let op = QOp::Finish {
-            dedup: DedupKey::new(q.prefix, q.route, id),
             route: space(q),
             id: id.clone(),
             lease: leased.lease.clone(),
@@ -753,10 +746,24 @@ impl QueueStore for DiskStore {
     ) -> Result<Option<(Envelope, Status)>, StoreError> {
         let k = qkey(&space(q), event_id);
         self.read(|events, status| {
-            Ok(match (get_event(events, &k)?, get_status(status, &k)?) {
-                (Some(ev), Some(rec)) => Some((ev.envelope, rec.status)),
-                _ => None,
-            })
+            let Some(rec) = get_status(status, &k)? else {
+                return Ok(None);
+            };
+            let envelope = match get_event(events, &k)? {
+                Some(ev) => ev.envelope,
+                // Delivered: what the status keeps.
+                None => Envelope {
+                    event_id: event_id.to_owned(),
+                    event_type: rec.event_type.clone(),
+                    fingerprint: rec.fp.clone(),
+                    method: String::new(),
+                    headers: Vec::new(),
+                    query: None,
+                    peer: String::new(),
+                    received_at_ms: rec.rx,
+                },
+            };
+            Ok(Some((envelope, rec.status)))
         })
     }
 
