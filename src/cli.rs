@@ -803,6 +803,12 @@ pub fn describe(cfg: &Config) -> String {
         if let Some(t) = &r.event_type {
             s.push_str(&format!("  event type {t}\n"));
         }
+        if let Some(f) = &r.events {
+            s.push_str(&format!(
+                "  events     {} (others: 200 filtered)\n",
+                f.patterns().join(", ")
+            ));
+        }
         s.push_str(&match r.delivery {
             config::Delivery::Sync => "  delivery   sync\n".to_owned(),
             config::Delivery::Queue => format!(
@@ -844,6 +850,8 @@ fn overall(verdicts: &[Verdict]) -> Verdict {
         first
     } else if verdicts.iter().all(|v| *v == Verdict::Duplicate) {
         Verdict::Duplicate
+    } else if verdicts.iter().all(|v| *v == Verdict::Filtered) {
+        Verdict::Filtered
     } else if verdicts.iter().all(|v| *v == Verdict::Rejected) {
         Verdict::Rejected
     } else if verdicts.iter().all(|v| *v == Verdict::Handshake) {
@@ -970,6 +978,7 @@ mod tests {
         assert_eq!(overall(&[Queued, Queued]), Error, "stored twice");
         assert_eq!(overall(&[Forwarded, Queued]), Error);
         assert_eq!(overall(&[Duplicate, Duplicate]), Duplicate);
+        assert_eq!(overall(&[Filtered, Filtered]), Filtered);
     }
 
     #[test]

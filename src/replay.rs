@@ -204,6 +204,8 @@ pub enum Verdict {
     Forwarded,
     /// Stored by a queue route, delivered by its workers.
     Queued,
+    /// Of an event type the route does not take.
+    Filtered,
     Duplicate,
     #[value(name = "in_flight", alias = "in-flight", alias = "inflight")]
     InFlight,
@@ -218,6 +220,7 @@ impl Verdict {
         match self {
             Self::Forwarded => "forwarded",
             Self::Queued => "queued",
+            Self::Filtered => "filtered",
             Self::Duplicate => "duplicate",
             Self::InFlight => "in_flight",
             Self::Handshake => "handshake",
@@ -239,6 +242,7 @@ impl Sent {
         match self.outcome.as_deref() {
             Some("forwarded" | "forwarded_unclaimed") => Verdict::Forwarded,
             Some("queued") => Verdict::Queued,
+            Some("filtered") => Verdict::Filtered,
             Some("duplicate") => Verdict::Duplicate,
             Some("in_flight") => Verdict::InFlight,
             Some("handshake") => Verdict::Handshake,
@@ -258,6 +262,7 @@ impl Sent {
         match (self.verdict(), why) {
             (Verdict::Forwarded, _) => "forwarded to the upstream".into(),
             (Verdict::Queued, _) => "queued: stored, delivered by the gateway's workers".into(),
+            (Verdict::Filtered, _) => "filtered: an event type the route does not take".into(),
             (Verdict::Duplicate, _) => "duplicate: acknowledged, not forwarded".into(),
             (Verdict::InFlight, _) => "in flight: another copy is being forwarded".into(),
             (Verdict::Handshake, _) => "handshake answered by the gateway".into(),

@@ -170,6 +170,8 @@ pub struct Route {
     pub event_id: EventIdSource,
     /// Where the event's type is (the route's `event_type`, else the preset's).
     pub event_type: Option<crate::provider::EventTypeSource>,
+    /// `events`: the event types the route takes; others get 200 `filtered`.
+    pub events: Option<crate::provider::EventFilter>,
     /// Seconds a signed timestamp may be off; `None` = not checked or not signed.
     pub tolerance: Option<u64>,
     pub upstream: reqwest::Url,

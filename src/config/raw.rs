@@ -83,6 +83,7 @@ pub(super) struct RawRoute {
     pub upstream_timeout: Option<Spanned<String>>,
     pub event_id: Option<Spanned<String>>,
     pub event_type: Option<Spanned<String>>,
+    pub events: Option<Spanned<Vec<String>>>,
     pub public_url: Option<Spanned<String>>,
     pub forward_secret: Option<Spanned<String>>,
     pub methods: Option<Vec<Spanned<String>>>,

@@ -593,3 +593,26 @@ fn the_event_type_comes_from_the_preset_unless_the_route_says() {
         "{bad}"
     );
 }
+
+#[test]
+fn an_events_filter_needs_patterns_and_an_event_type() {
+    let cfg = check(&format!(
+        "{ROUTE}events = [\"invoice.*\", \"charge.refunded\"]\n"
+    ))
+    .expect("valid");
+    let f = cfg.routes[0].events.as_ref().expect("filter");
+    assert!(f.admits("invoice.paid") && f.admits("charge.refunded") && !f.admits("charge.failed"));
+    let empty = errors(&format!("{ROUTE}events = []\n"));
+    assert!(
+        empty.contains("routes[0].events: name at least one event type"),
+        "{empty}"
+    );
+    // A preset that names no event type, and no event_type on the route.
+    let untyped = errors(
+        "[[routes]]\nname = \"p\"\npath = \"/p\"\nprovider = \"paddle\"\nsecrets = [\"pdl_ntfset_x\"]\nupstream = \"http://127.0.0.1:1/\"\nevents = [\"a.*\"]\n",
+    );
+    assert!(
+        untyped.contains("routes[0].events: filters on the event type"),
+        "{untyped}"
+    );
+}

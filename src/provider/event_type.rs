@@ -83,6 +83,61 @@ impl EventTypeSource {
     }
 }
 
+/// A route's `events = ["invoice.*", "customer.subscription.*"]`: the event types it
+/// takes. `*` matches any run of characters (dots and slashes included); nothing else is
+/// special. Hand-written: a glob crate would bring character classes and path rules
+/// that event types do not need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventFilter {
+    patterns: Vec<String>,
+}
+
+impl EventFilter {
+    /// A filter of these patterns (at least one, none empty).
+    pub fn new(patterns: Vec<String>) -> Result<Self, String> {
+        if patterns.is_empty() {
+            return Err("name at least one event type (\"*\" takes all)".into());
+        }
+        if patterns.iter().any(|p| p.trim().is_empty()) {
+            return Err("an empty pattern matches nothing".into());
+        }
+        Ok(Self { patterns })
+    }
+
+    /// Whether an event of this type is taken.
+    pub fn admits(&self, event_type: &str) -> bool {
+        self.patterns.iter().any(|p| glob(p, event_type))
+    }
+
+    /// The patterns, as configured.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+/// `*`-only wildcard matching, iterative with backtracking to the last `*`.
+fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t) = (pattern.as_bytes(), text.as_bytes());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == b'*')
+}
+
 impl fmt::Display for EventTypeSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -135,6 +190,33 @@ mod tests {
         let push = headers(&[("x-github-event", "push")]);
         assert_eq!(gh.extract(&push, br#"{"ref":"main"}"#), Some("push".into()));
         assert_eq!(gh.to_string(), "header:x-github-event + json:/action");
+    }
+
+    #[test]
+    fn filters_match_with_stars_only() {
+        let f = EventFilter::new(vec!["invoice.*".into(), "customer.subscription.*".into()])
+            .expect("filter");
+        assert!(f.admits("invoice.paid"));
+        assert!(f.admits("customer.subscription.updated"));
+        assert!(!f.admits("customer.created"));
+        assert!(!f.admits("invoice"));
+        let all = EventFilter::new(vec!["*".into()]).expect("filter");
+        assert!(all.admits("anything/at.all"));
+        let mid = EventFilter::new(vec!["orders/*/paid".into()]).expect("filter");
+        assert!(mid.admits("orders/x/y/paid"));
+        assert!(!mid.admits("orders/paid"));
+        assert!(
+            EventFilter::new(vec!["pull_request".into()])
+                .expect("f")
+                .admits("pull_request")
+        );
+        assert!(
+            !EventFilter::new(vec!["pull_request".into()])
+                .expect("f")
+                .admits("pull_request.opened")
+        );
+        assert!(EventFilter::new(vec![]).is_err());
+        assert!(EventFilter::new(vec![" ".into()]).is_err());
     }
 
     #[test]

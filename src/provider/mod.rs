@@ -28,7 +28,7 @@ use serde::Deserialize;
 use crate::secret::Secret;
 pub use catalogue::Preset;
 pub use event_id::{CustomId, EventId, EventIdSource, Fingerprint};
-pub use event_type::EventTypeSource;
+pub use event_type::{EventFilter, EventTypeSource};
 pub use handshake::{FixedReply, Handshake, HandshakeReply};
 use hmac_scheme::HmacScheme;
 use special::Special;

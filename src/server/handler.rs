@@ -324,6 +324,31 @@ async fn pipeline(
         .event_type
         .as_ref()
         .and_then(|t| t.extract(&parts.headers, &body));
+    // An event type the route does not take is acknowledged, never claimed, forwarded
+    // or stored. One whose type cannot be read is not filtered: a filter must not drop
+    // what it cannot see.
+    if let Some(filter) = &route.events {
+        match &seen.event_type {
+            Some(t) if !filter.admits(t) => {
+                let answer = Answer::Filtered {
+                    event_id: delivery.event_id().to_string(),
+                    event_type: t.clone(),
+                };
+                return match route.verifier.fixed_reply() {
+                    Some(reply) => Answer::Fixed {
+                        reply: reply.clone(),
+                        outcome: Outcome::Filtered,
+                    },
+                    None => answer,
+                };
+            }
+            Some(_) => {}
+            None => {
+                seen.detail =
+                    Some("no event type in the delivery: events filter not applied".into())
+            }
+        }
+    }
     seen.secret_index = Some(delivery.secret_index());
     state
         .metrics

@@ -24,6 +24,8 @@ pub enum Outcome {
     Forwarded,
     /// Stored durably for delivery by the route's workers (`delivery = "queue"`).
     Queued,
+    /// Authentic, but of an event type the route does not take (`events`).
+    Filtered,
     /// Forwarded without a claim because the store was down and `on_error = "forward"`.
     ForwardedUnclaimed,
     UpstreamRejected,
@@ -58,6 +60,7 @@ impl Outcome {
         match self {
             Self::Forwarded => "forwarded",
             Self::Queued => "queued",
+            Self::Filtered => "filtered",
             Self::ForwardedUnclaimed => "forwarded_unclaimed",
             Self::UpstreamRejected => "upstream_rejected",
             Self::UpstreamError => "upstream_error",
@@ -127,6 +130,11 @@ pub enum Answer {
     Queued {
         event_id: String,
     },
+    /// Of an event type the route does not take: 200, neither forwarded nor stored.
+    Filtered {
+        event_id: String,
+        event_type: String,
+    },
     Duplicate {
         event_id: String,
     },
@@ -178,6 +186,7 @@ impl Answer {
             Self::Fixed { outcome, .. } => *outcome,
             Self::Duplicate { .. } => Outcome::Duplicate,
             Self::Queued { .. } => Outcome::Queued,
+            Self::Filtered { .. } => Outcome::Filtered,
             Self::Mismatch { .. } | Self::TransmissionMismatch => Outcome::Mismatch,
             Self::InFlight { .. } => Outcome::InFlight,
             Self::Handshake(_) => Outcome::Handshake,
@@ -230,6 +239,14 @@ pub fn response(answer: Answer) -> Resp {
             }
             with_outcome(r, outcome)
         }
+        Answer::Filtered {
+            event_id,
+            event_type,
+        } => json(
+            S::OK,
+            outcome,
+            serde_json::json!({ "status": "filtered", "event_id": event_id, "event_type": event_type }),
+        ),
         Answer::Queued { event_id } => json(
             S::OK,
             outcome,

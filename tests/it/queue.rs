@@ -546,3 +546,63 @@ async fn a_queued_event_records_its_type_from_the_preset_or_the_route() {
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_events_filter_acknowledges_other_types_without_forwarding_or_storing_them() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let config = format!(
+        "[store]\nbackend = \"disk\"\npath = \"{}\"\n[[routes]]\nname = \"stripe\"\npath = \"/sync\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\nevents = [\"invoice.*\"]\n[[routes]]\nname = \"queued\"\npath = \"/queue\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\nevents = [\"invoice.*\"]\n[[routes]]\nname = \"github\"\npath = \"/gh\"\nprovider = \"github\"\nsecrets = [\"gh-secret\"]\nupstream = \"{}\"\nevents = [\"pull_request.*\"]\n",
+        dir.path().join("q.db").display(),
+        up.url("/sync"),
+        up.url("/queue"),
+        up.url("/gh"),
+    );
+    let gw = TestGateway::start(&config).await;
+    let paid = r#"{"id":"evt_f1","type":"invoice.paid"}"#;
+    let created = r#"{"id":"evt_f2","type":"customer.created"}"#;
+    let r = gw.deliver("stripe", paid, "x").await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let r = gw.deliver("stripe", created, "x").await;
+    assert_eq!((r.status, r.outcome()), (200, "filtered"), "{}", r.body);
+    assert_eq!(r.json()["event_type"], "customer.created");
+    assert_eq!(up.count(), 1, "a filtered event is not forwarded");
+    // Not claimed either: the same event is filtered again, never a duplicate.
+    assert_eq!(
+        gw.deliver("stripe", created, "x").await.outcome(),
+        "filtered"
+    );
+
+    assert_eq!(
+        gw.deliver("queued", created, "x").await.outcome(),
+        "filtered"
+    );
+    let (_, listed) = admin(&gw, "GET", "/events/queued").await;
+    assert_eq!(
+        listed["events"].as_array().map(Vec::len),
+        Some(0),
+        "not stored: {listed}"
+    );
+    assert_eq!(gw.deliver("queued", paid, "x").await.outcome(), "queued");
+    assert!(eventually(Duration::from_secs(5), || up.count() == 2).await);
+
+    // GitHub: the header and the action; a delivery without the header has no type
+    // and is not filtered (a filter does not drop what it cannot see).
+    let body = r#"{"action":"opened"}"#;
+    let mut headers = gw.sign("github", body, "gh-f1");
+    headers.push(("X-GitHub-Event".into(), "pull_request".into()));
+    let r = crate::support::post(&gw.url("/gh"), &headers, body.as_bytes().to_vec()).await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let mut headers = gw.sign("github", body, "gh-f2");
+    headers.push(("X-GitHub-Event".into(), "issues".into()));
+    let r = crate::support::post(&gw.url("/gh"), &headers, body.as_bytes().to_vec()).await;
+    assert_eq!(r.outcome(), "filtered", "{}", r.body);
+    let r = gw.deliver("github", r#"{"action":"x"}"#, "gh-f3").await;
+    assert_eq!(r.outcome(), "forwarded", "no type: not filtered");
+    assert_eq!(
+        gw.metric("hookgate_deliveries_total{route=\"stripe\",outcome=\"filtered\"}")
+            .await,
+        2.0
+    );
+    gw.stop().await;
+}

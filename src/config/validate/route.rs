@@ -9,7 +9,9 @@ use super::Validator;
 use crate::config::raw::{RawCredential, RawRoute};
 use crate::config::{Backend, Delivery, Route, StoreConfig};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
-use crate::provider::{Credential, EventIdSource, EventTypeSource, HmacOptions, Preset, Verifier};
+use crate::provider::{
+    Credential, EventFilter, EventIdSource, EventTypeSource, HmacOptions, Preset, Verifier,
+};
 use crate::queue::RetryPolicy;
 
 impl Validator<'_> {
@@ -91,6 +93,24 @@ impl Validator<'_> {
             },
             None => preset.and_then(Preset::default_event_type),
         };
+        let events = match &r.events {
+            None => None,
+            Some(list) => match EventFilter::new(list.get_ref().clone()) {
+                Ok(_) if event_type.is_none() && preset.is_some() => {
+                    self.err(
+                        list,
+                        &k("events"),
+                        "filters on the event type, and this route has none: set event_type = \"header:NAME\" | \"json:/pointer\"",
+                    );
+                    None
+                }
+                Ok(f) => Some(f),
+                Err(msg) => {
+                    self.err(list, &k("events"), msg);
+                    None
+                }
+            },
+        };
 
         let (upstream, upstream_timeout) = self.upstream(&r, store, &k);
         let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
@@ -112,6 +132,7 @@ impl Validator<'_> {
             verifier,
             event_id: event_id?,
             event_type,
+            events,
             tolerance,
             upstream: upstream?,
             upstream_timeout,
