@@ -256,6 +256,8 @@ async fn a_sentinel_failover_is_followed_without_a_restart() {
     let store =
         Store::Redis(RedisStore::new_sentinel(&urls, "hg", Duration::from_secs(1)).expect("store"));
     crate::conformance::conformance(store.clone()).await;
+    // The queue works through Sentinel too.
+    crate::queue_conformance::queue_conforms(&store).await;
     let key = DedupKey::new("t:", "r", "evt_sentinel");
     let Ok(Claim::Claimed(token)) = store.claim(&key, "fp", Duration::from_secs(60)).await else {
         panic!("claim")
