@@ -356,6 +356,10 @@ impl QueueStore for Store {
         queue_dispatch!(self, s => s.purge(q, target).await)
     }
 
+    async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
+        queue_dispatch!(self, s => s.forget_delivered(q, event_id).await)
+    }
+
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         queue_dispatch!(self, s => s.depth(q).await)
     }

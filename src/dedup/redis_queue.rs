@@ -173,7 +173,8 @@ end
 return {claimed[1], out}";
 
 /// KEYS: event hash, stream, all, dead, delayed, delivered. ARGV: lease token, entry
-/// id, new status, kind, ttl ms, expiry ms, retry at, event id, received_at, now.
+/// id, new status, kind, ttl ms, expiry ms, retry at, event id, received_at, now, the
+/// envelope to keep once delivered (without headers).
 /// Returns 1 when applied, 0 when the lease was lost.
 const FINISH: &str = r"#!lua flags=allow-oom
 local cur = redis.call('HGET', KEYS[1], 'lease')
@@ -190,6 +191,7 @@ redis.call('HDEL', KEYS[1], 'lease')
 local id = ARGV[8]
 if ARGV[4] == 'delivered' then
   redis.call('HDEL', KEYS[1], 'body')
+  redis.call('HSET', KEYS[1], 'env', ARGV[11])
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   redis.call('ZREM', KEYS[3], id)
   redis.call('ZREM', KEYS[4], id)
@@ -276,6 +278,20 @@ redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
 redis.call('XDEL', KEYS[2], ARGV[2])
 return 1";
 
+/// KEYS: event hash, delivered. ARGV: event id. Deletes a delivered event's record;
+/// 1 when it did, 0 when the event is absent or undelivered.
+const FORGET: &str = r"#!lua flags=allow-oom
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return 0 end
+local ok, s = pcall(cjson.decode, st)
+if ok and type(s) == 'table' and s.state == 'delivered' then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 1
+end
+return 0";
+
+static FORGET_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FORGET));
 static ENQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE));
 static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
 static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FINISH));
@@ -720,7 +736,14 @@ impl QueueStore for RedisStore {
             .arg(at)
             .arg(&env.event_id)
             .arg(env.received_at_ms)
-            .arg(now);
+            .arg(now)
+            // Delivered: the envelope is kept without its headers and query (they may
+            // carry the provider's credentials) for `events show`.
+            .arg(to_json(&Envelope {
+                headers: Vec::new(),
+                query: None,
+                ..env.clone()
+            })?);
         let inv = &inv;
         let n: i64 = self
             .run(|mut c| async move { inv.invoke_async(&mut c).await })
@@ -836,6 +859,17 @@ impl QueueStore for RedisStore {
                 }
             }
         }
+    }
+
+    async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
+        let k = Keys::new(q);
+        let mut inv = FORGET_SCRIPT.prepare_invoke();
+        inv.key(k.ev(event_id)).key(k.delivered()).arg(event_id);
+        let inv = &inv;
+        let n: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(n == 1)
     }
 
     async fn purge(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {

@@ -217,6 +217,9 @@ pub struct Status {
     /// Why it is dead, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dead_reason: Option<String>,
+    /// Unix ms of the last operator retry: `max_age` counts from here then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requeued_at_ms: Option<u64>,
 }
 
 impl Status {
@@ -228,6 +231,7 @@ impl Status {
             next_at_ms: Some(now_ms),
             history: Vec::new(),
             dead_reason: None,
+            requeued_at_ms: None,
         }
     }
 
@@ -259,13 +263,14 @@ impl Status {
         }
     }
 
-    /// Back in the queue, due now (an operator's retry). The attempt count starts
-    /// again, so the whole schedule applies; the history is kept.
+    /// Back in the queue, due now (an operator's retry). The schedule starts again:
+    /// the attempt count from zero, `max_age` from now; the history is kept.
     pub fn requeue(&mut self, now_ms: u64) {
         self.state = State::Queued;
         self.attempts = 0;
         self.next_at_ms = Some(now_ms);
         self.dead_reason = None;
+        self.requeued_at_ms = Some(now_ms);
     }
 }
 
@@ -406,6 +411,15 @@ pub trait QueueStore: Send + Sync {
         target: &Target,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
+    /// Forgets a delivered event (its record of the dedup window), so that the
+    /// provider's next copy is accepted and delivered again: a deliberate redelivery
+    /// (`hookgate forget`). An undelivered event is left alone (`false`): purge it.
+    fn forget_delivered(
+        &self,
+        q: &QueueRef<'_>,
+        event_id: &str,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Waiting and dead counts, and the oldest undelivered event's arrival.
     fn depth(&self, q: &QueueRef<'_>) -> impl Future<Output = Result<Depth, StoreError>> + Send;
 }
@@ -437,7 +451,8 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     /// 20 attempts, 1 s doubling to at most 1 h, for at most 72 h: the last try comes
-    /// about 9 h after the event arrived, long enough to ride out a deploy or an outage.
+    /// about 8 h after the event arrived (4 to 8 h with jitter), long enough to ride out
+    /// a deploy or an outage.
     fn default() -> Self {
         Self {
             max_attempts: 20,
@@ -476,13 +491,16 @@ impl RetryPolicy {
         if attempts >= self.max_attempts {
             return Err(format!("{attempts} attempts failed (max_attempts)"));
         }
+        // The upstream's Retry-After, between `initial` (a `0` must not burn the
+        // attempts in a burst) and `max_delay`.
         let delay = match retry_after {
-            Some(d) => d.min(self.max_delay),
+            Some(d) => d.clamp(self.initial, self.max_delay.max(self.initial)),
             None => self.backoff(attempts, jitter),
         };
         let at = now_ms.saturating_add(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
-        let deadline = received_at_ms
-            .saturating_add(u64::try_from(self.max_age.as_millis()).unwrap_or(u64::MAX));
+        let since = received_at_ms.max(status.requeued_at_ms.unwrap_or(0));
+        let deadline =
+            since.saturating_add(u64::try_from(self.max_age.as_millis()).unwrap_or(u64::MAX));
         if at > deadline {
             return Err(format!(
                 "next try would be past max_age ({})",
@@ -550,11 +568,19 @@ mod tests {
         };
         let s = Status::queued(0);
         assert!(old.after_failure(&s, 0, 9_500, None, 1.0).is_err());
-        // The upstream's Retry-After is honoured, up to max_delay.
+        // The upstream's Retry-After is honoured, up to max_delay and at least initial.
         assert_eq!(
             p.after_failure(&s, 0, 1_000, Some(Duration::from_secs(7)), 0.0),
             Ok(8_000)
         );
+        assert_eq!(
+            p.after_failure(&s, 0, 1_000, Some(Duration::ZERO), 0.0),
+            Ok(2_000)
+        );
+        // An operator's retry restarts max_age.
+        let mut requeued = Status::queued(0);
+        requeued.requeue(20_000);
+        assert!(old.after_failure(&requeued, 0, 21_000, None, 1.0).is_ok());
     }
 
     #[test]

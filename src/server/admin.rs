@@ -172,7 +172,21 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
             }
             let id = EventId::new(&raw_id);
             let key = DedupKey::new(&routing.store_cfg.key_prefix, &route, id.as_str());
-            match state.store().forget(&key).await {
+            let queued = routing
+                .routes
+                .values()
+                .any(|r| r.name == route && r.delivery == crate::config::Delivery::Queue);
+            let forgotten = if queued {
+                // A queue route: its delivered record is what answers copies.
+                let q = QueueRef {
+                    prefix: &routing.store_cfg.key_prefix,
+                    route: &route,
+                };
+                state.store().forget_delivered(&q, id.as_str()).await
+            } else {
+                state.store().forget(&key).await
+            };
+            match forgotten {
                 Ok(existed) => {
                     tracing::info!(route, event_id = %id, existed, "key forgotten on request: the next delivery of this event is forwarded");
                     json(

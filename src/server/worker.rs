@@ -39,6 +39,8 @@ use crate::telemetry::{RouteLabel, RouteOutcome, RouteResult};
 /// How often each queue route is looked at when nothing wakes the loop: retries that
 /// come due, and events another replica queued.
 const POLL: Duration = Duration::from_millis(200);
+/// How long a delivered attempt's result is retried when the store fails.
+const RECORD_DELIVERY_FOR: Duration = Duration::from_secs(300);
 /// Routes in sync mode are looked at for events they queued before a reload every
 /// this many rounds (about 5 s).
 const SYNC_DRAIN_EVERY: u64 = 25;
@@ -50,7 +52,8 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// finish within `server.shutdown_grace`.
 pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
     let attempts = TaskTracker::new();
-    let mut slots: HashMap<String, Arc<Semaphore>> = HashMap::new();
+    // Each route's slots and how many it was made with.
+    let mut slots: HashMap<String, (usize, Arc<Semaphore>)> = HashMap::new();
     let mut failing = false;
     let mut tick: u64 = 0;
     while !stop.is_cancelled() {
@@ -66,13 +69,33 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
             {
                 continue;
             }
-            let sem = slots
-                .entry(route.name.clone())
-                .or_insert_with(|| Arc::new(Semaphore::new(route.concurrency)));
-            // A reload that changes `concurrency` gets fresh slots; attempts holding
-            // the old ones finish on their own.
-            if sem.available_permits() > route.concurrency {
-                *sem = Arc::new(Semaphore::new(route.concurrency));
+            let (size, sem) = slots.entry(route.name.clone()).or_insert_with(|| {
+                (
+                    route.concurrency,
+                    Arc::new(Semaphore::new(route.concurrency)),
+                )
+            });
+            // A reload that changes `concurrency` resizes the slots, counting the
+            // attempts still running: more slots are added, or fewer are handed out
+            // until enough attempts have ended.
+            if *size != route.concurrency {
+                if route.concurrency > *size {
+                    sem.add_permits(route.concurrency - *size);
+                } else {
+                    let fewer = *size - route.concurrency;
+                    let owed = fewer - sem.forget_permits(fewer);
+                    if owed > 0 {
+                        // Slots in use now: kept as their attempts end.
+                        let sem = sem.clone();
+                        let owed = u32::try_from(owed).unwrap_or(u32::MAX);
+                        tokio::spawn(async move {
+                            if let Ok(p) = sem.acquire_many(owed).await {
+                                p.forget();
+                            }
+                        });
+                    }
+                }
+                *size = route.concurrency;
             }
             let free = sem.available_permits();
             if free == 0 {
@@ -291,9 +314,16 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
         prefix: &routing.store_cfg.key_prefix,
         route: &route.name,
     };
-    // The lease bounds how long recording may take: after it, another worker may try
-    // the event again anyway.
-    let deadline = Instant::now() + LEASE_MARGIN;
+    // A failed attempt is retried on its schedule anyway: recording it may give up with
+    // the lease. A delivery is worth recording for longer (a store that is down for a
+    // while): until it is, the event may be taken again once its lease runs out and
+    // delivered twice; a late record under a lost lease changes nothing.
+    let deadline = Instant::now()
+        + if matches!(end, Finish::Delivered(_)) {
+            RECORD_DELIVERY_FOR
+        } else {
+            LEASE_MARGIN
+        };
     let mut delay = Duration::from_millis(50);
     loop {
         match state

@@ -606,3 +606,51 @@ async fn an_events_filter_acknowledges_other_types_without_forwarding_or_storing
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_redelivers_a_delivered_event_on_a_queue_route() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let gw = TestGateway::start(&queue_config(&up, dir.path(), FAST, "")).await;
+    let body = stripe_body("evt_redeliver");
+    assert_eq!(gw.deliver("stripe", &body, "x").await.outcome(), "queued");
+    assert!(eventually(Duration::from_secs(5), || up.effects() == 1).await);
+    // The delivery is recorded right after the upstream's 2xx.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        gw.deliver("stripe", &body, "x").await.outcome(),
+        "duplicate"
+    );
+    let (status, v) = admin(&gw, "DELETE", "/keys/stripe/evt_redeliver").await;
+    assert_eq!((status, v["forgotten"].as_bool()), (200, Some(true)), "{v}");
+    assert_eq!(gw.deliver("stripe", &body, "x").await.outcome(), "queued");
+    assert!(eventually(Duration::from_secs(5), || up.effects() == 2).await);
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_raising_concurrency_takes_effect() {
+    let up = Upstream::start().await;
+    up.set_delay(Duration::from_millis(300));
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hookgate.toml");
+    let one = queue_config(&up, dir.path(), FAST, "concurrency = 1");
+    std::fs::write(&path, &one).expect("write");
+    let gw = TestGateway::start_file(&path).await;
+    for i in 0..6 {
+        let id = format!("evt_conc_reload_{i}");
+        assert_eq!(
+            gw.deliver("stripe", &stripe_body(&id), &id).await.outcome(),
+            "queued"
+        );
+    }
+    assert!(eventually(Duration::from_secs(3), || up.count() >= 1).await);
+    assert_eq!(up.max_concurrent(), 1);
+    std::fs::write(&path, one.replace("concurrency = 1", "concurrency = 4")).expect("write");
+    let (status, _) = admin(&gw, "POST", "/reload").await;
+    assert_eq!(status, 200);
+    assert!(eventually(Duration::from_secs(10), || up.effects() == 6).await);
+    assert!(up.max_concurrent() > 1, "more slots after the reload");
+    assert!(up.max_concurrent() <= 4);
+    gw.stop().await;
+}

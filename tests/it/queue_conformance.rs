@@ -130,6 +130,31 @@ pub async fn queue_conforms<S: QueueStore>(s: &S) {
     routes_are_isolated(s).await;
     depth_counts_waiting_and_dead(s).await;
     concurrent_takes_are_exclusive(s).await;
+    a_forgotten_delivery_is_accepted_again(s).await;
+}
+
+/// `hookgate forget` on a queue route: a delivered event's record goes, so the
+/// provider's next copy is delivered again; an undelivered one is left alone.
+async fn a_forgotten_delivery_is_accepted_again<S: QueueStore>(s: &S) {
+    let route = unique_route("forget");
+    let q = queue(&route);
+    let ev = event("evt_fg", b"fg", now_ms());
+    assert_eq!(enqueue(s, &q, &ev).await, Enqueued::Queued);
+    assert!(
+        !s.forget_delivered(&q, "evt_fg").await.expect("forget"),
+        "still queued"
+    );
+    let l = take_one(s, &q, "evt_fg").await;
+    assert!(s.finish(&q, &l, &delivered(), TTL).await.expect("finish"));
+    assert!(s.forget_delivered(&q, "evt_fg").await.expect("forget"));
+    assert!(!s.forget_delivered(&q, "evt_nope").await.expect("forget"));
+    assert_eq!(
+        enqueue(s, &q, &ev).await,
+        Enqueued::Queued,
+        "a new delivery"
+    );
+    let again = take_one(s, &q, "evt_fg").await;
+    assert_eq!(again.status.attempts, 0);
 }
 
 async fn enqueue_stores_once<S: QueueStore>(s: &S) {

@@ -222,6 +222,15 @@ impl Validator<'_> {
             self.err(raw, &k("retry.max_delay"), "must be at least retry.initial");
         }
         let concurrency = self.count(&r.concurrency, &k("concurrency"), 8, 1);
+        if let Some(c) = &r.concurrency
+            && concurrency > 1024
+        {
+            self.err(
+                c,
+                &k("concurrency"),
+                "at most 1024 attempts at once per route",
+            );
+        }
         (delivery, retry, concurrency)
     }
 

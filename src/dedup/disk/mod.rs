@@ -309,17 +309,19 @@ impl DiskStore {
 /// The writer thread: batches of operations, one transaction and one fsync each.
 fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)>) {
     let mut last_sweep = Instant::now();
-    // A commit without an fsync happened since the last one with: flushed when the
-    // writer is idle for FLUSH_AFTER (a busy writer's next durable batch flushes it).
-    let mut unsynced = false;
+    // Since when commits without an fsync have been waiting for one: a durable batch
+    // makes them durable, and none may wait longer than FLUSH_AFTER (busy or idle).
+    let mut unsynced_since: Option<Instant> = None;
     loop {
-        let wait = if unsynced { FLUSH_AFTER } else { SWEEP_EVERY };
+        let wait = unsynced_since.map_or(SWEEP_EVERY, |t| FLUSH_AFTER.saturating_sub(t.elapsed()));
         let first = match rx.recv_timeout(wait) {
             Ok(op) => op,
             Err(RecvTimeoutError::Timeout) => {
                 if let Ok(db) = shared.get() {
-                    if unsynced {
-                        unsynced = !flush(&db);
+                    if unsynced_since.is_some() {
+                        if flush(&db) {
+                            unsynced_since = None;
+                        }
                         continue;
                     }
                     sweep(&db);
@@ -338,7 +340,7 @@ fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answe
             }
         }
         let Ok(db) = shared.get() else {
-            shared.reopen();
+            reopen(shared, index, &mut unsynced_since);
             let e = StoreError::Backend("the disk store is reopening its file".into());
             for (_, answer) in batch {
                 let _ = answer.send(Err(e.clone()));
@@ -355,7 +357,11 @@ fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answe
         let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
         match apply(&db, index, &batch, low.map(|free| (free, shared.min_free))) {
             Ok(replies) => {
-                unsynced = !durable;
+                if durable {
+                    unsynced_since = None;
+                } else {
+                    unsynced_since.get_or_insert_with(Instant::now);
+                }
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
                     let _ = answer.send(reply);
                 }
@@ -369,15 +375,31 @@ fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answe
                 // write until it is opened again.
                 if db.begin_write().is_err() {
                     drop(db);
-                    shared.reopen();
+                    reopen(shared, index, &mut unsynced_since);
                     continue;
                 }
             }
+        }
+        if unsynced_since.is_some_and(|t| t.elapsed() >= FLUSH_AFTER) && flush(&db) {
+            unsynced_since = None;
         }
         if last_sweep.elapsed() >= SWEEP_EVERY {
             sweep(&db);
             last_sweep = Instant::now();
         }
+    }
+}
+
+/// Reopens the file and rebuilds the queue's index from it: commits that were not
+/// fsynced may be gone, and a commit reported as failed may have reached the file.
+fn reopen(shared: &Shared, index: &Mutex<queue::Index>, unsynced_since: &mut Option<Instant>) {
+    shared.reopen();
+    if let Ok(db) = shared.get() {
+        *unsynced_since = None;
+        index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .reload(&db);
     }
 }
 
@@ -390,8 +412,8 @@ fn apply(
 ) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
     // A batch of claims and queue attempt results alone is committed without an
-    // fsync: it reaches the disk with the next durable batch, or FLUSH_AFTER later when
-    // the writer is idle. Nothing the provider was told depends on it: a lost in-flight
+    // fsync: it reaches the disk with the next durable batch, or within FLUSH_AFTER
+    // (the writer flushes it, busy or idle). Nothing the provider was told depends on it: a lost in-flight
     // claim changes nothing a crash does not already do (the process that held it is
     // gone, and its lease would let the retry through); a lost attempt result means
     // the event is tried again after a restart (a delivered one with the same
@@ -541,7 +563,10 @@ fn sweep(db: &Database) {
             let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
             let delivered: Vec<String> = status
                 .extract_if(|_, v| {
-                    queue::decode_status(v).is_some_and(|(_, expires)| expires <= now)
+                    // The expiry prefix alone: no JSON parsed per record.
+                    v.get(..8)
+                        .and_then(|b| b.try_into().ok())
+                        .is_some_and(|b| u64::from_be_bytes(b) <= now)
                 })
                 .map_err(backend)?
                 .take(SWEEP_MAX)

@@ -95,6 +95,12 @@ pub(super) enum QOp {
         route: String,
         ids: Vec<String>,
     },
+    /// A delivered event's record, so its next copy is accepted.
+    ForgetDelivered {
+        prefix: String,
+        route: String,
+        id: String,
+    },
 }
 
 pub(super) enum QReply {
@@ -110,7 +116,15 @@ pub(super) enum Change {
         id: String,
         rx: u64,
     },
-    Status {
+    /// An attempt's result, recorded under its lease.
+    Finished {
+        route: String,
+        id: String,
+        lease: String,
+        rec: StatusRecord,
+    },
+    /// Queued again by an operator.
+    Requeued {
         route: String,
         id: String,
         rec: StatusRecord,
@@ -201,6 +215,28 @@ impl Index {
         Ok(index)
     }
 
+    /// Rebuilds the index from the file (after a reopen), keeping the leases of events
+    /// workers hold now.
+    pub(super) fn reload(&mut self, db: &redb::Database) {
+        match Self::load(db) {
+            Ok(mut fresh) => {
+                for (route, old) in &mut self.routes {
+                    let r = fresh.route(route);
+                    for (id, lease) in old.leased.drain() {
+                        if let Some(at) = r.next_at.remove(&id) {
+                            r.due.remove(&(at, id.clone()));
+                            r.leased.insert(id, lease);
+                        }
+                    }
+                }
+                *self = fresh;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "disk store: cannot rebuild the queue index after reopening; it is rebuilt at the next start")
+            }
+        }
+    }
+
     fn route(&mut self, route: &str) -> &mut RouteIndex {
         self.routes.entry(route.to_owned()).or_default()
     }
@@ -214,7 +250,27 @@ impl Index {
                 r.next_at.insert(id.clone(), rx);
                 r.due.insert((rx, id));
             }
-            Change::Status { route, id, rec } => self.route(&route).set(&id, &rec),
+            // Another worker took the event over (its lease ran out) while this
+            // result was committed: that attempt's lease stays.
+            Change::Finished {
+                route,
+                id,
+                lease,
+                rec,
+            } => {
+                let r = self.route(&route);
+                if r.leased.get(&id).is_none_or(|l| l.token == lease) {
+                    r.set(&id, &rec);
+                }
+            }
+            // An attempt started while the requeue was committed: it goes on, and its
+            // result is recorded (an event is never tried twice at once).
+            Change::Requeued { route, id, rec } => {
+                let r = self.route(&route);
+                if !r.leased.contains_key(&id) {
+                    r.set(&id, &rec);
+                }
+            }
             Change::Purged { route, id } => self.route(&route).forget(&id),
         }
     }
@@ -420,9 +476,10 @@ pub(super) fn apply(
             status
                 .insert(k.as_str(), encode_status(&rec, expires).as_slice())
                 .map_err(backend)?;
-            changes.push(Change::Status {
+            changes.push(Change::Finished {
                 route: route.clone(),
                 id: id.clone(),
+                lease: lease.clone(),
                 rec,
             });
             Ok(QReply::Finished(true))
@@ -445,7 +502,7 @@ pub(super) fn apply(
                 status
                     .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
                     .map_err(backend)?;
-                changes.push(Change::Status {
+                changes.push(Change::Requeued {
                     route: route.clone(),
                     id: id.clone(),
                     rec,
@@ -453,6 +510,20 @@ pub(super) fn apply(
                 n += 1;
             }
             Ok(QReply::Count(n))
+        }
+        QOp::ForgetDelivered { prefix, route, id } => {
+            let k = qkey(&format!("{prefix}{route}"), id);
+            match read_status(status, &k)? {
+                Some((rec, _)) if rec.status.state == State::Delivered => {
+                    status.remove(k.as_str()).map_err(backend)?;
+                    events.remove(k.as_str()).map_err(backend)?;
+                    dedup
+                        .remove(DedupKey::new(prefix, route, id).as_str())
+                        .map_err(backend)?;
+                    Ok(QReply::Count(1))
+                }
+                _ => Ok(QReply::Count(0)),
+            }
         }
         QOp::Purge { prefix, route, ids } => {
             let space = format!("{prefix}{route}");
@@ -794,6 +865,18 @@ impl QueueStore for DiskStore {
         };
         match self.queue_call(op).await? {
             QReply::Count(n) => Ok(n),
+            _ => Err(unexpected()),
+        }
+    }
+
+    async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
+        let op = QOp::ForgetDelivered {
+            prefix: q.prefix.to_owned(),
+            route: q.route.to_owned(),
+            id: event_id.to_owned(),
+        };
+        match self.queue_call(op).await? {
+            QReply::Count(n) => Ok(n > 0),
             _ => Err(unexpected()),
         }
     }
