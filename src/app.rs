@@ -98,7 +98,22 @@ impl App {
             let (state, stop) = (self.state.clone(), stop.clone());
             tokio::spawn(server::admin::run(state, listener, stop.cancelled_owned()))
         });
-        let workers = tokio::spawn(server::worker::run(self.state.clone(), stop.clone()));
+        // The delivery workers, started again if they ever stop on their own (a panic):
+        // acknowledged events must keep being delivered.
+        let workers = tokio::spawn({
+            let (state, stop) = (self.state.clone(), stop.clone());
+            async move {
+                loop {
+                    let run = tokio::spawn(server::worker::run(state.clone(), stop.clone()));
+                    let ended = run.await;
+                    if stop.is_cancelled() {
+                        return ended;
+                    }
+                    tracing::error!(ended = ?ended.err(), "the delivery workers stopped unexpectedly; starting them again");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            }
+        });
         let state = self.state.clone();
         let served =
             server::run(self.state, listeners.public, stop.clone().cancelled_owned()).await;
@@ -107,7 +122,9 @@ impl App {
         if let Some(task) = admin {
             let _ = task.await;
         }
-        let _ = workers.await;
+        if let Ok(Err(e)) = workers.await {
+            tracing::error!(error = %e, "the delivery workers failed while stopping; queued events stay stored for the next start");
+        }
         state.store().flush().await;
         served
     }

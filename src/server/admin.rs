@@ -231,14 +231,13 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
         None => (decode(rest), None),
     };
     let routing = state.routing();
-    if !routing
-        .routes
-        .values()
-        .any(|r| r.name == route && r.delivery == crate::config::Delivery::Queue)
+    // Any configured route: one a reload switched back to sync may still hold events.
+    if !routing.routes.values().any(|r| r.name == route)
+        || matches!(state.store(), crate::dedup::Store::Memory(_))
     {
         return json(
             StatusCode::NOT_FOUND,
-            serde_json::json!({ "error": format!("no queue route named {route:?} (delivery = \"queue\")") }),
+            serde_json::json!({ "error": format!("no queue route named {route:?} (delivery = \"queue\" on a disk or Redis store)") }),
         );
     }
     let q = QueueRef {

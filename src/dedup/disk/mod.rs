@@ -448,7 +448,9 @@ fn apply(
                     continue;
                 }
                 Op::Queue(q) => {
-                    let reply = queue::apply(
+                    // An unreadable record fails its own operation (found before it
+                    // writes anything), not the whole batch.
+                    match queue::apply(
                         &mut table,
                         &mut events,
                         &mut status,
@@ -456,8 +458,11 @@ fn apply(
                         q,
                         now,
                         &mut changes,
-                    )?;
-                    replies.push(Ok(Reply::Queue(reply)));
+                    ) {
+                        Ok(reply) => replies.push(Ok(Reply::Queue(reply))),
+                        Err(e @ StoreError::Corrupt(_)) => replies.push(Err(e)),
+                        Err(e) => return Err(e),
+                    }
                     continue;
                 }
             };

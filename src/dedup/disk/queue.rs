@@ -705,7 +705,15 @@ impl QueueStore for DiskStore {
             let mut gone = Vec::new();
             for (id, token) in &taken {
                 let k = qkey(&space(q), id);
-                match (get_event(events, &k)?, get_status(status, &k)?) {
+                // An unreadable event is set aside (logged, left in the file for
+                // `purge`), so that it does not hold back the rest of its route.
+                let read = get_event(events, &k).and_then(|e| Ok((e, get_status(status, &k)?)));
+                let Ok(read) = read else {
+                    tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
+                    gone.push(id.clone());
+                    continue;
+                };
+                match read {
                     (Some(event), Some(rec)) if rec.status.state.undelivered() => {
                         out.push(Leased {
                             event,
