@@ -305,6 +305,47 @@ async fn an_upstream_retry_after_is_honoured() {
     gw.stop().await;
 }
 
+/// Sends 60 KiB events until the store refuses five with 503 + `Retry-After`; the
+/// IDs it queued before.
+async fn fill_until_refused(gw: &TestGateway, prefix: &str) -> Vec<String> {
+    let pad = "x".repeat(60 * 1024);
+    let (mut queued, mut refused) = (Vec::new(), 0);
+    for i in 0..1000 {
+        let id = format!("{prefix}_{i}");
+        let body = format!(r#"{{"id":"{id}","type":"invoice.paid","pad":"{pad}"}}"#);
+        let r = gw.deliver("stripe", &body, &id).await;
+        match (r.status, r.outcome()) {
+            (200, "queued") => queued.push(id),
+            (503, "store_error") => {
+                assert!(r.header("retry-after").is_some(), "503 says when to retry");
+                refused += 1;
+                if refused >= 5 {
+                    break;
+                }
+            }
+            other => panic!("unexpected answer {other:?}: {}", r.body),
+        }
+    }
+    assert!(refused > 0, "the store filled up: {} queued", queued.len());
+    assert!(!queued.is_empty());
+    queued
+}
+
+/// Every event of `ids` reaches the upstream exactly once, and nothing else does.
+async fn each_delivered_once(up: &Upstream, ids: &[String]) {
+    assert!(
+        eventually(Duration::from_secs(20), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "every event acknowledged before the store filled up is delivered: {} of {}",
+        ids.iter().filter(|id| up.effects_for(id) == 1).count(),
+        ids.len()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(up.effects(), ids.len(), "and nothing it refused, nor twice");
+}
+
 /// A tmpfs of `size` mounted at a fresh folder, unmounted on drop; `None` where this
 /// machine does not let the tests mount one (they need root).
 struct SmallDisk {
@@ -343,40 +384,9 @@ async fn a_full_disk_refuses_new_events_with_503_and_loses_none_it_acknowledged(
     let config = queue_config(&up, disk.dir.path(), FAST, "")
         .replace("[store]\n", "[store]\nmin_free_space = \"2MiB\"\n");
     let gw = TestGateway::start(&config).await;
-    let pad = "x".repeat(60 * 1024);
-    let (mut queued, mut refused) = (Vec::new(), 0);
-    for i in 0..200 {
-        let id = format!("evt_full_{i}");
-        let body = format!(r#"{{"id":"{id}","type":"invoice.paid","pad":"{pad}"}}"#);
-        let r = gw.deliver("stripe", &body, &id).await;
-        match (r.status, r.outcome()) {
-            (200, "queued") => queued.push(id),
-            (503, "store_error") => {
-                assert!(r.header("retry-after").is_some(), "503 says when to retry");
-                refused += 1;
-                if refused >= 5 {
-                    break;
-                }
-            }
-            other => panic!("unexpected answer {other:?}: {}", r.body),
-        }
-    }
-    assert!(refused > 0, "the disk filled up: {} queued", queued.len());
-    assert!(!queued.is_empty());
+    let queued = fill_until_refused(&gw, "evt_full").await;
     up.set_status(200);
-    assert!(
-        eventually(Duration::from_secs(20), || queued
-            .iter()
-            .all(|id| up.effects_for(id) == 1))
-        .await,
-        "every event acknowledged before the disk filled is delivered"
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        up.effects(),
-        queued.len(),
-        "and nothing it refused, nor twice"
-    );
+    each_delivered_once(&up, &queued).await;
     gw.stop().await;
 }
 
@@ -451,41 +461,9 @@ async fn a_full_redis_refuses_new_events_with_503_and_still_delivers_what_it_hol
             .arg("maxmemory")
             .arg(used + 3 * 1024 * 1024),
     );
-    let pad = "x".repeat(60 * 1024);
-    let (mut queued, mut refused) = (Vec::new(), 0);
-    for i in 0..400 {
-        let id = format!("evt_oom_{i}");
-        let body = format!(r#"{{"id":"{id}","type":"invoice.paid","pad":"{pad}"}}"#);
-        let r = gw.deliver("stripe", &body, &id).await;
-        match (r.status, r.outcome()) {
-            (200, "queued") => queued.push(id),
-            (503, "store_error") => {
-                refused += 1;
-                if refused >= 5 {
-                    break;
-                }
-            }
-            other => panic!("unexpected answer {other:?}: {}", r.body),
-        }
-    }
-    assert!(refused > 0, "Redis filled up: {} queued", queued.len());
-    assert!(!queued.is_empty());
+    let queued = fill_until_refused(&gw, "evt_oom").await;
     up.set_status(200);
-    assert!(
-        eventually(Duration::from_secs(20), || queued
-            .iter()
-            .all(|id| up.effects_for(id) == 1))
-        .await,
-        "every event acknowledged before Redis filled up is delivered: {} of {}",
-        queued.iter().filter(|id| up.effects_for(id) == 1).count(),
-        queued.len()
-    );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        up.effects(),
-        queued.len(),
-        "and nothing it refused, nor twice"
-    );
+    each_delivered_once(&up, &queued).await;
     // Delivered events dropped their bodies: there is room again.
     let r = gw
         .deliver("stripe", &stripe_body("evt_oom_after"), "evt_oom_after")
