@@ -367,7 +367,9 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
+        // Lazily: the store's writer thread may still be letting go of its file.
         let _ = std::process::Command::new("umount")
+            .arg("-l")
             .arg(self.dir.path())
             .status();
     }
