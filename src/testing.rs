@@ -65,6 +65,8 @@ pub struct Received {
     pub body: Bytes,
     /// The status the recorder answered it with (a 2xx is an effect).
     pub status: u16,
+    /// When it arrived.
+    pub at: std::time::Instant,
 }
 
 impl Received {
@@ -112,6 +114,7 @@ async fn record(
         open.0 += 1;
         open.1 = open.1.max(open.0);
     }
+    let at = std::time::Instant::now();
     let (parts, body) = req.into_parts();
     let body = body
         .collect()
@@ -128,6 +131,7 @@ async fn record(
         headers: parts.headers,
         body,
         status,
+        at,
     });
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;

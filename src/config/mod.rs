@@ -190,6 +190,8 @@ pub struct Route {
     pub retry: crate::queue::RetryPolicy,
     /// Queue routes: attempts in flight at once, per gateway process.
     pub concurrency: usize,
+    /// Queue routes: deliveries started at most per window, across every replica.
+    pub rate_limit: Option<crate::queue::RateLimit>,
 }
 
 /// `[capture]`: write every received delivery as a replay file.

@@ -93,6 +93,7 @@ pub(super) struct RawRoute {
     pub delivery: Option<Spanned<String>>,
     pub retry: Option<Spanned<RawRetry>>,
     pub concurrency: Option<Spanned<i64>>,
+    pub rate_limit: Option<Spanned<String>>,
 }
 
 /// `retry = { max_attempts = 20, initial = "1s", max_delay = "1h", max_age = "72h" }`.

@@ -616,3 +616,21 @@ fn an_events_filter_needs_patterns_and_an_event_type() {
         "{untyped}"
     );
 }
+
+#[test]
+fn a_rate_limit_is_for_queue_routes() {
+    let cfg = check(&format!(
+        "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\nrate_limit = \"50/s\"\n"
+    ))
+    .expect("valid");
+    assert_eq!(cfg.routes[0].rate_limit.map(|l| l.count), Some(50));
+    let sync = errors(&format!("{ROUTE}rate_limit = \"50/s\"\n"));
+    assert!(
+        sync.contains("routes[0].rate_limit: is only used with delivery"),
+        "{sync}"
+    );
+    let bad = errors(&format!(
+        "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\nrate_limit = \"fast\"\n"
+    ));
+    assert!(bad.contains("routes[0].rate_limit: \"fast\""), "{bad}");
+}

@@ -24,8 +24,8 @@ use std::time::Duration;
 use rand::Rng as _;
 
 use crate::queue::{
-    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, State, Status, StoredEvent,
-    Summary, Target,
+    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, RateLimit, State, Status,
+    StoredEvent, Summary, Target,
 };
 
 pub use self::disk::DiskStore;
@@ -362,6 +362,22 @@ impl QueueStore for Store {
 
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         queue_dispatch!(self, s => s.depth(q).await)
+    }
+
+    async fn rate_take(
+        &self,
+        q: &QueueRef<'_>,
+        limit: &RateLimit,
+    ) -> Result<Result<String, Duration>, StoreError> {
+        queue_dispatch!(self, s => s.rate_take(q, limit).await)
+    }
+
+    async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
+        queue_dispatch!(self, s => s.rate_return(q, token).await)
+    }
+
+    async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
+        queue_dispatch!(self, s => s.pause(q, wait).await)
     }
 }
 

@@ -68,8 +68,8 @@ use redis::Script;
 use super::redis::{RedisStore, millis};
 use super::{Claim, StoreError};
 use crate::queue::{
-    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, State, Status, StoredEvent,
-    Summary, Target, now_ms,
+    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, RateLimit, State, Status,
+    StoredEvent, Summary, Target, now_ms,
 };
 
 // Out of memory: every script but ENQUEUE is flagged `allow-oom` (Redis 7), so a Redis
@@ -291,6 +291,37 @@ if ok and type(s) == 'table' and s.state == 'delivered' then
 end
 return 0";
 
+/// KEYS: the route's start log (zset), its pause key. ARGV: limit, counted window ms,
+/// token. Uses the server's clock, so every replica counts alike. Returns 0 when a
+/// delivery may start (the token is logged), else the milliseconds to wait.
+const RATE: &str = r"#!lua flags=allow-oom
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local paused = tonumber(redis.call('GET', KEYS[2]) or '0')
+if paused > now then return paused - now end
+local window = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], window)
+  return 0
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local wait = tonumber(oldest[2]) + window - now
+if wait < 1 then wait = 1 end
+return wait";
+
+/// KEYS: the pause key. ARGV: wait ms. Extends a pause, never shortens one.
+const PAUSE: &str = r"#!lua flags=allow-oom
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local untl = now + tonumber(ARGV[1])
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if untl > cur then redis.call('SET', KEYS[1], untl, 'PX', ARGV[1]) end
+return 0";
+
+static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RATE));
+static PAUSE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PAUSE));
 static FORGET_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FORGET));
 static ENQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE));
 static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
@@ -389,6 +420,14 @@ impl Keys {
 
     fn delivered(&self) -> String {
         format!("{}delivered", self.base)
+    }
+
+    fn rate(&self) -> String {
+        format!("{}rate", self.base)
+    }
+
+    fn pause(&self) -> String {
+        format!("{}pause", self.base)
     }
 }
 
@@ -859,6 +898,56 @@ impl QueueStore for RedisStore {
                 }
             }
         }
+    }
+
+    async fn rate_take(
+        &self,
+        q: &QueueRef<'_>,
+        limit: &RateLimit,
+    ) -> Result<Result<String, Duration>, StoreError> {
+        let k = Keys::new(q);
+        let token = format!(
+            "{}-{:016x}",
+            self.queue_state().consumer,
+            rand::rng().random::<u64>()
+        );
+        let mut inv = RATE_SCRIPT.prepare_invoke();
+        inv.key(k.rate())
+            .key(k.pause())
+            .arg(limit.count)
+            .arg(millis(limit.counted_over()))
+            .arg(&token);
+        let inv = &inv;
+        let wait: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(if wait <= 0 {
+            Ok(token)
+        } else {
+            Err(Duration::from_millis(u64::try_from(wait).unwrap_or(1)))
+        })
+    }
+
+    async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
+        let k = Keys::new(q);
+        let (key, token) = (k.rate(), token.to_owned());
+        self.run(|mut c| async move {
+            redis::cmd("ZREM")
+                .arg(&key)
+                .arg(&token)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
+        let k = Keys::new(q);
+        let mut inv = PAUSE_SCRIPT.prepare_invoke();
+        inv.key(k.pause()).arg(millis(wait).max(1));
+        let inv = &inv;
+        self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
+            .await
     }
 
     async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {

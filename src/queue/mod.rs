@@ -422,6 +422,68 @@ pub trait QueueStore: Send + Sync {
 
     /// Waiting and dead counts, and the oldest undelivered event's arrival.
     fn depth(&self, q: &QueueRef<'_>) -> impl Future<Output = Result<Depth, StoreError>> + Send;
+
+    /// Takes one of the route's `rate_limit` slots (shared by every replica on Redis):
+    /// `Ok(token)` when a delivery may start now, `Err(wait)` when the limit (or a pause
+    /// the upstream asked for) says how long to wait first.
+    fn rate_take(
+        &self,
+        q: &QueueRef<'_>,
+        limit: &RateLimit,
+    ) -> impl Future<Output = Result<Result<String, Duration>, StoreError>> + Send;
+
+    /// Gives a slot back unused (nothing was due).
+    fn rate_return(
+        &self,
+        q: &QueueRef<'_>,
+        token: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Holds every delivery of the route for `wait` (the upstream's `Retry-After` on a
+    /// 429 or 503): that upstream only is slowed.
+    fn pause(
+        &self,
+        q: &QueueRef<'_>,
+        wait: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+/// A route's `rate_limit = "50/s"` (or `"/m"`): at most `count` deliveries start in
+/// any `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub count: u32,
+    pub window: Duration,
+}
+
+impl RateLimit {
+    /// Slack added to the window, so that deliveries which take different times to
+    /// reach the upstream still never arrive more than `count` in one `window`.
+    pub const SLACK: Duration = Duration::from_millis(100);
+
+    /// `N/s` or `N/m`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let (n, unit) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?}: write it as \"50/s\" or \"600/m\""))?;
+        let count: u32 = n
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("{s:?}: the count must be a whole number above 0"))?;
+        let window = match unit.trim() {
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            other => return Err(format!("{other:?}: the unit is s or m")),
+        };
+        Ok(Self { count, window })
+    }
+
+    /// The window deliveries are counted over, with its slack.
+    pub fn counted_over(&self) -> Duration {
+        self.window + Self::SLACK
+    }
 }
 
 /// A route's queue within a store.
@@ -581,6 +643,24 @@ mod tests {
         let mut requeued = Status::queued(0);
         requeued.requeue(20_000);
         assert!(old.after_failure(&requeued, 0, 21_000, None, 1.0).is_ok());
+    }
+
+    #[test]
+    fn rate_limits_are_counts_per_second_or_minute() {
+        assert_eq!(
+            RateLimit::parse("50/s"),
+            Ok(RateLimit {
+                count: 50,
+                window: Duration::from_secs(1)
+            })
+        );
+        assert_eq!(
+            RateLimit::parse("600/m").map(|r| r.window),
+            Ok(Duration::from_secs(60))
+        );
+        for bad in ["50", "0/s", "x/s", "5/h", "-1/s"] {
+            assert!(RateLimit::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -106,7 +106,11 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
                 route: &route.name,
             };
             let lease = route.upstream_timeout + LEASE_MARGIN;
-            match state.store().take_due(&q, free, lease).await {
+            let taken = match &route.rate_limit {
+                None => state.store().take_due(&q, free, lease).await,
+                Some(limit) => take_limited(&state, &q, limit, free, lease).await,
+            };
+            match taken {
                 Ok(batch) => {
                     for leased in batch {
                         let Ok(permit) = sem.clone().try_acquire_owned() else {
@@ -145,6 +149,34 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
             "queue: shutdown grace ran out with attempts in progress; their events stay stored and are tried again after the lease"
         );
     }
+}
+
+/// Takes up to `max` due events, each only once a slot of the route's rate limit is
+/// held (shared by every replica on Redis), so a backlog never reaches the upstream
+/// faster than the limit. A slot taken when nothing was due is given back.
+async fn take_limited(
+    state: &AppState,
+    q: &QueueRef<'_>,
+    limit: &crate::queue::RateLimit,
+    max: usize,
+    lease: Duration,
+) -> Result<Vec<Leased>, crate::dedup::StoreError> {
+    let store = state.store();
+    let mut out = Vec::new();
+    while out.len() < max {
+        let Ok(token) = store.rate_take(q, limit).await? else {
+            break;
+        };
+        let mut one = store.take_due(q, 1, lease).await?;
+        match one.pop() {
+            Some(leased) => out.push(leased),
+            None => {
+                store.rate_return(q, &token).await?;
+                break;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Whether a (sync) route has events waiting in the queue.
@@ -241,6 +273,23 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
         .metrics
         .upstream(&route_metrics, elapsed.as_secs_f64());
     let (label, retry_after) = classify(&result);
+    // On a rate-limited route, a 429 or 503 with Retry-After pauses every delivery to
+    // this upstream, not only this event's (on every replica, on Redis).
+    if let (Some(wait), Ok(r), Some(_)) = (retry_after, &result, &route.rate_limit)
+        && matches!(r.status.as_u16(), 429 | 503)
+    {
+        let q = QueueRef {
+            prefix: &routing.store_cfg.key_prefix,
+            route: &route.name,
+        };
+        if let Err(e) = state
+            .store()
+            .pause(&q, wait.min(route.retry.max_delay))
+            .await
+        {
+            tracing::warn!(route = %route.name, error = %e, "queue: cannot record the upstream's Retry-After for the route");
+        }
+    }
     let attempt = Attempt {
         at_ms: started_ms,
         status: result.as_ref().ok().map(|r| r.status.as_u16()),

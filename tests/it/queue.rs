@@ -634,3 +634,85 @@ async fn a_reload_raising_concurrency_takes_effect() {
     assert!(up.max_concurrent() <= 4);
     gw.stop().await;
 }
+
+/// The most arrivals in any window of `len` (sliding, half-open).
+pub fn most_in_any_window(up: &Upstream, len: Duration) -> usize {
+    let mut at: Vec<std::time::Instant> = up.received().iter().map(|r| r.at).collect();
+    at.sort();
+    let (mut most, mut first) = (0, 0);
+    for last in 0..at.len() {
+        while at[last] - at[first] >= len {
+            first += 1;
+        }
+        most = most.max(last - first + 1);
+    }
+    most
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_spaces_a_backlog_out() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let gw = TestGateway::start(&queue_config(
+        &up,
+        dir.path(),
+        FAST,
+        "rate_limit = \"20/s\"",
+    ))
+    .await;
+    let ids: Vec<String> = (0..60).map(|i| format!("evt_rate_{i}")).collect();
+    let started = std::time::Instant::now();
+    for id in &ids {
+        assert_eq!(
+            gw.deliver("stripe", &stripe_body(id), id).await.outcome(),
+            "queued"
+        );
+    }
+    assert!(
+        eventually(Duration::from_secs(15), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await
+    );
+    let most = most_in_any_window(&up, Duration::from_secs(1));
+    assert!(most <= 20, "{most} deliveries within one second");
+    assert!(most >= 15, "the limit is used, not starved: {most}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "60 at 20/s take more than 2 s"
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_pauses_a_rate_limited_route() {
+    let up = Upstream::start().await;
+    up.set_status(429);
+    up.set_retry_after(Some(2));
+    let dir = tempfile::tempdir().expect("dir");
+    let gw = TestGateway::start(&queue_config(
+        &up,
+        dir.path(),
+        r#"{ initial = "50ms", max_delay = "10s" }"#,
+        "rate_limit = \"100/s\"\nconcurrency = 1",
+    ))
+    .await;
+    for i in 0..5 {
+        let id = format!("evt_pause_{i}");
+        assert_eq!(
+            gw.deliver("stripe", &stripe_body(&id), &id).await.outcome(),
+            "queued"
+        );
+    }
+    assert!(eventually(Duration::from_secs(5), || up.count() >= 1).await);
+    up.set_status(200);
+    up.set_retry_after(None);
+    assert!(eventually(Duration::from_secs(10), || up.effects() == 5).await);
+    let got = up.received();
+    let gap = got[1].at - got[0].at;
+    assert!(
+        gap >= Duration::from_millis(1800),
+        "the other events waited for the upstream's Retry-After: {gap:?}"
+    );
+    gw.stop().await;
+}

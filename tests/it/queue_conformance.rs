@@ -131,6 +131,51 @@ pub async fn queue_conforms<S: QueueStore>(s: &S) {
     depth_counts_waiting_and_dead(s).await;
     concurrent_takes_are_exclusive(s).await;
     a_forgotten_delivery_is_accepted_again(s).await;
+    rate_limits_count_starts_and_pauses_hold_them(s).await;
+}
+
+async fn rate_limits_count_starts_and_pauses_hold_them<S: QueueStore>(s: &S) {
+    let route = unique_route("rate");
+    let q = queue(&route);
+    let limit = hookgate::queue::RateLimit::parse("3/s").expect("limit");
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        tokens.push(
+            s.rate_take(&q, &limit)
+                .await
+                .expect("take")
+                .expect("a slot"),
+        );
+    }
+    let wait = s
+        .rate_take(&q, &limit)
+        .await
+        .expect("take")
+        .expect_err("full");
+    assert!(wait <= limit.counted_over(), "{wait:?}");
+    s.rate_return(&q, &tokens[0]).await.expect("return");
+    assert!(
+        s.rate_take(&q, &limit).await.expect("take").is_ok(),
+        "a returned slot is free"
+    );
+    // Another route has its own slots.
+    let other = unique_route("rate-other");
+    assert!(
+        s.rate_take(&queue(&other), &limit)
+            .await
+            .expect("take")
+            .is_ok()
+    );
+    // A pause holds every start, whatever the limit.
+    s.pause(&queue(&other), Duration::from_millis(600))
+        .await
+        .expect("pause");
+    let held = s
+        .rate_take(&queue(&other), &limit)
+        .await
+        .expect("take")
+        .expect_err("paused");
+    assert!(held >= Duration::from_millis(400), "{held:?}");
 }
 
 /// `hookgate forget` on a queue route: a delivered event's record goes, so the

@@ -370,3 +370,47 @@ async fn events_delivered_before_a_kill_9_are_not_delivered_again() {
     let (ok, listed) = events_cli(&cfg, &["list", "--route", "stripe", "--state", "delivered"]);
     assert!(ok && listed.contains("10 event(s)"), "{listed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_across_two_replicas_on_redis() {
+    let redis = crate::support::RedisServer::start();
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let dir = tempfile::tempdir().expect("dir");
+    let (pa, aa, pb, ab) = (free_port(), free_port(), free_port(), free_port());
+    let limited = |p, a| {
+        redis_queue(p, a, &redis, &up).replace(
+            "delivery = \"queue\"\n",
+            "delivery = \"queue\"\nrate_limit = \"25/s\"\n",
+        )
+    };
+    let cfg_a = write_config(&dir, &limited(pa, aa));
+    let cfg_b = dir.path().join("b.toml");
+    std::fs::write(&cfg_b, limited(pb, ab)).expect("write");
+    let a = Gateway::spawn(&cfg_a, pa);
+    let b = Gateway::spawn(&cfg_b, pb);
+    let ids: Vec<String> = (0..150).map(|i| format!("evt_rl_{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let body = stripe_body(id);
+        let url = if i % 2 == 0 { a.url("/s") } else { b.url("/s") };
+        let r = post(&url, &signed(&cfg_a, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "queued", "{}", r.body);
+    }
+    // A backlog builds while the upstream refuses; then both replicas drain it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    up.set_status(200);
+    let before = up.count();
+    assert!(
+        eventually(Duration::from_secs(30), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await
+    );
+    let most = crate::queue::most_in_any_window(&up, Duration::from_secs(1));
+    assert!(
+        most <= 25,
+        "{most} requests within one second (limit 25/s over two replicas)"
+    );
+    assert!(up.count() - before >= 150);
+    drop((a, b));
+}

@@ -119,6 +119,21 @@ impl Validator<'_> {
 
         let verifier = self.verifier(&r, preset, opts, &secrets, tolerance, &k);
         let (delivery, retry, concurrency) = self.delivery(&r, store, &k);
+        let rate_limit = match &r.rate_limit {
+            None => None,
+            Some(t) => {
+                if delivery != Delivery::Queue {
+                    self.err(t, &k("rate_limit"), "is only used with delivery = \"queue\" (a sync forward happens while the provider waits)");
+                }
+                match crate::queue::RateLimit::parse(t.get_ref()) {
+                    Ok(l) => Some(l),
+                    Err(msg) => {
+                        self.err(t, &k("rate_limit"), msg);
+                        None
+                    }
+                }
+            }
+        };
 
         if self.errors.len() > errors_before {
             return None;
@@ -150,6 +165,7 @@ impl Validator<'_> {
             delivery,
             retry,
             concurrency,
+            rate_limit,
         })
     }
 

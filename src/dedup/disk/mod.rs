@@ -18,6 +18,7 @@
 //! an expired record is absent to every call, and expired records are deleted a bounded
 //! number at a time, once a minute.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -174,6 +175,8 @@ struct Inner {
     shared: Arc<Shared>,
     /// What is due when, for the queue (rebuilt from the file at open).
     index: Arc<Mutex<queue::Index>>,
+    /// Queue routes' rate limits and pauses (one process owns the file: kept here).
+    limits: Mutex<HashMap<String, queue::Limiter>>,
 }
 
 /// A store in one database file.
@@ -264,6 +267,7 @@ impl DiskStore {
                 ops: Mutex::new(ops),
                 shared,
                 index,
+                limits: Mutex::default(),
             }),
         })
     }

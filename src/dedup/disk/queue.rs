@@ -22,8 +22,8 @@ use serde::{Deserialize, Serialize};
 use super::{DiskStore, Op, Reply, backend, decode, encode, expiry, now_ms};
 use crate::dedup::{Claim, DedupKey, Record, StoreError, Token};
 use crate::queue::{
-    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, State, Status, StoredEvent,
-    Summary, Target,
+    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, RateLimit, State, Status,
+    StoredEvent, Summary, Target,
 };
 
 pub(super) const EVENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("queue_events");
@@ -587,6 +587,36 @@ fn read_status(
     }
 }
 
+/// A route's recent delivery starts and pause, for its `rate_limit`.
+#[derive(Debug, Default)]
+pub(super) struct Limiter {
+    /// (Unix ms, token) of the starts within the counted window, oldest first.
+    starts: std::collections::VecDeque<(u64, u64)>,
+    paused_until_ms: u64,
+    next_token: u64,
+}
+
+impl Limiter {
+    fn take(&mut self, limit: &RateLimit, now: u64) -> Result<String, Duration> {
+        if self.paused_until_ms > now {
+            return Err(Duration::from_millis(self.paused_until_ms - now));
+        }
+        let window = u64::try_from(limit.counted_over().as_millis()).unwrap_or(u64::MAX);
+        while self.starts.front().is_some_and(|(t, _)| *t + window <= now) {
+            self.starts.pop_front();
+        }
+        if self.starts.len() < limit.count as usize {
+            self.next_token += 1;
+            self.starts.push_back((now, self.next_token));
+            return Ok(self.next_token.to_string());
+        }
+        let oldest = self.starts.front().map_or(now, |(t, _)| *t);
+        Err(Duration::from_millis(
+            (oldest + window).saturating_sub(now).max(1),
+        ))
+    }
+}
+
 /// Events a list looks at, at most.
 const LIST_SCAN: usize = 10_000;
 
@@ -891,5 +921,42 @@ impl QueueStore for DiskStore {
 
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         Ok(self.index().depth(&space(q)))
+    }
+
+    async fn rate_take(
+        &self,
+        q: &QueueRef<'_>,
+        limit: &RateLimit,
+    ) -> Result<Result<String, Duration>, StoreError> {
+        let mut limits = self
+            .inner
+            .limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(limits.entry(space(q)).or_default().take(limit, now_ms()))
+    }
+
+    async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
+        let mut limits = self
+            .inner
+            .limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(l) = limits.get_mut(&space(q)) {
+            l.starts.retain(|(_, t)| t.to_string() != token);
+        }
+        Ok(())
+    }
+
+    async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
+        let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        let mut limits = self
+            .inner
+            .limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let l = limits.entry(space(q)).or_default();
+        l.paused_until_ms = l.paused_until_ms.max(until);
+        Ok(())
     }
 }
