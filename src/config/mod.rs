@@ -188,7 +188,7 @@ pub struct Route {
     pub delivery: Delivery,
     /// Queue routes: the retry schedule.
     pub retry: crate::queue::RetryPolicy,
-    /// Queue routes: attempts in flight at once, per gateway process.
+    /// Queue routes: attempts in flight at once (on Redis, across every replica).
     pub concurrency: usize,
     /// Queue routes: deliveries started at most per window, across every replica.
     pub rate_limit: Option<crate::queue::RateLimit>,

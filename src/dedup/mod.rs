@@ -379,6 +379,19 @@ impl QueueStore for Store {
     async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
         queue_dispatch!(self, s => s.pause(q, wait).await)
     }
+
+    async fn slot_take(
+        &self,
+        q: &QueueRef<'_>,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Option<String>, StoreError> {
+        queue_dispatch!(self, s => s.slot_take(q, max, lease).await)
+    }
+
+    async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
+        queue_dispatch!(self, s => s.slot_return(q, token).await)
+    }
 }
 
 impl Store {
@@ -390,6 +403,12 @@ impl Store {
         {
             tracing::error!(error = %e, "disk store: the last attempt results could not be flushed; those events are tried again at the next start");
         }
+    }
+
+    /// Whether a route's delivery slots are shared with other processes (Redis): the
+    /// workers then take one from the store for every attempt.
+    pub fn shares_slots(&self) -> bool {
+        matches!(self, Self::Redis(_))
     }
 
     /// `memory`, `disk` or `redis`, for logs.

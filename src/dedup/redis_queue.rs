@@ -320,6 +320,20 @@ local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 if untl > cur then redis.call('SET', KEYS[1], untl, 'PX', ARGV[1]) end
 return 0";
 
+/// KEYS: the route's busy set (zset, score = when the slot's lease runs out). ARGV:
+/// max, lease ms, token. 1 when the slot is taken, 0 when all are in use.
+const SLOT: &str = r"#!lua flags=allow-oom
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0";
+
+static SLOT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SLOT));
 static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RATE));
 static PAUSE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PAUSE));
 static FORGET_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FORGET));
@@ -428,6 +442,10 @@ impl Keys {
 
     fn pause(&self) -> String {
         format!("{}pause", self.base)
+    }
+
+    fn busy(&self) -> String {
+        format!("{}busy", self.base)
     }
 }
 
@@ -931,6 +949,43 @@ impl QueueStore for RedisStore {
     async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
         let k = Keys::new(q);
         let (key, token) = (k.rate(), token.to_owned());
+        self.run(|mut c| async move {
+            redis::cmd("ZREM")
+                .arg(&key)
+                .arg(&token)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
+    async fn slot_take(
+        &self,
+        q: &QueueRef<'_>,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Option<String>, StoreError> {
+        let k = Keys::new(q);
+        let token = format!(
+            "{}-{:016x}",
+            self.queue_state().consumer,
+            rand::rng().random::<u64>()
+        );
+        let mut inv = SLOT_SCRIPT.prepare_invoke();
+        inv.key(k.busy())
+            .arg(max)
+            .arg(millis(lease).max(1))
+            .arg(&token);
+        let inv = &inv;
+        let taken: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok((taken == 1).then_some(token))
+    }
+
+    async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
+        let k = Keys::new(q);
+        let (key, token) = (k.busy(), token.to_owned());
         self.run(|mut c| async move {
             redis::cmd("ZREM")
                 .arg(&key)

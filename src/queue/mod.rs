@@ -439,6 +439,24 @@ pub trait QueueStore: Send + Sync {
         token: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
+    /// Takes one of the route's `concurrency` slots, held until returned or until
+    /// `lease` runs out (a replica that died): `None` when all are in use. On Redis the
+    /// slots are shared by every replica; the disk store has one process, whose own
+    /// bound is the limit, and always grants.
+    fn slot_take(
+        &self,
+        q: &QueueRef<'_>,
+        max: usize,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Option<String>, StoreError>> + Send;
+
+    /// Gives a slot back (the attempt ended, or nothing was due).
+    fn slot_return(
+        &self,
+        q: &QueueRef<'_>,
+        token: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Holds every delivery of the route for `wait` (the upstream's `Retry-After` on a
     /// 429 or 503): that upstream only is slowed.
     fn pause(

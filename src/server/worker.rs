@@ -106,19 +106,23 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
                 route: &route.name,
             };
             let lease = route.upstream_timeout + LEASE_MARGIN;
-            let taken = match &route.rate_limit {
-                None => state.store().take_due(&q, free, lease).await,
-                Some(limit) => take_limited(&state, &q, limit, free, lease).await,
-            };
-            match taken {
+            match take_bounded(&state, &q, route, free, lease).await {
                 Ok(batch) => {
-                    for leased in batch {
+                    for (leased, slot) in batch {
                         let Ok(permit) = sem.clone().try_acquire_owned() else {
                             break;
                         };
                         let (st, rt, r) = (state.clone(), routing.clone(), route.clone());
                         attempts.spawn(async move {
                             attempt(&st, &rt, &r, leased).await;
+                            if let Some(token) = slot {
+                                let q = QueueRef {
+                                    prefix: &rt.store_cfg.key_prefix,
+                                    route: &r.name,
+                                };
+                                // Not given back, it frees itself when its lease ends.
+                                let _ = st.store().slot_return(&q, &token).await;
+                            }
                             drop(permit);
                             st.deliveries.notify_one();
                         });
@@ -151,27 +155,55 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
     }
 }
 
-/// Takes up to `max` due events, each only once a slot of the route's rate limit is
-/// held (shared by every replica on Redis), so a backlog never reaches the upstream
-/// faster than the limit. A slot taken when nothing was due is given back.
-async fn take_limited(
+/// Takes up to `max` due events within the route's limits: each first takes a slot of
+/// its `concurrency` (shared by every replica on Redis) and of its `rate_limit`, so a
+/// backlog never reaches the upstream more at once, or faster, than they allow. Slots
+/// taken when nothing was due are given back. Without either to share, one call.
+async fn take_bounded(
     state: &AppState,
     q: &QueueRef<'_>,
-    limit: &crate::queue::RateLimit,
+    route: &Route,
     max: usize,
     lease: Duration,
-) -> Result<Vec<Leased>, crate::dedup::StoreError> {
+) -> Result<Vec<(Leased, Option<String>)>, crate::dedup::StoreError> {
     let store = state.store();
+    let shared = store.shares_slots();
+    if !shared && route.rate_limit.is_none() {
+        let batch = store.take_due(q, max, lease).await?;
+        return Ok(batch.into_iter().map(|l| (l, None)).collect());
+    }
     let mut out = Vec::new();
     while out.len() < max {
-        let Ok(token) = store.rate_take(q, limit).await? else {
-            break;
+        let slot = if shared {
+            match store.slot_take(q, route.concurrency, lease).await? {
+                Some(token) => Some(token),
+                None => break,
+            }
+        } else {
+            None
+        };
+        let rate = match &route.rate_limit {
+            Some(limit) => match store.rate_take(q, limit).await? {
+                Ok(token) => Some(token),
+                Err(_wait) => {
+                    if let Some(token) = &slot {
+                        store.slot_return(q, token).await?;
+                    }
+                    break;
+                }
+            },
+            None => None,
         };
         let mut one = store.take_due(q, 1, lease).await?;
         match one.pop() {
-            Some(leased) => out.push(leased),
+            Some(leased) => out.push((leased, slot)),
             None => {
-                store.rate_return(q, &token).await?;
+                if let Some(token) = &rate {
+                    store.rate_return(q, token).await?;
+                }
+                if let Some(token) = &slot {
+                    store.slot_return(q, token).await?;
+                }
                 break;
             }
         }

@@ -612,6 +612,36 @@ async fn the_queue_contract_holds_on_redis() {
     let (a, b) = (redis_store(&server), redis_store(&server));
     queue_conforms(&a).await;
     queue_lease_moves(&a, &b).await;
+    shared_slots_bound_every_replica(&a, &b).await;
+}
+
+/// On Redis a route's `concurrency` slots are shared: two stores (two replicas) hold
+/// at most `max` between them; a slot comes back when returned or when its lease ends.
+async fn shared_slots_bound_every_replica<S: QueueStore>(a: &S, b: &S) {
+    let route = unique_route("slots");
+    let q = queue(&route);
+    let first = a.slot_take(&q, 2, LONG).await.expect("take").expect("free");
+    let _second = b
+        .slot_take(&q, 2, SHORT_LEASE)
+        .await
+        .expect("take")
+        .expect("free");
+    assert_eq!(
+        a.slot_take(&q, 2, LONG).await.expect("take"),
+        None,
+        "both in use"
+    );
+    a.slot_return(&q, &first).await.expect("return");
+    assert!(
+        b.slot_take(&q, 2, LONG).await.expect("take").is_some(),
+        "a returned slot"
+    );
+    assert_eq!(a.slot_take(&q, 2, LONG).await.expect("take"), None);
+    tokio::time::sleep(PAST_LEASE).await;
+    assert!(
+        a.slot_take(&q, 2, LONG).await.expect("take").is_some(),
+        "the short lease ran out: a replica that died frees its slot"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

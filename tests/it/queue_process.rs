@@ -414,3 +414,42 @@ async fn a_rate_limit_holds_across_two_replicas_on_redis() {
     assert!(up.count() - before >= 150);
     drop((a, b));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_holds_across_two_replicas_on_redis() {
+    let redis = crate::support::RedisServer::start();
+    let up = Upstream::start().await;
+    up.set_delay(Duration::from_millis(150));
+    let dir = tempfile::tempdir().expect("dir");
+    let (pa, aa, pb, ab) = (free_port(), free_port(), free_port(), free_port());
+    let one_at_a_time = |p, a| {
+        redis_queue(p, a, &redis, &up).replace(
+            "delivery = \"queue\"\n",
+            "delivery = \"queue\"\nconcurrency = 1\n",
+        )
+    };
+    let cfg_a = write_config(&dir, &one_at_a_time(pa, aa));
+    let cfg_b = dir.path().join("b.toml");
+    std::fs::write(&cfg_b, one_at_a_time(pb, ab)).expect("write");
+    let a = Gateway::spawn(&cfg_a, pa);
+    let b = Gateway::spawn(&cfg_b, pb);
+    let ids: Vec<String> = (0..12).map(|i| format!("evt_c1_{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let body = stripe_body(id);
+        let url = if i % 2 == 0 { a.url("/s") } else { b.url("/s") };
+        let r = post(&url, &signed(&cfg_a, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "queued", "{}", r.body);
+    }
+    assert!(
+        eventually(Duration::from_secs(20), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await
+    );
+    assert_eq!(
+        up.max_concurrent(),
+        1,
+        "concurrency = 1 over two replicas: never two requests open at once"
+    );
+    drop((a, b));
+}

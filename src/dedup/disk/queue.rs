@@ -948,6 +948,20 @@ impl QueueStore for DiskStore {
         Ok(())
     }
 
+    async fn slot_take(
+        &self,
+        _q: &QueueRef<'_>,
+        _max: usize,
+        _lease: Duration,
+    ) -> Result<Option<String>, StoreError> {
+        // One process owns the file: its own per-route bound is the whole limit.
+        Ok(Some(String::new()))
+    }
+
+    async fn slot_return(&self, _q: &QueueRef<'_>, _token: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
         let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
         let mut limits = self
