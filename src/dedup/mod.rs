@@ -384,9 +384,10 @@ impl QueueStore for Store {
         &self,
         q: &QueueRef<'_>,
         max: usize,
+        want: usize,
         lease: Duration,
-    ) -> Result<Option<String>, StoreError> {
-        queue_dispatch!(self, s => s.slot_take(q, max, lease).await)
+    ) -> Result<Vec<String>, StoreError> {
+        queue_dispatch!(self, s => s.slot_take(q, max, want, lease).await)
     }
 
     async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {

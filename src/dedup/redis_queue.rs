@@ -321,17 +321,20 @@ if untl > cur then redis.call('SET', KEYS[1], untl, 'PX', ARGV[1]) end
 return 0";
 
 /// KEYS: the route's busy set (zset, score = when the slot's lease runs out). ARGV:
-/// max, lease ms, token. 1 when the slot is taken, 0 when all are in use.
+/// max, lease ms, token prefix, want. Takes up to `want` free slots, named
+/// `<prefix>:<n>`; returns how many.
 const SLOT: &str = r"#!lua flags=allow-oom
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
+local free = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
+local n = math.min(free, tonumber(ARGV[4]))
+if n <= 0 then return 0 end
+for i = 1, n do
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3] .. ':' .. i)
 end
-return 0";
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return n";
 
 static SLOT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SLOT));
 static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RATE));
@@ -963,10 +966,11 @@ impl QueueStore for RedisStore {
         &self,
         q: &QueueRef<'_>,
         max: usize,
+        want: usize,
         lease: Duration,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Vec<String>, StoreError> {
         let k = Keys::new(q);
-        let token = format!(
+        let prefix = format!(
             "{}-{:016x}",
             self.queue_state().consumer,
             rand::rng().random::<u64>()
@@ -975,12 +979,15 @@ impl QueueStore for RedisStore {
         inv.key(k.busy())
             .arg(max)
             .arg(millis(lease).max(1))
-            .arg(&token);
+            .arg(&prefix)
+            .arg(want);
         let inv = &inv;
         let taken: i64 = self
             .run(|mut c| async move { inv.invoke_async(&mut c).await })
             .await?;
-        Ok((taken == 1).then_some(token))
+        Ok((1..=taken.max(0))
+            .map(|i| format!("{prefix}:{i}"))
+            .collect())
     }
 
     async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {

@@ -439,16 +439,17 @@ pub trait QueueStore: Send + Sync {
         token: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Takes one of the route's `concurrency` slots, held until returned or until
-    /// `lease` runs out (a replica that died): `None` when all are in use. On Redis the
-    /// slots are shared by every replica; the disk store has one process, whose own
-    /// bound is the limit, and always grants.
+    /// Takes up to `want` of the route's `concurrency` slots (`max` in all), each held
+    /// until returned or until `lease` runs out (a replica that died): their tokens,
+    /// none when all are in use. On Redis the slots are shared by every replica; the
+    /// disk store has one process, whose own bound is the limit, and grants them all.
     fn slot_take(
         &self,
         q: &QueueRef<'_>,
         max: usize,
+        want: usize,
         lease: Duration,
-    ) -> impl Future<Output = Result<Option<String>, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
 
     /// Gives a slot back (the attempt ended, or nothing was due).
     fn slot_return(

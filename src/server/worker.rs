@@ -168,39 +168,47 @@ async fn take_bounded(
 ) -> Result<Vec<(Leased, Option<String>)>, crate::dedup::StoreError> {
     let store = state.store();
     let shared = store.shares_slots();
-    if !shared && route.rate_limit.is_none() {
-        let batch = store.take_due(q, max, lease).await?;
-        return Ok(batch.into_iter().map(|l| (l, None)).collect());
-    }
+    let Some(limit) = &route.rate_limit else {
+        if !shared {
+            let batch = store.take_due(q, max, lease).await?;
+            return Ok(batch.into_iter().map(|l| (l, None)).collect());
+        }
+        // Slots for the whole batch in one call, the unused ones back in one each.
+        let mut slots = store.slot_take(q, route.concurrency, max, lease).await?;
+        if slots.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = store.take_due(q, slots.len(), lease).await?;
+        for unused in slots.split_off(batch.len()) {
+            store.slot_return(q, &unused).await?;
+        }
+        return Ok(batch.into_iter().zip(slots.into_iter().map(Some)).collect());
+    };
+    // Rate-limited: one event per rate slot, so a slot is never held by nothing.
     let mut out = Vec::new();
     while out.len() < max {
         let slot = if shared {
-            match store.slot_take(q, route.concurrency, lease).await? {
+            match store.slot_take(q, route.concurrency, 1, lease).await?.pop() {
                 Some(token) => Some(token),
                 None => break,
             }
         } else {
             None
         };
-        let rate = match &route.rate_limit {
-            Some(limit) => match store.rate_take(q, limit).await? {
-                Ok(token) => Some(token),
-                Err(_wait) => {
-                    if let Some(token) = &slot {
-                        store.slot_return(q, token).await?;
-                    }
-                    break;
+        let rate = match store.rate_take(q, limit).await? {
+            Ok(token) => token,
+            Err(_wait) => {
+                if let Some(token) = &slot {
+                    store.slot_return(q, token).await?;
                 }
-            },
-            None => None,
+                break;
+            }
         };
         let mut one = store.take_due(q, 1, lease).await?;
         match one.pop() {
             Some(leased) => out.push((leased, slot)),
             None => {
-                if let Some(token) = &rate {
-                    store.rate_return(q, token).await?;
-                }
+                store.rate_return(q, &rate).await?;
                 if let Some(token) = &slot {
                     store.slot_return(q, token).await?;
                 }

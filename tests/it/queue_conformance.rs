@@ -620,27 +620,23 @@ async fn the_queue_contract_holds_on_redis() {
 async fn shared_slots_bound_every_replica<S: QueueStore>(a: &S, b: &S) {
     let route = unique_route("slots");
     let q = queue(&route);
-    let first = a.slot_take(&q, 2, LONG).await.expect("take").expect("free");
-    let _second = b
-        .slot_take(&q, 2, SHORT_LEASE)
-        .await
-        .expect("take")
-        .expect("free");
-    assert_eq!(
-        a.slot_take(&q, 2, LONG).await.expect("take"),
-        None,
-        "both in use"
-    );
-    a.slot_return(&q, &first).await.expect("return");
+    let first = a.slot_take(&q, 3, 1, LONG).await.expect("take");
+    assert_eq!(first.len(), 1);
+    let more = b.slot_take(&q, 3, 5, SHORT_LEASE).await.expect("take");
+    assert_eq!(more.len(), 2, "only what is left of the three");
     assert!(
-        b.slot_take(&q, 2, LONG).await.expect("take").is_some(),
-        "a returned slot"
+        a.slot_take(&q, 3, 1, LONG).await.expect("take").is_empty(),
+        "all in use"
     );
-    assert_eq!(a.slot_take(&q, 2, LONG).await.expect("take"), None);
+    a.slot_return(&q, &first[0]).await.expect("return");
+    let back = b.slot_take(&q, 3, 2, LONG).await.expect("take");
+    assert_eq!(back.len(), 1, "a returned slot");
+    assert!(a.slot_take(&q, 3, 1, LONG).await.expect("take").is_empty());
     tokio::time::sleep(PAST_LEASE).await;
-    assert!(
-        a.slot_take(&q, 2, LONG).await.expect("take").is_some(),
-        "the short lease ran out: a replica that died frees its slot"
+    assert_eq!(
+        a.slot_take(&q, 3, 5, LONG).await.expect("take").len(),
+        2,
+        "the short leases ran out: a replica that died frees its slots"
     );
 }
 

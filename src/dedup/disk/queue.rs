@@ -952,10 +952,11 @@ impl QueueStore for DiskStore {
         &self,
         _q: &QueueRef<'_>,
         _max: usize,
+        want: usize,
         _lease: Duration,
-    ) -> Result<Option<String>, StoreError> {
+    ) -> Result<Vec<String>, StoreError> {
         // One process owns the file: its own per-route bound is the whole limit.
-        Ok(Some(String::new()))
+        Ok(vec![String::new(); want])
     }
 
     async fn slot_return(&self, _q: &QueueRef<'_>, _token: &str) -> Result<(), StoreError> {
