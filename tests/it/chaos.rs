@@ -163,7 +163,9 @@ impl Gateway {
         let config = dir.join(format!("{name}.toml"));
         // Queue routes retry on the gateway's own fast schedule.
         let retry = if delivery == "queue" {
-            "retry = { initial = \"50ms\", max_delay = \"500ms\" }\n"
+            // 16 attempts at once over the replicas (on Redis the bound is shared): the
+            // stalls hold theirs for the whole upstream_timeout.
+            "retry = { initial = \"50ms\", max_delay = \"500ms\" }\nconcurrency = 16\n"
         } else {
             ""
         };
@@ -704,7 +706,7 @@ async fn queue_scenario(
     .await;
     // The provider is done; the queue delivers the rest (bounded: a lost event shows
     // as lost, not as a hang).
-    let drained = Instant::now() + Duration::from_secs(30);
+    let drained = Instant::now() + Duration::from_secs(45);
     loop {
         let all_applied = {
             let all = record.attempts.lock().expect("lock");
@@ -814,7 +816,8 @@ async fn chaos_queue_routes_through_redis_restarts_and_outages() {
 async fn chaos_queue_routes_when_a_gateway_is_sigkilled() {
     // An attempt the upstream acknowledged in the instant before the kill, but whose
     // result was never recorded, is delivered again after its lease (same
-    // Idempotency-Key): at most one per attempt in flight (concurrency 8 per gateway).
+    // Idempotency-Key): at most one per attempt in flight (16 at once), and on the disk
+    // store also the attempts whose results waited for their fsync (at most 50 ms).
     let c = queue_scenario(
         "a replica on Redis SIGKILLed mid-run and restarted",
         Faults {
@@ -831,7 +834,7 @@ async fn chaos_queue_routes_when_a_gateway_is_sigkilled() {
         },
     )
     .await;
-    assert!(c.duplicate_effects <= 8, "{} repeats", c.duplicate_effects);
+    assert!(c.duplicate_effects <= 16, "{} repeats", c.duplicate_effects);
     let c = queue_scenario(
         "the only gateway, on the disk store, SIGKILLed mid-run and restarted",
         Faults {
@@ -848,5 +851,6 @@ async fn chaos_queue_routes_when_a_gateway_is_sigkilled() {
         },
     )
     .await;
-    assert!(c.duplicate_effects <= 8, "{} repeats", c.duplicate_effects);
+    // 16 in flight, and what 16 workers can finish in 50 ms against a local upstream.
+    assert!(c.duplicate_effects <= 64, "{} repeats", c.duplicate_effects);
 }
