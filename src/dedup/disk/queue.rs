@@ -696,6 +696,25 @@ fn summary(id: &str, rec: &StatusRecord) -> Summary {
     }
 }
 
+/// Events an operator's retry or purge changes per transaction: a long list of dead
+/// events goes in several, so the writer never stops for long.
+const PER_OPERATION: usize = 500;
+
+impl DiskStore {
+    /// The IDs a retry or purge acts on, in chunks of [`PER_OPERATION`].
+    fn targets(&self, q: &QueueRef<'_>, target: &Target) -> Vec<Vec<String>> {
+        match target {
+            Target::One(id) => vec![vec![id.clone()]],
+            Target::AllDead => self
+                .index()
+                .dead(&space(q))
+                .chunks(PER_OPERATION)
+                .map(<[String]>::to_vec)
+                .collect(),
+        }
+    }
+}
+
 impl QueueStore for DiskStore {
     async fn enqueue(
         &self,
@@ -877,34 +896,34 @@ impl QueueStore for DiskStore {
     }
 
     async fn retry(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
-        let ids = match target {
-            Target::One(id) => vec![id.clone()],
-            Target::AllDead => self.index().dead(&space(q)),
-        };
-        let op = QOp::Requeue {
-            route: space(q),
-            ids,
-        };
-        match self.queue_call(op).await? {
-            QReply::Count(n) => Ok(n),
-            _ => Err(unexpected()),
+        let mut n = 0;
+        for ids in self.targets(q, target) {
+            let op = QOp::Requeue {
+                route: space(q),
+                ids,
+            };
+            match self.queue_call(op).await? {
+                QReply::Count(c) => n += c,
+                _ => return Err(unexpected()),
+            }
         }
+        Ok(n)
     }
 
     async fn purge(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
-        let ids = match target {
-            Target::One(id) => vec![id.clone()],
-            Target::AllDead => self.index().dead(&space(q)),
-        };
-        let op = QOp::Purge {
-            prefix: q.prefix.to_owned(),
-            route: q.route.to_owned(),
-            ids,
-        };
-        match self.queue_call(op).await? {
-            QReply::Count(n) => Ok(n),
-            _ => Err(unexpected()),
+        let mut n = 0;
+        for ids in self.targets(q, target) {
+            let op = QOp::Purge {
+                prefix: q.prefix.to_owned(),
+                route: q.route.to_owned(),
+                ids,
+            };
+            match self.queue_call(op).await? {
+                QReply::Count(c) => n += c,
+                _ => return Err(unexpected()),
+            }
         }
+        Ok(n)
     }
 
     async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
