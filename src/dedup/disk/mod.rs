@@ -244,9 +244,11 @@ impl DiskStore {
             .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
         // The table exists from the start, so reads never race its creation.
         let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
-        for table in [DEDUP, queue::EVENTS, queue::STATUS] {
+        for table in [DEDUP, queue::STATUS] {
             txn.open_table(table).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
+        txn.open_table(queue::EVENTS)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         txn.commit().map_err(|e| anyhow::anyhow!("{e}"))?;
         let index = Arc::new(Mutex::new(queue::Index::load(&db).map_err(|e| {
             anyhow::anyhow!("cannot read the queue of {}: {e}", path.display())
@@ -570,7 +572,9 @@ fn sweep(db: &Database) {
                 .count();
             // Delivered events' records (an undelivered one never expires).
             let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
-            let delivered: Vec<String> = status
+            // Expired statuses: delivered events (their bodies went at delivery; any
+            // left over goes too).
+            let delivered: Vec<u64> = status
                 .extract_if(|_, v| {
                     // The expiry prefix alone: no JSON parsed per record.
                     v.get(..8)
@@ -579,11 +583,15 @@ fn sweep(db: &Database) {
                 })
                 .map_err(backend)?
                 .take(SWEEP_MAX)
-                .filter_map(|entry| entry.ok().map(|(k, _)| k.value().to_owned()))
+                .filter_map(|entry| {
+                    entry
+                        .ok()
+                        .and_then(|(_, v)| queue::decode_status(v.value()).map(|(r, _)| r.seq))
+                })
                 .collect();
             let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
-            for k in &delivered {
-                events.remove(k.as_str()).map_err(backend)?;
+            for seq in &delivered {
+                events.remove(*seq).map_err(backend)?;
             }
             dedup + delivered.len()
         };

@@ -8,7 +8,8 @@
 //! undelivered event again.
 //!
 //! Tables (keys are `<key prefix><route>\n<event id>`: neither holds a newline):
-//! - `queue_events`: the event (envelope and body) until it is delivered;
+//! - `queue_bodies`: the event (envelope and body) until it is delivered, under a
+//!   sequence number (its status names it);
 //! - `queue_status`: 8 bytes of expiry (Unix ms, big-endian; `u64::MAX` while
 //!   undelivered) + a JSON [`StatusRecord`].
 
@@ -26,7 +27,9 @@ use crate::queue::{
     StoredEvent, Summary, Target,
 };
 
-pub(super) const EVENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("queue_events");
+/// Events (envelope and body) under a sequence number in acceptance order: consecutive
+/// enqueues append to the same pages instead of each copying a page of its own.
+pub(super) const EVENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("queue_bodies");
 pub(super) const STATUS: TableDefinition<&str, &[u8]> = TableDefinition::new("queue_status");
 
 /// An event's status as stored, with what the index and a duplicate check need.
@@ -40,6 +43,9 @@ pub(super) struct StatusRecord {
     /// The event's type (kept after delivery, when the event itself is gone).
     #[serde(default, rename = "t", skip_serializing_if = "Option::is_none")]
     pub event_type: Option<String>,
+    /// Where the event is in `queue_bodies`.
+    #[serde(default, rename = "n")]
+    pub seq: u64,
 }
 
 pub(super) fn qkey(route: &str, id: &str) -> String {
@@ -139,6 +145,8 @@ pub(super) enum Change {
 #[derive(Debug, Default)]
 pub(super) struct Index {
     routes: HashMap<String, RouteIndex>,
+    /// The next event's sequence number.
+    next_seq: u64,
 }
 
 #[derive(Debug)]
@@ -198,6 +206,10 @@ impl Index {
         use redb::ReadableDatabase as _;
         let mut index = Self::default();
         let txn = db.begin_read()?;
+        index.next_seq = txn
+            .open_table(EVENTS)?
+            .last()?
+            .map_or(1, |(k, _)| k.value() + 1);
         let table = txn.open_table(STATUS)?;
         for entry in table.iter()? {
             let (k, v) = entry?;
@@ -235,6 +247,13 @@ impl Index {
                 tracing::error!(error = %e, "disk store: cannot rebuild the queue index after reopening; it is rebuilt at the next start")
             }
         }
+    }
+
+    /// A sequence number for a new event.
+    fn next_seq(&mut self) -> u64 {
+        let n = self.next_seq.max(1);
+        self.next_seq = n + 1;
+        n
     }
 
     fn route(&mut self, route: &str) -> &mut RouteIndex {
@@ -393,7 +412,7 @@ impl Index {
 /// returned, to be applied once the transaction has committed.
 pub(super) fn apply(
     dedup: &mut Table<&str, &[u8]>,
-    events: &mut Table<&str, &[u8]>,
+    events: &mut Table<u64, &[u8]>,
     status: &mut Table<&str, &[u8]>,
     index: &Mutex<Index>,
     op: &QOp,
@@ -427,14 +446,17 @@ pub(super) fn apply(
             dedup
                 .insert(key.as_str(), encode(&done, expiry(now, *ttl)).as_slice())
                 .map_err(backend)?;
-            events
-                .insert(k.as_str(), bytes.as_slice())
-                .map_err(backend)?;
+            let seq = index
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .next_seq();
+            events.insert(seq, bytes.as_slice()).map_err(backend)?;
             let rec = StatusRecord {
                 status: Status::queued(*rx),
                 fp: fingerprint.clone(),
                 rx: *rx,
                 event_type: event_type.clone(),
+                seq,
             };
             status
                 .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
@@ -468,7 +490,7 @@ pub(super) fn apply(
             // Delivered: the event goes (its status stays, as the dedup record of the
             // window, with its attempts for `hookgate events show`).
             let expires = if new.state == State::Delivered {
-                events.remove(k.as_str()).map_err(backend)?;
+                events.remove(rec.seq).map_err(backend)?;
                 expiry(now, *ttl)
             } else {
                 u64::MAX
@@ -516,7 +538,7 @@ pub(super) fn apply(
             match read_status(status, &k)? {
                 Some((rec, _)) if rec.status.state == State::Delivered => {
                     status.remove(k.as_str()).map_err(backend)?;
-                    events.remove(k.as_str()).map_err(backend)?;
+                    events.remove(rec.seq).map_err(backend)?;
                     dedup
                         .remove(DedupKey::new(prefix, route, id).as_str())
                         .map_err(backend)?;
@@ -537,7 +559,7 @@ pub(super) fn apply(
                     continue;
                 }
                 status.remove(k.as_str()).map_err(backend)?;
-                events.remove(k.as_str()).map_err(backend)?;
+                events.remove(rec.seq).map_err(backend)?;
                 dedup
                     .remove(DedupKey::new(prefix, route, id).as_str())
                     .map_err(backend)?;
@@ -649,7 +671,7 @@ impl DiskStore {
     fn read<T>(
         &self,
         f: impl FnOnce(
-            &redb::ReadOnlyTable<&str, &[u8]>,
+            &redb::ReadOnlyTable<u64, &[u8]>,
             &redb::ReadOnlyTable<&str, &[u8]>,
         ) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
@@ -674,10 +696,11 @@ fn get_status(
 }
 
 fn get_event(
-    events: &redb::ReadOnlyTable<&str, &[u8]>,
+    events: &redb::ReadOnlyTable<u64, &[u8]>,
+    seq: u64,
     k: &str,
 ) -> Result<Option<StoredEvent>, StoreError> {
-    match events.get(k).map_err(backend)? {
+    match events.get(seq).map_err(backend)? {
         None => Ok(None),
         Some(v) => StoredEvent::decode(v.value())
             .map(Some)
@@ -756,7 +779,13 @@ impl QueueStore for DiskStore {
                 let k = qkey(&space(q), id);
                 // An unreadable event is set aside (logged, left in the file for
                 // `purge`), so that it does not hold back the rest of its route.
-                let read = get_event(events, &k).and_then(|e| Ok((e, get_status(status, &k)?)));
+                let read = get_status(status, &k).and_then(|rec| {
+                    let event = match &rec {
+                        Some(r) => get_event(events, r.seq, &k)?,
+                        None => None,
+                    };
+                    Ok((event, rec))
+                });
                 let Ok(read) = read else {
                     tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
                     gone.push(id.clone());
@@ -877,7 +906,7 @@ impl QueueStore for DiskStore {
             let Some(rec) = get_status(status, &k)? else {
                 return Ok(None);
             };
-            let envelope = match get_event(events, &k)? {
+            let envelope = match get_event(events, rec.seq, &k)? {
                 Some(ev) => ev.envelope,
                 // Delivered: what the status keeps.
                 None => Envelope {
