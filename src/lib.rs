@@ -15,8 +15,11 @@
 //!   [`server::respond::Answer`] into status, headers and body.
 //! - [`provider`]: signature schemes and the preset catalogue (one declaration per
 //!   preset), turning a request into a [`provider::VerifiedDelivery`].
-//! - [`dedup`]: the store contract ([`dedup::DedupStore`]) with its memory and Redis
+//! - [`dedup`]: the store contracts ([`dedup::DedupStore`], and
+//!   [`queue::QueueStore`] for durable delivery) with their memory, disk and Redis
 //!   implementations; [`dedup::Store::connect`] picks one from the config.
+//! - [`queue`]: durable delivery's types — the stored event, its status, the retry
+//!   schedule, rate limits; [`server::worker`] delivers queued events.
 //! - [`forward`]: the pooled upstream client.
 //! - [`config`]: the TOML file as data — parsed, then validated section by section;
 //!   it depends on nothing that serves ([`tls`] loads certificates for both).

@@ -7,12 +7,18 @@
 //! directly, with no compaction to tune.
 //!
 //! One writer thread owns every write. Each store call is an operation sent to it; the
-//! thread takes whatever operations are waiting (up to [`BATCH`]), applies them in
+//! thread takes whatever operations are waiting (up to `BATCH`), applies them in
 //! order in one write transaction, commits it, and only then answers each caller: a
 //! group commit. A batch that completes, releases or forgets is fsynced, so a done
 //! record is on disk before the provider gets its 2xx, and a burst shares one fsync; a
 //! batch of claims alone is not (see `apply`). A failed commit (a full disk) answers
 //! every operation of the batch with an error, and nothing of it is stored.
+//!
+//! The same file holds the queue of `delivery = "queue"` routes (`queue.rs`): an
+//! enqueue is fsynced like a done record; an attempt's result is committed without an
+//! fsync and flushed within `FLUSH_AFTER` (or by the next durable batch, or at
+//! shutdown). Below `min_free` bytes of free space, new claims and events are refused;
+//! after an I/O error the file is reopened and the queue's index rebuilt from it.
 //!
 //! A record's expiry is wall-clock time stored with it (it must survive a restart);
 //! an expired record is absent to every call, and expired records are deleted a bounded
