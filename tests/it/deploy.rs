@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_yaml::Value as Yaml;
 
@@ -289,12 +290,26 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("hookgate.toml");
-    std::fs::write(&path, stripe_config(&up, "", "")).expect("write");
+    // A queue route on a disk store, so that the queue's families have samples too.
+    let store = format!(
+        "[store]\nbackend = \"disk\"\npath = \"{}\"\n",
+        dir.path().join("dash.db").display()
+    );
+    std::fs::write(&path, stripe_config(&up, &store, "delivery = \"queue\"")).expect("write");
     let gw = TestGateway::start_file(&path).await;
-    // A family appears once it has a sample: deliver once and reload once.
+    // A family appears once it has a sample: deliver once (and let the worker try it)
+    // and reload once.
     let _ = gw
         .deliver("stripe", &crate::support::stripe_body("evt_dash"), "x")
         .await;
+    assert!(crate::support::eventually(Duration::from_secs(5), || up.count() == 1).await);
+    for _ in 0..100 {
+        let sample = "hookgate_delivery_attempts_total{route=\"stripe\",result=\"delivered\"}";
+        if gw.metric(sample).await > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let _ = client()
         .post(gw.admin_url("/reload"))
         .send()
