@@ -608,6 +608,28 @@ impl RedisStore {
     }
 
     /// Runs the purge script on some IDs: `(purged, dropped from the dead index)`.
+    /// A token no other slot or start holds: this process's consumer name and a nonce.
+    fn fresh_token(&self) -> String {
+        format!(
+            "{}-{:016x}",
+            self.queue_state().consumer,
+            rand::rng().random::<u64>()
+        )
+    }
+
+    /// Removes one member of a sorted set (a rate-limit start or a concurrency slot).
+    async fn zrem(&self, key: String, member: &str) -> Result<(), StoreError> {
+        let member = member.to_owned();
+        self.run(|mut c| async move {
+            redis::cmd("ZREM")
+                .arg(&key)
+                .arg(&member)
+                .query_async::<()>(&mut c)
+                .await
+        })
+        .await
+    }
+
     async fn purge_ids(
         &self,
         k: &Keys,
@@ -927,11 +949,7 @@ impl QueueStore for RedisStore {
         limit: &RateLimit,
     ) -> Result<Result<String, Duration>, StoreError> {
         let k = Keys::new(q);
-        let token = format!(
-            "{}-{:016x}",
-            self.queue_state().consumer,
-            rand::rng().random::<u64>()
-        );
+        let token = self.fresh_token();
         let mut inv = RATE_SCRIPT.prepare_invoke();
         inv.key(k.rate())
             .key(k.pause())
@@ -950,16 +968,7 @@ impl QueueStore for RedisStore {
     }
 
     async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
-        let k = Keys::new(q);
-        let (key, token) = (k.rate(), token.to_owned());
-        self.run(|mut c| async move {
-            redis::cmd("ZREM")
-                .arg(&key)
-                .arg(&token)
-                .query_async::<()>(&mut c)
-                .await
-        })
-        .await
+        self.zrem(Keys::new(q).rate(), token).await
     }
 
     async fn slot_take(
@@ -970,11 +979,7 @@ impl QueueStore for RedisStore {
         lease: Duration,
     ) -> Result<Vec<String>, StoreError> {
         let k = Keys::new(q);
-        let prefix = format!(
-            "{}-{:016x}",
-            self.queue_state().consumer,
-            rand::rng().random::<u64>()
-        );
+        let prefix = self.fresh_token();
         let mut inv = SLOT_SCRIPT.prepare_invoke();
         inv.key(k.busy())
             .arg(max)
@@ -991,16 +996,7 @@ impl QueueStore for RedisStore {
     }
 
     async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
-        let k = Keys::new(q);
-        let (key, token) = (k.busy(), token.to_owned());
-        self.run(|mut c| async move {
-            redis::cmd("ZREM")
-                .arg(&key)
-                .arg(&token)
-                .query_async::<()>(&mut c)
-                .await
-        })
-        .await
+        self.zrem(Keys::new(q).busy(), token).await
     }
 
     async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {

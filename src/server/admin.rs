@@ -31,7 +31,7 @@ use tokio::net::TcpListener;
 use super::AppState;
 use crate::dedup::{DedupKey, DedupStore};
 use crate::provider::EventId;
-use crate::queue::{QueueRef, QueueStore as _, State, Target};
+use crate::queue::{QueueStore as _, State, Target};
 
 use super::respond::{Resp, admin as json};
 
@@ -178,10 +178,7 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                 .any(|r| r.name == route && r.delivery == crate::config::Delivery::Queue);
             let forgotten = if queued {
                 // A queue route: its delivered record is what answers copies.
-                let q = QueueRef {
-                    prefix: &routing.store_cfg.key_prefix,
-                    route: &route,
-                };
+                let q = routing.queue(&route);
                 state.store().forget_delivered(&q, id.as_str()).await
             } else {
                 state.store().forget(&key).await
@@ -240,10 +237,7 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
             serde_json::json!({ "error": format!("no queue route named {route:?} (delivery = \"queue\" on a disk or Redis store)") }),
         );
     }
-    let q = QueueRef {
-        prefix: &routing.store_cfg.key_prefix,
-        route: &route,
-    };
+    let q = routing.queue(&route);
     let store = state.store();
     let target = || match (params.get("event_id"), params.get("all_dead")) {
         (Some(id), None) if !id.is_empty() => Some(Target::One(id.clone())),

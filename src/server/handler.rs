@@ -28,7 +28,7 @@ use crate::config::{Delivery, OnError, Route};
 use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
-use crate::queue::{Enqueued, Envelope, QueueRef, QueueStore as _, StoredEvent};
+use crate::queue::{Enqueued, Envelope, QueueStore as _, StoredEvent};
 use crate::telemetry::RouteMetrics;
 
 /// What the log line of a delivery says besides the outcome.
@@ -576,10 +576,7 @@ impl Job {
             },
             body: self.body.clone(),
         };
-        let q = QueueRef {
-            prefix: &cfg.key_prefix,
-            route: &self.route.name,
-        };
+        let q = self.routing.queue(&self.route.name);
         let t = Instant::now();
         let stored = st.store.enqueue(&q, &event, cfg.dedup_ttl).await;
         st.metrics.store_call("enqueue", t.elapsed().as_secs_f64());

@@ -65,6 +65,14 @@ pub struct Routing {
 }
 
 impl Routing {
+    /// A route's queue in the configured store.
+    pub(crate) fn queue<'a>(&'a self, route: &'a str) -> crate::queue::QueueRef<'a> {
+        crate::queue::QueueRef {
+            prefix: &self.store_cfg.key_prefix,
+            route,
+        }
+    }
+
     fn new(cfg: &Config) -> Self {
         Self {
             routes: cfg

@@ -101,10 +101,7 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
             if free == 0 {
                 continue;
             }
-            let q = QueueRef {
-                prefix: &routing.store_cfg.key_prefix,
-                route: &route.name,
-            };
+            let q = routing.queue(&route.name);
             let lease = route.upstream_timeout + LEASE_MARGIN;
             match take_bounded(&state, &q, route, free, lease).await {
                 Ok(batch) => {
@@ -116,10 +113,7 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
                         attempts.spawn(async move {
                             attempt(&st, &rt, &r, leased).await;
                             if let Some(token) = slot {
-                                let q = QueueRef {
-                                    prefix: &rt.store_cfg.key_prefix,
-                                    route: &r.name,
-                                };
+                                let q = rt.queue(&r.name);
                                 // Not given back, it frees itself when its lease ends.
                                 let _ = st.store().slot_return(&q, &token).await;
                             }
@@ -221,10 +215,7 @@ async fn take_bounded(
 
 /// Whether a (sync) route has events waiting in the queue.
 async fn has_waiting(state: &AppState, routing: &Routing, route: &Route) -> bool {
-    let q = QueueRef {
-        prefix: &routing.store_cfg.key_prefix,
-        route: &route.name,
-    };
+    let q = routing.queue(&route.name);
     matches!(state.store().depth(&q).await, Ok(d) if d.waiting > 0)
 }
 
@@ -236,10 +227,7 @@ pub(crate) async fn gauges(state: &AppState) {
         if route.delivery != Delivery::Queue {
             continue;
         }
-        let q = QueueRef {
-            prefix: &routing.store_cfg.key_prefix,
-            route: &route.name,
-        };
+        let q = routing.queue(&route.name);
         // A store that does not answer leaves the gauges as they were; the scrape goes on.
         let depth = tokio::time::timeout(Duration::from_secs(1), state.store().depth(&q)).await;
         if let Ok(Ok(depth)) = depth {
@@ -318,10 +306,7 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
     if let (Some(wait), Ok(r), Some(_)) = (retry_after, &result, &route.rate_limit)
         && matches!(r.status.as_u16(), 429 | 503)
     {
-        let q = QueueRef {
-            prefix: &routing.store_cfg.key_prefix,
-            route: &route.name,
-        };
+        let q = routing.queue(&route.name);
         if let Err(e) = state
             .store()
             .pause(&q, wait.min(route.retry.max_delay))
@@ -399,10 +384,7 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
         Finish::Dead(..) => Some("dead"),
         Finish::Retry(..) => None,
     };
-    let q = QueueRef {
-        prefix: &routing.store_cfg.key_prefix,
-        route: &route.name,
-    };
+    let q = routing.queue(&route.name);
     // A failed attempt is retried on its schedule anyway: recording it may give up with
     // the lease. A delivery is worth recording for longer (a store that is down for a
     // while): until it is, the event may be taken again once its lease runs out and

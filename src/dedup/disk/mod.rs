@@ -95,6 +95,7 @@ enum Reply {
     Settled(Settled),
     Forgot(bool),
     Queue(queue::QReply),
+    Flushed,
 }
 
 type Answer = tokio::sync::oneshot::Sender<Result<Reply, StoreError>>;
@@ -456,7 +457,7 @@ fn apply(
                 | Op::Release { key, .. }
                 | Op::Forget { key } => key.as_str(),
                 Op::Flush => {
-                    replies.push(Ok(Reply::Forgot(false)));
+                    replies.push(Ok(Reply::Flushed));
                     continue;
                 }
                 Op::Queue(q) => {

@@ -724,6 +724,16 @@ fn summary(id: &str, rec: &StatusRecord) -> Summary {
 const PER_OPERATION: usize = 500;
 
 impl DiskStore {
+    /// Runs `f` on a route's limiter, under its lock.
+    fn limiter<T>(&self, q: &QueueRef<'_>, f: impl FnOnce(&mut Limiter) -> T) -> T {
+        let mut limits = self
+            .inner
+            .limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(limits.entry(space(q)).or_default())
+    }
+
     /// The IDs a retry or purge acts on, in chunks of [`PER_OPERATION`].
     fn targets(&self, q: &QueueRef<'_>, target: &Target) -> Vec<Vec<String>> {
         match target {
@@ -976,22 +986,12 @@ impl QueueStore for DiskStore {
         q: &QueueRef<'_>,
         limit: &RateLimit,
     ) -> Result<Result<String, Duration>, StoreError> {
-        let mut limits = self
-            .inner
-            .limits
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(limits.entry(space(q)).or_default().take(limit, now_ms()))
+        Ok(self.limiter(q, |l| l.take(limit, now_ms())))
     }
 
     async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
-        let mut limits = self
-            .inner
-            .limits
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(l) = limits.get_mut(&space(q)) {
-            l.starts.retain(|(_, t)| t.to_string() != token);
+        if let Ok(token) = token.parse::<u64>() {
+            self.limiter(q, |l| l.starts.retain(|(_, t)| *t != token));
         }
         Ok(())
     }
@@ -1013,13 +1013,7 @@ impl QueueStore for DiskStore {
 
     async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
         let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
-        let mut limits = self
-            .inner
-            .limits
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let l = limits.entry(space(q)).or_default();
-        l.paused_until_ms = l.paused_until_ms.max(until);
+        self.limiter(q, |l| l.paused_until_ms = l.paused_until_ms.max(until));
         Ok(())
     }
 }
