@@ -779,8 +779,19 @@ pub fn describe(cfg: &Config) -> String {
         cfg.server.max_body,
     );
     for r in &cfg.routes {
+        let primary = r.primary();
+        let single = r.destinations.len() == 1 && primary.name == r.name;
+        let upstream = if single {
+            format!(
+                "{} (timeout {})",
+                primary.upstream,
+                short_duration(primary.upstream_timeout)
+            )
+        } else {
+            format!("{} destinations (below)", r.destinations.len())
+        };
         s.push_str(&format!(
-            "\nroute {}\n  path       {} ({})\n  provider   {}\n  secrets    {}\n  event id   {}\n  tolerance  {}\n  upstream   {} (timeout {})\n  on_error   {}{}\n",
+            "\nroute {}\n  path       {} ({})\n  provider   {}\n  secrets    {}\n  event id   {}\n  tolerance  {}\n  upstream   {}\n  on_error   {}{}\n",
             r.name,
             r.path,
             r.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "),
@@ -792,13 +803,12 @@ pub fn describe(cfg: &Config) -> String {
                 None if r.verifier.preset().default_tolerance(None).is_some() => "off".to_string(),
                 None => "none (the provider signs no timestamp)".to_string(),
             },
-            r.upstream,
-            short_duration(r.upstream_timeout),
+            upstream,
             match r.on_error {
                 OnError::Reject => "reject",
                 OnError::Forward => "forward",
             },
-            if r.forward_signer.is_some() { "\n  re-signs   Standard Webhooks (forward_secret)" } else { "" },
+            if single && primary.forward_signer.is_some() { "\n  re-signs   Standard Webhooks (forward_secret)" } else { "" },
         ));
         if let Some(t) = &r.event_type {
             s.push_str(&format!("  event type {t}\n"));
@@ -809,19 +819,75 @@ pub fn describe(cfg: &Config) -> String {
                 f.patterns().join(", ")
             ));
         }
-        s.push_str(&match r.delivery {
-            config::Delivery::Sync => "  delivery   sync\n".to_owned(),
-            config::Delivery::Queue => format!(
-                "  delivery   queue (concurrency {}; retry {} attempts, {} doubling to {}, for at most {})\n",
-                r.concurrency,
-                r.retry.max_attempts,
-                short_duration(r.retry.initial),
-                short_duration(r.retry.max_delay),
-                short_duration(r.retry.max_age),
-            ),
+        let queue = r.delivery == config::Delivery::Queue;
+        if single {
+            s.push_str(&match queue {
+                false => "  delivery   sync\n".to_owned(),
+                true => format!("  delivery   queue ({})\n", pacing(primary)),
+            });
+            s.push_str(&ordering(primary, "  "));
+            continue;
+        }
+        s.push_str(if queue {
+            "  delivery   queue\n"
+        } else {
+            "  delivery   sync\n"
         });
+        for d in &r.destinations {
+            s.push_str(&format!(
+                "  destination {}\n    upstream   {} (timeout {}){}\n",
+                d.name,
+                d.upstream,
+                short_duration(d.upstream_timeout),
+                if d.forward_signer.is_some() {
+                    "\n    re-signs   Standard Webhooks (forward_secret)"
+                } else {
+                    ""
+                },
+            ));
+            if let Some(f) = &d.events {
+                s.push_str(&format!(
+                    "    events     {} (others: not sent here)\n",
+                    f.patterns().join(", ")
+                ));
+            }
+            if queue {
+                s.push_str(&format!("    pacing     {}\n", pacing(d)));
+                s.push_str(&ordering(d, "    "));
+            }
+        }
     }
     s
+}
+
+/// A queue destination's limits and retry schedule, for `hookgate check`.
+fn pacing(d: &config::Destination) -> String {
+    let rate = d.rate_limit.map_or(String::new(), |l| {
+        let unit = if l.window.as_secs() >= 60 { "m" } else { "s" };
+        format!("; rate limit {}/{unit}", l.count)
+    });
+    format!(
+        "concurrency {}{rate}; retry {} attempts, {} doubling to {}, for at most {}",
+        d.concurrency,
+        d.retry.max_attempts,
+        short_duration(d.retry.initial),
+        short_duration(d.retry.max_delay),
+        short_duration(d.retry.max_age),
+    )
+}
+
+/// A destination's per-key order, for `hookgate check`.
+fn ordering(d: &config::Destination, indent: &str) -> String {
+    match &d.order_by {
+        None => String::new(),
+        Some(key) => format!(
+            "{indent}order by   {key}, one at a time per key (on_dead {})\n",
+            match d.on_dead {
+                crate::queue::OnDead::Skip => "skip",
+                crate::queue::OnDead::Block => "block",
+            }
+        ),
+    }
 }
 
 /// The options of `hookgate replay`.

@@ -13,7 +13,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-use crate::config::Route;
+use crate::config::{Destination, Route};
 use crate::provider::EventId;
 
 /// Largest upstream response body relayed to the provider; the rest is dropped.
@@ -126,20 +126,21 @@ impl Forwarder {
         Ok(Self { client })
     }
 
-    /// Sends one delivery upstream and reads the answer, all within the route's
-    /// `upstream_timeout`.
+    /// Sends one delivery to one of the route's destinations and reads the answer,
+    /// all within the destination's `upstream_timeout`.
     pub async fn send(
         &self,
         route: &Route,
+        to: &Destination,
         out: Outbound<'_>,
     ) -> Result<UpstreamResponse, ForwardError> {
-        let uri = upstream_uri(&route.upstream, out.query)?;
-        let headers = self.outbound_headers(route, &out);
+        let uri = upstream_uri(&to.upstream, out.query)?;
+        let headers = self.outbound_headers(route, to, &out);
         let mut req = Request::new(Full::new(out.body.clone()));
         *req.method_mut() = out.method.clone();
         *req.uri_mut() = uri;
         *req.headers_mut() = headers;
-        let limit = route.upstream_timeout;
+        let limit = to.upstream_timeout;
         match tokio::time::timeout(limit, self.exchange(req)).await {
             Ok(result) => result,
             Err(_) => Err(ForwardError::Timeout(limit)),
@@ -182,7 +183,7 @@ impl Forwarder {
         })
     }
 
-    fn outbound_headers(&self, route: &Route, out: &Outbound<'_>) -> HeaderMap {
+    fn outbound_headers(&self, route: &Route, to: &Destination, out: &Outbound<'_>) -> HeaderMap {
         let mut h = end_to_end(out.headers);
         let id = HeaderValue::from_str(out.event_id.as_str())
             .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
@@ -190,6 +191,14 @@ impl Forwarder {
         h.insert(HeaderName::from_static("hookgate-event-id"), id);
         if let Ok(v) = HeaderValue::from_str(&route.name) {
             h.insert(HeaderName::from_static("hookgate-route"), v);
+        }
+        // Named destinations only; never one the sender wrote.
+        let destination = HeaderName::from_static("hookgate-destination");
+        h.remove(&destination);
+        if to.name != route.name
+            && let Ok(v) = HeaderValue::from_str(&to.name)
+        {
+            h.insert(destination, v);
         }
         let xff = HeaderName::from_static("x-forwarded-for");
         let peer = out.peer.to_string();
@@ -200,7 +209,7 @@ impl Forwarder {
         if let Ok(v) = HeaderValue::from_str(&chain) {
             h.insert(xff, v);
         }
-        if let Some(signer) = &route.forward_signer {
+        if let Some(signer) = &to.forward_signer {
             h.remove(&signer.id_header);
             h.remove(&signer.timestamp_header);
             h.remove(&signer.signature_header);

@@ -179,6 +179,27 @@ pub struct RouteResult {
     pub result: String,
 }
 
+/// A queue route's destination (configured, never read from a delivery).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DestinationLabel {
+    pub route: String,
+    pub destination: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DestinationResult {
+    pub route: String,
+    pub destination: String,
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DestinationOutcome {
+    pub route: String,
+    pub destination: String,
+    pub outcome: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OpLabel {
     pub op: String,
@@ -231,17 +252,18 @@ pub struct Metrics {
     /// Secrets handed over in set-up handshakes (Asana, Notion), by route and result
     /// (`kept`, `refused_already_held`, `refused_route_has_secret`).
     pub handed_secrets: Family<RouteResult, Counter>,
-    /// Queue routes: events waiting for delivery (queued and retrying), per route.
-    pub queue_depth: Family<RouteLabel, Gauge<i64, AtomicI64>>,
+    /// Queue routes: events waiting for delivery (queued and retrying), per
+    /// destination (a route's `upstream` is a destination named after the route).
+    pub queue_depth: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
     /// Queue routes: dead events, kept until retried or purged.
-    pub queue_dead: Family<RouteLabel, Gauge<i64, AtomicI64>>,
+    pub queue_dead: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
     /// Queue routes: age of the oldest undelivered event, in seconds (0 when none).
-    pub queue_oldest_age: Family<RouteLabel, Gauge<i64, AtomicI64>>,
+    pub queue_oldest_age: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
     /// Queue routes: delivery attempts by result (delivered, http_4xx, http_5xx,
     /// timeout, connect, broken).
-    pub delivery_attempts: Family<RouteResult, Counter>,
+    pub delivery_attempts: Family<DestinationResult, Counter>,
     /// Queue routes: events that left the queue, by outcome (delivered, dead).
-    pub queue_deliveries: Family<RouteOutcome, Counter>,
+    pub queue_deliveries: Family<DestinationOutcome, Counter>,
 }
 
 impl Default for Metrics {
@@ -323,31 +345,31 @@ impl Metrics {
             "Secrets handed over in set-up handshakes, by route and result (kept, refused_already_held, refused_route_has_secret)",
             handed_secrets.clone(),
         );
-        let queue_depth = Family::<RouteLabel, Gauge<i64, AtomicI64>>::default();
+        let queue_depth = Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default();
         registry.register(
             "queue_depth",
             "Queue routes: events waiting for delivery (queued and retrying)",
             queue_depth.clone(),
         );
-        let queue_dead = Family::<RouteLabel, Gauge<i64, AtomicI64>>::default();
+        let queue_dead = Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default();
         registry.register(
             "queue_dead",
             "Queue routes: dead events, kept until retried or purged",
             queue_dead.clone(),
         );
-        let queue_oldest_age = Family::<RouteLabel, Gauge<i64, AtomicI64>>::default();
+        let queue_oldest_age = Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default();
         registry.register(
             "queue_oldest_age_seconds",
             "Queue routes: age of the oldest undelivered event (0 when none)",
             queue_oldest_age.clone(),
         );
-        let delivery_attempts = Family::<RouteResult, Counter>::default();
+        let delivery_attempts = Family::<DestinationResult, Counter>::default();
         registry.register(
             "delivery_attempts",
             "Queue routes: delivery attempts by result (delivered, http_4xx, http_5xx, timeout, connect, broken)",
             delivery_attempts.clone(),
         );
-        let queue_deliveries = Family::<RouteOutcome, Counter>::default();
+        let queue_deliveries = Family::<DestinationOutcome, Counter>::default();
         registry.register(
             "queue_deliveries",
             "Queue routes: events that left the queue, by outcome (delivered, dead)",

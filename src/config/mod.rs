@@ -14,6 +14,7 @@ mod validate;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
@@ -174,24 +175,53 @@ pub struct Route {
     pub events: Option<crate::provider::EventFilter>,
     /// Seconds a signed timestamp may be off; `None` = not checked or not signed.
     pub tolerance: Option<u64>,
-    pub upstream: reqwest::Url,
-    pub upstream_timeout: Duration,
     pub on_error: OnError,
     pub public_url: Option<String>,
-    /// Re-signs forwarded deliveries with the Standard Webhooks scheme.
-    pub forward_signer: Option<StandardScheme>,
     pub secret_count: usize,
     /// Failed verifications per second the route absorbs; beyond, its requests get
     /// 429 without being verified until the budget refills.
     pub failure_budget: u32,
     /// `sync` (forward while the provider waits) or `queue` (durable delivery).
     pub delivery: Delivery,
+    /// Where its events go: the route's `upstream` (one destination named after the
+    /// route), or its `[[routes.destinations]]` (queue routes). Never empty.
+    pub destinations: Vec<Arc<Destination>>,
+}
+
+impl Route {
+    /// The first destination: a sync route's only one, where it forwards.
+    pub fn primary(&self) -> &Arc<Destination> {
+        &self.destinations[0]
+    }
+
+    /// The destination of this name.
+    pub fn destination(&self, name: &str) -> Option<&Arc<Destination>> {
+        self.destinations.iter().find(|d| d.name == name)
+    }
+}
+
+/// One upstream of a route and how deliveries to it are paced.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    /// The route's name for a route's `upstream`; its own for `[[routes.destinations]]`.
+    pub name: String,
+    pub upstream: reqwest::Url,
+    pub upstream_timeout: Duration,
+    /// Re-signs forwarded deliveries with the Standard Webhooks scheme.
+    pub forward_signer: Option<StandardScheme>,
+    /// `events`: the event types it takes (all when unset).
+    pub events: Option<crate::provider::EventFilter>,
     /// Queue routes: the retry schedule.
     pub retry: crate::queue::RetryPolicy,
     /// Queue routes: attempts in flight at once (on Redis, across every replica).
     pub concurrency: usize,
     /// Queue routes: deliveries started at most per window, across every replica.
     pub rate_limit: Option<crate::queue::RateLimit>,
+    /// Queue routes: `order_by`, the key whose events are delivered one at a time in
+    /// the order the gateway accepted them.
+    pub order_by: Option<crate::provider::EventTypeSource>,
+    /// What a dead event does to the events of its key behind it.
+    pub on_dead: crate::queue::OnDead,
 }
 
 /// `[capture]`: write every received delivery as a replay file.

@@ -79,7 +79,7 @@ pub(super) struct RawRoute {
     pub provider: Spanned<String>,
     pub secrets: Spanned<Vec<Spanned<RawCredential>>>,
     pub tolerance: Option<Spanned<String>>,
-    pub upstream: Spanned<String>,
+    pub upstream: Option<Spanned<String>>,
     pub upstream_timeout: Option<Spanned<String>>,
     pub event_id: Option<Spanned<String>>,
     pub event_type: Option<Spanned<String>>,
@@ -94,6 +94,24 @@ pub(super) struct RawRoute {
     pub retry: Option<Spanned<RawRetry>>,
     pub concurrency: Option<Spanned<i64>>,
     pub rate_limit: Option<Spanned<String>>,
+    pub order_by: Option<Spanned<String>>,
+    pub on_dead: Option<Spanned<String>>,
+    pub destinations: Option<Spanned<Vec<RawDestination>>>,
+}
+
+/// `[[routes.destinations]]`: one of a queue route's upstreams.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawDestination {
+    pub name: Spanned<String>,
+    pub upstream: Spanned<String>,
+    pub upstream_timeout: Option<Spanned<String>>,
+    pub events: Option<Spanned<Vec<String>>>,
+    pub forward_secret: Option<Spanned<String>>,
+    pub retry: Option<Spanned<RawRetry>>,
+    pub concurrency: Option<Spanned<i64>>,
+    pub rate_limit: Option<Spanned<String>>,
+    pub order_by: Option<Spanned<String>>,
+    pub on_dead: Option<Spanned<String>>,
 }
 
 /// `retry = { max_attempts = 20, initial = "1s", max_delay = "1h", max_age = "72h" }`.

@@ -53,7 +53,7 @@ fn defaults_are_applied() {
     assert_eq!(cfg.store.on_error, OnError::Reject);
     let r = &cfg.routes[0];
     assert_eq!(r.tolerance, Some(300));
-    assert_eq!(r.upstream_timeout, Duration::from_secs(10));
+    assert_eq!(r.primary().upstream_timeout, Duration::from_secs(10));
     assert_eq!(r.methods, vec![Method::POST]);
 }
 
@@ -518,20 +518,20 @@ fn queue_routes_take_a_retry_schedule_and_a_concurrency() {
     let cfg = check(&text).expect("valid");
     let r = &cfg.routes[0];
     assert_eq!(r.delivery, Delivery::Queue);
-    assert_eq!(r.concurrency, 3);
-    assert_eq!(r.retry.max_attempts, 5);
-    assert_eq!(r.retry.initial, Duration::from_secs(2));
-    assert_eq!(r.retry.max_delay, Duration::from_secs(600));
-    assert_eq!(r.retry.max_age, Duration::from_secs(86_400));
+    assert_eq!(r.primary().concurrency, 3);
+    assert_eq!(r.primary().retry.max_attempts, 5);
+    assert_eq!(r.primary().retry.initial, Duration::from_secs(2));
+    assert_eq!(r.primary().retry.max_delay, Duration::from_secs(600));
+    assert_eq!(r.primary().retry.max_age, Duration::from_secs(86_400));
     let defaults = check(&format!(
         "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\n"
     ))
     .expect("valid");
     assert_eq!(
-        defaults.routes[0].retry,
+        defaults.routes[0].primary().retry,
         crate::queue::RetryPolicy::default()
     );
-    assert_eq!(defaults.routes[0].concurrency, 8);
+    assert_eq!(defaults.routes[0].primary().concurrency, 8);
     assert_eq!(
         check(ROUTE).expect("valid").routes[0].delivery,
         Delivery::Sync
@@ -547,11 +547,12 @@ fn queue_mode_is_refused_where_it_cannot_keep_its_promise() {
         "{ROUTE}retry = {{ max_attempts = 3 }}\nconcurrency = 2\n"
     ));
     assert!(
-        sync_with_retry.contains("routes[0].retry: is only used with delivery = \"queue\""),
+        sync_with_retry
+            .contains("routes[0].primary().retry: is only used with delivery = \"queue\""),
         "{sync_with_retry}"
     );
     assert!(
-        sync_with_retry.contains("routes[0].concurrency"),
+        sync_with_retry.contains("routes[0].primary().concurrency"),
         "{sync_with_retry}"
     );
     let bad = errors(&format!(
@@ -623,14 +624,20 @@ fn a_rate_limit_is_for_queue_routes() {
         "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\nrate_limit = \"50/s\"\n"
     ))
     .expect("valid");
-    assert_eq!(cfg.routes[0].rate_limit.map(|l| l.count), Some(50));
+    assert_eq!(
+        cfg.routes[0].primary().rate_limit.map(|l| l.count),
+        Some(50)
+    );
     let sync = errors(&format!("{ROUTE}rate_limit = \"50/s\"\n"));
     assert!(
-        sync.contains("routes[0].rate_limit: is only used with delivery"),
+        sync.contains("routes[0].primary().rate_limit: is only used with delivery"),
         "{sync}"
     );
     let bad = errors(&format!(
         "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\nrate_limit = \"fast\"\n"
     ));
-    assert!(bad.contains("routes[0].rate_limit: \"fast\""), "{bad}");
+    assert!(
+        bad.contains("routes[0].primary().rate_limit: \"fast\""),
+        "{bad}"
+    );
 }

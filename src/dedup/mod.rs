@@ -24,8 +24,8 @@ use std::time::Duration;
 use rand::Rng as _;
 
 use crate::queue::{
-    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, RateLimit, State, Status,
-    StoredEvent, Summary, Target,
+    Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
+    Status, StoredEvent, Summary, Target,
 };
 
 pub use self::disk::DiskStore;
@@ -303,13 +303,13 @@ macro_rules! queue_dispatch {
 }
 
 impl QueueStore for Store {
-    async fn enqueue(
+    async fn enqueue_to(
         &self,
-        q: &QueueRef<'_>,
+        fanout: &Fanout<'_>,
         event: &StoredEvent,
         dedup_ttl: Duration,
     ) -> Result<Enqueued, StoreError> {
-        queue_dispatch!(self, s => s.enqueue(q, event, dedup_ttl).await)
+        queue_dispatch!(self, s => s.enqueue_to(fanout, event, dedup_ttl).await)
     }
 
     async fn take_due(

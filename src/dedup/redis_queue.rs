@@ -68,8 +68,8 @@ use redis::Script;
 use super::redis::{RedisStore, millis};
 use super::{Claim, StoreError};
 use crate::queue::{
-    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, RateLimit, State, Status,
-    StoredEvent, Summary, Target, now_ms,
+    Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
+    Status, StoredEvent, Summary, Target, now_ms,
 };
 
 // Out of memory: every script but ENQUEUE is flagged `allow-oom` (Redis 7), so a Redis
@@ -407,7 +407,15 @@ struct Keys {
 impl Keys {
     fn new(q: &QueueRef<'_>) -> Self {
         Self {
-            base: format!("{}q:{{{}}}:", q.prefix, q.route),
+            base: format!(
+                "{}q:{{{}}}{}:",
+                q.prefix,
+                q.route,
+                match q.destination == q.route {
+                    true => String::new(),
+                    false => format!("/{}", q.destination),
+                }
+            ),
         }
     }
 
@@ -648,12 +656,18 @@ impl RedisStore {
 }
 
 impl QueueStore for RedisStore {
-    async fn enqueue(
+    async fn enqueue_to(
         &self,
-        q: &QueueRef<'_>,
+        fanout: &Fanout<'_>,
         event: &StoredEvent,
         _dedup_ttl: Duration,
     ) -> Result<Enqueued, StoreError> {
+        let [(destination, None)] = fanout.to.as_slice() else {
+            return Err(StoreError::Backend(
+                "fan-out is not built on Redis yet".into(),
+            ));
+        };
+        let q = &fanout.queue(destination);
         let k = Keys::new(q);
         let env = &event.envelope;
         let key = k.ev(&env.event_id);
@@ -1084,10 +1098,7 @@ mod tests {
 
     #[test]
     fn every_key_of_a_route_carries_its_hash_tag() {
-        let k = Keys::new(&QueueRef {
-            prefix: "hg:",
-            route: "stripe",
-        });
+        let k = Keys::new(&QueueRef::route("hg:", "stripe"));
         for key in [
             k.ev("evt_1"),
             k.stream(),

@@ -220,6 +220,11 @@ pub struct Status {
     /// Unix ms of the last operator retry: `max_age` counts from here then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requeued_at_ms: Option<u64>,
+    /// The destination's `order_by` key while the event holds its place in that key's
+    /// line: events behind it wait until it is delivered (or dead, with `on_dead =
+    /// "skip"`, which the worker marks by clearing this before recording the attempt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_key: Option<String>,
 }
 
 impl Status {
@@ -232,6 +237,7 @@ impl Status {
             history: Vec::new(),
             dead_reason: None,
             requeued_at_ms: None,
+            order_key: None,
         }
     }
 
@@ -250,6 +256,8 @@ impl Status {
             Finish::Delivered(_) => {
                 self.state = State::Delivered;
                 self.next_at_ms = None;
+                // The next event of its key may go.
+                self.order_key = None;
             }
             Finish::Retry(_, at) => {
                 self.state = State::Retrying;
@@ -307,6 +315,9 @@ pub struct Leased {
 /// One line of `hookgate events list`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
+    /// The destination, on a route with several (the admin API fills it in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
     pub event_id: String,
     pub state: State,
     pub attempts: u32,
@@ -322,6 +333,7 @@ impl Summary {
     /// The summary of an event's envelope and status.
     pub fn of(envelope: &Envelope, status: &Status) -> Self {
         Self {
+            destination: None,
             event_id: envelope.event_id.clone(),
             state: status.state,
             attempts: status.attempts,
@@ -352,14 +364,32 @@ pub struct Depth {
 /// The queue contract both durable stores implement. Every call names the store's key
 /// prefix and the route; events are keyed by their event ID within the route.
 pub trait QueueStore: Send + Sync {
-    /// Stores the event and its claim in one atomic, durable step, or reports what is
-    /// already there. Returns only once the event is on disk (or acknowledged by Redis).
+    /// Stores the event and its claim in one atomic, durable step, in the queue of
+    /// each destination it goes to, or reports what is already there (a copy stored
+    /// for any of the route's destinations). Returns only once the event is on disk
+    /// (or acknowledged by Redis).
+    fn enqueue_to(
+        &self,
+        fanout: &Fanout<'_>,
+        event: &StoredEvent,
+        dedup_ttl: Duration,
+    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send;
+
+    /// [`enqueue_to`](Self::enqueue_to) one queue, unordered.
     fn enqueue(
         &self,
         q: &QueueRef<'_>,
         event: &StoredEvent,
         dedup_ttl: Duration,
-    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send;
+    ) -> impl Future<Output = Result<Enqueued, StoreError>> + Send {
+        let fanout = Fanout {
+            prefix: q.prefix,
+            route: q.route,
+            all: vec![q.destination],
+            to: vec![(q.destination, None)],
+        };
+        async move { self.enqueue_to(&fanout, event, dedup_ttl).await }
+    }
 
     /// Up to `max` events due now, each leased to the caller for `lease`: no other
     /// worker (here or on another replica) takes it before the lease runs out.
@@ -505,12 +535,86 @@ impl RateLimit {
     }
 }
 
-/// A route's queue within a store.
+/// One destination's queue within a store. A route with `upstream` has one
+/// destination, named after the route; its queue is the route's own (the keys and
+/// tables a route had before it had destinations).
 #[derive(Debug, Clone, Copy)]
 pub struct QueueRef<'a> {
     /// `store.key_prefix`.
     pub prefix: &'a str,
     pub route: &'a str,
+    pub destination: &'a str,
+}
+
+impl<'a> QueueRef<'a> {
+    /// The queue of a route's only destination, named after it.
+    pub fn route(prefix: &'a str, route: &'a str) -> Self {
+        Self {
+            prefix,
+            route,
+            destination: route,
+        }
+    }
+
+    /// `<route>` for the destination named after the route, `<route>/<destination>`
+    /// for the others. Route names hold no `/`, so no two queues share a name.
+    pub fn name(&self) -> std::borrow::Cow<'a, str> {
+        if self.destination == self.route {
+            std::borrow::Cow::Borrowed(self.route)
+        } else {
+            std::borrow::Cow::Owned(format!("{}/{}", self.route, self.destination))
+        }
+    }
+}
+
+/// Where one event goes: the route's destinations it matches, each with its order
+/// key (`order_by`), and every destination the route has (a copy held by any of
+/// them is a duplicate).
+#[derive(Debug, Clone)]
+pub struct Fanout<'a> {
+    pub prefix: &'a str,
+    pub route: &'a str,
+    pub all: Vec<&'a str>,
+    pub to: Vec<(&'a str, Option<String>)>,
+}
+
+impl<'a> Fanout<'a> {
+    /// The queue of one of the route's destinations.
+    pub fn queue(&self, destination: &'a str) -> QueueRef<'a> {
+        QueueRef {
+            prefix: self.prefix,
+            route: self.route,
+            destination,
+        }
+    }
+}
+
+/// Per-key order (`order_by`): what a dead event does to the events behind it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnDead {
+    /// The next event of the key goes on (the default): one bad event does not stop
+    /// its key for good; the dead one waits for an operator.
+    #[default]
+    Skip,
+    /// The key waits until the dead event is retried and delivered, or purged.
+    Block,
+}
+
+/// Longest order key kept as it is; a longer one is kept as its SHA-256 (hex), so that
+/// a body cannot make the store's keys arbitrarily long.
+pub const ORDER_KEY_MAX: usize = 128;
+
+/// An order key as stored: the value itself, or the SHA-256 of a long one.
+pub fn order_key(value: &str) -> String {
+    use sha2::Digest as _;
+    if value.len() <= ORDER_KEY_MAX {
+        value.to_owned()
+    } else {
+        format!(
+            "sha256:{}",
+            hex::encode(sha2::Sha256::digest(value.as_bytes()))
+        )
+    }
 }
 
 /// Unix milliseconds now.

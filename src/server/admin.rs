@@ -172,14 +172,22 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
             }
             let id = EventId::new(&raw_id);
             let key = DedupKey::new(&routing.store_cfg.key_prefix, &route, id.as_str());
-            let queued = routing
+            let queue_route = routing
                 .routes
                 .values()
-                .any(|r| r.name == route && r.delivery == crate::config::Delivery::Queue);
-            let forgotten = if queued {
-                // A queue route: its delivered record is what answers copies.
-                let q = routing.queue(&route);
-                state.store().forget_delivered(&q, id.as_str()).await
+                .find(|r| r.name == route && r.delivery == crate::config::Delivery::Queue);
+            let forgotten = if let Some(r) = queue_route {
+                // A queue route: its destinations' delivered records are what answer
+                // copies.
+                let mut any = Ok(false);
+                for d in &r.destinations {
+                    let q = routing.queue(&route, &d.name);
+                    match state.store().forget_delivered(&q, id.as_str()).await {
+                        Ok(f) => any = any.map(|a| a || f),
+                        Err(e) => any = Err(e),
+                    }
+                }
+                any
             } else {
                 state.store().forget(&key).await
             };
@@ -218,6 +226,8 @@ fn decode(s: &str) -> String {
 /// - `GET /events/<route>/<event id>` — one event: attempts, each result, next try;
 /// - `POST /events/<route>/retry?event_id=ID` or `?all_dead=true` — queue again;
 /// - `POST /events/<route>/purge?event_id=ID` or `?all_dead=true` — delete.
+///
+/// Each acts on every destination of the route, or on one with `destination=NAME`.
 async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> Resp {
     let params: std::collections::HashMap<String, String> =
         form_urlencoded::parse(query.as_bytes())
@@ -229,15 +239,28 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
     };
     let routing = state.routing();
     // Any configured route: one a reload switched back to sync may still hold events.
-    if !routing.routes.values().any(|r| r.name == route)
-        || matches!(state.store(), crate::dedup::Store::Memory(_))
-    {
+    let Some(config) = routing
+        .routes
+        .values()
+        .find(|r| r.name == route)
+        .filter(|_| !matches!(state.store(), crate::dedup::Store::Memory(_)))
+    else {
         return json(
             StatusCode::NOT_FOUND,
             serde_json::json!({ "error": format!("no queue route named {route:?} (delivery = \"queue\" on a disk or Redis store)") }),
         );
-    }
-    let q = routing.queue(&route);
+    };
+    let named = !(config.destinations.len() == 1 && config.primary().name == route);
+    let destinations: Vec<String> = match params.get("destination") {
+        None => config.destinations.iter().map(|d| d.name.clone()).collect(),
+        Some(d) if config.destination(d).is_some() => vec![d.clone()],
+        Some(d) => {
+            return json(
+                StatusCode::NOT_FOUND,
+                serde_json::json!({ "error": format!("route {route:?} has no destination {d:?}"), "destinations": config.destinations.iter().map(|d| d.name.clone()).collect::<Vec<_>>() }),
+            );
+        }
+    };
     let store = state.store();
     let target = || match (params.get("event_id"), params.get("all_dead")) {
         (Some(id), None) if !id.is_empty() => Some(Target::One(id.clone())),
@@ -260,38 +283,60 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
                 .get("limit")
                 .and_then(|l| l.parse::<usize>().ok())
                 .unwrap_or(100);
-            store.list(&q, filter, limit).await.map(|events| {
-                json(
+            let mut all = Vec::new();
+            let mut failed = None;
+            for d in &destinations {
+                let q = routing.queue(&route, d);
+                match store.list(&q, filter, limit).await {
+                    Ok(events) => all.extend(events.into_iter().map(|mut e| {
+                        e.destination = named.then(|| d.clone());
+                        e
+                    })),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            all.sort_by_key(|e| e.received_at_ms);
+            all.truncate(limit);
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(json(
                     StatusCode::OK,
-                    serde_json::json!({ "route": route, "events": events }),
-                )
-            })
+                    serde_json::json!({ "route": route, "events": all }),
+                )),
+            }
         }
         (&Method::GET, Some(id)) => {
             let id = decode(id);
-            store.show(&q, &id).await.map(|found| match found {
-                Some((env, status)) => json(
-                    StatusCode::OK,
-                    serde_json::json!({
-                        "route": route,
-                        "event_id": env.event_id,
-                        "event_type": env.event_type,
-                        "state": status.state,
-                        "attempts": status.attempts,
-                        "received_at_ms": env.received_at_ms,
-                        "next_at_ms": status.next_at_ms,
-                        "dead_reason": status.dead_reason,
-                        "history": status.history,
-                        "method": env.method,
-                        // Names only: values may carry signatures and tokens.
-                        "headers": env.headers.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
-                    }),
-                ),
-                None => json(
+            let mut found = Vec::new();
+            let mut failed = None;
+            for d in &destinations {
+                let q = routing.queue(&route, d);
+                match store.show(&q, &id).await {
+                    Ok(Some((env, status))) => found.push((d.clone(), env, status)),
+                    Ok(None) => {}
+                    Err(e) => failed = Some(e),
+                }
+            }
+            match (found.first(), failed) {
+                (_, Some(e)) => Err(e),
+                (None, None) => Ok(json(
                     StatusCode::NOT_FOUND,
                     serde_json::json!({ "error": "no such event on this route", "event_id": id }),
-                ),
-            })
+                )),
+                // The first destination's record at the top (as on a route with one),
+                // and each destination's under `destinations`.
+                (Some((d, env, status)), None) => {
+                    let dest = |d: &str| named.then(|| d.to_owned());
+                    let mut body = event_json(&route, dest(d), env, status);
+                    if named {
+                        body["destinations"] = found
+                            .iter()
+                            .map(|(d, env, status)| event_json(&route, dest(d), env, status))
+                            .collect();
+                    }
+                    Ok(json(StatusCode::OK, body))
+                }
+            }
         }
         (&Method::POST, Some(action @ ("retry" | "purge"))) => {
             let Some(t) = target() else {
@@ -300,11 +345,19 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
                     serde_json::json!({ "error": "name one event (event_id=ID) or all_dead=true" }),
                 );
             };
-            let done = if action == "retry" {
-                store.retry(&q, &t).await
-            } else {
-                store.purge(&q, &t).await
-            };
+            let mut done = Ok(0);
+            for d in &destinations {
+                let q = routing.queue(&route, d);
+                let n = if action == "retry" {
+                    store.retry(&q, &t).await
+                } else {
+                    store.purge(&q, &t).await
+                };
+                done = match (done, n) {
+                    (Ok(a), Ok(b)) => Ok(a + b),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                };
+            }
             done.map(|n| {
                 tracing::info!(route, action, events = n, target = ?t, "queue: operator {action}");
                 if action == "retry" {
@@ -334,6 +387,31 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
             StatusCode::SERVICE_UNAVAILABLE,
             serde_json::json!({ "error": "store unavailable, retry later" }),
         )
+    })
+}
+
+/// One event's record in one destination, as `GET /events/<route>/<id>` shows it.
+fn event_json(
+    route: &str,
+    destination: Option<String>,
+    env: &crate::queue::Envelope,
+    status: &crate::queue::Status,
+) -> serde_json::Value {
+    serde_json::json!({
+        "route": route,
+        "destination": destination,
+        "event_id": env.event_id,
+        "event_type": env.event_type,
+        "state": status.state,
+        "attempts": status.attempts,
+        "received_at_ms": env.received_at_ms,
+        "next_at_ms": status.next_at_ms,
+        "dead_reason": status.dead_reason,
+        "order_key": status.order_key,
+        "history": status.history,
+        "method": env.method,
+        // Names only: values may carry signatures and tokens.
+        "headers": env.headers.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
     })
 }
 

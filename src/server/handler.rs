@@ -24,11 +24,11 @@ use tracing::Instrument as _;
 
 use super::respond::{self, Answer, Outcome, Resp, UpstreamFailure};
 use super::{AppState, Routing};
-use crate::config::{Delivery, OnError, Route};
+use crate::config::{Delivery, Destination, OnError, Route};
 use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
-use crate::queue::{Enqueued, Envelope, QueueStore as _, StoredEvent};
+use crate::queue::{Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent};
 use crate::telemetry::RouteMetrics;
 
 /// What the log line of a delivery says besides the outcome.
@@ -324,30 +324,39 @@ async fn pipeline(
         .event_type
         .as_ref()
         .and_then(|t| t.extract(&parts.headers, &body));
-    // An event type the route does not take is acknowledged, never claimed, forwarded
-    // or stored. One whose type cannot be read is not filtered: a filter must not drop
-    // what it cannot see.
-    if let Some(filter) = &route.events {
-        match &seen.event_type {
-            Some(t) if !filter.admits(t) => {
-                let answer = Answer::Filtered {
-                    event_id: delivery.event_id().to_string(),
-                    event_type: t.clone(),
-                };
-                return match route.verifier.fixed_reply() {
-                    Some(reply) => Answer::Fixed {
-                        reply: reply.clone(),
-                        outcome: Outcome::Filtered,
-                    },
-                    None => answer,
-                };
-            }
-            Some(_) => {}
-            None => {
+    // An event type the route does not take (its `events`, or no destination's) is
+    // acknowledged, never claimed, forwarded or stored. One whose type cannot be read
+    // is not filtered: a filter must not drop what it cannot see.
+    let destinations: Vec<Arc<Destination>> = match &seen.event_type {
+        Some(t) => route
+            .destinations
+            .iter()
+            .filter(|d| {
+                route.events.as_ref().is_none_or(|f| f.admits(t))
+                    && d.events.as_ref().is_none_or(|f| f.admits(t))
+            })
+            .cloned()
+            .collect(),
+        None => {
+            if route.events.is_some() || route.destinations.iter().any(|d| d.events.is_some()) {
                 seen.detail =
-                    Some("no event type in the delivery: events filter not applied".into())
+                    Some("no event type in the delivery: events filter not applied".into());
             }
+            route.destinations.clone()
         }
+    };
+    if destinations.is_empty() {
+        let answer = Answer::Filtered {
+            event_id: delivery.event_id().to_string(),
+            event_type: seen.event_type.clone().unwrap_or_default(),
+        };
+        return match route.verifier.fixed_reply() {
+            Some(reply) => Answer::Fixed {
+                reply: reply.clone(),
+                outcome: Outcome::Filtered,
+            },
+            None => answer,
+        };
     }
     seen.secret_index = Some(delivery.secret_index());
     state
@@ -360,6 +369,7 @@ async fn pipeline(
     let fixed = route.verifier.fixed_reply().cloned();
     let job = Job {
         event_type: seen.event_type.clone(),
+        destinations,
         state: state.clone(),
         routing,
         route,
@@ -488,6 +498,8 @@ struct Job {
     peer: SocketAddr,
     now: u64,
     event_type: Option<String>,
+    /// The route's destinations this event goes to (its event type's).
+    destinations: Vec<Arc<Destination>>,
     /// The delivery's share of `server.max_in_flight`, released when the job ends.
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
@@ -576,9 +588,30 @@ impl Job {
             },
             body: self.body.clone(),
         };
-        let q = self.routing.queue(&self.route.name);
+        let fanout = Fanout {
+            prefix: &cfg.key_prefix,
+            route: &self.route.name,
+            all: self
+                .route
+                .destinations
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect(),
+            to: self
+                .destinations
+                .iter()
+                .map(|d| {
+                    let key = d
+                        .order_by
+                        .as_ref()
+                        .and_then(|o| o.extract(&self.headers, &self.body))
+                        .map(|v| crate::queue::order_key(&v));
+                    (d.name.as_str(), key)
+                })
+                .collect(),
+        };
         let t = Instant::now();
-        let stored = st.store.enqueue(&q, &event, cfg.dedup_ttl).await;
+        let stored = st.store.enqueue_to(&fanout, &event, cfg.dedup_ttl).await;
         st.metrics.store_call("enqueue", t.elapsed().as_secs_f64());
         let event_id = id.to_owned();
         match stored {
@@ -591,6 +624,14 @@ impl Job {
             }
             Ok(Enqueued::Existing(Claim::Done { .. })) => (Answer::Mismatch { event_id }, None),
             Ok(Enqueued::Existing(_)) => (Answer::InFlight { event_id }, None),
+            // A forward without a claim reaches one upstream: with several
+            // destinations the provider is asked to retry instead.
+            Err(e) if self.route.destinations.len() > 1 => (
+                Answer::StoreUnavailable,
+                Some(format!(
+                    "{e}; not forwarded: the route has several destinations"
+                )),
+            ),
             Err(e) => match self.route.on_error {
                 OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 OnError::Forward => {
@@ -652,7 +693,11 @@ impl Job {
             now: self.now,
         };
         let t = Instant::now();
-        let result = self.state.forwarder.send(&self.route, out).await;
+        let result = self
+            .state
+            .forwarder
+            .send(&self.route, self.route.primary(), out)
+            .await;
         self.state
             .metrics
             .upstream(&self.route_metrics, t.elapsed().as_secs_f64());

@@ -65,11 +65,16 @@ pub struct Routing {
 }
 
 impl Routing {
-    /// A route's queue in the configured store.
-    pub(crate) fn queue<'a>(&'a self, route: &'a str) -> crate::queue::QueueRef<'a> {
+    /// A destination's queue in the configured store.
+    pub(crate) fn queue<'a>(
+        &'a self,
+        route: &'a str,
+        destination: &'a str,
+    ) -> crate::queue::QueueRef<'a> {
         crate::queue::QueueRef {
             prefix: &self.store_cfg.key_prefix,
             route,
+            destination,
         }
     }
 

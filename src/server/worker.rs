@@ -30,11 +30,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{AppState, Routing};
-use crate::config::{Delivery, Route};
+use crate::config::{Delivery, Destination, Route};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::EventId;
-use crate::queue::{Attempt, Finish, Leased, QueueRef, QueueStore as _, now_ms};
-use crate::telemetry::{RouteLabel, RouteOutcome, RouteResult};
+use crate::queue::{Attempt, Finish, Leased, OnDead, QueueRef, QueueStore as _, now_ms};
+use crate::telemetry::{DestinationLabel, DestinationOutcome, DestinationResult};
 
 /// How often each queue route is looked at when nothing wakes the loop: retries that
 /// come due, and events another replica queued.
@@ -63,69 +63,46 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
         for route in routing.routes.values() {
             // A route a reload switched back to sync still drains what it queued,
             // looked at less often.
-            if route.delivery != Delivery::Queue
-                && (!tick.is_multiple_of(SYNC_DRAIN_EVERY)
-                    || !has_waiting(&state, &routing, route).await)
-            {
+            let draining = route.delivery != Delivery::Queue;
+            if draining && !tick.is_multiple_of(SYNC_DRAIN_EVERY) {
                 continue;
             }
-            let (size, sem) = slots.entry(route.name.clone()).or_insert_with(|| {
-                (
-                    route.concurrency,
-                    Arc::new(Semaphore::new(route.concurrency)),
-                )
-            });
-            // A reload that changes `concurrency` resizes the slots, counting the
-            // attempts still running: more slots are added, or fewer are handed out
-            // until enough attempts have ended.
-            if *size != route.concurrency {
-                if route.concurrency > *size {
-                    sem.add_permits(route.concurrency - *size);
-                } else {
-                    let fewer = *size - route.concurrency;
-                    let owed = fewer - sem.forget_permits(fewer);
-                    if owed > 0 {
-                        // Slots in use now: kept as their attempts end.
-                        let sem = sem.clone();
-                        let owed = u32::try_from(owed).unwrap_or(u32::MAX);
-                        tokio::spawn(async move {
-                            if let Ok(p) = sem.acquire_many(owed).await {
-                                p.forget();
-                            }
-                        });
-                    }
+            for dest in &route.destinations {
+                if draining && !has_waiting(&state, &routing, route, dest).await {
+                    continue;
                 }
-                *size = route.concurrency;
-            }
-            let free = sem.available_permits();
-            if free == 0 {
-                continue;
-            }
-            let q = routing.queue(&route.name);
-            let lease = route.upstream_timeout + LEASE_MARGIN;
-            match take_bounded(&state, &q, route, free, lease).await {
-                Ok(batch) => {
-                    for (leased, slot) in batch {
-                        let Ok(permit) = sem.clone().try_acquire_owned() else {
-                            break;
-                        };
-                        let (st, rt, r) = (state.clone(), routing.clone(), route.clone());
-                        attempts.spawn(async move {
-                            attempt(&st, &rt, &r, leased).await;
-                            if let Some(token) = slot {
-                                let q = rt.queue(&r.name);
-                                // Not given back, it frees itself when its lease ends.
-                                let _ = st.store().slot_return(&q, &token).await;
-                            }
-                            drop(permit);
-                            st.deliveries.notify_one();
-                        });
-                    }
+                let q = routing.queue(&route.name, &dest.name);
+                let sem = resized(&mut slots, &q.name(), dest.concurrency);
+                let free = sem.available_permits();
+                if free == 0 {
+                    continue;
                 }
-                Err(e) => {
-                    store_failed = true;
-                    if !failing {
-                        tracing::warn!(route = %route.name, error = %e, "queue: cannot take due events; retrying");
+                let lease = dest.upstream_timeout + LEASE_MARGIN;
+                match take_bounded(&state, &q, dest, free, lease).await {
+                    Ok(batch) => {
+                        for (leased, slot) in batch {
+                            let Ok(permit) = sem.clone().try_acquire_owned() else {
+                                break;
+                            };
+                            let (st, rt) = (state.clone(), routing.clone());
+                            let (r, d) = (route.clone(), dest.clone());
+                            attempts.spawn(async move {
+                                attempt(&st, &rt, &r, &d, leased).await;
+                                if let Some(token) = slot {
+                                    let q = rt.queue(&r.name, &d.name);
+                                    // Not given back, it frees itself when its lease ends.
+                                    let _ = st.store().slot_return(&q, &token).await;
+                                }
+                                drop(permit);
+                                st.deliveries.notify_one();
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        store_failed = true;
+                        if !failing {
+                            tracing::warn!(route = %route.name, destination = %dest.name, error = %e, "queue: cannot take due events; retrying");
+                        }
                     }
                 }
             }
@@ -149,26 +126,60 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
     }
 }
 
-/// Takes up to `max` due events within the route's limits: each first takes a slot of
-/// its `concurrency` (shared by every replica on Redis) and of its `rate_limit`, so a
-/// backlog never reaches the upstream more at once, or faster, than they allow. Slots
-/// taken when nothing was due are given back. Without either to share, one call.
+/// A destination's slots (`concurrency`) in this process. A reload that changes
+/// `concurrency` resizes them, counting the attempts still running: more slots are
+/// added, or fewer are handed out until enough attempts have ended.
+fn resized(
+    slots: &mut HashMap<String, (usize, Arc<Semaphore>)>,
+    queue: &str,
+    want: usize,
+) -> Arc<Semaphore> {
+    let (size, sem) = slots
+        .entry(queue.to_owned())
+        .or_insert_with(|| (want, Arc::new(Semaphore::new(want))));
+    if *size != want {
+        if want > *size {
+            sem.add_permits(want - *size);
+        } else {
+            let fewer = *size - want;
+            let owed = fewer - sem.forget_permits(fewer);
+            if owed > 0 {
+                // Slots in use now: kept as their attempts end.
+                let sem = sem.clone();
+                let owed = u32::try_from(owed).unwrap_or(u32::MAX);
+                tokio::spawn(async move {
+                    if let Ok(p) = sem.acquire_many(owed).await {
+                        p.forget();
+                    }
+                });
+            }
+        }
+        *size = want;
+    }
+    sem.clone()
+}
+
+/// Takes up to `max` due events within the destination's limits: each first takes a
+/// slot of its `concurrency` (shared by every replica on Redis) and of its
+/// `rate_limit`, so a backlog never reaches the upstream more at once, or faster, than
+/// they allow. Slots taken when nothing was due are given back. Without either to
+/// share, one call.
 async fn take_bounded(
     state: &AppState,
     q: &QueueRef<'_>,
-    route: &Route,
+    dest: &Destination,
     max: usize,
     lease: Duration,
 ) -> Result<Vec<(Leased, Option<String>)>, crate::dedup::StoreError> {
     let store = state.store();
     let shared = store.shares_slots();
-    let Some(limit) = &route.rate_limit else {
+    let Some(limit) = &dest.rate_limit else {
         if !shared {
             let batch = store.take_due(q, max, lease).await?;
             return Ok(batch.into_iter().map(|l| (l, None)).collect());
         }
         // Slots for the whole batch in one call, the unused ones back in one each.
-        let mut slots = store.slot_take(q, route.concurrency, max, lease).await?;
+        let mut slots = store.slot_take(q, dest.concurrency, max, lease).await?;
         if slots.is_empty() {
             return Ok(Vec::new());
         }
@@ -182,7 +193,7 @@ async fn take_bounded(
     let mut out = Vec::new();
     while out.len() < max {
         let slot = if shared {
-            match store.slot_take(q, route.concurrency, 1, lease).await?.pop() {
+            match store.slot_take(q, dest.concurrency, 1, lease).await?.pop() {
                 Some(token) => Some(token),
                 None => break,
             }
@@ -213,9 +224,14 @@ async fn take_bounded(
     Ok(out)
 }
 
-/// Whether a (sync) route has events waiting in the queue.
-async fn has_waiting(state: &AppState, routing: &Routing, route: &Route) -> bool {
-    let q = routing.queue(&route.name);
+/// Whether a (sync) route's destination has events waiting in its queue.
+async fn has_waiting(
+    state: &AppState,
+    routing: &Routing,
+    route: &Route,
+    dest: &Destination,
+) -> bool {
+    let q = routing.queue(&route.name, &dest.name);
     matches!(state.store().depth(&q).await, Ok(d) if d.waiting > 0)
 }
 
@@ -223,16 +239,25 @@ async fn has_waiting(state: &AppState, routing: &Routing, route: &Route) -> bool
 /// is rendered, so a scrape sees the store as it is).
 pub(crate) async fn gauges(state: &AppState) {
     let routing = state.routing();
+    let mut queues = Vec::new();
     for route in routing.routes.values() {
-        if route.delivery != Delivery::Queue {
-            continue;
+        if route.delivery == Delivery::Queue {
+            queues.extend(
+                route
+                    .destinations
+                    .iter()
+                    .map(|d| (route.clone(), d.clone())),
+            );
         }
-        let q = routing.queue(&route.name);
+    }
+    for (route, dest) in queues {
+        let q = routing.queue(&route.name, &dest.name);
         // A store that does not answer leaves the gauges as they were; the scrape goes on.
         let depth = tokio::time::timeout(Duration::from_secs(1), state.store().depth(&q)).await;
         if let Ok(Ok(depth)) = depth {
-            let label = RouteLabel {
+            let label = DestinationLabel {
                 route: route.name.clone(),
+                destination: dest.name.clone(),
             };
             let m = &state.metrics;
             m.queue_depth
@@ -276,7 +301,13 @@ fn classify(result: &Result<UpstreamResponse, ForwardError>) -> (&'static str, O
 }
 
 /// One attempt at one event, and its record in the store.
-async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Leased) {
+async fn attempt(
+    state: &AppState,
+    routing: &Routing,
+    route: &Route,
+    dest: &Destination,
+    mut leased: Leased,
+) {
     let env = &leased.event.envelope;
     let headers = env.header_map();
     let event_id = EventId::new(&env.event_id);
@@ -294,25 +325,26 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
     };
     let started_ms = now_ms();
     let t = Instant::now();
-    let result = state.forwarder.send(route, out).await;
+    let result = state.forwarder.send(route, dest, out).await;
     let elapsed = t.elapsed();
     let route_metrics = state.metrics.route(&route.name);
     state
         .metrics
         .upstream(&route_metrics, elapsed.as_secs_f64());
     let (label, retry_after) = classify(&result);
-    // On a rate-limited route, a 429 or 503 with Retry-After pauses every delivery to
-    // this upstream, not only this event's (on every replica, on Redis).
-    if let (Some(wait), Ok(r), Some(_)) = (retry_after, &result, &route.rate_limit)
+    let q = routing.queue(&route.name, &dest.name);
+    // On a rate-limited destination, a 429 or 503 with Retry-After pauses every
+    // delivery to it, not only this event's (on every replica, on Redis); other
+    // destinations go on.
+    if let (Some(wait), Ok(r), Some(_)) = (retry_after, &result, &dest.rate_limit)
         && matches!(r.status.as_u16(), 429 | 503)
     {
-        let q = routing.queue(&route.name);
         if let Err(e) = state
             .store()
-            .pause(&q, wait.min(route.retry.max_delay))
+            .pause(&q, wait.min(dest.retry.max_delay))
             .await
         {
-            tracing::warn!(route = %route.name, error = %e, "queue: cannot record the upstream's Retry-After for the route");
+            tracing::warn!(route = %route.name, destination = %dest.name, error = %e, "queue: cannot record the upstream's Retry-After for the destination");
         }
     }
     let attempt = Attempt {
@@ -327,7 +359,7 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
         Finish::Delivered(attempt)
     } else {
         let jitter: f64 = rand::rng().random();
-        match route.retry.after_failure(
+        match dest.retry.after_failure(
             &leased.status,
             env.received_at_ms,
             now_ms(),
@@ -341,8 +373,9 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
     state
         .metrics
         .delivery_attempts
-        .get_or_create(&RouteResult {
+        .get_or_create(&DestinationResult {
             route: route.name.clone(),
+            destination: dest.name.clone(),
             result: label.to_owned(),
         })
         .inc();
@@ -351,6 +384,7 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
     match &end {
         Finish::Delivered(_) => tracing::info!(
             route = %route.name,
+            destination = %dest.name,
             event_id = %env.event_id,
             attempt = number,
             result = label,
@@ -360,6 +394,7 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
         ),
         Finish::Retry(_, at) => tracing::warn!(
             route = %route.name,
+            destination = %dest.name,
             event_id = %env.event_id,
             attempt = number,
             result = label,
@@ -370,6 +405,7 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
         ),
         Finish::Dead(_, why) => tracing::error!(
             route = %route.name,
+            destination = %dest.name,
             event_id = %env.event_id,
             attempt = number,
             result = label,
@@ -384,7 +420,10 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
         Finish::Dead(..) => Some("dead"),
         Finish::Retry(..) => None,
     };
-    let q = routing.queue(&route.name);
+    // Under `on_dead = "skip"` a dead event gives its key's line to the next event.
+    if matches!(end, Finish::Dead(..)) && dest.on_dead == OnDead::Skip {
+        leased.status.order_key = None;
+    }
     // A failed attempt is retried on its schedule anyway: recording it may give up with
     // the lease. A delivery is worth recording for longer (a store that is down for a
     // while): until it is, the event may be taken again once its lease runs out and
@@ -407,8 +446,9 @@ async fn attempt(state: &AppState, routing: &Routing, route: &Route, leased: Lea
                     state
                         .metrics
                         .queue_deliveries
-                        .get_or_create(&RouteOutcome {
+                        .get_or_create(&DestinationOutcome {
                             route: route.name.clone(),
+                            destination: dest.name.clone(),
                             outcome: outcome.to_owned(),
                         })
                         .inc();

@@ -36,10 +36,7 @@ pub fn unique_route(name: &str) -> String {
 }
 
 fn queue(route: &str) -> QueueRef<'_> {
-    QueueRef {
-        prefix: PREFIX,
-        route,
-    }
+    QueueRef::route(PREFIX, route)
 }
 
 /// An event whose fingerprint follows its body.
@@ -482,10 +479,7 @@ async fn routes_are_isolated<S: QueueStore>(s: &S) {
     assert_eq!(enqueue(s, &qa, &a).await, Enqueued::Queued);
     assert_eq!(enqueue(s, &qb, &b).await, Enqueued::Queued);
     // Another prefix is another namespace too.
-    let other_prefix = QueueRef {
-        prefix: "qc-other:",
-        route: &ra,
-    };
+    let other_prefix = QueueRef::route("qc-other:", &ra);
     assert_eq!(enqueue(s, &other_prefix, &b).await, Enqueued::Queued);
     let only_a = event("evt_a_only", b"a only", now_ms());
     assert_eq!(enqueue(s, &qa, &only_a).await, Enqueued::Queued);

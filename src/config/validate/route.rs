@@ -1,18 +1,81 @@
 //! `[[routes]]`: one route, its provider, secrets and upstream.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
 use toml::Spanned;
 
 use super::Validator;
-use crate::config::raw::{RawCredential, RawRoute};
-use crate::config::{Backend, Delivery, Route, StoreConfig};
+use crate::config::raw::{RawCredential, RawRetry, RawRoute};
+use crate::config::{Backend, Delivery, Destination, Route, StoreConfig};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
 use crate::provider::{
     Credential, EventFilter, EventIdSource, EventTypeSource, HmacOptions, Preset, Verifier,
 };
-use crate::queue::RetryPolicy;
+use crate::queue::{OnDead, RateLimit, RetryPolicy};
+
+/// A route's or a destination's delivery keys, as written.
+struct PacingKeys<'a> {
+    upstream_timeout: &'a Option<Spanned<String>>,
+    forward_secret: &'a Option<Spanned<String>>,
+    retry: &'a Option<Spanned<RawRetry>>,
+    concurrency: &'a Option<Spanned<i64>>,
+    rate_limit: &'a Option<Spanned<String>>,
+    order_by: &'a Option<Spanned<String>>,
+    on_dead: &'a Option<Spanned<String>>,
+}
+
+/// Those keys validated: a destination's, or the route's (its destinations' defaults).
+#[derive(Clone)]
+struct Pacing {
+    upstream_timeout: Duration,
+    forward_signer: Option<StandardScheme>,
+    retry: RetryPolicy,
+    concurrency: usize,
+    rate_limit: Option<RateLimit>,
+    order_by: Option<EventTypeSource>,
+    on_dead: OnDead,
+    /// The built-in defaults (checked against the store's lease like a written value).
+    is_builtin: bool,
+}
+
+impl Default for Pacing {
+    fn default() -> Self {
+        Self {
+            upstream_timeout: Duration::from_secs(10),
+            forward_signer: None,
+            retry: RetryPolicy::default(),
+            concurrency: 8,
+            rate_limit: None,
+            order_by: None,
+            on_dead: OnDead::Skip,
+            is_builtin: true,
+        }
+    }
+}
+
+impl Pacing {
+    fn destination(
+        self,
+        name: String,
+        upstream: reqwest::Url,
+        events: Option<EventFilter>,
+    ) -> Destination {
+        Destination {
+            name,
+            upstream,
+            upstream_timeout: self.upstream_timeout,
+            forward_signer: self.forward_signer,
+            events,
+            retry: self.retry,
+            concurrency: self.concurrency,
+            rate_limit: self.rate_limit,
+            order_by: self.order_by,
+            on_dead: self.on_dead,
+        }
+    }
+}
 
 impl Validator<'_> {
     pub(super) fn route(&mut self, i: usize, r: RawRoute, store: &StoreConfig) -> Option<Route> {
@@ -93,47 +156,18 @@ impl Validator<'_> {
             },
             None => preset.and_then(Preset::default_event_type),
         };
-        let events = match &r.events {
-            None => None,
-            Some(list) => match EventFilter::new(list.get_ref().clone()) {
-                Ok(_) if event_type.is_none() && preset.is_some() => {
-                    self.err(
-                        list,
-                        &k("events"),
-                        "filters on the event type, and this route has none: set event_type = \"header:NAME\" | \"json:/pointer\"",
-                    );
-                    None
-                }
-                Ok(f) => Some(f),
-                Err(msg) => {
-                    self.err(list, &k("events"), msg);
-                    None
-                }
-            },
-        };
+        let events = self.event_filter(
+            &r.events,
+            &k("events"),
+            event_type.is_some() || preset.is_none(),
+        );
 
-        let (upstream, upstream_timeout) = self.upstream(&r, store, &k);
         let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
         let public_url = self.public_url(&r, preset, opts, &k);
-        let forward_signer = self.forward_signer(&r, &k);
 
         let verifier = self.verifier(&r, preset, opts, &secrets, tolerance, &k);
-        let (delivery, retry, concurrency) = self.delivery(&r, store, &k);
-        let rate_limit = match &r.rate_limit {
-            None => None,
-            Some(t) => {
-                if delivery != Delivery::Queue {
-                    self.err(t, &k("rate_limit"), "is only used with delivery = \"queue\" (a sync forward happens while the provider waits)");
-                }
-                match crate::queue::RateLimit::parse(t.get_ref()) {
-                    Ok(l) => Some(l),
-                    Err(msg) => {
-                        self.err(t, &k("rate_limit"), msg);
-                        None
-                    }
-                }
-            }
-        };
+        let delivery = self.delivery(&r, store, &k);
+        let destinations = self.destinations(&r, delivery, event_type.is_some(), store, &k);
 
         if self.errors.len() > errors_before {
             return None;
@@ -149,11 +183,8 @@ impl Validator<'_> {
             event_type,
             events,
             tolerance,
-            upstream: upstream?,
-            upstream_timeout,
             on_error,
             public_url,
-            forward_signer,
             secret_count: secrets.len(),
             failure_budget: u32::try_from(self.count(
                 &r.failure_budget,
@@ -163,20 +194,18 @@ impl Validator<'_> {
             ))
             .unwrap_or(u32::MAX),
             delivery,
-            retry,
-            concurrency,
-            rate_limit,
+            destinations,
         })
     }
 
-    /// `delivery`, and for queue routes `retry` and `concurrency`.
+    /// `delivery`: sync or queue (which needs a durable store).
     fn delivery(
         &mut self,
         r: &RawRoute,
         store: &StoreConfig,
         k: &dyn Fn(&str) -> String,
-    ) -> (Delivery, RetryPolicy, usize) {
-        let delivery = match r.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
+    ) -> Delivery {
+        match r.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
             None | Some((_, "sync")) => Delivery::Sync,
             Some((d, "queue")) => {
                 if matches!(store.backend, Backend::Memory) {
@@ -196,58 +225,274 @@ impl Validator<'_> {
                 );
                 Delivery::Sync
             }
-        };
-        if delivery == Delivery::Sync {
-            if let Some(retry) = &r.retry {
-                self.err(retry, &k("retry"), "is only used with delivery = \"queue\"");
-            }
-            if let Some(c) = &r.concurrency {
-                self.err(
-                    c,
-                    &k("concurrency"),
-                    "is only used with delivery = \"queue\"",
-                );
-            }
         }
-        let defaults = RetryPolicy::default();
-        let retry = match &r.retry {
-            None => defaults,
-            Some(raw) => {
-                let raw = raw.get_ref();
-                let attempts = self.count(
-                    &raw.max_attempts,
-                    &k("retry.max_attempts"),
-                    defaults.max_attempts as usize,
-                    1,
-                );
-                RetryPolicy {
-                    max_attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-                    initial: self.duration(&raw.initial, &k("retry.initial"), defaults.initial),
-                    max_delay: self.duration(
-                        &raw.max_delay,
-                        &k("retry.max_delay"),
-                        defaults.max_delay,
-                    ),
-                    max_age: self.duration(&raw.max_age, &k("retry.max_age"), defaults.max_age),
+    }
+
+    /// The route's destinations: its `upstream`, as one destination named after the
+    /// route, or its `[[routes.destinations]]`. The route's own delivery keys
+    /// (`upstream_timeout`, `retry`, `concurrency`, `forward_secret`) are the
+    /// destinations' defaults.
+    fn destinations(
+        &mut self,
+        r: &RawRoute,
+        delivery: Delivery,
+        has_event_type: bool,
+        store: &StoreConfig,
+        k: &dyn Fn(&str) -> String,
+    ) -> Vec<Arc<Destination>> {
+        let route_keys = PacingKeys {
+            upstream_timeout: &r.upstream_timeout,
+            forward_secret: &r.forward_secret,
+            retry: &r.retry,
+            concurrency: &r.concurrency,
+            rate_limit: &r.rate_limit,
+            order_by: &r.order_by,
+            on_dead: &r.on_dead,
+        };
+        let name_line = self.line(r.name.span());
+        let base = self.pacing(
+            &route_keys,
+            k,
+            &Pacing::default(),
+            delivery,
+            store,
+            name_line,
+        );
+        let mut out = Vec::new();
+        match (&r.upstream, &r.destinations) {
+            (Some(u), None) => {
+                if let Some(url) = self.upstream_url(u, &k("upstream")) {
+                    out.push(Arc::new(base.destination(r.name.get_ref().clone(), url, None)));
                 }
             }
-        };
-        if let Some(raw) = &r.retry
-            && retry.max_delay < retry.initial
-        {
-            self.err(raw, &k("retry.max_delay"), "must be at least retry.initial");
+            (Some(_), Some(ds)) => self.err(
+                ds,
+                &k("destinations"),
+                "a route has either upstream or [[routes.destinations]], not both",
+            ),
+            (None, None) => self.err_at(
+                name_line,
+                &k("upstream"),
+                "missing: set upstream = \"http://…\" (or [[routes.destinations]] on a queue route)",
+            ),
+            (None, Some(ds)) => {
+                if ds.get_ref().len() > 1 && delivery != Delivery::Queue {
+                    self.err(ds, &k("destinations"), "several destinations need delivery = \"queue\": a sync forward relays one upstream's answer to the provider");
+                }
+                if ds.get_ref().is_empty() {
+                    self.err(ds, &k("destinations"), "at least one destination is needed");
+                }
+                for (field, set) in [
+                    ("rate_limit", r.rate_limit.as_ref().map(toml::Spanned::span)),
+                    ("order_by", r.order_by.as_ref().map(toml::Spanned::span)),
+                    ("on_dead", r.on_dead.as_ref().map(toml::Spanned::span)),
+                ] {
+                    if let Some(span) = set {
+                        let line = self.line(span);
+                        self.err_at(line, &k(field), "set it on each [[routes.destinations]] that needs it");
+                    }
+                }
+                for (j, d) in ds.get_ref().iter().enumerate() {
+                    let dk = |field: &str| k(&format!("destinations[{j}].{field}"));
+                    let name = d.name.get_ref();
+                    if name.is_empty()
+                        || !name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                    {
+                        self.err(
+                            &d.name,
+                            &dk("name"),
+                            format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
+                        );
+                    } else if ds.get_ref()[..j].iter().any(|o| o.name.get_ref() == name) {
+                        self.err(
+                            &d.name,
+                            &dk("name"),
+                            format_args!("{name:?} names another destination of this route"),
+                        );
+                    }
+                    let events = self.event_filter(&d.events, &dk("events"), has_event_type);
+                    let keys = PacingKeys {
+                        upstream_timeout: &d.upstream_timeout,
+                        forward_secret: &d.forward_secret,
+                        retry: &d.retry,
+                        concurrency: &d.concurrency,
+                        rate_limit: &d.rate_limit,
+                        order_by: &d.order_by,
+                        on_dead: &d.on_dead,
+                    };
+                    let line = self.line(d.name.span());
+                    let pacing = self.pacing(&keys, &dk, &base, delivery, store, line);
+                    if let Some(url) = self.upstream_url(&d.upstream, &dk("upstream")) {
+                        out.push(Arc::new(pacing.destination(name.clone(), url, events)));
+                    }
+                }
+            }
         }
-        let concurrency = self.count(&r.concurrency, &k("concurrency"), 8, 1);
-        if let Some(c) = &r.concurrency
+        out
+    }
+
+    /// `events = ["invoice.*", …]`, which needs the route to know the event type.
+    pub(super) fn event_filter(
+        &mut self,
+        list: &Option<Spanned<Vec<String>>>,
+        key: &str,
+        has_event_type: bool,
+    ) -> Option<EventFilter> {
+        let list = list.as_ref()?;
+        match EventFilter::new(list.get_ref().clone()) {
+            Ok(_) if !has_event_type => {
+                self.err(
+                    list,
+                    key,
+                    "filters on the event type, and this route has none: set event_type = \"header:NAME\" | \"json:/pointer\"",
+                );
+                None
+            }
+            Ok(f) => Some(f),
+            Err(msg) => {
+                self.err(list, key, msg);
+                None
+            }
+        }
+    }
+
+    /// A route's or a destination's delivery keys, over the defaults given.
+    fn pacing(
+        &mut self,
+        keys: &PacingKeys<'_>,
+        k: &dyn Fn(&str) -> String,
+        defaults: &Pacing,
+        delivery: Delivery,
+        store: &StoreConfig,
+        name_line: usize,
+    ) -> Pacing {
+        if delivery == Delivery::Sync {
+            let queue_only = [
+                ("retry", keys.retry.as_ref().map(Spanned::span)),
+                ("concurrency", keys.concurrency.as_ref().map(Spanned::span)),
+                ("rate_limit", keys.rate_limit.as_ref().map(Spanned::span)),
+                ("order_by", keys.order_by.as_ref().map(Spanned::span)),
+                ("on_dead", keys.on_dead.as_ref().map(Spanned::span)),
+            ];
+            for (field, span) in queue_only {
+                if let Some(span) = span {
+                    let line = self.line(span);
+                    self.err_at(line, &k(field), "is only used with delivery = \"queue\" (a sync forward happens while the provider waits)");
+                }
+            }
+        }
+        let retry = match keys.retry {
+            None => defaults.retry,
+            Some(raw) => {
+                let d = defaults.retry;
+                let raw_ref = raw.get_ref();
+                let attempts = self.count(
+                    &raw_ref.max_attempts,
+                    &k("retry.max_attempts"),
+                    d.max_attempts as usize,
+                    1,
+                );
+                let retry = RetryPolicy {
+                    max_attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                    initial: self.duration(&raw_ref.initial, &k("retry.initial"), d.initial),
+                    max_delay: self.duration(
+                        &raw_ref.max_delay,
+                        &k("retry.max_delay"),
+                        d.max_delay,
+                    ),
+                    max_age: self.duration(&raw_ref.max_age, &k("retry.max_age"), d.max_age),
+                };
+                if retry.max_delay < retry.initial {
+                    self.err(raw, &k("retry.max_delay"), "must be at least retry.initial");
+                }
+                retry
+            }
+        };
+        let concurrency = self.count(keys.concurrency, &k("concurrency"), defaults.concurrency, 1);
+        if let Some(c) = keys.concurrency
             && concurrency > 1024
         {
             self.err(
                 c,
                 &k("concurrency"),
-                "at most 1024 attempts at once per route",
+                "at most 1024 attempts at once per destination",
             );
         }
-        (delivery, retry, concurrency)
+        let rate_limit = match keys.rate_limit {
+            None => defaults.rate_limit,
+            Some(t) => match crate::queue::RateLimit::parse(t.get_ref()) {
+                Ok(l) => Some(l),
+                Err(msg) => {
+                    self.err(t, &k("rate_limit"), msg);
+                    None
+                }
+            },
+        };
+        let order_by = match keys.order_by {
+            None => defaults.order_by.clone(),
+            Some(o) => match EventTypeSource::parse(o.get_ref()) {
+                Ok(s) => Some(s),
+                Err(msg) => {
+                    self.err(o, &k("order_by"), msg);
+                    None
+                }
+            },
+        };
+        let on_dead = match keys.on_dead.as_ref().map(|d| (d, d.get_ref().as_str())) {
+            None => defaults.on_dead,
+            Some((_, "skip")) => OnDead::Skip,
+            Some((_, "block")) => OnDead::Block,
+            Some((d, other)) => {
+                self.err(
+                    d,
+                    &k("on_dead"),
+                    format_args!("{other:?}: use \"skip\" or \"block\""),
+                );
+                OnDead::Skip
+            }
+        };
+        if let (Some(d), None) = (keys.on_dead, &order_by) {
+            self.err(d, &k("on_dead"), "is only used with order_by");
+        }
+        let upstream_timeout = self.duration(
+            keys.upstream_timeout,
+            &k("upstream_timeout"),
+            defaults.upstream_timeout,
+        );
+        // An inherited timeout was checked where it was written.
+        if store.inflight_ttl <= upstream_timeout
+            && (keys.upstream_timeout.is_some() || defaults.is_builtin)
+        {
+            let line = keys
+                .upstream_timeout
+                .as_ref()
+                .map_or(name_line, |t| self.line(t.span()));
+            self.err_at(
+                line,
+                &k("upstream_timeout"),
+                format_args!(
+                    "store.inflight_ttl ({}) must be longer than upstream_timeout ({}), or a claim could expire while its forward is still running",
+                    humantime::format_duration(store.inflight_ttl),
+                    humantime::format_duration(upstream_timeout)
+                ),
+            );
+        }
+        let forward_signer = match keys.forward_secret {
+            None => defaults.forward_signer.clone(),
+            Some(s) => self.forward_signer(s, &k("forward_secret")),
+        };
+        Pacing {
+            upstream_timeout,
+            forward_signer,
+            retry,
+            concurrency,
+            rate_limit,
+            order_by,
+            on_dead,
+            is_builtin: false,
+        }
     }
 
     /// The route's credentials: each a text, or a table of named parts.
@@ -363,57 +608,29 @@ impl Validator<'_> {
         }
     }
 
-    /// The upstream URL and its timeout, which the claim's lease must outlast.
-    fn upstream(
-        &mut self,
-        r: &RawRoute,
-        store: &StoreConfig,
-        k: &dyn Fn(&str) -> String,
-    ) -> (Option<reqwest::Url>, Duration) {
-        // `${VAR}` may name the upstream host per environment.
-        let upstream_text = if r.upstream.get_ref().contains("${") {
-            self.secret(&r.upstream, &k("upstream"))
+    /// An upstream URL: `http://` or `https://`, with a host; `${VAR}` may name the
+    /// host per environment.
+    fn upstream_url(&mut self, u: &Spanned<String>, key: &str) -> Option<reqwest::Url> {
+        let text = if u.get_ref().contains("${") {
+            self.secret(u, key)
                 .map(|s| String::from_utf8_lossy(s.expose()).into_owned())
         } else {
-            Some(r.upstream.get_ref().clone())
+            Some(u.get_ref().clone())
         };
-        let upstream = match upstream_text.as_deref().map(reqwest::Url::parse) {
+        match text.as_deref().map(reqwest::Url::parse) {
             None => None,
-            Some(Ok(u)) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
+            Some(Ok(url)) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+                Some(url)
+            }
             Some(_) => {
                 self.err(
-                    &r.upstream,
-                    &k("upstream"),
-                    format_args!(
-                        "{:?} is not an http:// or https:// URL",
-                        r.upstream.get_ref()
-                    ),
+                    u,
+                    key,
+                    format_args!("{:?} is not an http:// or https:// URL", u.get_ref()),
                 );
                 None
             }
-        };
-        let upstream_timeout = self.duration(
-            &r.upstream_timeout,
-            &k("upstream_timeout"),
-            Duration::from_secs(10),
-        );
-        if store.inflight_ttl <= upstream_timeout {
-            let line = r
-                .upstream_timeout
-                .as_ref()
-                .map(|t| self.line(t.span()))
-                .unwrap_or_else(|| self.line(r.name.span()));
-            self.err_at(
-                line,
-                &k("upstream_timeout"),
-                format_args!(
-                    "store.inflight_ttl ({}) must be longer than upstream_timeout ({}), or a claim could expire while its forward is still running",
-                    humantime::format_duration(store.inflight_ttl),
-                    humantime::format_duration(upstream_timeout)
-                ),
-            );
         }
-        (upstream, upstream_timeout)
     }
 
     /// The public URL a URL-signing provider calls (required for those).
@@ -452,33 +669,18 @@ impl Validator<'_> {
     }
 
     /// `forward_secret`: a Standard Webhooks signing secret to re-sign forwards with.
-    fn forward_signer(
-        &mut self,
-        r: &RawRoute,
-        k: &dyn Fn(&str) -> String,
-    ) -> Option<StandardScheme> {
-        match &r.forward_secret {
-            None => None,
-            Some(s) => match self.secret(s, &k("forward_secret")) {
-                Some(secret) => match SwKey::parse(secret.expose()) {
-                    Ok(key @ SwKey::Hmac(_)) => {
-                        Some(StandardScheme::with_prefix("webhook", vec![key]))
-                    }
-                    Ok(SwKey::Ed25519(_)) => {
-                        self.err(
-                            s,
-                            &k("forward_secret"),
-                            "must be a whsec_ signing secret, not a public key",
-                        );
-                        None
-                    }
-                    Err(msg) => {
-                        self.err(s, &k("forward_secret"), msg);
-                        None
-                    }
-                },
-                None => None,
-            },
+    fn forward_signer(&mut self, s: &Spanned<String>, key: &str) -> Option<StandardScheme> {
+        let secret = self.secret(s, key)?;
+        match SwKey::parse(secret.expose()) {
+            Ok(sw @ SwKey::Hmac(_)) => Some(StandardScheme::with_prefix("webhook", vec![sw])),
+            Ok(SwKey::Ed25519(_)) => {
+                self.err(s, key, "must be a whsec_ signing secret, not a public key");
+                None
+            }
+            Err(msg) => {
+                self.err(s, key, msg);
+                None
+            }
         }
     }
 

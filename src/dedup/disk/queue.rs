@@ -13,7 +13,7 @@
 //! - `queue_status`: 8 bytes of expiry (Unix ms, big-endian; `u64::MAX` while
 //!   undelivered) + a JSON [`StatusRecord`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use super::{DiskStore, Op, Reply, backend, decode, encode, expiry, now_ms};
 use crate::dedup::{Claim, DedupKey, Record, StoreError, Token};
 use crate::queue::{
-    Depth, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, RateLimit, State, Status,
-    StoredEvent, Summary, Target,
+    Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
+    Status, StoredEvent, Summary, Target,
 };
 
 /// Events (envelope and body) under a sequence number in acceptance order: consecutive
@@ -74,7 +74,10 @@ pub(super) fn decode_status(bytes: &[u8]) -> Option<(StatusRecord, u64)> {
 pub(super) enum QOp {
     Enqueue {
         dedup: DedupKey,
-        route: String,
+        /// The queue of every destination of the route: a copy in any is a duplicate.
+        all: Vec<String>,
+        /// The queues it goes to, each with the event's order key there.
+        to: Vec<(String, Option<String>)>,
         event_id: String,
         fingerprint: String,
         /// Unix ms when it was received.
@@ -97,12 +100,15 @@ pub(super) enum QOp {
         ids: Vec<String>,
     },
     Purge {
+        /// The destination's queue.
+        space: String,
         prefix: String,
         route: String,
         ids: Vec<String>,
     },
     /// A delivered event's record, so its next copy is accepted.
     ForgetDelivered {
+        space: String,
         prefix: String,
         route: String,
         id: String,
@@ -121,6 +127,7 @@ pub(super) enum Change {
         route: String,
         id: String,
         rx: u64,
+        order_key: Option<String>,
     },
     /// An attempt's result, recorded under its lease.
     Finished {
@@ -165,9 +172,61 @@ struct RouteIndex {
     undelivered: BTreeSet<(u64, String)>,
     dead: BTreeSet<(u64, String)>,
     received: HashMap<String, u64>,
+    /// Per-key order (`order_by`): the events holding a place in each key's line, in
+    /// acceptance order. Only the first of a line is ever due; the rest wait.
+    lines: HashMap<String, VecDeque<String>>,
+    line_of: HashMap<String, String>,
 }
 
 impl RouteIndex {
+    /// Takes a place at the end of its key's line.
+    fn join_line(&mut self, id: &str, key: &str) {
+        if self.line_of.contains_key(id) {
+            return;
+        }
+        self.lines
+            .entry(key.to_owned())
+            .or_default()
+            .push_back(id.to_owned());
+        self.line_of.insert(id.to_owned(), key.to_owned());
+    }
+
+    /// Whether an event waits behind another of its key.
+    fn waits_in_line(&self, id: &str) -> bool {
+        self.line_of.get(id).is_some_and(|key| {
+            self.lines
+                .get(key)
+                .and_then(VecDeque::front)
+                .is_some_and(|first| first != id)
+        })
+    }
+
+    /// Leaves its key's line (delivered, dead under `on_dead = "skip"`, or purged);
+    /// when it was first, the next event of the key is due now.
+    fn leave_line(&mut self, id: &str) {
+        let Some(key) = self.line_of.remove(id) else {
+            return;
+        };
+        let Some(line) = self.lines.get_mut(&key) else {
+            return;
+        };
+        let was_first = line.front().is_some_and(|f| f == id);
+        line.retain(|x| x != id);
+        let next = line.front().cloned();
+        if line.is_empty() {
+            self.lines.remove(&key);
+        }
+        if let (true, Some(next)) = (was_first, next)
+            && let Some(&rx) = self.received.get(&next)
+            && !self.dead.contains(&(rx, next.clone()))
+            && !self.leased.contains_key(&next)
+            && !self.next_at.contains_key(&next)
+        {
+            self.next_at.insert(next.clone(), rx);
+            self.due.insert((rx, next));
+        }
+    }
+
     fn forget(&mut self, id: &str) {
         if let Some(at) = self.next_at.remove(id) {
             self.due.remove(&(at, id.to_owned()));
@@ -181,6 +240,10 @@ impl RouteIndex {
 
     fn set(&mut self, id: &str, rec: &StatusRecord) {
         self.forget(id);
+        match (&rec.status.order_key, rec.status.state.undelivered()) {
+            (Some(key), true) => self.join_line(id, key),
+            _ => self.leave_line(id),
+        }
         if !rec.status.state.undelivered() {
             return;
         }
@@ -190,6 +253,7 @@ impl RouteIndex {
             State::Dead => {
                 self.dead.insert((rec.rx, id.to_owned()));
             }
+            State::Queued | State::Retrying if self.waits_in_line(id) => {}
             State::Queued | State::Retrying => {
                 let at = rec.status.next_at_ms.unwrap_or(0);
                 self.next_at.insert(id.to_owned(), at);
@@ -211,6 +275,7 @@ impl Index {
             .last()?
             .map_or(1, |(k, _)| k.value() + 1);
         let table = txn.open_table(STATUS)?;
+        let mut undelivered = Vec::new();
         for entry in table.iter()? {
             let (k, v) = entry?;
             let Some((route, id)) = split(k.value()) else {
@@ -218,11 +283,16 @@ impl Index {
             };
             match decode_status(v.value()) {
                 Some((rec, _)) if rec.status.state.undelivered() => {
-                    index.route(route).set(id, &rec);
+                    undelivered.push((route.to_owned(), id.to_owned(), rec));
                 }
                 Some(_) => {}
                 None => tracing::warn!(route, "disk store: an unreadable queue status was skipped"),
             }
+        }
+        // In acceptance order, so that each key's line is rebuilt as it was.
+        undelivered.sort_by_key(|(_, _, rec)| rec.seq);
+        for (route, id, rec) in undelivered {
+            index.route(&route).set(&id, &rec);
         }
         Ok(index)
     }
@@ -262,12 +332,22 @@ impl Index {
 
     pub(super) fn apply(&mut self, change: Change) {
         match change {
-            Change::Queued { route, id, rx } => {
+            Change::Queued {
+                route,
+                id,
+                rx,
+                order_key,
+            } => {
                 let r = self.route(&route);
                 r.received.insert(id.clone(), rx);
                 r.undelivered.insert((rx, id.clone()));
-                r.next_at.insert(id.clone(), rx);
-                r.due.insert((rx, id));
+                if let Some(key) = order_key {
+                    r.join_line(&id, &key);
+                }
+                if !r.waits_in_line(&id) {
+                    r.next_at.insert(id.clone(), rx);
+                    r.due.insert((rx, id));
+                }
             }
             // Another worker took the event over (its lease ran out) while this
             // result was committed: that attempt's lease stays.
@@ -290,7 +370,11 @@ impl Index {
                     r.set(&id, &rec);
                 }
             }
-            Change::Purged { route, id } => self.route(&route).forget(&id),
+            Change::Purged { route, id } => {
+                let r = self.route(&route);
+                r.forget(&id);
+                r.leave_line(&id);
+            }
         }
     }
 
@@ -422,7 +506,8 @@ pub(super) fn apply(
     match op {
         QOp::Enqueue {
             dedup: key,
-            route,
+            all,
+            to,
             event_id,
             fingerprint,
             rx,
@@ -430,42 +515,54 @@ pub(super) fn apply(
             bytes,
             ttl,
         } => {
-            let k = qkey(route, event_id);
             if let Some(existing) = live_claim(dedup, key, now)? {
                 return Ok(QReply::Enqueued(Enqueued::Existing(existing)));
             }
-            // Stored (any state, a delivered one within its dedup window): a copy.
-            if let Some((rec, expires)) = read_status(status, &k)?
-                && expires > now
-            {
-                return Ok(QReply::Enqueued(Enqueued::Existing(Claim::Done {
-                    fingerprint: rec.fp,
-                })));
+            // Stored for any destination (any state, a delivered one within its dedup
+            // window): a copy.
+            for space in all.iter().chain(to.iter().map(|(space, _)| space)) {
+                if let Some((rec, expires)) = read_status(status, &qkey(space, event_id))?
+                    && expires > now
+                {
+                    return Ok(QReply::Enqueued(Enqueued::Existing(Claim::Done {
+                        fingerprint: rec.fp,
+                    })));
+                }
             }
             let done = Record::done(&Token::random(), fingerprint);
             dedup
                 .insert(key.as_str(), encode(&done, expiry(now, *ttl)).as_slice())
                 .map_err(backend)?;
-            let seq = index
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .next_seq();
-            events.insert(seq, bytes.as_slice()).map_err(backend)?;
-            let rec = StatusRecord {
-                status: Status::queued(*rx),
-                fp: fingerprint.clone(),
-                rx: *rx,
-                event_type: event_type.clone(),
-                seq,
-            };
-            status
-                .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
-                .map_err(backend)?;
-            changes.push(Change::Queued {
-                route: route.clone(),
-                id: event_id.clone(),
-                rx: *rx,
-            });
+            // Each destination has its own copy: each is delivered, and dropped when
+            // delivered, on its own.
+            for (space, order_key) in to {
+                let seq = index
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .next_seq();
+                events.insert(seq, bytes.as_slice()).map_err(backend)?;
+                let mut queued = Status::queued(*rx);
+                queued.order_key.clone_from(order_key);
+                let rec = StatusRecord {
+                    status: queued,
+                    fp: fingerprint.clone(),
+                    rx: *rx,
+                    event_type: event_type.clone(),
+                    seq,
+                };
+                status
+                    .insert(
+                        qkey(space, event_id).as_str(),
+                        encode_status(&rec, u64::MAX).as_slice(),
+                    )
+                    .map_err(backend)?;
+                changes.push(Change::Queued {
+                    route: space.clone(),
+                    id: event_id.clone(),
+                    rx: *rx,
+                    order_key: order_key.clone(),
+                });
+            }
             Ok(QReply::Enqueued(Enqueued::Queued))
         }
         QOp::Finish {
@@ -533,8 +630,13 @@ pub(super) fn apply(
             }
             Ok(QReply::Count(n))
         }
-        QOp::ForgetDelivered { prefix, route, id } => {
-            let k = qkey(&format!("{prefix}{route}"), id);
+        QOp::ForgetDelivered {
+            space,
+            prefix,
+            route,
+            id,
+        } => {
+            let k = qkey(space, id);
             match read_status(status, &k)? {
                 Some((rec, _)) if rec.status.state == State::Delivered => {
                     status.remove(k.as_str()).map_err(backend)?;
@@ -547,11 +649,15 @@ pub(super) fn apply(
                 _ => Ok(QReply::Count(0)),
             }
         }
-        QOp::Purge { prefix, route, ids } => {
-            let space = format!("{prefix}{route}");
+        QOp::Purge {
+            space,
+            prefix,
+            route,
+            ids,
+        } => {
             let mut n = 0;
             for id in ids {
-                let k = qkey(&space, id);
+                let k = qkey(space, id);
                 let Some((rec, _)) = read_status(status, &k)? else {
                     continue;
                 };
@@ -642,10 +748,11 @@ impl Limiter {
 /// Events a list looks at, at most.
 const LIST_SCAN: usize = 10_000;
 
-/// A route's namespace in the queue tables and the index: the key prefix and the
-/// route name, so that two prefixes sharing a file never see each other's events.
+/// A destination's namespace in the queue tables and the index: the key prefix and
+/// the queue's name (the route's, with `/<destination>` for a named destination), so
+/// that two prefixes sharing a file never see each other's events.
 fn space(q: &QueueRef<'_>) -> String {
-    format!("{}{}", q.prefix, q.route)
+    format!("{}{}", q.prefix, q.name())
 }
 
 fn unexpected() -> StoreError {
@@ -710,6 +817,7 @@ fn get_event(
 
 fn summary(id: &str, rec: &StatusRecord) -> Summary {
     Summary {
+        destination: None,
         event_id: id.to_owned(),
         state: rec.status.state,
         attempts: rec.status.attempts,
@@ -749,16 +857,21 @@ impl DiskStore {
 }
 
 impl QueueStore for DiskStore {
-    async fn enqueue(
+    async fn enqueue_to(
         &self,
-        q: &QueueRef<'_>,
+        fanout: &Fanout<'_>,
         event: &StoredEvent,
         dedup_ttl: Duration,
     ) -> Result<Enqueued, StoreError> {
         let env = &event.envelope;
         let op = QOp::Enqueue {
-            dedup: DedupKey::new(q.prefix, q.route, &env.event_id),
-            route: space(q),
+            dedup: DedupKey::new(fanout.prefix, fanout.route, &env.event_id),
+            all: fanout.all.iter().map(|d| space(&fanout.queue(d))).collect(),
+            to: fanout
+                .to
+                .iter()
+                .map(|(d, key)| (space(&fanout.queue(d)), key.clone()))
+                .collect(),
             event_id: env.event_id.clone(),
             fingerprint: env.fingerprint.clone(),
             rx: env.received_at_ms,
@@ -953,6 +1066,7 @@ impl QueueStore for DiskStore {
         let mut n = 0;
         for ids in self.targets(q, target) {
             let op = QOp::Purge {
+                space: space(q),
                 prefix: q.prefix.to_owned(),
                 route: q.route.to_owned(),
                 ids,
@@ -967,6 +1081,7 @@ impl QueueStore for DiskStore {
 
     async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
         let op = QOp::ForgetDelivered {
+            space: space(q),
             prefix: q.prefix.to_owned(),
             route: q.route.to_owned(),
             id: event_id.to_owned(),
