@@ -70,12 +70,17 @@ async fn events(action: EventsAction) -> anyhow::Result<i32> {
     match action {
         EventsAction::List {
             route,
+            destination,
             state,
             limit,
             json,
             admin,
         } => {
-            let mut path = format!("/events/{}?limit={limit}", enc(&route));
+            let mut path = format!(
+                "/events/{}?limit={limit}{}",
+                enc(&route),
+                only(destination.as_deref())
+            );
             if let Some(s) = state {
                 path.push_str(&format!("&state={}", s.as_str()));
             }
@@ -92,11 +97,17 @@ async fn events(action: EventsAction) -> anyhow::Result<i32> {
         }
         EventsAction::Show {
             route,
+            destination,
             event_id,
             json,
             admin,
         } => {
-            let path = format!("/events/{}/{}", enc(&route), enc(&event_id));
+            let path = format!(
+                "/events/{}/{}?{}",
+                enc(&route),
+                enc(&event_id),
+                only(destination.as_deref())
+            );
             let (ok, body) = admin_call(&admin, reqwest::Method::GET, &path).await?;
             if json || !ok {
                 println!("{body}");
@@ -108,23 +119,40 @@ async fn events(action: EventsAction) -> anyhow::Result<i32> {
         }
         EventsAction::Retry {
             route,
+            destination,
             which,
             admin,
-        } => act(&route, "retry", &which, &admin).await,
+        } => act(&route, destination.as_deref(), "retry", &which, &admin).await,
         EventsAction::Purge {
             route,
+            destination,
             which,
             admin,
-        } => act(&route, "purge", &which, &admin).await,
+        } => act(&route, destination.as_deref(), "purge", &which, &admin).await,
     }
 }
 
-async fn act(route: &str, action: &str, which: &Which, admin: &AdminArgs) -> anyhow::Result<i32> {
+/// The query parameter naming one destination (`&destination=NAME`), or nothing.
+fn only(destination: Option<&str>) -> String {
+    destination.map_or_else(String::new, |d| format!("&destination={}", enc(d)))
+}
+
+async fn act(
+    route: &str,
+    destination: Option<&str>,
+    action: &str,
+    which: &Which,
+    admin: &AdminArgs,
+) -> anyhow::Result<i32> {
     let query = match &which.event_id {
         Some(id) => format!("event_id={}", enc(id)),
         None => "all_dead=true".to_owned(),
     };
-    let path = format!("/events/{}/{action}?{query}", enc(route));
+    let path = format!(
+        "/events/{}/{action}?{query}{}",
+        enc(route),
+        only(destination)
+    );
     let (ok, body) = admin_call(admin, reqwest::Method::POST, &path).await?;
     println!("{body}");
     Ok(if ok { 0 } else { 1 })
@@ -151,16 +179,29 @@ fn ago(at_ms: u64, now_ms: u64) -> String {
 fn events_table(events: &[crate::queue::Summary], now_ms: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    // A destination column on a route with named destinations.
+    let width = events
+        .iter()
+        .filter_map(|e| e.destination.as_ref().map(String::len))
+        .max()
+        .map(|w| w.max("DESTINATION".len()));
+    let dest = |name: &str| width.map_or_else(String::new, |w| format!("{name:<w$} "));
     // The event ID comes last: some are long (`sig-` and 64 hex digits).
     let _ = writeln!(
         out,
-        "{:<10} {:>8}  {:<14} {:<14} {:<12} EVENT ID",
-        "STATE", "ATTEMPTS", "RECEIVED", "NEXT TRY", "LAST RESULT"
+        "{}{:<10} {:>8}  {:<14} {:<14} {:<12} EVENT ID",
+        dest("DESTINATION"),
+        "STATE",
+        "ATTEMPTS",
+        "RECEIVED",
+        "NEXT TRY",
+        "LAST RESULT"
     );
     for e in events {
         let _ = writeln!(
             out,
-            "{:<10} {:>8}  {:<14} {:<14} {:<12} {}",
+            "{}{:<10} {:>8}  {:<14} {:<14} {:<12} {}",
+            dest(e.destination.as_deref().unwrap_or("")),
             e.state.as_str(),
             e.attempts,
             ago(e.received_at_ms, now_ms),
@@ -182,6 +223,12 @@ fn event_details(v: &serde_json::Value, now_ms: u64) -> String {
     let _ = writeln!(out, "event {} on route {}", text("event_id"), text("route"));
     if let Some(t) = v["event_type"].as_str() {
         let _ = writeln!(out, "type:      {t}");
+    }
+    if let Some(d) = v["destination"].as_str() {
+        let _ = writeln!(out, "destination: {d}");
+    }
+    if let Some(k) = v["order_key"].as_str() {
+        let _ = writeln!(out, "order key: {k} (holds its place in the key's line)");
     }
     let _ = writeln!(out, "state:     {}", text("state"));
     if let Some(why) = v["dead_reason"].as_str() {
@@ -210,6 +257,19 @@ fn event_details(v: &serde_json::Value, now_ms: u64) -> String {
                 "  - {} {result}{status}{error} ({} ms)",
                 ago(a["at_ms"].as_u64().unwrap_or(0), now_ms),
                 a["duration_ms"].as_u64().unwrap_or(0)
+            );
+        }
+    }
+    // The other destinations, one line each (`--destination NAME` shows one in full).
+    if let Some(all) = v["destinations"].as_array().filter(|a| a.len() > 1) {
+        let _ = writeln!(out, "destinations:");
+        for d in all {
+            let _ = writeln!(
+                out,
+                "  {:<16} {:<10} {} attempt(s)",
+                d["destination"].as_str().unwrap_or("-"),
+                d["state"].as_str().unwrap_or("-"),
+                d["attempts"].as_u64().unwrap_or(0)
             );
         }
     }
@@ -257,6 +317,9 @@ pub enum EventsAction {
     List {
         #[arg(long)]
         route: String,
+        /// One of the route's destinations (default: all of them).
+        #[arg(long)]
+        destination: Option<String>,
         /// Only events in this state.
         #[arg(long, value_enum)]
         state: Option<crate::queue::State>,
@@ -273,6 +336,9 @@ pub enum EventsAction {
     Show {
         #[arg(long)]
         route: String,
+        /// One of the route's destinations (default: all of them).
+        #[arg(long)]
+        destination: Option<String>,
         #[arg(long)]
         event_id: String,
         #[arg(long)]
@@ -284,6 +350,9 @@ pub enum EventsAction {
     Retry {
         #[arg(long)]
         route: String,
+        /// One of the route's destinations (default: all of them).
+        #[arg(long)]
+        destination: Option<String>,
         #[command(flatten)]
         which: Which,
         #[command(flatten)]
@@ -293,6 +362,9 @@ pub enum EventsAction {
     Purge {
         #[arg(long)]
         route: String,
+        /// One of the route's destinations (default: all of them).
+        #[arg(long)]
+        destination: Option<String>,
         #[command(flatten)]
         which: Which,
         #[command(flatten)]

@@ -81,6 +81,8 @@ struct Plan {
     status: u16,
     delay: Duration,
     retry_after: Option<u64>,
+    /// Statuses for requests carrying these `Idempotency-Key`s, over `status`.
+    per_event: std::collections::HashMap<String, u16>,
 }
 
 #[derive(Debug)]
@@ -123,7 +125,14 @@ async fn record(
         .unwrap_or_default();
     let (status, delay, retry_after) = {
         let p = lock(&shared.plan);
-        (p.status, p.delay, p.retry_after)
+        let key = parts
+            .headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok());
+        let status = key
+            .and_then(|k| p.per_event.get(k).copied())
+            .unwrap_or(p.status);
+        (status, p.delay, p.retry_after)
     };
     lock(&shared.received).push(Received {
         method: parts.method.to_string(),
@@ -167,6 +176,7 @@ impl Recorder {
                 status: 200,
                 delay: Duration::ZERO,
                 retry_after: None,
+                per_event: std::collections::HashMap::new(),
             }),
             open: Mutex::new((0, 0)),
         });
@@ -199,6 +209,16 @@ impl Recorder {
     /// Answer with this status from now on.
     pub fn set_status(&self, status: u16) {
         lock(&self.inner.plan).status = status;
+    }
+
+    /// Answer requests carrying this `Idempotency-Key` with this status from now on
+    /// (`None`: as every other request again): one event that its handler refuses.
+    pub fn set_status_for(&self, event_id: &str, status: Option<u16>) {
+        let mut plan = lock(&self.inner.plan);
+        match status {
+            Some(s) => plan.per_event.insert(event_id.to_owned(), s),
+            None => plan.per_event.remove(event_id),
+        };
     }
 
     /// Send `Retry-After: <secs>` with every answer from now on (`None`: no header).

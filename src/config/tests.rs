@@ -547,12 +547,11 @@ fn queue_mode_is_refused_where_it_cannot_keep_its_promise() {
         "{ROUTE}retry = {{ max_attempts = 3 }}\nconcurrency = 2\n"
     ));
     assert!(
-        sync_with_retry
-            .contains("routes[0].primary().retry: is only used with delivery = \"queue\""),
+        sync_with_retry.contains("routes[0].retry: is only used with delivery = \"queue\""),
         "{sync_with_retry}"
     );
     assert!(
-        sync_with_retry.contains("routes[0].primary().concurrency"),
+        sync_with_retry.contains("routes[0].concurrency"),
         "{sync_with_retry}"
     );
     let bad = errors(&format!(
@@ -630,14 +629,154 @@ fn a_rate_limit_is_for_queue_routes() {
     );
     let sync = errors(&format!("{ROUTE}rate_limit = \"50/s\"\n"));
     assert!(
-        sync.contains("routes[0].primary().rate_limit: is only used with delivery"),
+        sync.contains("routes[0].rate_limit: is only used with delivery"),
         "{sync}"
     );
     let bad = errors(&format!(
         "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\nrate_limit = \"fast\"\n"
     ));
+    assert!(bad.contains("routes[0].rate_limit: \"fast\""), "{bad}");
+}
+
+/// A Stripe queue route on the disk store, without its `upstream`.
+const FANOUT: &str = r#"
+[store]
+backend = "disk"
+
+[[routes]]
+name = "stripe"
+path = "/stripe"
+provider = "stripe"
+secrets = ["${STRIPE_SECRET}"]
+delivery = "queue"
+upstream_timeout = "4s"
+retry = { max_attempts = 5 }
+"#;
+
+#[test]
+fn destinations_take_their_own_keys_over_the_routes() {
+    let cfg = check(&format!(
+        r#"{FANOUT}
+[[routes.destinations]]
+name = "billing"
+upstream = "http://127.0.0.1:3001/stripe"
+events = ["invoice.*", "customer.subscription.*"]
+rate_limit = "50/s"
+concurrency = 4
+order_by = "json:/data/object/customer"
+on_dead = "block"
+
+[[routes.destinations]]
+name = "audit"
+upstream = "http://127.0.0.1:3002/all"
+upstream_timeout = "2s"
+"#
+    ))
+    .expect("valid");
+    let r = &cfg.routes[0];
+    assert_eq!(r.destinations.len(), 2);
+    let billing = r.destination("billing").expect("billing");
+    assert_eq!(billing.upstream.as_str(), "http://127.0.0.1:3001/stripe");
     assert!(
-        bad.contains("routes[0].primary().rate_limit: \"fast\""),
-        "{bad}"
+        billing
+            .events
+            .as_ref()
+            .is_some_and(|f| f.admits("invoice.paid"))
+    );
+    assert!(
+        !billing
+            .events
+            .as_ref()
+            .is_some_and(|f| f.admits("charge.refunded"))
+    );
+    assert_eq!(billing.rate_limit.map(|l| l.count), Some(50));
+    assert_eq!(billing.concurrency, 4);
+    assert_eq!(
+        billing
+            .order_by
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref(),
+        Some("json:/data/object/customer")
+    );
+    assert_eq!(billing.on_dead, crate::queue::OnDead::Block);
+    // Inherited from the route.
+    assert_eq!(billing.upstream_timeout, Duration::from_secs(4));
+    assert_eq!(billing.retry.max_attempts, 5);
+    let audit = r.destination("audit").expect("audit");
+    assert!(audit.events.is_none());
+    assert_eq!(audit.upstream_timeout, Duration::from_secs(2));
+    assert_eq!(audit.concurrency, 8);
+    assert_eq!(audit.on_dead, crate::queue::OnDead::Skip);
+    // A route's `upstream` is one destination named after it.
+    let single = check(ROUTE).expect("valid");
+    assert_eq!(single.routes[0].destinations.len(), 1);
+    assert_eq!(single.routes[0].primary().name, "stripe");
+}
+
+#[test]
+fn destinations_are_checked() {
+    let dest = |extra: &str| {
+        format!(
+            "{FANOUT}\n[[routes.destinations]]\nname = \"a\"\nupstream = \"http://127.0.0.1:3001/\"\n{extra}"
+        )
+    };
+    let both = errors(&dest("").replace(
+        "delivery = \"queue\"\n",
+        "delivery = \"queue\"\nupstream = \"http://127.0.0.1:3000/\"\n",
+    ));
+    assert!(
+        both.contains("either upstream or [[routes.destinations]]"),
+        "{both}"
+    );
+    let twice = errors(&dest(
+        "[[routes.destinations]]\nname = \"a\"\nupstream = \"http://127.0.0.1:3002/\"\n",
+    ));
+    assert!(
+        twice.contains("routes[0].destinations[1].name: \"a\" names another destination"),
+        "{twice}"
+    );
+    let bad = errors(&dest(
+        "order_by = \"data.customer\"\non_dead = \"later\"\nrate_limit = \"9/h\"\n",
+    ));
+    for key in ["order_by", "on_dead", "rate_limit"] {
+        assert!(
+            bad.contains(&format!("routes[0].destinations[0].{key}")),
+            "{key}: {bad}"
+        );
+    }
+    let on_dead_alone = errors(&dest("on_dead = \"block\"\n"));
+    assert!(
+        on_dead_alone.contains("is only used with order_by"),
+        "{on_dead_alone}"
+    );
+    let missing = errors(FANOUT);
+    assert!(missing.contains("routes[0].upstream: missing"), "{missing}");
+    let no_type = errors(&dest("events = [\"push\"]\n").replace(
+        "provider = \"stripe\"",
+        "provider = \"hmac\"\nevent_id = \"header:X-Id\"\nhmac = { header = \"X-Sig\" }",
+    ));
+    assert!(
+        no_type.contains("routes[0].destinations[0].events"),
+        "{no_type}"
+    );
+    // Several destinations need a queue: a sync forward relays one answer.
+    let sync = errors(
+        &dest("[[routes.destinations]]\nname = \"b\"\nupstream = \"http://127.0.0.1:3002/\"\n")
+            .replace("delivery = \"queue\"\n", "")
+            .replace("retry = { max_attempts = 5 }\n", ""),
+    );
+    assert!(
+        sync.contains("several destinations need delivery = \"queue\""),
+        "{sync}"
+    );
+    // Route-level pacing that belongs to one destination.
+    let route_rate = errors(&dest("").replace(
+        "delivery = \"queue\"\n",
+        "delivery = \"queue\"\nrate_limit = \"5/s\"\n",
+    ));
+    assert!(
+        route_rate.contains("routes[0].rate_limit: set it on each [[routes.destinations]]"),
+        "{route_rate}"
     );
 }

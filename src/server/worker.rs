@@ -338,14 +338,12 @@ async fn attempt(
     // destinations go on.
     if let (Some(wait), Ok(r), Some(_)) = (retry_after, &result, &dest.rate_limit)
         && matches!(r.status.as_u16(), 429 | 503)
-    {
-        if let Err(e) = state
+        && let Err(e) = state
             .store()
             .pause(&q, wait.min(dest.retry.max_delay))
             .await
-        {
-            tracing::warn!(route = %route.name, destination = %dest.name, error = %e, "queue: cannot record the upstream's Retry-After for the destination");
-        }
+    {
+        tracing::warn!(route = %route.name, destination = %dest.name, error = %e, "queue: cannot record the upstream's Retry-After for the destination");
     }
     let attempt = Attempt {
         at_ms: started_ms,

@@ -304,7 +304,7 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
         .await;
     assert!(crate::support::eventually(Duration::from_secs(5), || up.count() == 1).await);
     for _ in 0..100 {
-        let sample = "hookgate_delivery_attempts_total{route=\"stripe\",result=\"delivered\"}";
+        let sample = "hookgate_delivery_attempts_total{route=\"stripe\",destination=\"stripe\",result=\"delivered\"}";
         if gw.metric(sample).await > 0.0 {
             break;
         }

@@ -12,6 +12,7 @@ mod chaos;
 mod cluster;
 mod conformance;
 mod deploy;
+mod destinations;
 mod docs;
 mod fuzz;
 mod limits;

@@ -64,17 +64,18 @@ async fn an_upstream_down_for_a_while_gets_each_event_once_when_it_returns() {
     assert!(eventually(Duration::from_secs(10), || up.count() >= 60).await);
     assert_eq!(up.effects(), 0);
     assert_eq!(
-        gw.metric("hookgate_queue_depth{route=\"stripe\"}").await,
+        gw.metric("hookgate_queue_depth{route=\"stripe\",destination=\"stripe\"}")
+            .await,
         30.0
     );
     assert!(
-        gw.metric("hookgate_delivery_attempts_total{route=\"stripe\",result=\"http_5xx\"}")
+        gw.metric("hookgate_delivery_attempts_total{route=\"stripe\",destination=\"stripe\",result=\"http_5xx\"}")
             .await
             >= 60.0
     );
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(
-        gw.metric("hookgate_queue_oldest_age_seconds{route=\"stripe\"}")
+        gw.metric("hookgate_queue_oldest_age_seconds{route=\"stripe\",destination=\"stripe\"}")
             .await
             >= 1.0,
         "the oldest undelivered event's age"
@@ -99,16 +100,17 @@ async fn an_upstream_down_for_a_while_gets_each_event_once_when_it_returns() {
         .await;
     assert_eq!(other.status, 422, "another body under a queued ID");
     assert_eq!(
-        gw.metric("hookgate_queue_deliveries_total{route=\"stripe\",outcome=\"delivered\"}")
+        gw.metric("hookgate_queue_deliveries_total{route=\"stripe\",destination=\"stripe\",outcome=\"delivered\"}")
             .await,
         30.0
     );
     assert_eq!(
-        gw.metric("hookgate_queue_depth{route=\"stripe\"}").await,
+        gw.metric("hookgate_queue_depth{route=\"stripe\",destination=\"stripe\"}")
+            .await,
         0.0
     );
     assert_eq!(
-        gw.metric("hookgate_queue_oldest_age_seconds{route=\"stripe\"}")
+        gw.metric("hookgate_queue_oldest_age_seconds{route=\"stripe\",destination=\"stripe\"}")
             .await,
         0.0
     );
@@ -168,7 +170,8 @@ async fn exhausted_retries_land_in_dead_letters_and_retry_all_dead_delivers_each
             .is_some_and(|r| r.contains("max_attempts"))
     );
     assert_eq!(
-        gw.metric("hookgate_queue_dead{route=\"stripe\"}").await,
+        gw.metric("hookgate_queue_dead{route=\"stripe\",destination=\"stripe\"}")
+            .await,
         5.0,
         "the gauge counts them"
     );
