@@ -780,3 +780,27 @@ fn destinations_are_checked() {
         "{route_rate}"
     );
 }
+
+#[test]
+fn the_readme_fanout_example_is_valid() {
+    let readme = include_str!("../../README.md");
+    let section = readme
+        .split("### Destinations: fan-out")
+        .nth(1)
+        .expect("the README's destinations section");
+    let example = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("its TOML example");
+    let text = format!("[store]\nbackend = \"disk\"\n{example}")
+        .replace("${STRIPE_WEBHOOK_SECRET}", "whsec_x");
+    let cfg = check(&text).expect("the README's fan-out example");
+    let names: Vec<&str> = cfg.routes[0]
+        .destinations
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names, ["billing", "audit"]);
+    assert!(cfg.routes[0].primary().order_by.is_some());
+}
