@@ -122,6 +122,29 @@ async fn fanout_delivers_each_destination_on_its_own(redis: Option<&RedisServer>
     assert_eq!(states.get("audit").map(String::as_str), Some("retrying"));
     let (status, _) = admin(&gw, "GET", "/events/stripe?destination=nosuch").await;
     assert_eq!(status, 404);
+    // The command line shows the destination column and acts on one destination.
+    let base = gw.admin_url("");
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(crate::process::BIN)
+            .arg("events")
+            .args(args)
+            .args(["--route", "stripe", "--admin", base.trim_end_matches('/')])
+            .output()
+            .expect("run events");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, table) = cli(&["list", "--destination", "audit"]);
+    assert!(ok && table.contains("20 event(s)"), "{table}");
+    assert!(table.starts_with("DESTINATION"), "{table}");
+    let (ok, shown) = cli(&["show", "--event-id", "evt_fan_0"]);
+    assert!(ok && shown.contains("destinations:"), "{shown}");
+    assert!(
+        shown.contains("billing") && shown.contains("delivered"),
+        "{shown}"
+    );
 
     // Audit comes back: it gets all 20, each once; billing gets nothing again.
     audit.set_status(200);
@@ -567,4 +590,33 @@ async fn a_dead_event_blocks_its_key_only_on_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_event_is_skipped_by_default() {
     a_dead_event_and_its_key(None, "skip").await;
+}
+
+#[test]
+fn check_prints_each_destination_with_its_filter_pacing_and_order() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("fanout.toml");
+    let config = stripe_route(
+        "[store]\nbackend = \"disk\"\npath = \"q.db\"\n",
+        "[[routes.destinations]]\nname = \"billing\"\nupstream = \"http://127.0.0.1:3001/b\"\nevents = [\"invoice.*\"]\nrate_limit = \"50/s\"\nconcurrency = 4\norder_by = \"json:/data/object/customer\"\non_dead = \"block\"\n[[routes.destinations]]\nname = \"audit\"\nupstream = \"http://127.0.0.1:3002/a\"\n",
+    );
+    std::fs::write(&path, config).expect("write");
+    let out = std::process::Command::new(crate::process::BIN)
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for line in [
+        "  upstream   2 destinations (below)",
+        "  destination billing",
+        "    events     invoice.* (others: not sent here)",
+        "    pacing     concurrency 4; rate limit 50/s; retry 50 attempts, 50ms doubling to 200ms, for at most 1h",
+        "    order by   json:/data/object/customer, one at a time per key (on_dead block)",
+        "  destination audit",
+        "    upstream   http://127.0.0.1:3002/a (timeout 2s)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
 }
