@@ -1,17 +1,37 @@
 //! Durable delivery on Redis: [`QueueStore`] for [`RedisStore`], in a Stream with a
-//! consumer group per route.
+//! consumer group per destination queue.
 //!
-//! Every key of a route carries the hash tag `{<route>}`, so a route's keys share one
-//! cluster slot and every script and pipeline below runs on one node:
+//! Each destination of a route has a queue of its own, under a base of
+//! `<prefix>q:{<route>}:` for the destination named after the route (the keys a route
+//! had before it had destinations) and `<prefix>q:{<route>}/<destination>:` for the
+//! others. Every key of every destination carries the route's hash tag `{<route>}`, so
+//! a route's keys share one cluster slot and every script and pipeline below runs on
+//! one node, a fan-out to several destinations included:
 //!
 //! | key | type | holds |
 //! |---|---|---|
-//! | `<prefix>q:{<route>}:ev:<id>` | hash | `env` (envelope JSON), `body`, `fp`, `status` (JSON), `lease` (while leased); the route's dedup record |
-//! | `<prefix>q:{<route>}:stream` | stream | due events (field `id`), consumer group `hookgate` |
-//! | `<prefix>q:{<route>}:delayed` | zset | retrying events by next try (Unix ms) |
-//! | `<prefix>q:{<route>}:all` | zset | every undelivered event (queued, retrying, dead) by arrival |
-//! | `<prefix>q:{<route>}:dead` | zset | dead events by arrival |
-//! | `<prefix>q:{<route>}:delivered` | zset | delivered records by expiry, trimmed when written or listed |
+//! | `<base>ev:<id>` | hash | `env` (envelope JSON), `body`, `fp`, `status` (JSON), `lease` (while leased), `okey` (the line's key, while it holds a place in one); the destination's dedup record |
+//! | `<base>stream` | stream | due events (field `id`), consumer group `hookgate` |
+//! | `<base>delayed` | zset | retrying events by next try (Unix ms) |
+//! | `<base>all` | zset | every undelivered event (queued, retrying, dead) by arrival |
+//! | `<base>dead` | zset | dead events by arrival |
+//! | `<base>delivered` | zset | delivered records by expiry, trimmed when written or listed |
+//! | `<base>o:<order key>` | list | per-key order (`order_by`): the IDs holding a place in that key's line, in acceptance order |
+//!
+//! **Fan-out.** An enqueue is one script over every destination of the route: a hash
+//! of the event in any of their queues makes it a duplicate; otherwise each
+//! destination it goes to gets its own copy (hash, `all`, stream or line), delivered,
+//! retried and dropped on its own.
+//!
+//! **Per-key order.** An event with an order key is pushed onto its key's line and
+//! enters the stream only if it is the line's first; the others wait (queued, in no
+//! stream or `delayed`). It leaves the line when it is delivered, dies under
+//! `on_dead = "skip"` (the worker clears the status's `order_key`) or is purged; if it
+//! was first, the next event of the line goes into the stream then. A dead event that
+//! keeps its `order_key` (`on_dead = "block"`) keeps its place, and the line waits
+//! until it is retried and delivered, or purged. An operator's retry of an event that
+//! waits behind another queues it without a stream entry: it goes in its turn. This is
+//! the disk store's line index (`RouteIndex` in `dedup/disk/queue.rs`) kept in Redis.
 //!
 //! An undelivered event's hash has no expiry; a delivered one drops its body and
 //! expires after `dedup_ttl`, so copies within the window are still duplicates.
@@ -31,7 +51,8 @@
 //!   script: one round trip per poll (workers poll every queue route), and no window in
 //!   which an entry is pending in the group without a lease token. The script builds the
 //!   event hash keys from the entry's `id` field: they share the route's hash tag, so
-//!   they are in the script's slot. The `XAUTOCLAIM` cursor is kept per route in the
+//!   they are in the script's slot (as are the lines that `finish` and `purge` read
+//!   from a hash's `okey`). The `XAUTOCLAIM` cursor is kept per stream in the
 //!   store, so a long pending list is walked across polls instead of rescanning its
 //!   head. A missing group (`NOGROUP`: first use, or lost in a failover) is created in
 //!   the script (`XGROUP CREATE … 0 MKSTREAM`) and the call repeated.
@@ -87,24 +108,80 @@ const CHUNK: usize = 256;
 /// Reads of a status before a compare-and-set gives up on a racing writer.
 const CAS_TRIES: usize = 3;
 
-/// KEYS: event hash, stream, all. ARGV: env, body, fp, status, event id, received_at.
-/// Returns 0 when stored, the stored fingerprint when the event is there, -1 when it is
-/// there without one.
+/// KEYS: the event's hash in the queue of every destination of the route (those it
+/// goes to included, each once), then per destination it goes to: its event hash,
+/// stream, `all` and, when the event has an order key there, its line. ARGV: env,
+/// body, fp, event id, received_at, how many hashes to check, then per destination it
+/// goes to: its status, `1` when it has a line (else `0`).
+/// Returns 0 when stored, the stored fingerprint when the event is there, `-i` when the
+/// `i`-th hash holds it without one.
 const ENQUEUE: &str = r"
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  local fp = redis.call('HGET', KEYS[1], 'fp')
-  if fp then return fp end
-  return -1
+local n = tonumber(ARGV[6])
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    local fp = redis.call('HGET', KEYS[i], 'fp')
+    if fp then return fp end
+    return -i
+  end
 end
-redis.call('HSET', KEYS[1], 'env', ARGV[1], 'body', ARGV[2], 'fp', ARGV[3], 'status', ARGV[4])
-redis.call('XADD', KEYS[2], '*', 'id', ARGV[5])
-redis.call('ZADD', KEYS[3], ARGV[6], ARGV[5])
+local id, k = ARGV[4], n + 1
+for j = 7, #ARGV, 2 do
+  local ev, stream, all = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+  k = k + 3
+  redis.call('HSET', ev, 'env', ARGV[1], 'body', ARGV[2], 'fp', ARGV[3], 'status', ARGV[j])
+  redis.call('ZADD', all, ARGV[5], id)
+  if ARGV[j + 1] == '1' then
+    local line = KEYS[k]
+    k = k + 1
+    redis.call('HSET', ev, 'okey', line)
+    -- Only the first of its line is due; the others wait for their turn.
+    if redis.call('RPUSH', line, id) == 1 then
+      redis.call('XADD', stream, '*', 'id', id)
+    end
+  else
+    redis.call('XADD', stream, '*', 'id', id)
+  end
+end
 return 0";
+
+/// Lua for the scripts that end an event's place in its key's line: `leave_line(event
+/// hash, event id, stream, delayed, event key prefix)` takes the event out of the line
+/// its `okey` names; when it was the first, the next event of the line is due now
+/// (unless it is dead, leased or already due, as the disk store's `leave_line`). An ID
+/// in a line whose event is gone is dropped from it, so that it holds nothing back.
+/// Spliced into a script after its first line (the flags), by [`with_lines`].
+const LEAVE_LINE: &str = r"
+local function leave_line(ev, id, stream, delayed, ev_prefix)
+  local line = redis.call('HGET', ev, 'okey')
+  if not line then return end
+  redis.call('HDEL', ev, 'okey')
+  local first = redis.call('LINDEX', line, 0)
+  redis.call('LREM', line, 0, id)
+  if first ~= id then return end
+  local nxt = redis.call('LINDEX', line, 0)
+  while nxt do
+    local h = redis.call('HMGET', ev_prefix .. nxt, 'status', 'lease')
+    if h[1] then
+      local ok, st = pcall(cjson.decode, h[1])
+      -- An unreadable next event goes into the stream all the same: the take sets it
+      -- aside and reports it, rather than the line waiting silently.
+      local waiting = not ok or type(st) ~= 'table' or st.state == 'queued' or st.state == 'retrying'
+      if waiting and not h[2] and not redis.call('ZSCORE', delayed, nxt) then
+        redis.call('XADD', stream, '*', 'id', nxt)
+      end
+      return
+    end
+    redis.call('LPOP', line)
+    nxt = redis.call('LINDEX', line, 0)
+  end
+end
+";
 
 /// KEYS: stream, delayed. ARGV: now, max, lease ms, consumer, cursor, nonce, event key
 /// prefix, promote limit. Returns `{next cursor, items}`; an item is
 /// `{token, key, env, body, status}` for a leased event, `{'corrupt', key}` for one set
-/// aside.
+/// aside. An entry of an event that waits in its key's line is dropped, never leased:
+/// only the first of a line is delivered, even if a stray entry names another.
 const TAKE: &str = r"#!lua flags=allow-oom
 local stream, delayed = KEYS[1], KEYS[2]
 local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[8]))
@@ -145,11 +222,14 @@ for _, e in ipairs(entries) do
   local keep = false
   if evid then
     local key = ARGV[7] .. evid
-    local h = redis.call('HMGET', key, 'env', 'body', 'status', 'lease')
+    local h = redis.call('HMGET', key, 'env', 'body', 'status', 'lease', 'okey')
     if h[3] then
       local ok, st = pcall(cjson.decode, h[3])
       if not ok or type(st) ~= 'table' then
         out[#out + 1] = {'corrupt', key}
+      elseif h[5] and redis.call('LINDEX', h[5], 0) ~= evid then
+        -- Waits behind another event of its key (an entry that should not exist):
+        -- it enters the stream again when its turn comes.
       elseif st.state == 'queued' or st.state == 'retrying' then
         local other = h[4] and string.match(h[4], '^([^:]+):')
         local dup = false
@@ -174,7 +254,8 @@ return {claimed[1], out}";
 
 /// KEYS: event hash, stream, all, dead, delayed, delivered. ARGV: lease token, entry
 /// id, new status, kind, ttl ms, expiry ms, retry at, event id, received_at, now, the
-/// envelope to keep once delivered (without headers).
+/// envelope to keep once delivered (without headers), `1` when the new status keeps
+/// its order key (else `0`: the event leaves its line), event key prefix.
 /// Returns 1 when applied, 0 when the lease was lost.
 const FINISH: &str = r"#!lua flags=allow-oom
 local cur = redis.call('HGET', KEYS[1], 'lease')
@@ -189,6 +270,9 @@ end
 redis.call('HSET', KEYS[1], 'status', ARGV[3])
 redis.call('HDEL', KEYS[1], 'lease')
 local id = ARGV[8]
+if ARGV[12] == '0' then
+  leave_line(KEYS[1], id, KEYS[2], KEYS[5], ARGV[13])
+end
 if ARGV[4] == 'delivered' then
   redis.call('HDEL', KEYS[1], 'body')
   redis.call('HSET', KEYS[1], 'env', ARGV[11])
@@ -209,13 +293,14 @@ return 1";
 
 /// KEYS: stream, dead, delayed, all, then event hashes. ARGV: per hash, event id,
 /// expected status, new status. Per event: 1 requeued, 0 changed meanwhile (or leased),
-/// 2 gone (dropped from the indexes).
+/// 2 gone (dropped from the indexes). An event that waits behind another of its key is
+/// queued without a stream entry: it goes in its turn.
 const REQUEUE: &str = r"#!lua flags=allow-oom
 local out = {}
 for i = 5, #KEYS do
   local j = (i - 5) * 3
   local id, old, new = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
-  local cur = redis.call('HMGET', KEYS[i], 'status', 'lease')
+  local cur = redis.call('HMGET', KEYS[i], 'status', 'lease', 'okey')
   if not cur[1] then
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[3], id)
@@ -225,7 +310,9 @@ for i = 5, #KEYS do
     redis.call('HSET', KEYS[i], 'status', new)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[3], id)
-    redis.call('XADD', KEYS[1], '*', 'id', id)
+    if not cur[3] or redis.call('LINDEX', cur[3], 0) == id then
+      redis.call('XADD', KEYS[1], '*', 'id', id)
+    end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
@@ -233,12 +320,13 @@ for i = 5, #KEYS do
 end
 return out";
 
-/// KEYS: all, dead, delayed, then event hashes. ARGV: mode (`dead`: dead events only;
-/// `any`: any undelivered one), then the event IDs. Returns `{purged, dropped from the
-/// dead index}`.
+/// KEYS: all, dead, delayed, stream, then event hashes. ARGV: mode (`dead`: dead
+/// events only; `any`: any undelivered one), event key prefix, then the event IDs.
+/// Returns `{purged, dropped from the dead index}`. A purged event leaves its key's
+/// line, which then goes on.
 const PURGE: &str = r"#!lua flags=allow-oom
 local purged, dropped = 0, 0
-for i = 4, #KEYS do
+for i = 5, #KEYS do
   local id = ARGV[i - 2]
   local s = redis.call('HGET', KEYS[i], 'status')
   local go = false
@@ -260,6 +348,7 @@ for i = 4, #KEYS do
     end
   end
   if go then
+    leave_line(KEYS[i], id, KEYS[4], KEYS[3], ARGV[2])
     redis.call('DEL', KEYS[i])
     redis.call('ZREM', KEYS[1], id)
     dropped = dropped + redis.call('ZREM', KEYS[2], id)
@@ -336,15 +425,24 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return n";
 
+/// A script with [`LEAVE_LINE`] defined after its first line: the flags (`#!lua …`)
+/// must stay first.
+fn with_lines(script: &str) -> String {
+    match script.split_once('\n') {
+        Some((flags, body)) => format!("{flags}\n{LEAVE_LINE}{body}"),
+        None => format!("{LEAVE_LINE}{script}"),
+    }
+}
+
 static SLOT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SLOT));
 static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RATE));
 static PAUSE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PAUSE));
 static FORGET_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FORGET));
 static ENQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE));
 static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
-static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FINISH));
+static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&with_lines(FINISH)));
 static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REQUEUE));
-static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PURGE));
+static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&with_lines(PURGE)));
 static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
 
 /// What a store keeps for its queues: its consumer name and, per stream, where the
@@ -398,9 +496,10 @@ impl QueueState {
 /// Two fields of one hash (`HMGET`), each absent or raw bytes.
 type Pair = (Option<Vec<u8>>, Option<Vec<u8>>);
 
-/// A route's keys.
+/// A destination queue's keys.
 struct Keys {
-    /// `<prefix>q:{<route>}:`
+    /// `<prefix>q:{<route>}:`, or `<prefix>q:{<route>}/<destination>:` for a
+    /// destination not named after the route.
     base: String,
 }
 
@@ -457,6 +556,12 @@ impl Keys {
 
     fn busy(&self) -> String {
         format!("{}busy", self.base)
+    }
+
+    /// An order key's line. The key comes after the route's hash tag, so whatever it
+    /// holds, the line is in the route's slot.
+    fn line(&self, order_key: &str) -> String {
+        format!("{}o:{order_key}", self.base)
     }
 }
 
@@ -645,7 +750,12 @@ impl RedisStore {
         mode: &str,
     ) -> Result<(u64, u64), StoreError> {
         let mut inv = PURGE_SCRIPT.prepare_invoke();
-        inv.key(k.all()).key(k.dead()).key(k.delayed()).arg(mode);
+        inv.key(k.all())
+            .key(k.dead())
+            .key(k.delayed())
+            .key(k.stream())
+            .arg(mode)
+            .arg(k.ev_prefix());
         for id in ids {
             inv.key(k.ev(id)).arg(id);
         }
@@ -662,25 +772,44 @@ impl QueueStore for RedisStore {
         event: &StoredEvent,
         _dedup_ttl: Duration,
     ) -> Result<Enqueued, StoreError> {
-        let [(destination, None)] = fanout.to.as_slice() else {
+        let env = &event.envelope;
+        let id = &env.event_id;
+        // A copy held by any destination of the route is a duplicate, whichever
+        // destinations this one goes to.
+        let mut check: Vec<String> = Vec::new();
+        for d in fanout.all.iter().chain(fanout.to.iter().map(|(d, _)| d)) {
+            let key = Keys::new(&fanout.queue(d)).ev(id);
+            if !check.contains(&key) {
+                check.push(key);
+            }
+        }
+        let Some(first) = check.first().cloned() else {
             return Err(StoreError::Backend(
-                "fan-out is not built on Redis yet".into(),
+                "enqueue: the route has no destination".into(),
             ));
         };
-        let q = &fanout.queue(destination);
-        let k = Keys::new(q);
-        let env = &event.envelope;
-        let key = k.ev(&env.event_id);
         let mut inv = ENQUEUE_SCRIPT.prepare_invoke();
-        inv.key(&key)
-            .key(k.stream())
-            .key(k.all())
-            .arg(to_json(env)?)
+        for key in &check {
+            inv.key(key);
+        }
+        inv.arg(to_json(env)?)
             .arg(event.body.as_ref())
             .arg(&env.fingerprint)
-            .arg(to_json(&Status::queued(now_ms()))?)
-            .arg(&env.event_id)
-            .arg(env.received_at_ms);
+            .arg(id)
+            .arg(env.received_at_ms)
+            .arg(check.len());
+        let now = now_ms();
+        for (d, order_key) in &fanout.to {
+            let k = Keys::new(&fanout.queue(d));
+            let mut status = Status::queued(now);
+            status.order_key.clone_from(order_key);
+            inv.key(k.ev(id)).key(k.stream()).key(k.all());
+            if let Some(key) = order_key {
+                inv.key(k.line(key));
+            }
+            inv.arg(to_json(&status)?)
+                .arg(if order_key.is_some() { "1" } else { "0" });
+        }
         let inv = &inv;
         let wait = self.replica_wait();
         let reply: redis::Value = self
@@ -712,9 +841,16 @@ impl QueueStore for RedisStore {
         match reply {
             redis::Value::Int(0) => Ok(Enqueued::Queued),
             redis::Value::BulkString(fp) => Ok(Enqueued::Existing(Claim::Done {
-                fingerprint: String::from_utf8(fp).map_err(|_| StoreError::Corrupt(key))?,
+                fingerprint: String::from_utf8(fp).map_err(|_| StoreError::Corrupt(first))?,
             })),
-            _ => Err(StoreError::Corrupt(key)),
+            // The hash that holds the event without a fingerprint.
+            redis::Value::Int(i) if i < 0 => Err(StoreError::Corrupt(
+                usize::try_from(i.unsigned_abs() - 1)
+                    .ok()
+                    .and_then(|n| check.get(n).cloned())
+                    .unwrap_or(first),
+            )),
+            _ => Err(StoreError::Corrupt(first)),
         }
     }
 
@@ -839,7 +975,11 @@ impl QueueStore for RedisStore {
                 headers: Vec::new(),
                 query: None,
                 ..env.clone()
-            })?);
+            })?)
+            // Without an order key the event leaves its line (delivered, or dead under
+            // `on_dead = "skip"`: the worker cleared it); with one it keeps its place.
+            .arg(if status.order_key.is_some() { "1" } else { "0" })
+            .arg(k.ev_prefix());
         let inv = &inv;
         let n: i64 = self
             .run(|mut c| async move { inv.invoke_async(&mut c).await })
@@ -1110,6 +1250,44 @@ mod tests {
             assert!(key.starts_with("hg:q:{stripe}:"), "{key}");
         }
         assert!(k.ev("evt_1").starts_with(&k.ev_prefix()));
+        assert_eq!(k.line("cust_1"), "hg:q:{stripe}:o:cust_1");
+    }
+
+    #[test]
+    fn a_named_destination_keeps_the_route_hash_tag() {
+        let q = QueueRef {
+            prefix: "hg:",
+            route: "stripe",
+            destination: "billing",
+        };
+        let k = Keys::new(&q);
+        for key in [
+            k.ev("evt_1"),
+            k.stream(),
+            k.delayed(),
+            k.all(),
+            k.dead(),
+            k.delivered(),
+            k.line("cust_1"),
+            k.rate(),
+            k.pause(),
+            k.busy(),
+        ] {
+            assert!(key.starts_with("hg:q:{stripe}/billing:"), "{key}");
+        }
+        // The route's own destination keeps the keys it had before destinations.
+        assert_ne!(
+            k.stream(),
+            Keys::new(&QueueRef::route("hg:", "stripe")).stream()
+        );
+    }
+
+    #[test]
+    fn the_line_helper_goes_after_the_flags() {
+        let s = with_lines(FINISH);
+        assert!(s.starts_with("#!lua flags=allow-oom\n"));
+        assert!(s.contains("local function leave_line"));
+        assert!(with_lines(PURGE).starts_with("#!lua flags=allow-oom\n"));
     }
 
     #[test]

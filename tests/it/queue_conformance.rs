@@ -10,7 +10,7 @@ use hookgate::dedup::Claim;
 use hookgate::dedup::RedisStore;
 use hookgate::dedup::redis::RedisOptions;
 use hookgate::queue::{
-    Attempt, Enqueued, Envelope, Finish, Leased, QueueRef, QueueStore, State, StoredEvent,
+    Attempt, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, State, StoredEvent,
     StoredHeader, Target, now_ms,
 };
 
@@ -95,6 +95,60 @@ async fn enqueue<S: QueueStore>(s: &S, q: &QueueRef<'_>, ev: &StoredEvent) -> En
     s.enqueue(q, ev, TTL).await.expect("enqueue")
 }
 
+/// One of a route's destinations (not the one named after the route).
+fn dest<'a>(route: &'a str, destination: &'a str) -> QueueRef<'a> {
+    QueueRef {
+        prefix: PREFIX,
+        route,
+        destination,
+    }
+}
+
+/// An event of a route with destinations `all`, going to `to`, unordered.
+async fn enqueue_fanout<S: QueueStore>(
+    s: &S,
+    prefix: &str,
+    route: &str,
+    all: &[&str],
+    to: &[&str],
+    ev: &StoredEvent,
+) -> Enqueued {
+    let fanout = Fanout {
+        prefix,
+        route,
+        all: all.to_vec(),
+        to: to.iter().map(|d| (*d, None)).collect(),
+    };
+    s.enqueue_to(&fanout, ev, TTL).await.expect("enqueue_to")
+}
+
+/// An event in one queue with an order key (or none).
+async fn enqueue_keyed<S: QueueStore>(
+    s: &S,
+    q: &QueueRef<'_>,
+    ev: &StoredEvent,
+    key: Option<&str>,
+) -> Enqueued {
+    let fanout = Fanout {
+        prefix: q.prefix,
+        route: q.route,
+        all: vec![q.destination],
+        to: vec![(q.destination, key.map(str::to_owned))],
+    };
+    s.enqueue_to(&fanout, ev, TTL).await.expect("enqueue_to")
+}
+
+/// The IDs of what is due now, sorted (each taken for a long lease).
+async fn due_ids<S: QueueStore>(s: &S, q: &QueueRef<'_>) -> (Vec<String>, Vec<Leased>) {
+    let got = take(s, q, LONG).await;
+    let mut ids: Vec<String> = got
+        .iter()
+        .map(|l| l.event.envelope.event_id.clone())
+        .collect();
+    ids.sort();
+    (ids, got)
+}
+
 async fn take<S: QueueStore>(s: &S, q: &QueueRef<'_>, lease: Duration) -> Vec<Leased> {
     s.take_due(q, 10, lease).await.expect("take_due")
 }
@@ -129,6 +183,208 @@ pub async fn queue_conforms<S: QueueStore>(s: &S) {
     concurrent_takes_are_exclusive(s).await;
     a_forgotten_delivery_is_accepted_again(s).await;
     rate_limits_count_starts_and_pauses_hold_them(s).await;
+    fanout_delivers_to_each_destination_on_its_own(s).await;
+    order_lines_deliver_one_at_a_time(s).await;
+}
+
+/// A route with destinations a, b and c: an event for a and b is stored once per
+/// destination and delivered, or dies, in each on its own; a copy is a duplicate
+/// whichever destinations it would go to.
+async fn fanout_delivers_to_each_destination_on_its_own<S: QueueStore>(s: &S) {
+    let route = unique_route("fanout");
+    let (qa, qb, qc) = (dest(&route, "a"), dest(&route, "b"), dest(&route, "c"));
+    let all = ["a", "b", "c"];
+    let ev = event("evt_f", b"{\"fan\":\"out\"}", now_ms());
+    let fp = ev.envelope.fingerprint.clone();
+    assert_eq!(
+        enqueue_fanout(s, PREFIX, &route, &all, &["a", "b"], &ev).await,
+        Enqueued::Queued
+    );
+    let la = take_one(s, &qa, "evt_f").await;
+    assert_eq!(la.event, ev, "a's copy, body intact");
+    let lb = take_one(s, &qb, "evt_f").await;
+    assert_eq!(lb.event, ev, "b's copy, body intact");
+    assert!(
+        take(s, &qc, LONG).await.is_empty(),
+        "c is not a destination"
+    );
+    assert!(s.show(&qc, "evt_f").await.expect("show").is_none());
+
+    // A copy is a duplicate, even one that would go to c only; another body under
+    // the same ID reports the first body's fingerprint.
+    for to in [&["a", "b"][..], &["c"][..]] {
+        assert_eq!(
+            enqueue_fanout(s, PREFIX, &route, &all, to, &ev).await,
+            done(&fp)
+        );
+    }
+    let other = event("evt_f", b"another body", now_ms());
+    assert_eq!(
+        enqueue_fanout(s, PREFIX, &route, &all, &["c"], &other).await,
+        done(&fp)
+    );
+    assert!(take(s, &qc, LONG).await.is_empty(), "c still has nothing");
+    for (q, waiting) in [(&qa, 1), (&qb, 1), (&qc, 0)] {
+        let depth = s.depth(q).await.expect("depth");
+        assert_eq!((depth.waiting, depth.dead), (waiting, 0), "{}", q.name());
+    }
+
+    // Delivered to a: b's copy still waits for its own delivery.
+    assert!(s.finish(&qa, &la, &delivered(), TTL).await.expect("finish"));
+    let (_, status) = s.show(&qb, "evt_f").await.expect("show").expect("b's copy");
+    assert_eq!(status.state, State::Queued);
+    assert_eq!(ids(s, &qb, None).await, ["evt_f"]);
+    assert_eq!(ids(s, &qa, Some(State::Delivered)).await, ["evt_f"]);
+    // Dead in b: a's stays delivered.
+    assert!(s.finish(&qb, &lb, &dead(), TTL).await.expect("finish"));
+    let (_, status) = s
+        .show(&qa, "evt_f")
+        .await
+        .expect("show")
+        .expect("a's record");
+    assert_eq!(status.state, State::Delivered);
+    assert_eq!(ids(s, &qb, Some(State::Dead)).await, ["evt_f"]);
+    for (q, waiting, dead) in [(&qa, 0, 0), (&qb, 0, 1), (&qc, 0, 0)] {
+        let depth = s.depth(q).await.expect("depth");
+        assert_eq!((depth.waiting, depth.dead), (waiting, dead), "{}", q.name());
+    }
+    // Both finished: a copy is still a duplicate.
+    assert_eq!(
+        enqueue_fanout(s, PREFIX, &route, &all, &["a", "b"], &ev).await,
+        done(&fp)
+    );
+
+    // A destination of another route, or of another prefix, is another queue, and so
+    // is the destination named after the route beside a named one.
+    let route2 = unique_route("fanout-other");
+    assert_eq!(
+        enqueue_fanout(s, PREFIX, &route2, &["a"], &["a"], &ev).await,
+        Enqueued::Queued
+    );
+    assert_eq!(
+        enqueue_fanout(s, "qc-other:", &route, &all, &["a"], &ev).await,
+        Enqueued::Queued
+    );
+    let elsewhere = QueueRef {
+        prefix: "qc-other:",
+        route: &route,
+        destination: "a",
+    };
+    assert_eq!(take_one(s, &dest(&route2, "a"), "evt_f").await.event, ev);
+    assert_eq!(take_one(s, &elsewhere, "evt_f").await.event, ev);
+    assert!(take(s, &qa, LONG).await.is_empty());
+    assert_eq!(ids(s, &qa, Some(State::Delivered)).await, ["evt_f"]);
+    let route3 = unique_route("fanout-own");
+    let own = [route3.as_str(), "b"];
+    assert_eq!(
+        enqueue_fanout(s, PREFIX, &route3, &own, &own, &ev).await,
+        Enqueued::Queued
+    );
+    assert_eq!(take_one(s, &queue(&route3), "evt_f").await.event, ev);
+    assert_eq!(take_one(s, &dest(&route3, "b"), "evt_f").await.event, ev);
+}
+
+/// Per-key order: only the first event of a key's line is due; the next goes when it
+/// is delivered, dies under `on_dead = "skip"` (the worker clears its order key) or is
+/// purged. A dead event that keeps its key (`on_dead = "block"`) holds its line.
+async fn order_lines_deliver_one_at_a_time<S: QueueStore>(s: &S) {
+    let route = unique_route("order");
+    let q = queue(&route);
+    let ev = |id: &str| event(id, id.as_bytes(), now_ms());
+    for (id, key) in [
+        ("e1", Some("k1")),
+        ("e2", Some("k1")),
+        ("e3", Some("k1")),
+        ("e4", Some("k2")),
+        ("e5", None),
+    ] {
+        assert_eq!(enqueue_keyed(s, &q, &ev(id), key).await, Enqueued::Queued);
+    }
+    let (due, got) = due_ids(s, &q).await;
+    assert_eq!(due, ["e1", "e4", "e5"], "the first of each line, and e5");
+    assert_eq!(s.depth(&q).await.expect("depth").waiting, 5);
+    let (_, status) = s.show(&q, "e2").await.expect("show").expect("e2");
+    assert_eq!(status.state, State::Queued, "waiting in line is queued");
+    assert_eq!(status.order_key.as_deref(), Some("k1"));
+    for l in &got {
+        if l.event.envelope.event_id != "e1" {
+            assert!(s.finish(&q, l, &delivered(), TTL).await.expect("finish"));
+        }
+    }
+    assert!(take(s, &q, LONG).await.is_empty(), "e2 waits behind e1");
+    let e1 = got
+        .iter()
+        .find(|l| l.event.envelope.event_id == "e1")
+        .expect("e1");
+    assert!(s.finish(&q, e1, &delivered(), TTL).await.expect("finish"));
+
+    // e1 delivered: e2 goes, alone.
+    let l = take_one(s, &q, "e2").await;
+    assert_eq!(l.event.body.as_ref(), b"e2");
+    assert!(take(s, &q, LONG).await.is_empty());
+    // A retry keeps its place: e2 again, not e3.
+    assert!(
+        s.finish(&q, &l, &retry_at(now_ms().saturating_sub(1000)), TTL)
+            .await
+            .expect("finish")
+    );
+    let mut l = take_one(s, &q, "e2").await;
+    assert_eq!(l.status.state, State::Retrying);
+    assert!(take(s, &q, LONG).await.is_empty());
+    // Dead under `skip`: e3 goes.
+    l.status.order_key = None;
+    assert!(s.finish(&q, &l, &dead(), TTL).await.expect("finish"));
+    let l = take_one(s, &q, "e3").await;
+    // Dead under `block`: the line waits, e6 behind it too.
+    assert!(s.finish(&q, &l, &dead(), TTL).await.expect("finish"));
+    assert_eq!(
+        enqueue_keyed(s, &q, &ev("e6"), Some("k1")).await,
+        Enqueued::Queued
+    );
+    assert!(take(s, &q, LONG).await.is_empty(), "e3 dead holds k1");
+    let depth = s.depth(&q).await.expect("depth");
+    assert_eq!((depth.waiting, depth.dead), (1, 2));
+    // An operator's retry of e3: e3 is due, e6 still waits.
+    assert_eq!(
+        s.retry(&q, &Target::One("e3".into())).await.expect("retry"),
+        1
+    );
+    let l = take_one(s, &q, "e3").await;
+    assert_eq!(l.status.state, State::Queued);
+    assert!(take(s, &q, LONG).await.is_empty(), "e6 waits behind e3");
+    // Dead again, then purged: e6 goes.
+    assert!(s.finish(&q, &l, &dead(), TTL).await.expect("finish"));
+    assert!(take(s, &q, LONG).await.is_empty());
+    assert_eq!(
+        s.purge(&q, &Target::One("e3".into())).await.expect("purge"),
+        1
+    );
+    let l = take_one(s, &q, "e6").await;
+    assert!(s.finish(&q, &l, &delivered(), TTL).await.expect("finish"));
+
+    // A purge of an event waiting in line takes it out of the line, and the first
+    // goes on as it was.
+    for id in ["w1", "w2", "w3"] {
+        assert_eq!(
+            enqueue_keyed(s, &q, &ev(id), Some("k3")).await,
+            Enqueued::Queued
+        );
+    }
+    let w1 = take_one(s, &q, "w1").await;
+    assert_eq!(
+        s.purge(&q, &Target::One("w2".into())).await.expect("purge"),
+        1
+    );
+    assert!(s.show(&q, "w2").await.expect("show").is_none());
+    assert!(take(s, &q, LONG).await.is_empty(), "w1 is leased, w3 waits");
+    let (_, status) = s.show(&q, "w1").await.expect("show").expect("w1");
+    assert_eq!(status.state, State::Queued);
+    assert!(s.finish(&q, &w1, &delivered(), TTL).await.expect("finish"));
+    let w3 = take_one(s, &q, "w3").await;
+    assert!(s.finish(&q, &w3, &delivered(), TTL).await.expect("finish"));
+    assert!(take(s, &q, LONG).await.is_empty());
+    // e2, dead under `skip`, is left.
+    assert_eq!(ids(s, &q, None).await, ["e2"]);
 }
 
 async fn rate_limits_count_starts_and_pauses_hold_them<S: QueueStore>(s: &S) {
@@ -792,6 +1048,61 @@ async fn the_redis_queue_keeps_its_layout_and_recovers_its_group() {
     );
 }
 
+/// The Redis layout of destinations and lines: a named destination's keys are under
+/// `q:{<route>}/<destination>:`; a key's line is a list of IDs under `o:<key>`, each
+/// event's hash names it (`okey`) while it holds a place, and only the first of the
+/// line has a stream entry (a stray entry for another is dropped, not delivered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_queue_keeps_lines_per_destination() {
+    let server = RedisServer::start();
+    let s = redis_store(&server);
+    let route = unique_route("lines");
+    let q = dest(&route, "billing");
+    let key = |suffix: &str| format!("{PREFIX}q:{{{route}}}/billing:{suffix}");
+    let xlen = || -> i64 { server.cmd(redis::cmd("XLEN").arg(key("stream"))) };
+    let line =
+        || -> Vec<String> { server.cmd(redis::cmd("LRANGE").arg(key("o:cust")).arg(0).arg(-1)) };
+    let okey = |id: &str| -> Option<String> {
+        server.cmd(redis::cmd("HGET").arg(key(&format!("ev:{id}"))).arg("okey"))
+    };
+    for id in ["evt_1", "evt_2"] {
+        let ev = event(id, id.as_bytes(), now_ms());
+        assert_eq!(
+            enqueue_keyed(&s, &q, &ev, Some("cust")).await,
+            Enqueued::Queued
+        );
+    }
+    assert_eq!(line(), ["evt_1", "evt_2"]);
+    assert_eq!(okey("evt_2"), Some(key("o:cust")));
+    assert_eq!(xlen(), 1, "only the first of the line has an entry");
+
+    let _: String = server.cmd(
+        redis::cmd("XADD")
+            .arg(key("stream"))
+            .arg("*")
+            .arg("id")
+            .arg("evt_2"),
+    );
+    let first = take_one(&s, &q, "evt_1").await;
+    assert_eq!(xlen(), 1, "the stray entry was dropped");
+    assert!(
+        s.finish(&q, &first, &delivered(), TTL)
+            .await
+            .expect("finish")
+    );
+    assert_eq!(okey("evt_1"), None, "a delivered event left its line");
+    assert_eq!(line(), ["evt_2"]);
+    let second = take_one(&s, &q, "evt_2").await;
+    assert!(
+        s.finish(&q, &second, &delivered(), TTL)
+            .await
+            .expect("finish")
+    );
+    let exists: i64 = server.cmd(redis::cmd("EXISTS").arg(key("o:cust")));
+    assert_eq!(exists, 0, "an empty line is gone");
+    assert_eq!(xlen(), 0);
+}
+
 /// With `min_replicas_ack`, an enqueue no replica acknowledged is an error (503).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_enqueue_without_replica_acks_fails() {
@@ -827,6 +1138,7 @@ async fn the_disk_queue_survives_a_reopen() {
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("q.db");
     let q = queue("reopen");
+    let ordered = queue("reopen-ordered");
     {
         let s = hookgate::dedup::DiskStore::open(&path).expect("open");
         let ev = |i: u32| event(&format!("evt_r{i}"), b"body", now_ms());
@@ -841,6 +1153,14 @@ async fn the_disk_queue_survives_a_reopen() {
         assert_eq!(enqueue(&s, &q, &ev(1)).await, Enqueued::Queued);
         let _ = take_one(&s, &q, "evt_r1").await;
         assert_eq!(enqueue(&s, &q, &ev(2)).await, Enqueued::Queued);
+        // Two events of one key, in another queue: their line is kept in the file.
+        for id in ["evt_o1", "evt_o2"] {
+            let e = event(id, id.as_bytes(), now_ms());
+            assert_eq!(
+                enqueue_keyed(&s, &ordered, &e, Some("k")).await,
+                Enqueued::Queued
+            );
+        }
     }
     // The writer thread lets go of the file once the last handle is dropped.
     let mut reopened = None;
@@ -866,4 +1186,15 @@ async fn the_disk_queue_survives_a_reopen() {
     assert_eq!(ids(&s, &q, Some(State::Delivered)).await, ["evt_r0"]);
     let ev = event("evt_r0", b"body", now_ms());
     assert!(matches!(enqueue(&s, &q, &ev).await, Enqueued::Existing(_)));
+
+    // The line survived: only its first is due, and the second once it is delivered.
+    let first = take_one(&s, &ordered, "evt_o1").await;
+    assert!(take(&s, &ordered, LONG).await.is_empty(), "evt_o2 waits");
+    assert!(
+        s.finish(&ordered, &first, &delivered(), TTL)
+            .await
+            .expect("finish")
+    );
+    let second = take_one(&s, &ordered, "evt_o2").await;
+    assert_eq!(second.status.order_key.as_deref(), Some("k"));
 }
