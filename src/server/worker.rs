@@ -80,14 +80,14 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
                 let lease = dest.upstream_timeout + LEASE_MARGIN;
                 match take_bounded(&state, &q, dest, free, lease).await {
                     Ok(batch) => {
-                        for (leased, slot) in batch {
+                        for (leased, slot, rate_asked) in batch {
                             let Ok(permit) = sem.clone().try_acquire_owned() else {
                                 break;
                             };
                             let (st, rt) = (state.clone(), routing.clone());
                             let (r, d) = (route.clone(), dest.clone());
                             attempts.spawn(async move {
-                                attempt(&st, &rt, &r, &d, leased).await;
+                                attempt(&st, &rt, &r, &d, leased, rate_asked).await;
                                 if let Some(token) = slot {
                                     let q = rt.queue(&r.name, &d.name);
                                     // Not given back, it frees itself when its lease ends.
@@ -170,13 +170,13 @@ async fn take_bounded(
     dest: &Destination,
     max: usize,
     lease: Duration,
-) -> Result<Vec<(Leased, Option<String>)>, crate::dedup::StoreError> {
+) -> Result<Vec<(Leased, Option<String>, Option<Instant>)>, crate::dedup::StoreError> {
     let store = state.store();
     let shared = store.shares_slots();
     let Some(limit) = &dest.rate_limit else {
         if !shared {
             let batch = store.take_due(q, max, lease).await?;
-            return Ok(batch.into_iter().map(|l| (l, None)).collect());
+            return Ok(batch.into_iter().map(|l| (l, None, None)).collect());
         }
         // Slots for the whole batch in one call, the unused ones back in one each.
         let mut slots = store.slot_take(q, dest.concurrency, max, lease).await?;
@@ -187,7 +187,11 @@ async fn take_bounded(
         for unused in slots.split_off(batch.len()) {
             store.slot_return(q, &unused).await?;
         }
-        return Ok(batch.into_iter().zip(slots.into_iter().map(Some)).collect());
+        return Ok(batch
+            .into_iter()
+            .zip(slots)
+            .map(|(l, slot)| (l, Some(slot), None))
+            .collect());
     };
     // Rate-limited: one event per rate slot, so a slot is never held by nothing.
     let mut out = Vec::new();
@@ -200,6 +204,7 @@ async fn take_bounded(
         } else {
             None
         };
+        let asked = Instant::now();
         let rate = match store.rate_take(q, limit).await? {
             Ok(token) => token,
             Err(_wait) => {
@@ -211,7 +216,7 @@ async fn take_bounded(
         };
         let mut one = store.take_due(q, 1, lease).await?;
         match one.pop() {
-            Some(leased) => out.push((leased, slot)),
+            Some(leased) => out.push((leased, slot, Some(asked))),
             None => {
                 store.rate_return(q, &rate).await?;
                 if let Some(token) = &slot {
@@ -222,6 +227,38 @@ async fn take_bounded(
         }
     }
     Ok(out)
+}
+
+/// How long a rate slot may have been granted before its delivery is sent: half the
+/// limiter's slack, the rest is for the request to reach the upstream.
+const RATE_FRESH: Duration = Duration::from_millis(50);
+
+/// Makes sure the delivery about to be sent holds a rate slot granted less than
+/// [`RATE_FRESH`] ago. The limiter counts a delivery from when its slot was granted;
+/// on a loaded machine the lease, the task and the connection can take longer than
+/// the limiter's slack, and deliveries whose slots were granted in different windows
+/// would then reach the upstream in the same one. A stale slot stays counted (it only
+/// makes the limit stricter) and a fresh one is taken, waiting for it if need be.
+async fn fresh_rate_slot(
+    state: &AppState,
+    q: &QueueRef<'_>,
+    limit: &crate::queue::RateLimit,
+    mut asked: Instant,
+) {
+    // Bounded: a machine so loaded that every slot goes stale still sends, late.
+    for _ in 0..20 {
+        if asked.elapsed() <= RATE_FRESH {
+            return;
+        }
+        let now = Instant::now();
+        match state.store().rate_take(q, limit).await {
+            Ok(Ok(_token)) => asked = now,
+            // Not granted: wait, then ask again.
+            Ok(Err(wait)) => tokio::time::sleep(wait.min(limit.counted_over())).await,
+            // The store does not answer: the slot taken before stands.
+            Err(_) => return,
+        }
+    }
 }
 
 /// Whether a (sync) route's destination has events waiting in its queue.
@@ -307,6 +344,7 @@ async fn attempt(
     route: &Route,
     dest: &Destination,
     mut leased: Leased,
+    rate_asked: Option<Instant>,
 ) {
     let env = &leased.event.envelope;
     let headers = env.header_map();
@@ -323,6 +361,10 @@ async fn attempt(
             .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
         now: state.clock.now(),
     };
+    let q = routing.queue(&route.name, &dest.name);
+    if let (Some(limit), Some(asked)) = (&dest.rate_limit, rate_asked) {
+        fresh_rate_slot(state, &q, limit, asked).await;
+    }
     let started_ms = now_ms();
     let t = Instant::now();
     let result = state.forwarder.send(route, dest, out).await;
@@ -332,7 +374,6 @@ async fn attempt(
         .metrics
         .upstream(&route_metrics, elapsed.as_secs_f64());
     let (label, retry_after) = classify(&result);
-    let q = routing.queue(&route.name, &dest.name);
     // On a rate-limited destination, a 429 or 503 with Retry-After pauses every
     // delivery to it, not only this event's (on every replica, on Redis); other
     // destinations go on.
