@@ -804,3 +804,29 @@ fn the_readme_fanout_example_is_valid() {
     assert_eq!(names, ["billing", "audit"]);
     assert!(cfg.routes[0].primary().order_by.is_some());
 }
+
+#[test]
+fn a_destination_timeout_is_checked_against_the_lease_where_it_applies() {
+    let base = FANOUT.replace("upstream_timeout = \"4s\"\n", "").replace(
+        "backend = \"disk\"\n",
+        "backend = \"disk\"\ninflight_ttl = \"8s\"\n",
+    );
+    let own = |t: &str| {
+        format!(
+            "[[routes.destinations]]\nname = \"d{t}\"\nupstream = \"http://127.0.0.1:3001/\"\nupstream_timeout = \"{t}\"\n"
+        )
+    };
+    // Every destination sets a timeout within the lease: the route's built-in 10 s
+    // default applies nowhere.
+    check(&format!("{base}{}{}", own("5s"), own("6s"))).expect("valid");
+    // One inherits the 10 s default: that one is refused, at its own name.
+    let inherits = errors(&format!(
+        "{base}{}[[routes.destinations]]\nname = \"plain\"\nupstream = \"http://127.0.0.1:3002/\"\n",
+        own("5s")
+    ));
+    assert!(
+        inherits.contains("routes[0].destinations[1].upstream_timeout: store.inflight_ttl (8s)"),
+        "{inherits}"
+    );
+    assert!(!inherits.contains("destinations[0]"), "{inherits}");
+}

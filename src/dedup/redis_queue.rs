@@ -292,14 +292,15 @@ redis.call('XDEL', KEYS[2], ARGV[2])
 return 1";
 
 /// KEYS: stream, dead, delayed, all, then event hashes. ARGV: per hash, event id,
-/// expected status, new status. Per event: 1 requeued, 0 changed meanwhile (or leased),
-/// 2 gone (dropped from the indexes). An event that waits behind another of its key is
-/// queued without a stream entry: it goes in its turn.
+/// expected status, new status, and its key's line (or empty). Per event: 1 requeued,
+/// 0 changed meanwhile (or leased), 2 gone (dropped from the indexes). An event that
+/// waits behind another of its key is queued without a stream entry: it goes in its
+/// turn; one that left its line when it died joins it again at the end.
 const REQUEUE: &str = r"#!lua flags=allow-oom
 local out = {}
 for i = 5, #KEYS do
-  local j = (i - 5) * 3
-  local id, old, new = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  local j = (i - 5) * 4
+  local id, old, new, line = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
   local cur = redis.call('HMGET', KEYS[i], 'status', 'lease', 'okey')
   if not cur[1] then
     redis.call('ZREM', KEYS[2], id)
@@ -310,7 +311,13 @@ for i = 5, #KEYS do
     redis.call('HSET', KEYS[i], 'status', new)
     redis.call('ZREM', KEYS[2], id)
     redis.call('ZREM', KEYS[3], id)
-    if not cur[3] or redis.call('LINDEX', cur[3], 0) == id then
+    if not cur[3] and line ~= '' then
+      -- It left its key's line when it died (on_dead = skip): back at the end.
+      redis.call('HSET', KEYS[i], 'okey', line)
+      if redis.call('RPUSH', line, id) == 1 then
+        redis.call('XADD', KEYS[1], '*', 'id', id)
+      end
+    elseif not cur[3] or redis.call('LINDEX', cur[3], 0) == id then
       redis.call('XADD', KEYS[1], '*', 'id', id)
     end
     out[#out + 1] = 1
@@ -673,10 +680,10 @@ impl RedisStore {
             }
             let read = self.status_lease(k, &pending).await?;
             let now = now_ms();
-            let mut ops: Vec<(String, Vec<u8>, String)> = Vec::new();
+            let mut ops: Vec<(String, Vec<u8>, String, String)> = Vec::new();
             for (id, (status, lease)) in pending.iter().zip(read) {
                 let Some(raw) = status else {
-                    ops.push((id.clone(), Vec::new(), String::new()));
+                    ops.push((id.clone(), Vec::new(), String::new(), String::new()));
                     continue;
                 };
                 if lease.is_some() {
@@ -687,7 +694,8 @@ impl RedisStore {
                     continue;
                 }
                 st.requeue(now);
-                ops.push((id.clone(), raw, to_json(&st)?));
+                let line = st.order_key.as_deref().map_or(String::new(), |o| k.line(o));
+                ops.push((id.clone(), raw, to_json(&st)?, line));
             }
             if ops.is_empty() {
                 break;
@@ -697,15 +705,19 @@ impl RedisStore {
                 .key(k.dead())
                 .key(k.delayed())
                 .key(k.all());
-            for (id, old, new) in &ops {
-                inv.key(k.ev(id)).arg(id).arg(old.as_slice()).arg(new);
+            for (id, old, new, line) in &ops {
+                inv.key(k.ev(id))
+                    .arg(id)
+                    .arg(old.as_slice())
+                    .arg(new)
+                    .arg(line);
             }
             let inv = &inv;
             let results: Vec<i64> = self
                 .run(|mut c| async move { inv.invoke_async(&mut c).await })
                 .await?;
             let mut raced = Vec::new();
-            for ((id, old, _), r) in ops.into_iter().zip(results) {
+            for ((id, old, _, _), r) in ops.into_iter().zip(results) {
                 match r {
                     1 => requeued += 1,
                     2 => gone += 1,

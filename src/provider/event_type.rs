@@ -55,6 +55,18 @@ impl EventTypeSource {
 
     /// The event type of a delivery, if it has one: printable ASCII, at most 200 bytes.
     pub fn extract(&self, headers: &HeaderMap, body: &[u8]) -> Option<String> {
+        let raw = self.raw(headers, body)?;
+        let clean: String = raw
+            .chars()
+            .filter(|c| c.is_ascii_graphic() || *c == ' ')
+            .take(MAX_LEN)
+            .collect();
+        (!clean.is_empty()).then_some(clean)
+    }
+
+    /// The value as the delivery has it, not cleaned or cut (an `order_by` key: two
+    /// keys must stay two keys).
+    pub fn raw(&self, headers: &HeaderMap, body: &[u8]) -> Option<String> {
         let header = |h: &HeaderName| {
             headers
                 .get(h)
@@ -74,12 +86,7 @@ impl EventTypeSource {
                 }
             }
         };
-        let clean: String = raw
-            .chars()
-            .filter(|c| c.is_ascii_graphic() || *c == ' ')
-            .take(MAX_LEN)
-            .collect();
-        (!clean.is_empty()).then_some(clean)
+        (!raw.is_empty()).then_some(raw)
     }
 }
 

@@ -225,6 +225,10 @@ pub struct Status {
     /// "skip"`, which the worker marks by clearing this before recording the attempt).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_key: Option<String>,
+    /// The key of the line a dead event left (`on_dead = "skip"`): an operator's retry
+    /// puts it back at the end of that line, so it never runs beside its key's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_line: Option<String>,
 }
 
 impl Status {
@@ -238,6 +242,7 @@ impl Status {
             dead_reason: None,
             requeued_at_ms: None,
             order_key: None,
+            left_line: None,
         }
     }
 
@@ -272,8 +277,12 @@ impl Status {
     }
 
     /// Back in the queue, due now (an operator's retry). The schedule starts again:
-    /// the attempt count from zero, `max_age` from now; the history is kept.
+    /// the attempt count from zero, `max_age` from now; the history is kept. An event
+    /// that left its key's line when it died takes a place at the end of it again.
     pub fn requeue(&mut self, now_ms: u64) {
+        if self.order_key.is_none() {
+            self.order_key = self.left_line.take();
+        }
         self.state = State::Queued;
         self.attempts = 0;
         self.next_at_ms = Some(now_ms);

@@ -604,7 +604,7 @@ impl Job {
                     let key = d
                         .order_by
                         .as_ref()
-                        .and_then(|o| o.extract(&self.headers, &self.body))
+                        .and_then(|o| o.raw(&self.headers, &self.body))
                         .map(|v| crate::queue::order_key(&v));
                     (d.name.as_str(), key)
                 })
@@ -624,14 +624,19 @@ impl Job {
             }
             Ok(Enqueued::Existing(Claim::Done { .. })) => (Answer::Mismatch { event_id }, None),
             Ok(Enqueued::Existing(_)) => (Answer::InFlight { event_id }, None),
-            // A forward without a claim reaches one upstream: with several
-            // destinations the provider is asked to retry instead.
-            Err(e) if self.route.destinations.len() > 1 => (
-                Answer::StoreUnavailable,
-                Some(format!(
-                    "{e}; not forwarded: the route has several destinations"
-                )),
-            ),
+            // A forward without a claim reaches one upstream, past any key's line:
+            // with several destinations, or per-key order, the provider is asked to
+            // retry instead.
+            Err(e)
+                if self.route.destinations.len() > 1 || self.route.primary().order_by.is_some() =>
+            {
+                (
+                    Answer::StoreUnavailable,
+                    Some(format!(
+                        "{e}; not forwarded without a claim: the route has several destinations or per-key order"
+                    )),
+                )
+            }
             Err(e) => match self.route.on_error {
                 OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 OnError::Forward => {

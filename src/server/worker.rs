@@ -232,29 +232,37 @@ async fn take_bounded(
 /// How long a rate slot may have been granted before its delivery is sent: half the
 /// limiter's slack, the rest is for the request to reach the upstream.
 const RATE_FRESH: Duration = Duration::from_millis(50);
+/// The longest a leased delivery waits for a fresh rate slot.
+const RATE_WAIT: Duration = Duration::from_millis(2500);
+const _: () = assert!(RATE_WAIT.as_millis() < LEASE_MARGIN.as_millis());
 
 /// Makes sure the delivery about to be sent holds a rate slot granted less than
 /// [`RATE_FRESH`] ago. The limiter counts a delivery from when its slot was granted;
 /// on a loaded machine the lease, the task and the connection can take longer than
 /// the limiter's slack, and deliveries whose slots were granted in different windows
 /// would then reach the upstream in the same one. A stale slot stays counted (it only
-/// makes the limit stricter) and a fresh one is taken, waiting for it if need be.
+/// makes the limit stricter) and a fresh one is taken, waiting for it if need be — but
+/// never past [`RATE_WAIT`], well within the event's lease (`upstream_timeout` +
+/// [`LEASE_MARGIN`]), so no other worker takes the event meanwhile; past it the
+/// delivery goes with the slot it has.
 async fn fresh_rate_slot(
     state: &AppState,
     q: &QueueRef<'_>,
     limit: &crate::queue::RateLimit,
     mut asked: Instant,
 ) {
-    // Bounded: a machine so loaded that every slot goes stale still sends, late.
-    for _ in 0..20 {
-        if asked.elapsed() <= RATE_FRESH {
+    let deadline = Instant::now() + RATE_WAIT;
+    while asked.elapsed() > RATE_FRESH {
+        let now = Instant::now();
+        if now >= deadline {
             return;
         }
-        let now = Instant::now();
         match state.store().rate_take(q, limit).await {
             Ok(Ok(_token)) => asked = now,
             // Not granted: wait, then ask again.
-            Ok(Err(wait)) => tokio::time::sleep(wait.min(limit.counted_over())).await,
+            Ok(Err(wait)) => {
+                tokio::time::sleep(wait.min(deadline.saturating_duration_since(now))).await;
+            }
             // The store does not answer: the slot taken before stands.
             Err(_) => return,
         }
@@ -461,7 +469,7 @@ async fn attempt(
     };
     // Under `on_dead = "skip"` a dead event gives its key's line to the next event.
     if matches!(end, Finish::Dead(..)) && dest.on_dead == OnDead::Skip {
-        leased.status.order_key = None;
+        leased.status.left_line = leased.status.order_key.take();
     }
     // A failed attempt is retried on its schedule anyway: recording it may give up with
     // the lease. A delivery is worth recording for longer (a store that is down for a

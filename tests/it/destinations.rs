@@ -620,3 +620,53 @@ fn check_prints_each_destination_with_its_filter_pacing_and_order() {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_store_only_a_plain_queue_route_forwards_unclaimed() {
+    let mut redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let route = |name: &str, rest: &str| {
+        format!(
+            "[[routes]]\nname = \"{name}\"\npath = \"/{name}\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\ndelivery = \"queue\"\non_error = \"forward\"\n{rest}\n"
+        )
+    };
+    let config = format!(
+        "[store]\nbackend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\n{}{}{}",
+        redis.url(),
+        route("plain", &format!("upstream = \"{}\"", up.url("/plain"))),
+        route(
+            "ordered",
+            &format!(
+                "upstream = \"{}\"\norder_by = \"json:/data/object/customer\"",
+                up.url("/ordered")
+            )
+        ),
+        route(
+            "fanout",
+            &format!(
+                "[[routes.destinations]]\nname = \"a\"\nupstream = \"{}\"\n[[routes.destinations]]\nname = \"b\"\nupstream = \"{}\"",
+                up.url("/a"),
+                up.url("/b")
+            )
+        ),
+    );
+    let gw = TestGateway::start(&config).await;
+    redis.stop();
+    let body = typed("evt_down", "invoice.paid", "cus_1");
+    let r = gw.deliver("plain", &body, "evt_down").await;
+    assert_eq!(r.outcome(), "forwarded_unclaimed", "{}", r.body);
+    // A forward without a claim would pass the key's line, or reach one destination
+    // of two: the provider is asked to retry instead.
+    for name in ["ordered", "fanout"] {
+        let r = gw.deliver(name, &body, "evt_down").await;
+        assert_eq!(
+            (r.status, r.outcome()),
+            (503, "store_error"),
+            "{name}: {}",
+            r.body
+        );
+        assert!(r.headers.contains_key("retry-after"), "{name}");
+    }
+    assert_eq!(up.count(), 1, "only the plain route forwarded");
+    gw.stop().await;
+}

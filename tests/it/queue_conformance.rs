@@ -331,8 +331,8 @@ async fn order_lines_deliver_one_at_a_time<S: QueueStore>(s: &S) {
     let mut l = take_one(s, &q, "e2").await;
     assert_eq!(l.status.state, State::Retrying);
     assert!(take(s, &q, LONG).await.is_empty());
-    // Dead under `skip`: e3 goes.
-    l.status.order_key = None;
+    // Dead under `skip` (the worker moves its key aside): e3 goes.
+    l.status.left_line = l.status.order_key.take();
     assert!(s.finish(&q, &l, &dead(), TTL).await.expect("finish"));
     let l = take_one(s, &q, "e3").await;
     // Dead under `block`: the line waits, e6 behind it too.
@@ -385,6 +385,32 @@ async fn order_lines_deliver_one_at_a_time<S: QueueStore>(s: &S) {
     assert!(take(s, &q, LONG).await.is_empty());
     // e2, dead under `skip`, is left.
     assert_eq!(ids(s, &q, None).await, ["e2"]);
+
+    // Retried by an operator, it takes a place at the end of its key's line again:
+    // never beside the key's events, never before the ones accepted meanwhile.
+    for id in ["x1", "x2"] {
+        assert_eq!(
+            enqueue_keyed(s, &q, &ev(id), Some("k1")).await,
+            Enqueued::Queued
+        );
+    }
+    let x1 = take_one(s, &q, "x1").await;
+    assert_eq!(
+        s.retry(&q, &Target::One("e2".into())).await.expect("retry"),
+        1
+    );
+    assert!(
+        take(s, &q, LONG).await.is_empty(),
+        "e2 waits at the end of k1"
+    );
+    assert!(s.finish(&q, &x1, &delivered(), TTL).await.expect("finish"));
+    let x2 = take_one(s, &q, "x2").await;
+    assert!(take(s, &q, LONG).await.is_empty(), "e2 still waits");
+    assert!(s.finish(&q, &x2, &delivered(), TTL).await.expect("finish"));
+    let e2 = take_one(s, &q, "e2").await;
+    assert_eq!(e2.status.order_key.as_deref(), Some("k1"));
+    assert!(s.finish(&q, &e2, &delivered(), TTL).await.expect("finish"));
+    assert!(ids(s, &q, None).await.is_empty());
 }
 
 async fn rate_limits_count_starts_and_pauses_hold_them<S: QueueStore>(s: &S) {
@@ -1139,6 +1165,7 @@ async fn the_disk_queue_survives_a_reopen() {
     let path = dir.path().join("q.db");
     let q = queue("reopen");
     let ordered = queue("reopen-ordered");
+    let seq = queue("reopen-seq");
     {
         let s = hookgate::dedup::DiskStore::open(&path).expect("open");
         let ev = |i: u32| event(&format!("evt_r{i}"), b"body", now_ms());
@@ -1161,6 +1188,15 @@ async fn the_disk_queue_survives_a_reopen() {
                 Enqueued::Queued
             );
         }
+        // The newest event is delivered: its body, the last in the file, goes.
+        let last = event("evt_last", b"last", now_ms());
+        assert_eq!(enqueue(&s, &seq, &last).await, Enqueued::Queued);
+        let leased = take_one(&s, &seq, "evt_last").await;
+        assert!(
+            s.finish(&seq, &leased, &delivered(), TTL)
+                .await
+                .expect("finish")
+        );
     }
     // The writer thread lets go of the file once the last handle is dropped.
     let mut reopened = None;
@@ -1197,4 +1233,12 @@ async fn the_disk_queue_survives_a_reopen() {
     );
     let second = take_one(&s, &ordered, "evt_o2").await;
     assert_eq!(second.status.order_key.as_deref(), Some("k"));
+
+    // A new event never shares a number with a delivered record: forgetting (or the
+    // sweep expiring) that record leaves the new event's body in place.
+    let fresh = event("evt_new", b"new body", now_ms());
+    assert_eq!(enqueue(&s, &seq, &fresh).await, Enqueued::Queued);
+    assert!(s.forget_delivered(&seq, "evt_last").await.expect("forget"));
+    let l = take_one(&s, &seq, "evt_new").await;
+    assert_eq!(l.event.body.as_ref(), b"new body");
 }

@@ -36,7 +36,9 @@ struct Pacing {
     rate_limit: Option<RateLimit>,
     order_by: Option<EventTypeSource>,
     on_dead: OnDead,
-    /// The built-in defaults (checked against the store's lease like a written value).
+    /// `upstream_timeout` is the built-in default, not checked against the store's
+    /// lease yet (a route with destinations leaves that to the destinations that
+    /// inherit it).
     is_builtin: bool,
 }
 
@@ -254,7 +256,7 @@ impl Validator<'_> {
             &route_keys,
             k,
             &Pacing::default(),
-            delivery,
+            (delivery, r.destinations.is_none()),
             store,
             name_line,
         );
@@ -323,7 +325,7 @@ impl Validator<'_> {
                         on_dead: &d.on_dead,
                     };
                     let line = self.line(d.name.span());
-                    let pacing = self.pacing(&keys, &dk, &base, delivery, store, line);
+                    let pacing = self.pacing(&keys, &dk, &base, (delivery, true), store, line);
                     if let Some(url) = self.upstream_url(&d.upstream, &dk("upstream")) {
                         out.push(Arc::new(pacing.destination(name.clone(), url, events)));
                     }
@@ -364,7 +366,7 @@ impl Validator<'_> {
         keys: &PacingKeys<'_>,
         k: &dyn Fn(&str) -> String,
         defaults: &Pacing,
-        delivery: Delivery,
+        (delivery, check_default): (Delivery, bool),
         store: &StoreConfig,
         name_line: usize,
     ) -> Pacing {
@@ -463,7 +465,7 @@ impl Validator<'_> {
         );
         // An inherited timeout was checked where it was written.
         if store.inflight_ttl <= upstream_timeout
-            && (keys.upstream_timeout.is_some() || defaults.is_builtin)
+            && (keys.upstream_timeout.is_some() || (defaults.is_builtin && check_default))
         {
             let line = keys
                 .upstream_timeout
@@ -491,7 +493,7 @@ impl Validator<'_> {
             rate_limit,
             order_by,
             on_dead,
-            is_builtin: false,
+            is_builtin: keys.upstream_timeout.is_none() && defaults.is_builtin && !check_default,
         }
     }
 

@@ -148,6 +148,17 @@ pub(super) enum Change {
     },
 }
 
+/// Why a leased event is not tried after all.
+#[derive(Debug)]
+pub(super) enum Stale {
+    /// Its record says it is delivered or dead now.
+    Now(StatusRecord),
+    /// It is gone (purged).
+    Gone,
+    /// It cannot be read.
+    SetAside,
+}
+
 /// Due times and states of every undelivered event, by route.
 #[derive(Debug, Default)]
 pub(super) struct Index {
@@ -281,7 +292,14 @@ impl Index {
             let Some((route, id)) = split(k.value()) else {
                 continue;
             };
-            match decode_status(v.value()) {
+            let decoded = decode_status(v.value());
+            // Past every sequence number a record names, not only past the last body:
+            // a delivered record of an older file may still name one whose body is
+            // gone, and a new event under that number would be deleted with it.
+            if let Some((rec, _)) = &decoded {
+                index.next_seq = index.next_seq.max(rec.seq + 1);
+            }
+            match decoded {
                 Some((rec, _)) if rec.status.state.undelivered() => {
                     undelivered.push((route.to_owned(), id.to_owned(), rec));
                 }
@@ -430,9 +448,23 @@ impl Index {
         out
     }
 
-    /// Drops a lease whose event is gone (purged or delivered meanwhile).
-    pub(super) fn drop_lease(&mut self, route: &str, id: &str) {
-        self.route(route).leased.remove(id);
+    /// Drops a lease on an event that is not to be tried, and brings the index in line
+    /// with the file: an attempt whose result was committed while its lease was being
+    /// taken over (the index kept the new lease, see [`Change::Finished`]) left the
+    /// event delivered or dead in the file but waiting here, and first in its key's
+    /// line, which would hold the line or try a dead event again.
+    pub(super) fn resync(&mut self, route: &str, id: &str, stale: Stale) {
+        let r = self.route(route);
+        r.leased.remove(id);
+        match stale {
+            Stale::Now(rec) => r.set(id, &rec),
+            Stale::Gone => {
+                r.forget(id);
+                r.leave_line(id);
+            }
+            // Unreadable: left where it is for an operator's purge.
+            Stale::SetAside => {}
+        }
     }
 
     /// Ends a lease that was never used: the event is due again now.
@@ -588,6 +620,8 @@ pub(super) fn apply(
             // window, with its attempts for `hookgate events show`).
             let expires = if new.state == State::Delivered {
                 events.remove(rec.seq).map_err(backend)?;
+                // It names no body any more (0 is never a body's number).
+                rec.seq = 0;
                 expiry(now, *ttl)
             } else {
                 u64::MAX
@@ -617,7 +651,24 @@ pub(super) fn apply(
                 if leased || !matches!(rec.status.state, State::Dead | State::Retrying) {
                     continue;
                 }
+                let rejoins = rec.status.order_key.is_none() && rec.status.left_line.is_some();
                 rec.status.requeue(now);
+                if rejoins {
+                    // Back at the end of its key's line: under a new sequence number,
+                    // so that a restart rebuilds the line in this order too.
+                    let seq = index
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .next_seq();
+                    let body = events
+                        .remove(rec.seq)
+                        .map_err(backend)?
+                        .map(|v| v.value().to_vec());
+                    if let Some(body) = body {
+                        events.insert(seq, body.as_slice()).map_err(backend)?;
+                        rec.seq = seq;
+                    }
+                }
                 status
                     .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
                     .map_err(backend)?;
@@ -911,18 +962,24 @@ impl QueueStore for DiskStore {
                 });
                 let Ok(read) = read else {
                     tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
-                    gone.push(id.clone());
+                    gone.push((id.clone(), Stale::SetAside));
                     continue;
                 };
                 match read {
-                    (Some(event), Some(rec)) if rec.status.state.undelivered() => {
+                    (Some(event), Some(rec))
+                        if matches!(rec.status.state, State::Queued | State::Retrying) =>
+                    {
                         out.push(Leased {
                             event,
                             status: rec.status,
                             lease: token.clone(),
                         })
                     }
-                    _ => gone.push(id.clone()),
+                    (_, Some(rec)) if !matches!(rec.status.state, State::Queued | State::Retrying) => {
+                        gone.push((id.clone(), Stale::Now(rec)));
+                    }
+                    (_, Some(_)) => gone.push((id.clone(), Stale::SetAside)),
+                    (_, None) => gone.push((id.clone(), Stale::Gone)),
                 }
             }
             Ok((out, gone))
@@ -930,8 +987,8 @@ impl QueueStore for DiskStore {
         match read {
             Ok((out, gone)) => {
                 let mut index = self.index();
-                for id in gone {
-                    index.drop_lease(&space(q), &id);
+                for (id, stale) in gone {
+                    index.resync(&space(q), &id, stale);
                 }
                 Ok(out)
             }
