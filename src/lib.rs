@@ -39,6 +39,7 @@ pub mod cli;
 pub mod config;
 pub mod dedup;
 pub mod forward;
+mod log_format;
 pub mod provider;
 pub mod queue;
 pub mod replay;

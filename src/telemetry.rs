@@ -23,7 +23,11 @@ pub fn init(format: LogFormat) -> LogGuard {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(writer);
     let _ = match format {
-        LogFormat::Pretty => builder.try_init(),
+        // The same line, written faster (`log_format`).
+        LogFormat::Pretty => builder
+            .fmt_fields(crate::log_format::FastFields)
+            .event_format(crate::log_format::FastEvent::default())
+            .try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
     guard
