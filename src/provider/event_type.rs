@@ -55,7 +55,27 @@ impl EventTypeSource {
 
     /// The event type of a delivery, if it has one: printable ASCII, at most 200 bytes.
     pub fn extract(&self, headers: &HeaderMap, body: &[u8]) -> Option<String> {
-        let raw = self.raw(headers, body)?;
+        self.extract_read(headers, body, None)
+    }
+
+    /// The JSON pointer it reads, if any: the handler reads it in the same pass over
+    /// the body as the event ID (`json_pointer::also_read`).
+    pub fn json_pointer(&self) -> Option<&str> {
+        match self {
+            Self::Json(p) | Self::HeaderAndJson(_, p) => Some(p),
+            Self::Header(_) => None,
+        }
+    }
+
+    /// [`extract`](Self::extract), with the value at [`json_pointer`](Self::json_pointer)
+    /// already read when `read` is `Some`.
+    pub fn extract_read(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        read: Option<Option<String>>,
+    ) -> Option<String> {
+        let raw = self.raw_read(headers, body, read)?;
         let clean: String = raw
             .chars()
             .filter(|c| c.is_ascii_graphic() || *c == ' ')
@@ -67,6 +87,16 @@ impl EventTypeSource {
     /// The value as the delivery has it, not cleaned or cut (an `order_by` key: two
     /// keys must stay two keys).
     pub fn raw(&self, headers: &HeaderMap, body: &[u8]) -> Option<String> {
+        self.raw_read(headers, body, None)
+    }
+
+    fn raw_read(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        read: Option<Option<String>>,
+    ) -> Option<String> {
+        let json = |p: &str| read.unwrap_or_else(|| json_pointer::scalar(body, p));
         let header = |h: &HeaderName| {
             headers
                 .get(h)
@@ -77,10 +107,10 @@ impl EventTypeSource {
         };
         let raw = match self {
             Self::Header(h) => header(h)?,
-            Self::Json(p) => json_pointer::scalar(body, p)?,
+            Self::Json(p) => json(p)?,
             Self::HeaderAndJson(h, p) => {
                 let first = header(h)?;
-                match json_pointer::scalar(body, p) {
+                match json(p) {
                     Some(second) if !second.is_empty() => format!("{first}.{second}"),
                     _ => first,
                 }

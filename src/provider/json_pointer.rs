@@ -9,119 +9,265 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 
 /// The string or integer at `pointer` (RFC 6901), as text; `None` if the body is not
 /// JSON, the path does not exist, or the value is not a string or an integer.
+///
+/// Inside [`also_read`] on the same body, the first call also reads the pointers it
+/// asks for, in the same pass.
 pub fn scalar(body: &[u8], pointer: &str) -> Option<String> {
-    let tokens: Vec<String> = if pointer.is_empty() {
-        Vec::new()
-    } else {
-        pointer
-            .strip_prefix('/')?
-            .split('/')
-            .map(|t| t.replace("~1", "/").replace("~0", "~"))
-            .collect()
+    let also = ALSO.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        match slot.as_mut() {
+            Some(a) if a.found.is_none() && a.is(body) => Some(a.pointers.clone()),
+            _ => None,
+        }
+    });
+    let Some(also) = also else {
+        return scalars(body, &[pointer]).pop().flatten();
     };
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let found = Find(&tokens).deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    found
+    let mut wanted: Vec<&str> = Vec::with_capacity(1 + also.len());
+    wanted.push(pointer);
+    wanted.extend(also.iter().map(String::as_str));
+    let mut found = scalars(body, &wanted);
+    let extras = found.split_off(1);
+    ALSO.with(|cell| {
+        if let Some(a) = cell.borrow_mut().as_mut() {
+            a.found = Some(extras);
+        }
+    });
+    found.pop().flatten()
 }
 
-struct Find<'p>(&'p [String]);
+/// Runs `f` (verification, which reads the event ID), and returns with its result the
+/// scalars at `pointers` of `body`: read in the same pass over the body as the first
+/// [`scalar`] `f` reads from it, else in one pass after. A delivery's event type is read
+/// this way, so a JSON body is walked once, not twice (the walk is the largest part of
+/// a delivery's own work after the signature; docs/performance.md).
+pub fn also_read<T>(
+    body: &[u8],
+    pointers: &[&str],
+    f: impl FnOnce() -> T,
+) -> (T, Vec<Option<String>>) {
+    if pointers.is_empty() {
+        return (f(), Vec::new());
+    }
+    ALSO.with(|cell| {
+        *cell.borrow_mut() = Some(Also {
+            at: body.as_ptr() as usize,
+            len: body.len(),
+            pointers: pointers.iter().map(|p| (*p).to_owned()).collect(),
+            found: None,
+        });
+    });
+    // Cleared even if `f` panics, so a later body at the same address never reads it.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            ALSO.with(|cell| *cell.borrow_mut() = None);
+        }
+    }
+    let clear = Clear;
+    let out = f();
+    let found = ALSO.with(|cell| cell.borrow_mut().take().and_then(|a| a.found));
+    drop(clear);
+    let found = found.unwrap_or_else(|| scalars(body, pointers));
+    (out, found)
+}
 
-impl<'de> DeserializeSeed<'de> for Find<'_> {
-    type Value = Option<String>;
+/// Pointers to read with the next walk over one body (see [`also_read`]).
+struct Also {
+    /// The body's address and length: the walk must be over these very bytes.
+    at: usize,
+    len: usize,
+    pointers: Vec<String>,
+    found: Option<Vec<Option<String>>>,
+}
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+impl Also {
+    fn is(&self, body: &[u8]) -> bool {
+        self.at == body.as_ptr() as usize && self.len == body.len()
+    }
+}
+
+thread_local! {
+    static ALSO: std::cell::RefCell<Option<Also>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The scalars at several pointers, in one pass over the body: each as [`scalar`]
+/// would read it alone (the last of repeated keys wins; `None` for all when the body
+/// is not JSON).
+pub fn scalars(body: &[u8], pointers: &[&str]) -> Vec<Option<String>> {
+    let none = || vec![None; pointers.len()];
+    // A string that is not a pointer finds nothing; the others are still read.
+    let tokens: Vec<Option<Vec<String>>> = pointers
+        .iter()
+        .map(|p| {
+            if p.is_empty() {
+                return Some(Vec::new());
+            }
+            Some(
+                p.strip_prefix('/')?
+                    .split('/')
+                    .map(|t| t.replace("~1", "/").replace("~0", "~"))
+                    .collect(),
+            )
+        })
+        .collect();
+    let paths: Vec<(usize, &[String])> = tokens
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| t.as_deref().map(|t| (i, t)))
+        .collect();
+    let out = std::cell::RefCell::new(none());
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let find = Find {
+        paths: &paths,
+        out: &out,
+    };
+    if find.deserialize(&mut de).is_err() || de.end().is_err() {
+        return none();
+    }
+    out.into_inner()
+}
+
+/// The paths still to follow at one place in the document: (pointer index, the
+/// tokens left). Values found are written into `out` at their pointer's index.
+struct Find<'p, 'o> {
+    paths: &'p [(usize, &'p [String])],
+    out: &'o std::cell::RefCell<Vec<Option<String>>>,
+}
+
+impl Find<'_, '_> {
+    /// The value here, for the pointers that end here (`None`: not a scalar).
+    fn here(&self, value: impl Fn() -> Option<String>) {
+        let mut out = self.out.borrow_mut();
+        for (i, rest) in self.paths {
+            if rest.is_empty() {
+                out[*i] = value();
+            }
+        }
+    }
+
+    /// The paths that go on below the array index `index`.
+    fn below(&self, index: usize) -> Vec<(usize, &[String])> {
+        self.paths
+            .iter()
+            .filter(|(_, rest)| rest.first().and_then(|t| t.parse::<usize>().ok()) == Some(index))
+            .map(|(i, rest)| (*i, &rest[1..]))
+            .collect()
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Find<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-/// A map key, borrowed from the body when it has no escapes.
-struct Key(bool);
+/// A map key: which of the paths go on below it.
+struct KeyOf<'a, 'p, 'o>(&'a Find<'p, 'o>);
 
-struct KeyIs<'p>(&'p str);
+impl<'de, 'a, 'p> DeserializeSeed<'de> for KeyOf<'a, 'p, '_> {
+    type Value = Vec<(usize, &'p [String])>;
 
-impl<'de> DeserializeSeed<'de> for KeyIs<'_> {
-    type Value = Key;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Key, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_str(self)
     }
 }
 
-impl<'de> Visitor<'de> for KeyIs<'_> {
-    type Value = Key;
+impl<'de, 'a, 'p> Visitor<'de> for KeyOf<'a, 'p, '_> {
+    type Value = Vec<(usize, &'p [String])>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a key")
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Key, E> {
-        Ok(Key(v == self.0))
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(self
+            .0
+            .paths
+            .iter()
+            .filter(|(_, rest)| rest.first().is_some_and(|t| t == v))
+            .map(|(i, rest)| (*i, &rest[1..]))
+            .collect())
     }
 }
 
-impl<'de> Visitor<'de> for Find<'_> {
-    type Value = Option<String>;
+impl<'de> Visitor<'de> for Find<'_, '_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("JSON")
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_owned()))
+    fn visit_str<E>(self, v: &str) -> Result<(), E> {
+        self.here(|| Some(v.to_owned()));
+        Ok(())
     }
 
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
+    fn visit_u64<E>(self, v: u64) -> Result<(), E> {
+        self.here(|| Some(v.to_string()));
+        Ok(())
     }
 
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
+    fn visit_i64<E>(self, v: i64) -> Result<(), E> {
+        self.here(|| Some(v.to_string()));
+        Ok(())
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        self.here(|| None);
+        Ok(())
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        self.here(|| None);
+        Ok(())
     }
 
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.here(|| None);
+        Ok(())
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        let want = self.0.first().map(String::as_str);
-        while let Some(key) = map.next_key_seed(KeyIs(want.unwrap_or("\u{0}not a key")))? {
-            // A key that repeats: the last one wins, as in serde_json, JavaScript and
-            // Python, so the gateway reads the same ID as most handlers.
-            if key.0 {
-                found = map.next_value_seed(Find(&self.0[1..]))?;
-            } else {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.here(|| None);
+        // A key that repeats: the last one wins, as in serde_json, JavaScript and
+        // Python, so the gateway reads the same values as most handlers.
+        while let Some(below) = map.next_key_seed(KeyOf(&self))? {
+            if below.is_empty() {
                 map.next_value::<IgnoredAny>()?;
+            } else {
+                map.next_value_seed(Find {
+                    paths: &below,
+                    out: self.out,
+                })?;
             }
         }
-        Ok(found)
+        Ok(())
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let index = self.0.first().and_then(|t| t.parse::<usize>().ok());
-        let mut found = None;
-        let mut i = 0;
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.here(|| None);
+        let deeper = self.paths.iter().any(|(_, rest)| !rest.is_empty());
+        let mut i = 0usize;
         loop {
-            if Some(i) == index {
-                match seq.next_element_seed(Find(&self.0[1..]))? {
-                    Some(v) => found = v,
-                    None => break,
-                }
-            } else if seq.next_element::<IgnoredAny>()?.is_none() {
+            let below = if deeper { self.below(i) } else { Vec::new() };
+            let more = if below.is_empty() {
+                seq.next_element::<IgnoredAny>()?.is_some()
+            } else {
+                seq.next_element_seed(Find {
+                    paths: &below,
+                    out: self.out,
+                })?
+                .is_some()
+            };
+            if !more {
                 break;
             }
             i += 1;
         }
-        Ok(found)
+        Ok(())
     }
 }
 
@@ -165,5 +311,54 @@ mod tests {
             Some("b")
         );
         assert_eq!(scalar(br#""top""#, "").as_deref(), Some("top"));
+    }
+
+    #[test]
+    fn several_pointers_in_one_pass_read_what_each_would_alone() {
+        let body = br#"{"id":"evt_1","type":"invoice.paid","data":{"object":{"customer":"cus_9","n":[1,{"k":"v"}]}},"type":"invoice.updated","list":[10,20,30]}"#;
+        let pointers = [
+            "/id",
+            "/type",
+            "/data/object/customer",
+            "/data/object/n/1/k",
+            "/data",
+            "/list/2",
+            "/list/01",
+            "/missing",
+            "not a pointer",
+            "",
+        ];
+        let together = super::scalars(body, &pointers);
+        for (p, got) in pointers.iter().zip(&together) {
+            assert_eq!(got, &scalar(body, p), "{p}");
+        }
+        assert_eq!(
+            together[1].as_deref(),
+            Some("invoice.updated"),
+            "the last key wins"
+        );
+        assert_eq!(together[5].as_deref(), Some("30"));
+        assert_eq!(
+            super::scalars(b"{\"id\":1} x", &["/id", "/type"]),
+            [None, None]
+        );
+    }
+
+    #[test]
+    fn also_read_takes_the_same_pass_or_one_of_its_own() {
+        let body = br#"{"id":"evt_1","type":"invoice.paid"}"#;
+        // The walk `f` makes reads the type too.
+        let (id, also) = super::also_read(body, &["/type"], || scalar(body, "/id"));
+        assert_eq!(id.as_deref(), Some("evt_1"));
+        assert_eq!(also, [Some("invoice.paid".to_owned())]);
+        // `f` reads another body (or none): the type is read after, from this one.
+        let other = br#"{"id":"evt_2","type":"other"}"#.to_vec();
+        let (id, also) = super::also_read(body, &["/type"], || scalar(&other, "/id"));
+        assert_eq!(id.as_deref(), Some("evt_2"));
+        assert_eq!(also, [Some("invoice.paid".to_owned())]);
+        // Nothing is left behind for a later walk.
+        let (_, none) = super::also_read(body, &[], || ());
+        assert!(none.is_empty());
+        assert_eq!(scalar(body, "/id").as_deref(), Some("evt_1"));
     }
 }

@@ -292,7 +292,14 @@ async fn pipeline(
     {
         return Answer::RateLimited;
     }
-    let delivery = match accept(&route.verifier, &route.event_id, &inbound, now) {
+    // The event type's JSON field is read in the same pass over the body as the event
+    // ID (one walk, not two).
+    let type_pointer = route.event_type.as_ref().and_then(|t| t.json_pointer());
+    let (accepted, mut type_read) =
+        crate::provider::json_pointer::also_read(&body, type_pointer.as_slice(), || {
+            accept(&route.verifier, &route.event_id, &inbound, now)
+        });
+    let delivery = match accepted {
         Ok(Accepted::Delivery(d)) => d,
         Ok(Accepted::Handshake(mut reply)) => {
             if let Some(secret) = reply.handed_secret.take() {
@@ -323,7 +330,7 @@ async fn pipeline(
     seen.event_type = route
         .event_type
         .as_ref()
-        .and_then(|t| t.extract(&parts.headers, &body));
+        .and_then(|t| t.extract_read(&parts.headers, &body, type_read.pop()));
     // An event type the route does not take (its `events`, or no destination's) is
     // acknowledged, never claimed, forwarded or stored. One whose type cannot be read
     // is not filtered: a filter must not drop what it cannot see.
