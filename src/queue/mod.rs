@@ -22,8 +22,21 @@
 //! | `dead` | the same, never expires | 200 duplicate |
 //! | `delivered` | attempts only, until `dedup_ttl` | 200 duplicate |
 //!
+//! **Destinations.** A route's events go to its destinations: its `upstream` (one
+//! destination named after the route, whose queue is the route's own) or its
+//! `[[routes.destinations]]`. Each destination has a queue of its own ([`QueueRef`]);
+//! [`QueueStore::enqueue_to`] claims the event once and stores it in the queue of each
+//! destination it goes to ([`Fanout`]), in the same atomic step. From there each
+//! destination's delivery, retries and dead letters are its own.
+//!
+//! **Per-key order** (`order_by`). An event stored with an order key takes a place at
+//! the end of its key's line in that destination; only the first of a line is ever due.
+//! It leaves the line when delivered, when it dies under `on_dead = "skip"` (the worker
+//! moves its key to [`Status::left_line`]), or when purged; the next one is then due.
+//! A dead event under `on_dead = "block"` keeps its place, and its line waits.
+//!
 //! Both durable stores implement [`QueueStore`]: the disk store in its database file
-//! (`dedup/disk.rs`), Redis in Streams with a consumer group (`dedup/redis_queue.rs`).
+//! (`dedup/disk/queue.rs`), Redis in Streams with a consumer group (`dedup/redis_queue.rs`).
 //! The memory store has no queue: a queue that a restart empties would promise the
 //! provider what it cannot keep, so `hookgate check` refuses queue routes on it.
 
