@@ -453,3 +453,92 @@ async fn concurrency_holds_across_two_replicas_on_redis() {
     );
     drop((a, b));
 }
+
+/// Five keys × eight events, queued while the upstream refuses; the gateway is killed
+/// and started again with the upstream back: each key's events arrive in acceptance
+/// order, each once.
+async fn per_key_order_survives_a_kill_9(cfg: &std::path::Path, port: u16, up: &Upstream) {
+    up.set_status(503);
+    let keys: Vec<String> = (0..5).map(|k| format!("cus_{k}")).collect();
+    let mut first = Gateway::spawn(cfg, port);
+    for n in 0..8 {
+        for key in &keys {
+            let id = format!("evt_{key}_{n}");
+            let body = format!(
+                r#"{{"id":"{id}","object":"event","type":"invoice.paid","data":{{"object":{{"customer":"{key}"}}}}}}"#
+            );
+            let r = post(&first.url("/s"), &signed(cfg, &body), body.into_bytes()).await;
+            assert_eq!((r.status, r.outcome()), (200, "queued"), "{}", r.body);
+        }
+    }
+    // The first of each line is being retried; the rest wait behind it.
+    assert!(eventually(Duration::from_secs(5), || up.count() >= 5).await);
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    drop(first);
+    let tried: std::collections::HashSet<String> = up
+        .received()
+        .iter()
+        .filter_map(|r| r.header("idempotency-key").map(str::to_owned))
+        .collect();
+    assert!(
+        tried.iter().all(|id| id.ends_with("_0")),
+        "only the first of each key was tried: {tried:?}"
+    );
+    up.set_status(200);
+    let _second = Gateway::spawn(cfg, port);
+    assert!(
+        eventually(Duration::from_secs(20), || up.effects() >= 40).await,
+        "{} of 40",
+        up.effects()
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let delivered: Vec<String> = up
+        .received()
+        .iter()
+        .filter(|r| (200..300).contains(&r.status))
+        .filter_map(|r| r.header("idempotency-key").map(str::to_owned))
+        .collect();
+    assert_eq!(delivered.len(), 40, "each once");
+    for key in &keys {
+        let mine: Vec<&String> = delivered
+            .iter()
+            .filter(|id| id.starts_with(&format!("evt_{key}_")))
+            .collect();
+        let want: Vec<String> = (0..8).map(|n| format!("evt_{key}_{n}")).collect();
+        assert_eq!(mine, want.iter().collect::<Vec<_>>(), "{key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_key_order_survives_a_kill_9_on_the_disk_store() {
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &disk_queue(
+            port,
+            admin,
+            &up,
+            "order_by = \"json:/data/object/customer\"",
+        ),
+    );
+    per_key_order_survives_a_kill_9(&cfg, port, &up).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_key_order_survives_a_kill_9_on_redis() {
+    let redis = crate::support::RedisServer::start();
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &redis_queue(port, admin, &redis, &up).replace(
+            "delivery = \"queue\"\n",
+            "delivery = \"queue\"\norder_by = \"json:/data/object/customer\"\n",
+        ),
+    );
+    per_key_order_survives_a_kill_9(&cfg, port, &up).await;
+}
