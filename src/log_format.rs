@@ -201,7 +201,10 @@ where
         if writer.has_ansi_escapes() || meta.fields().field("log.target").is_some() {
             return self.default.format_event(ctx, writer, event);
         }
-        FastTime::write(std::time::SystemTime::now(), &mut writer)?;
+        // As the default: a time it cannot write is `<unknown time>`, not a lost line.
+        if FastTime.format_time(&mut writer).is_err() {
+            writer.write_str("<unknown time>")?;
+        }
         writer.write_str(match *meta.level() {
             tracing::Level::TRACE => " TRACE ",
             tracing::Level::DEBUG => " DEBUG ",
@@ -256,9 +259,13 @@ impl FastTime {
         SECOND.with(|cell| {
             let mut second = cell.borrow_mut();
             if second.0 != secs {
+                use std::fmt::Write as _;
                 let whole = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-                let text = humantime::format_rfc3339_seconds(whole).to_string();
-                second.1 = text.trim_end_matches('Z').to_owned();
+                let mut text = String::with_capacity(20);
+                // Past the year 9999 it cannot: the caller writes the default's text.
+                write!(text, "{}", humantime::format_rfc3339_seconds(whole))?;
+                text.pop();
+                second.1 = text;
                 second.0 = secs;
             }
             w.write_str(&second.1)
@@ -276,8 +283,11 @@ impl FastTime {
 }
 
 impl FormatTime for FastTime {
+    /// A clock before 1970 or past 9999 is written by the default timer. (`write` fails
+    /// for those before it writes anything.)
     fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
         Self::write(std::time::SystemTime::now(), w)
+            .or_else(|_| tracing_subscriber::fmt::time::SystemTime.format_time(w))
     }
 }
 
@@ -434,6 +444,18 @@ mod tests {
             without_time(&coloured.text()),
             without_time(&plain_default.text())
         );
+    }
+
+    #[test]
+    fn a_time_it_cannot_write_fails_before_writing() {
+        for t in [
+            std::time::UNIX_EPOCH - std::time::Duration::from_secs(1),
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(253_402_300_800),
+        ] {
+            let mut out = String::new();
+            assert!(FastTime::write(t, &mut out).is_err());
+            assert!(out.is_empty(), "{out}");
+        }
     }
 
     #[test]

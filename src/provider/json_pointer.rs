@@ -37,17 +37,18 @@ pub fn scalar(body: &[u8], pointer: &str) -> Option<String> {
 }
 
 /// Runs `f` (verification, which reads the event ID), and returns with its result the
-/// scalars at `pointers` of `body`: read in the same pass over the body as the first
-/// [`scalar`] `f` reads from it, else in one pass after. A delivery's event type is read
-/// this way, so a JSON body is walked once, not twice (the walk is the largest part of
-/// a delivery's own work after the signature; docs/performance.md).
+/// scalars at `pointers` of `body` if they were read in the same pass over the body as
+/// the first [`scalar`] `f` read from it; `None` if `f` read nothing from that body (a
+/// refused delivery is not walked for them). A delivery's event type is read this way,
+/// so a JSON body is walked once, not twice (the walk is the largest part of a
+/// delivery's own work after the signature; docs/performance.md).
 pub fn also_read<T>(
     body: &[u8],
     pointers: &[&str],
     f: impl FnOnce() -> T,
-) -> (T, Vec<Option<String>>) {
+) -> (T, Option<Vec<Option<String>>>) {
     if pointers.is_empty() {
-        return (f(), Vec::new());
+        return (f(), None);
     }
     ALSO.with(|cell| {
         *cell.borrow_mut() = Some(Also {
@@ -68,7 +69,6 @@ pub fn also_read<T>(
     let out = f();
     let found = ALSO.with(|cell| cell.borrow_mut().take().and_then(|a| a.found));
     drop(clear);
-    let found = found.unwrap_or_else(|| scalars(body, pointers));
     (out, found)
 }
 
@@ -136,13 +136,14 @@ struct Find<'p, 'o> {
 }
 
 impl Find<'_, '_> {
-    /// The value here, for the pointers that end here (`None`: not a scalar).
+    /// Arriving at a value: the pointers that end here read it (`None`: not a
+    /// scalar), and those that go on below start again from nothing. A key that
+    /// repeats is read anew each time, so its last occurrence decides, as when the
+    /// pointers are read one by one.
     fn here(&self, value: impl Fn() -> Option<String>) {
         let mut out = self.out.borrow_mut();
         for (i, rest) in self.paths {
-            if rest.is_empty() {
-                out[*i] = value();
-            }
+            out[*i] = if rest.is_empty() { value() } else { None };
         }
     }
 
@@ -342,6 +343,20 @@ mod tests {
             super::scalars(b"{\"id\":1} x", &["/id", "/type"]),
             [None, None]
         );
+        // A key that repeats is read anew: its last occurrence decides, below it too.
+        for (body, pointer) in [
+            (&br#"{"data":{"id":"evt_A"},"data":null}"#[..], "/data/id"),
+            (br#"{"a":{"b":"x"},"a":{}}"#, "/a/b"),
+            (br#"{"a":{"b":"x"},"a":1}"#, "/a/b"),
+            (br#"{"a":[{"b":"x"}],"a":[]}"#, "/a/0/b"),
+        ] {
+            assert_eq!(super::scalars(body, &[pointer]), [None], "{pointer}");
+            assert_eq!(scalar(body, pointer), None, "{pointer}");
+        }
+        assert_eq!(
+            super::scalars(br#"{"a":{"b":"x"},"a":{"b":"y"}}"#, &["/a/b"]),
+            [Some("y".to_owned())]
+        );
     }
 
     #[test]
@@ -350,15 +365,15 @@ mod tests {
         // The walk `f` makes reads the type too.
         let (id, also) = super::also_read(body, &["/type"], || scalar(body, "/id"));
         assert_eq!(id.as_deref(), Some("evt_1"));
-        assert_eq!(also, [Some("invoice.paid".to_owned())]);
-        // `f` reads another body (or none): the type is read after, from this one.
+        assert_eq!(also, Some(vec![Some("invoice.paid".to_owned())]));
+        // `f` reads another body (or none): nothing is read from this one.
         let other = br#"{"id":"evt_2","type":"other"}"#.to_vec();
         let (id, also) = super::also_read(body, &["/type"], || scalar(&other, "/id"));
         assert_eq!(id.as_deref(), Some("evt_2"));
-        assert_eq!(also, [Some("invoice.paid".to_owned())]);
+        assert_eq!(also, None);
         // Nothing is left behind for a later walk.
         let (_, none) = super::also_read(body, &[], || ());
-        assert!(none.is_empty());
+        assert!(none.is_none());
         assert_eq!(scalar(body, "/id").as_deref(), Some("evt_1"));
     }
 }

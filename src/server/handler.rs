@@ -327,10 +327,10 @@ async fn pipeline(
         }
     };
     seen.event_id = Some(delivery.event_id().to_string());
-    seen.event_type = route
-        .event_type
-        .as_ref()
-        .and_then(|t| t.extract_read(&parts.headers, &body, type_read.pop()));
+    seen.event_type = route.event_type.as_ref().and_then(|t| {
+        let read = type_read.as_mut().and_then(Vec::pop);
+        t.extract_read(&parts.headers, &body, read)
+    });
     // An event type the route does not take (its `events`, or no destination's) is
     // acknowledged, never claimed, forwarded or stored. One whose type cannot be read
     // is not filtered: a filter must not drop what it cannot see.
