@@ -159,6 +159,18 @@ impl Gateway {
         upstream: SocketAddr,
         delivery: &str,
     ) -> Self {
+        Self::start_to(dir, name, store, &[upstream], delivery)
+    }
+
+    /// A gateway whose route goes to these upstreams: its `upstream` for one, one
+    /// `[[routes.destinations]]` each (`d0`, `d1`, …) for several.
+    fn start_to(
+        dir: &std::path::Path,
+        name: &str,
+        store: &str,
+        upstreams: &[SocketAddr],
+        delivery: &str,
+    ) -> Self {
         let port = crate::support::free_port();
         let config = dir.join(format!("{name}.toml"));
         // Queue routes retry on the gateway's own fast schedule.
@@ -172,7 +184,17 @@ impl Gateway {
         std::fs::write(
             &config,
             format!(
-                "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"2s\"\n[store]\n{store}\ninflight_ttl = \"10s\"\ntimeout = \"500ms\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"{SECRET}\"]\nupstream = \"http://{upstream}/up\"\nupstream_timeout = \"2s\"\ndelivery = \"{delivery}\"\n{retry}"
+                "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"2s\"\n[store]\n{store}\ninflight_ttl = \"10s\"\ntimeout = \"500ms\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"{SECRET}\"]\nupstream_timeout = \"2s\"\ndelivery = \"{delivery}\"\n{retry}{}",
+                match upstreams {
+                    [one] => format!("upstream = \"http://{one}/up\"\n"),
+                    several => several
+                        .iter()
+                        .enumerate()
+                        .map(|(i, u)| {
+                            format!("[[routes.destinations]]\nname = \"d{i}\"\nupstream = \"http://{u}/up\"\n")
+                        })
+                        .collect(),
+                }
             ),
         )
         .expect("config");
@@ -849,4 +871,98 @@ async fn chaos_queue_routes_when_a_gateway_is_sigkilled() {
     .await;
     // 16 in flight, and what 16 workers can finish in 50 ms against a local upstream.
     assert!(c.duplicate_effects <= 64, "{} repeats", c.duplicate_effects);
+}
+
+/// Fan-out under faults: one route, two destinations with faults of their own, two
+/// replicas on Redis, Redis SIGKILLed and restarted (AOF) mid-run. Each destination
+/// must get every acknowledged event, none again after a 2xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_fanout_each_destination_gets_every_event_once() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let events = 1000;
+    let copies = 3;
+    let dir = tempfile::tempdir().expect("dir");
+    let mut redis = RedisServer::start_with_aof(true);
+    let destinations = [
+        (
+            "destination d0: 30% fail first",
+            Faults {
+                fail: 0.3,
+                ..Faults::default()
+            },
+        ),
+        (
+            "destination d1: 10% stall past the timeout, 10% reset after applying",
+            Faults {
+                stall: 0.1,
+                reset: 0.1,
+                ..Faults::default()
+            },
+        ),
+    ];
+    let mut records = Vec::new();
+    let mut upstreams = Vec::new();
+    for (_, faults) in &destinations {
+        let record = Arc::new(Record::default());
+        upstreams.push(upstream_sim(faults.clone(), record.clone()).await);
+        records.push(record);
+    }
+    let store = format!("backend = \"redis\"\nurl = \"{}\"", redis.url());
+    let gateways: Vec<Gateway> = (0..2)
+        .map(|i| Gateway::start_to(dir.path(), &format!("f{i}"), &store, &upstreams, "queue"))
+        .collect();
+    let urls = Arc::new(Mutex::new(
+        gateways.iter().map(Gateway::url).collect::<Vec<_>>(),
+    ));
+    let (acked, attempts) = provider_sim(
+        urls,
+        events,
+        copies,
+        Duration::from_secs(25),
+        Arc::default(),
+        async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            redis.restart();
+        },
+    )
+    .await;
+    let applied_everywhere = || {
+        records.iter().all(|record| {
+            let all = record.attempts.lock().expect("lock");
+            acked.iter().enumerate().all(|(e, a)| {
+                !*a || all
+                    .get(&format!("evt_chaos_{e:05}"))
+                    .is_some_and(|t| t.iter().any(|(d, _)| *d == Did::Ok))
+            })
+        })
+    };
+    let drained = Instant::now() + Duration::from_secs(60);
+    while !applied_everywhere() && Instant::now() < drained {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Quiet time in which a repeat would show.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for ((name, _), record) in destinations.iter().zip(&records) {
+        let counts = tally_queue(record, &acked, copies, attempts);
+        eprintln!(
+            "chaos [fan-out, {name}]: {} events, {} copies, {} provider attempts, {} acknowledged, {} lost, {} delivered again after a 2xx, {} repeated with the same Idempotency-Key after a fault",
+            counts.events,
+            counts.copies,
+            counts.attempts,
+            counts.acked,
+            counts.lost,
+            counts.duplicate_effects,
+            counts.repeats_after_faults,
+        );
+        assert_eq!(
+            counts.acked, counts.events,
+            "{name}: every event acknowledged"
+        );
+        assert_eq!(counts.lost, 0, "{name}: events lost");
+        assert_eq!(
+            counts.duplicate_effects, 0,
+            "{name}: delivered again after a 2xx"
+        );
+    }
+    drop(gateways);
 }
