@@ -904,7 +904,7 @@ async fn chaos_fanout_each_destination_gets_every_event_once() {
     let mut upstreams = Vec::new();
     for (_, faults) in &destinations {
         let record = Arc::new(Record::default());
-        upstreams.push(upstream_sim(faults.clone(), record.clone()).await);
+        upstreams.push(upstream_sim(*faults, record.clone()).await);
         records.push(record);
     }
     let store = format!("backend = \"redis\"\nurl = \"{}\"", redis.url());
