@@ -198,6 +198,23 @@ impl Route {
     pub fn destination(&self, name: &str) -> Option<&Arc<Destination>> {
         self.destinations.iter().find(|d| d.name == name)
     }
+
+    /// Whether an `events` filter applies: the route's own or a destination's.
+    pub fn filters_events(&self) -> bool {
+        self.events.is_some() || self.destinations.iter().any(|d| d.events.is_some())
+    }
+
+    /// The destinations that take an event of this type (none: it is filtered).
+    pub fn destinations_for(&self, event_type: &str) -> Vec<Arc<Destination>> {
+        if self.events.as_ref().is_some_and(|f| !f.admits(event_type)) {
+            return Vec::new();
+        }
+        self.destinations
+            .iter()
+            .filter(|d| d.events.as_ref().is_none_or(|f| f.admits(event_type)))
+            .cloned()
+            .collect()
+    }
 }
 
 /// One upstream of a route and how deliveries to it are paced.

@@ -334,25 +334,18 @@ async fn pipeline(
     // An event type the route does not take (its `events`, or no destination's) is
     // acknowledged, never claimed, forwarded or stored. One whose type cannot be read
     // is not filtered: a filter must not drop what it cannot see.
-    let destinations: Vec<Arc<Destination>> = match &seen.event_type {
-        Some(t) => route
-            .destinations
-            .iter()
-            .filter(|d| {
-                route.events.as_ref().is_none_or(|f| f.admits(t))
-                    && d.events.as_ref().is_none_or(|f| f.admits(t))
-            })
-            .cloned()
-            .collect(),
-        None => {
-            if route.events.is_some() || route.destinations.iter().any(|d| d.events.is_some()) {
+    // `None`: every destination (the common case, no filter: nothing to collect).
+    let destinations: Option<Vec<Arc<Destination>>> =
+        match (&seen.event_type, route.filters_events()) {
+            (_, false) => None,
+            (Some(t), true) => Some(route.destinations_for(t)),
+            (None, true) => {
                 seen.detail =
                     Some("no event type in the delivery: events filter not applied".into());
+                None
             }
-            route.destinations.clone()
-        }
-    };
-    if destinations.is_empty() {
+        };
+    if destinations.as_ref().is_some_and(Vec::is_empty) {
         let answer = Answer::Filtered {
             event_id: delivery.event_id().to_string(),
             event_type: seen.event_type.clone().unwrap_or_default(),
@@ -505,8 +498,9 @@ struct Job {
     peer: SocketAddr,
     now: u64,
     event_type: Option<String>,
-    /// The route's destinations this event goes to (its event type's).
-    destinations: Vec<Arc<Destination>>,
+    /// The route's destinations this event goes to, when its type's filters leave
+    /// some out (`None`: all of them).
+    destinations: Option<Vec<Arc<Destination>>>,
     /// The delivery's share of `server.max_in_flight`, released when the job ends.
     _permit: tokio::sync::OwnedSemaphorePermit,
 }
@@ -545,24 +539,7 @@ impl Job {
                 .await;
                 (relayed(result, false), detail)
             }
-            Ok(Claim::Done { fingerprint }) if fingerprint == fp => (
-                Answer::Duplicate {
-                    event_id: id.to_owned(),
-                },
-                None,
-            ),
-            Ok(Claim::Done { .. }) => (
-                Answer::Mismatch {
-                    event_id: id.to_owned(),
-                },
-                None,
-            ),
-            Ok(Claim::InFlight) => (
-                Answer::InFlight {
-                    event_id: id.to_owned(),
-                },
-                None,
-            ),
+            Ok(earlier) => (copy_of(earlier, &fp, id), None),
             Err(e) => match self.route.on_error {
                 OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 OnError::Forward => {
@@ -606,6 +583,8 @@ impl Job {
                 .collect(),
             to: self
                 .destinations
+                .as_deref()
+                .unwrap_or(&self.route.destinations)
                 .iter()
                 .map(|d| {
                     let key = d
@@ -626,11 +605,7 @@ impl Job {
                 st.deliveries.notify_one();
                 (Answer::Queued { event_id }, None)
             }
-            Ok(Enqueued::Existing(Claim::Done { fingerprint })) if fingerprint == fp => {
-                (Answer::Duplicate { event_id }, None)
-            }
-            Ok(Enqueued::Existing(Claim::Done { .. })) => (Answer::Mismatch { event_id }, None),
-            Ok(Enqueued::Existing(_)) => (Answer::InFlight { event_id }, None),
+            Ok(Enqueued::Existing(earlier)) => (copy_of(earlier, &fp, &event_id), None),
             // A forward without a claim reaches one upstream, past any key's line:
             // with several destinations, or per-key order, the provider is asked to
             // retry instead.
@@ -714,6 +689,17 @@ impl Job {
             .metrics
             .upstream(&self.route_metrics, t.elapsed().as_secs_f64());
         result
+    }
+}
+
+/// The answer to a copy of an event the store already holds (sync claim or queue):
+/// a duplicate of the same body, another body under its ID, or one still in flight.
+fn copy_of(earlier: Claim, fp: &str, id: &str) -> Answer {
+    let event_id = id.to_owned();
+    match earlier {
+        Claim::Done { fingerprint } if fingerprint == fp => Answer::Duplicate { event_id },
+        Claim::Done { .. } => Answer::Mismatch { event_id },
+        Claim::InFlight | Claim::Claimed(_) => Answer::InFlight { event_id },
     }
 }
 

@@ -426,8 +426,9 @@ async fn attempt(
             result: label.to_owned(),
         })
         .inc();
-    let status = result.as_ref().ok().map(|r| r.status.as_u16());
-    let error = result.as_ref().err().map(ToString::to_string);
+    let (Finish::Delivered(recorded) | Finish::Retry(recorded, _) | Finish::Dead(recorded, _)) =
+        &end;
+    let (status, error) = (recorded.status, recorded.error.as_deref());
     match &end {
         Finish::Delivered(_) => tracing::info!(
             route = %route.name,

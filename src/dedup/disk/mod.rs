@@ -28,7 +28,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use crate::queue::now_ms;
 
 use redb::{Database, Durability, ReadableDatabase as _, ReadableTable as _, TableDefinition};
 
@@ -190,13 +192,6 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct DiskStore {
     inner: Arc<Inner>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 fn backend(e: impl std::fmt::Display) -> StoreError {

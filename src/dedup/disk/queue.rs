@@ -552,7 +552,12 @@ pub(super) fn apply(
             }
             // Stored for any destination (any state, a delivered one within its dedup
             // window): a copy.
-            for space in all.iter().chain(to.iter().map(|(space, _)| space)) {
+            // (`to` is within `all` when the handler builds it: each queue read once.)
+            let extra = to
+                .iter()
+                .map(|(space, _)| space)
+                .filter(|s| !all.contains(s));
+            for space in all.iter().chain(extra) {
                 if let Some((rec, expires)) = read_status(status, &qkey(space, event_id))?
                     && expires > now
                 {
