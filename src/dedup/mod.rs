@@ -321,6 +321,15 @@ impl QueueStore for Store {
         queue_dispatch!(self, s => s.take_due(q, max, lease).await)
     }
 
+    async fn renew(
+        &self,
+        q: &QueueRef<'_>,
+        leased: &Leased,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        queue_dispatch!(self, s => s.renew(q, leased, lease).await)
+    }
+
     async fn finish(
         &self,
         q: &QueueRef<'_>,

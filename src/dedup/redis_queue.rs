@@ -365,6 +365,14 @@ for i = 5, #KEYS do
 end
 return {purged, dropped}";
 
+/// KEYS: event hash, stream. ARGV: lease token, entry id, consumer. Renews a lease:
+/// `XCLAIM` with no minimum idle time resets the entry's idle time, so it is not
+/// reclaimed while its holder renews it. Returns 1, or 0 when the lease was lost.
+const RENEW: &str = r"#!lua flags=allow-oom
+if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then return 0 end
+redis.call('XCLAIM', KEYS[2], 'hookgate', ARGV[3], 0, ARGV[2], 'JUSTID')
+return 1";
+
 /// KEYS: event hash, stream. ARGV: lease token, entry id. Sets a leased entry aside.
 const DROP: &str = r"#!lua flags=allow-oom
 if redis.call('HGET', KEYS[1], 'lease') == ARGV[1] then
@@ -451,6 +459,7 @@ static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&with_line
 static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REQUEUE));
 static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&with_lines(PURGE)));
 static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
+static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW));
 
 /// What a store keeps for its queues: its consumer name and, per stream, where the
 /// next `XAUTOCLAIM` resumes.
@@ -939,6 +948,31 @@ impl QueueStore for RedisStore {
             Some(key) if out.is_empty() => Err(StoreError::Corrupt(key)),
             _ => Ok(out),
         }
+    }
+
+    async fn renew(
+        &self,
+        q: &QueueRef<'_>,
+        leased: &Leased,
+        _lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let k = Keys::new(q);
+        let Some((entry, _)) = leased.lease.split_once(':') else {
+            return Err(StoreError::Backend(
+                "renew: not a lease of the redis queue".into(),
+            ));
+        };
+        let mut inv = RENEW_SCRIPT.prepare_invoke();
+        inv.key(k.ev(&leased.event.envelope.event_id))
+            .key(k.stream())
+            .arg(&leased.lease)
+            .arg(entry)
+            .arg(&self.queue_state().consumer);
+        let inv = &inv;
+        let n: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(n == 1)
     }
 
     async fn finish(

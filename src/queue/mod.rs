@@ -422,6 +422,19 @@ pub trait QueueStore: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = Result<Vec<Leased>, StoreError>> + Send;
 
+    /// Extends a lease the caller holds to `lease` from now. A worker renews the lease
+    /// of each event it holds while the attempt runs and while its result is being
+    /// recorded, so that no other worker (here or on another replica) takes the event
+    /// before that attempt has ended, however long it takes and whatever lease the
+    /// other workers use. `Ok(false)`: the lease was lost (it ran out and another
+    /// worker took the event, or the event was purged); the attempt must not go on.
+    fn renew(
+        &self,
+        q: &QueueRef<'_>,
+        leased: &Leased,
+        lease: Duration,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Records how a leased attempt ended. A lease that was lost (it ran out and another
     /// worker took the event) is ignored: `Ok(false)`.
     fn finish(

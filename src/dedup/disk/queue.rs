@@ -477,6 +477,21 @@ impl Index {
         }
     }
 
+    /// Extends a lease to `lease` from now if `token` still holds it.
+    pub(super) fn renew(&mut self, route: &str, id: &str, token: &str, lease: Duration) -> bool {
+        match self
+            .routes
+            .get_mut(route)
+            .and_then(|r| r.leased.get_mut(id))
+        {
+            Some(l) if l.token == token => {
+                l.until = Instant::now() + lease;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn holds(&self, route: &str, id: &str, token: &str) -> bool {
         self.routes
             .get(route)
@@ -1007,6 +1022,16 @@ impl QueueStore for DiskStore {
                 Err(e)
             }
         }
+    }
+
+    async fn renew(
+        &self,
+        q: &QueueRef<'_>,
+        leased: &Leased,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let id = &leased.event.envelope.event_id;
+        Ok(self.index().renew(&space(q), id, &leased.lease, lease))
     }
 
     async fn finish(
