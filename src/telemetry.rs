@@ -205,6 +205,13 @@ pub struct DestinationOutcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DestinationStage {
+    pub route: String,
+    pub destination: String,
+    pub stage: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OpLabel {
     pub op: String,
 }
@@ -268,6 +275,10 @@ pub struct Metrics {
     pub delivery_attempts: Family<DestinationResult, Counter>,
     /// Queue routes: events that left the queue, by outcome (delivered, dead).
     pub queue_deliveries: Family<DestinationOutcome, Counter>,
+    /// Queue routes: attempts whose lease could not be kept, by stage (`before_send`:
+    /// not sent; `sending`: the request was abandoned; `recording`: its result was not
+    /// recorded). Each is an event another worker may deliver again.
+    pub queue_lease_lost: Family<DestinationStage, Counter>,
 }
 
 impl Default for Metrics {
@@ -379,7 +390,14 @@ impl Metrics {
             "Queue routes: events that left the queue, by outcome (delivered, dead)",
             queue_deliveries.clone(),
         );
+        let queue_lease_lost = Family::<DestinationStage, Counter>::default();
+        registry.register(
+            "queue_lease_lost",
+            "Queue routes: attempts whose lease could not be kept, by stage (before_send, sending, recording)",
+            queue_lease_lost.clone(),
+        );
         Self {
+            queue_lease_lost,
             routes: std::sync::RwLock::default(),
             handed_secrets,
             queue_depth,

@@ -402,6 +402,15 @@ impl QueueStore for Store {
     async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
         queue_dispatch!(self, s => s.slot_return(q, token).await)
     }
+
+    async fn slot_renew(
+        &self,
+        q: &QueueRef<'_>,
+        token: &str,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        queue_dispatch!(self, s => s.slot_renew(q, token, lease).await)
+    }
 }
 
 impl Store {

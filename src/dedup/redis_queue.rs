@@ -107,6 +107,13 @@ const SCAN_BOUND: usize = 10_000;
 const CHUNK: usize = 256;
 /// Reads of a status before a compare-and-set gives up on a racing writer.
 const CAS_TRIES: usize = 3;
+/// How long an entry stays pending before a take looks at whether its lease ran out
+/// (or the taker's own lease, if shorter). Holders renew more often than this
+/// (`worker::RENEW_EVERY`), so an entry idle this long mostly has a holder that
+/// stopped; one whose lease still runs is left to its holder.
+const RECLAIM_IDLE: Duration = Duration::from_secs(3);
+/// Pending entries of this process an untake looks at, at most.
+const UNTAKE_SCAN: usize = 10_000;
 
 /// KEYS: the event's hash in the queue of every destination of the route (those it
 /// goes to included, each once), then per destination it goes to: its event hash,
@@ -149,7 +156,7 @@ return 0";
 /// its `okey` names; when it was the first, the next event of the line is due now
 /// (unless it is dead, leased or already due, as the disk store's `leave_line`). An ID
 /// in a line whose event is gone is dropped from it, so that it holds nothing back.
-/// Spliced into a script after its first line (the flags), by [`with_lines`].
+/// Spliced into a script after its first line (the flags), by [`with_helpers`].
 const LEAVE_LINE: &str = r"
 local function leave_line(ev, id, stream, delayed, ev_prefix)
   local line = redis.call('HGET', ev, 'okey')
@@ -177,85 +184,155 @@ local function leave_line(ev, id, stream, delayed, ev_prefix)
 end
 ";
 
-/// KEYS: stream, delayed. ARGV: now, max, lease ms, consumer, cursor, nonce, event key
-/// prefix, promote limit. Returns `{next cursor, items}`; an item is
-/// `{token, key, env, body, status}` for a leased event, `{'corrupt', key}` for one set
-/// aside. An entry of an event that waits in its key's line is dropped, never leased:
-/// only the first of a line is delivered, even if a stray entry names another.
+/// Lua for every script that reads the time: `clock(key)` is the queue's clock in Unix
+/// milliseconds, Redis' `TIME` made never to go back. A step back of the server's
+/// clock is absorbed into an offset kept in `key` (readings go on from the highest
+/// one seen, at the real rate), so retries, leases, rate windows and pauses written
+/// before the step are not postponed by it. The highest reading is written at most
+/// once a second (and at a step), so a poll adds no write of its own. A step forward
+/// cannot be told from time passing: it brings due times, lease ends and the end of
+/// rate windows closer by its size (docs/guarantees.md). Spliced into a script after
+/// its first line, by [`with_helpers`].
+const CLOCK: &str = r"
+local function clock(ck)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local c = redis.call('HMGET', ck, 'hi', 'off')
+  local hi, off = tonumber(c[1]) or 0, tonumber(c[2]) or 0
+  local eff = now + off
+  if eff < hi then
+    off = off + (hi - eff)
+    eff = hi
+    redis.call('HSET', ck, 'hi', eff, 'off', off)
+  elseif eff - hi >= 1000 then
+    redis.call('HSET', ck, 'hi', eff)
+  end
+  return eff
+end
+";
+
+/// KEYS: stream, delayed, the queue's clock. ARGV: max, lease ms, consumer, cursor,
+/// nonce, event key prefix, promote limit, reclaim idle ms. Returns `{next cursor,
+/// items}`; an item is `{token, key, env, body, status}` for a leased event,
+/// `{'corrupt', key}` for one set aside.
+///
+/// A lease is the event hash's `lease` (the token) and `until` (when it runs out, on
+/// the queue's clock): the taker's own lease, renewed by its holder while the attempt
+/// runs. An entry pending longer than the reclaim idle time (its holder renews it
+/// more often) is looked at again (`XAUTOCLAIM`), and taken only if its lease has
+/// run out: a lease is never cut short by another worker's shorter one. An entry of
+/// an event that waits in its key's line is dropped, never leased: only the first of
+/// a line is delivered, even if a stray entry names another.
 const TAKE: &str = r"#!lua flags=allow-oom
 local stream, delayed = KEYS[1], KEYS[2]
-local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[8]))
+local now = clock(KEYS[3])
+local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[7]))
 for _, id in ipairs(due) do
   redis.call('ZREM', delayed, id)
   redis.call('XADD', stream, '*', 'id', id)
 end
-local max = tonumber(ARGV[2])
-local claimed = redis.pcall('XAUTOCLAIM', stream, 'hookgate', ARGV[4], ARGV[3], ARGV[5], 'COUNT', max)
-if type(claimed) == 'table' and claimed.err then
-  if string.find(claimed.err, 'NOGROUP', 1, true) then
-    redis.call('XGROUP', 'CREATE', stream, 'hookgate', '0', 'MKSTREAM')
-    claimed = redis.call('XAUTOCLAIM', stream, 'hookgate', ARGV[4], ARGV[3], '0-0', 'COUNT', max)
-  else
-    return redis.error_reply(claimed.err)
-  end
-end
-local entries = {}
-for _, e in ipairs(claimed[2]) do
-  if e then entries[#entries + 1] = e end
-end
-if #entries < max then
-  local r = redis.call('XREADGROUP', 'GROUP', 'hookgate', ARGV[4], 'COUNT', max - #entries, 'STREAMS', stream, '>')
-  if r and r[1] then
-    for _, e in ipairs(r[1][2]) do
-      if e then entries[#entries + 1] = e end
-    end
-  end
-end
-local out = {}
-for _, e in ipairs(entries) do
-  local eid, fields, evid = e[1], e[2], nil
+local max, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out, leased = {}, 0
+-- true: leased; false: drop the entry; nil: a live lease holds it, leave it pending.
+local function take(eid, fields)
+  local evid = nil
   if type(fields) == 'table' then
     for i = 1, #fields, 2 do
       if fields[i] == 'id' then evid = fields[i + 1] end
     end
   end
-  local keep = false
-  if evid then
-    local key = ARGV[7] .. evid
-    local h = redis.call('HMGET', key, 'env', 'body', 'status', 'lease', 'okey')
-    if h[3] then
-      local ok, st = pcall(cjson.decode, h[3])
-      if not ok or type(st) ~= 'table' then
-        out[#out + 1] = {'corrupt', key}
-      elseif h[5] and redis.call('LINDEX', h[5], 0) ~= evid then
-        -- Waits behind another event of its key (an entry that should not exist):
-        -- it enters the stream again when its turn comes.
-      elseif st.state == 'queued' or st.state == 'retrying' then
-        local other = h[4] and string.match(h[4], '^([^:]+):')
-        local dup = false
-        if other and other ~= eid then
-          dup = #redis.call('XPENDING', stream, 'hookgate', other, other, 1) > 0
-        end
-        if not dup then
-          local token = eid .. ':' .. ARGV[6]
-          redis.call('HSET', key, 'lease', token)
-          out[#out + 1] = {token, key, h[1], h[2], h[3]}
-          keep = true
-        end
-      end
-    end
+  if not evid then return false end
+  local key = ARGV[6] .. evid
+  local h = redis.call('HMGET', key, 'env', 'body', 'status', 'lease', 'okey', 'until')
+  if not h[3] then return false end
+  local ok, st = pcall(cjson.decode, h[3])
+  if not ok or type(st) ~= 'table' then
+    out[#out + 1] = {'corrupt', key}
+    return false
   end
-  if not keep then
+  if h[5] and redis.call('LINDEX', h[5], 0) ~= evid then
+    -- Waits behind another event of its key (an entry that should not exist): it
+    -- enters the stream again when its turn comes.
+    return false
+  end
+  if st.state ~= 'queued' and st.state ~= 'retrying' then return false end
+  local holder = h[4] and string.match(h[4], '^([^:]+):')
+  if holder and holder ~= eid then
+    -- Leased through another entry: this one is a stray copy, unless that entry is
+    -- gone from the pending list.
+    if #redis.call('XPENDING', stream, 'hookgate', holder, holder, 1) > 0 then return false end
+  elseif holder and (tonumber(h[6]) or 0) > now then
+    return nil
+  end
+  local token = eid .. ':' .. ARGV[5]
+  redis.call('HSET', key, 'lease', token, 'until', now + lease)
+  out[#out + 1] = {token, key, h[1], h[2], h[3]}
+  leased = leased + 1
+  return true
+end
+local function settle(eid, fields)
+  if take(eid, fields) == false then
     redis.call('XACK', stream, 'hookgate', eid)
     redis.call('XDEL', stream, eid)
   end
 end
+local claimed = redis.pcall('XAUTOCLAIM', stream, 'hookgate', ARGV[3], ARGV[8], ARGV[4], 'COUNT', max)
+if type(claimed) == 'table' and claimed.err then
+  if string.find(claimed.err, 'NOGROUP', 1, true) then
+    redis.call('XGROUP', 'CREATE', stream, 'hookgate', '0', 'MKSTREAM')
+    claimed = redis.call('XAUTOCLAIM', stream, 'hookgate', ARGV[3], ARGV[8], '0-0', 'COUNT', max)
+  else
+    return redis.error_reply(claimed.err)
+  end
+end
+for _, e in ipairs(claimed[2]) do
+  if e then settle(e[1], e[2]) end
+end
+if leased < max then
+  local r = redis.call('XREADGROUP', 'GROUP', 'hookgate', ARGV[3], 'COUNT', max - leased, 'STREAMS', stream, '>')
+  if r and r[1] then
+    for _, e in ipairs(r[1][2]) do
+      if e then settle(e[1], e[2]) end
+    end
+  end
+end
 return {claimed[1], out}";
 
-/// KEYS: event hash, stream, all, dead, delayed, delivered. ARGV: lease token, entry
-/// id, new status, kind, ttl ms, expiry ms, retry at, event id, received_at, now, the
-/// envelope to keep once delivered (without headers), `1` when the new status keeps
-/// its order key (else `0`: the event leaves its line), event key prefix.
+/// KEYS: stream. ARGV: consumer, the nonce of a take whose answer was lost, event key
+/// prefix, how many pending entries to look at. Gives back what that take leased:
+/// each such event's lease is dropped and it is due again at once (a fresh stream
+/// entry), instead of waiting for its lease to run out. Returns how many.
+const UNTAKE: &str = r"#!lua flags=allow-oom
+local pending = redis.call('XPENDING', KEYS[1], 'hookgate', '-', '+', tonumber(ARGV[4]), ARGV[1])
+local n = 0
+for _, p in ipairs(pending) do
+  local eid = p[1]
+  local e = redis.call('XRANGE', KEYS[1], eid, eid)
+  local evid = nil
+  if e[1] and type(e[1][2]) == 'table' then
+    local fields = e[1][2]
+    for i = 1, #fields, 2 do
+      if fields[i] == 'id' then evid = fields[i + 1] end
+    end
+  end
+  if evid then
+    local key = ARGV[3] .. evid
+    if redis.call('HGET', key, 'lease') == eid .. ':' .. ARGV[2] then
+      redis.call('HDEL', key, 'lease', 'until')
+      redis.call('XACK', KEYS[1], 'hookgate', eid)
+      redis.call('XDEL', KEYS[1], eid)
+      redis.call('XADD', KEYS[1], '*', 'id', evid)
+      n = n + 1
+    end
+  end
+end
+return n";
+
+/// KEYS: event hash, stream, all, dead, delayed, delivered, the queue's clock. ARGV:
+/// lease token, entry id, new status, kind, ttl ms, expiry ms, retry in (ms from now,
+/// on the queue's clock), event id, received_at, now, the envelope to keep once
+/// delivered (without headers), `1` when the new status keeps its order key (else
+/// `0`: the event leaves its line), event key prefix.
 /// Returns 1 when applied, 0 when the lease was lost.
 const FINISH: &str = r"#!lua flags=allow-oom
 local cur = redis.call('HGET', KEYS[1], 'lease')
@@ -268,7 +345,7 @@ if cur ~= ARGV[1] then
   return 0
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[3])
-redis.call('HDEL', KEYS[1], 'lease')
+redis.call('HDEL', KEYS[1], 'lease', 'until')
 local id = ARGV[8]
 if ARGV[12] == '0' then
   leave_line(KEYS[1], id, KEYS[2], KEYS[5], ARGV[13])
@@ -283,7 +360,7 @@ if ARGV[4] == 'delivered' then
   redis.call('ZADD', KEYS[6], ARGV[6], id)
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ARGV[10])
 elseif ARGV[4] == 'retry' then
-  redis.call('ZADD', KEYS[5], ARGV[7], id)
+  redis.call('ZADD', KEYS[5], clock(KEYS[7]) + tonumber(ARGV[7]), id)
 else
   redis.call('ZADD', KEYS[4], ARGV[9], id)
 end
@@ -365,18 +442,30 @@ for i = 5, #KEYS do
 end
 return {purged, dropped}";
 
-/// KEYS: event hash, stream. ARGV: lease token, entry id, consumer. Renews a lease:
-/// `XCLAIM` with no minimum idle time resets the entry's idle time, so it is not
-/// reclaimed while its holder renews it. Returns 1, or 0 when the lease was lost.
+/// KEYS: event hash, stream, the queue's clock. ARGV: lease token, entry id, consumer,
+/// lease ms. Renews a lease to `lease ms` from now; `XCLAIM` with no minimum idle
+/// time resets the entry's idle time, so other takers do not even look at it while
+/// its holder renews it. Returns 1, or 0 when the lease was lost.
 const RENEW: &str = r"#!lua flags=allow-oom
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'until', clock(KEYS[3]) + tonumber(ARGV[4]))
 redis.call('XCLAIM', KEYS[2], 'hookgate', ARGV[3], 0, ARGV[2], 'JUSTID')
 return 1";
+
+/// KEYS: the destination's busy set, the queue's clock. ARGV: slot token, lease ms.
+/// Extends a concurrency slot that is still held (an attempt that outlasts the lease
+/// it took the slot for keeps it).
+const SLOT_RENEW: &str = r"#!lua flags=allow-oom
+local untl = clock(KEYS[2]) + tonumber(ARGV[2])
+if redis.call('ZADD', KEYS[1], 'XX', 'CH', untl, ARGV[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
+end
+return 0";
 
 /// KEYS: event hash, stream. ARGV: lease token, entry id. Sets a leased entry aside.
 const DROP: &str = r"#!lua flags=allow-oom
 if redis.call('HGET', KEYS[1], 'lease') == ARGV[1] then
-  redis.call('HDEL', KEYS[1], 'lease')
+  redis.call('HDEL', KEYS[1], 'lease', 'until')
 end
 redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
 redis.call('XDEL', KEYS[2], ARGV[2])
@@ -395,12 +484,12 @@ if ok and type(s) == 'table' and s.state == 'delivered' then
 end
 return 0";
 
-/// KEYS: the route's start log (zset), its pause key. ARGV: limit, counted window ms,
-/// token. Uses the server's clock, so every replica counts alike. Returns 0 when a
-/// delivery may start (the token is logged), else the milliseconds to wait.
+/// KEYS: the route's start log (zset), its pause key, the queue's clock. ARGV: limit,
+/// counted window ms, token. Uses the server's clock, so every replica counts alike.
+/// Returns 0 when a delivery may start (the token is logged), else the milliseconds
+/// to wait.
 const RATE: &str = r"#!lua flags=allow-oom
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock(KEYS[3])
 local paused = tonumber(redis.call('GET', KEYS[2]) or '0')
 if paused > now then return paused - now end
 local window = tonumber(ARGV[2])
@@ -415,21 +504,21 @@ local wait = tonumber(oldest[2]) + window - now
 if wait < 1 then wait = 1 end
 return wait";
 
-/// KEYS: the pause key. ARGV: wait ms. Extends a pause, never shortens one.
+/// KEYS: the pause key, the queue's clock. ARGV: wait ms. Extends a pause, never
+/// shortens one.
 const PAUSE: &str = r"#!lua flags=allow-oom
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock(KEYS[2])
 local untl = now + tonumber(ARGV[1])
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 if untl > cur then redis.call('SET', KEYS[1], untl, 'PX', ARGV[1]) end
 return 0";
 
-/// KEYS: the route's busy set (zset, score = when the slot's lease runs out). ARGV:
-/// max, lease ms, token prefix, want. Takes up to `want` free slots, named
-/// `<prefix>:<n>`; returns how many.
+/// KEYS: the route's busy set (zset, score = when the slot's lease runs out), the
+/// queue's clock. ARGV: max, lease ms, token prefix, want. Takes up to `want` free
+/// slots, named `<prefix>:<n>`; returns how many. The set's expiry only grows (a
+/// shorter lease must not drop slots that other replicas hold for longer).
 const SLOT: &str = r"#!lua flags=allow-oom
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = clock(KEYS[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local free = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
 local n = math.min(free, tonumber(ARGV[4]))
@@ -437,29 +526,39 @@ if n <= 0 then return 0 end
 for i = 1, n do
   redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3] .. ':' .. i)
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
 return n";
 
-/// A script with [`LEAVE_LINE`] defined after its first line: the flags (`#!lua …`)
-/// must stay first.
-fn with_lines(script: &str) -> String {
+/// A script with the Lua helpers it uses ([`CLOCK`], [`LEAVE_LINE`]) defined after its
+/// first line: the flags (`#!lua …`) must stay first.
+fn with_helpers(script: &str, helpers: &[&str]) -> String {
+    let helpers = helpers.concat();
     match script.split_once('\n') {
-        Some((flags, body)) => format!("{flags}\n{LEAVE_LINE}{body}"),
-        None => format!("{LEAVE_LINE}{script}"),
+        Some((flags, body)) => format!("{flags}\n{helpers}{body}"),
+        None => format!("{helpers}{script}"),
     }
 }
 
-static SLOT_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(SLOT));
-static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RATE));
-static PAUSE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(PAUSE));
+/// A script with [`CLOCK`].
+fn clocked(script: &str) -> Script {
+    Script::new(&with_helpers(script, &[CLOCK]))
+}
+
+static SLOT_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(SLOT));
+static SLOT_RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(SLOT_RENEW));
+static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(RATE));
+static PAUSE_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(PAUSE));
 static FORGET_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FORGET));
 static ENQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE));
-static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
-static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&with_lines(FINISH)));
+static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(TAKE));
+static UNTAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(UNTAKE));
+static FINISH_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&with_helpers(FINISH, &[CLOCK, LEAVE_LINE])));
 static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REQUEUE));
-static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&with_lines(PURGE)));
+static PURGE_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&with_helpers(PURGE, &[LEAVE_LINE])));
 static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
-static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW));
+static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(RENEW));
 
 /// What a store keeps for its queues: its consumer name and, per stream, where the
 /// next `XAUTOCLAIM` resumes.
@@ -572,6 +671,11 @@ impl Keys {
 
     fn busy(&self) -> String {
         format!("{}busy", self.base)
+    }
+
+    /// The queue's clock (`CLOCK`): the highest reading and the offset of a step back.
+    fn clock(&self) -> String {
+        format!("{}clock", self.base)
     }
 
     /// An order key's line. The key comes after the route's hash tag, so whatever it
@@ -741,7 +845,31 @@ impl RedisStore {
         Ok((requeued, gone))
     }
 
-    /// Runs the purge script on some IDs: `(purged, dropped from the dead index)`.
+    /// Gives back what a take whose answer was lost leased (best effort: if this fails
+    /// too, those events wait for their lease to run out).
+    async fn untake(&self, k: &Keys, nonce: &str) {
+        let mut inv = UNTAKE_SCRIPT.prepare_invoke();
+        inv.key(k.stream())
+            .arg(&self.queue_state().consumer)
+            .arg(nonce)
+            .arg(k.ev_prefix())
+            .arg(UNTAKE_SCAN);
+        let inv = &inv;
+        match self
+            .run(|mut c| async move { inv.invoke_async::<i64>(&mut c).await })
+            .await
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                events = n,
+                "redis queue: gave back the events of a take whose answer was lost"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "redis queue: cannot give back the events of a take whose answer was lost; they are taken again when their lease runs out")
+            }
+        }
+    }
+
     /// A token no other slot or start holds: this process's consumer name and a nonce.
     fn fresh_token(&self) -> String {
         format!(
@@ -764,6 +892,7 @@ impl RedisStore {
         .await
     }
 
+    /// Runs the purge script on some IDs: `(purged, dropped from the dead index)`.
     async fn purge_ids(
         &self,
         k: &Keys,
@@ -887,22 +1016,34 @@ impl QueueStore for RedisStore {
         let k = Keys::new(q);
         let stream = k.stream();
         let state = self.queue_state();
+        let nonce = nonce();
         let mut inv = TAKE_SCRIPT.prepare_invoke();
         inv.key(&stream)
             .key(k.delayed())
-            .arg(now_ms())
+            .key(k.clock())
             .arg(max)
             .arg(millis(lease))
             .arg(&state.consumer)
             .arg(state.cursor(&stream))
-            .arg(nonce())
+            .arg(&nonce)
             .arg(k.ev_prefix())
-            .arg(PROMOTE);
+            .arg(PROMOTE)
+            .arg(millis(RECLAIM_IDLE.min(lease)));
         let inv = &inv;
         type Item = Vec<Option<Vec<u8>>>;
-        let (next, items): (String, Vec<Item>) = self
+        let taken: Result<(String, Vec<Item>), StoreError> = self
             .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
+            .await;
+        let (next, items) = match taken {
+            Ok(t) => t,
+            Err(e) => {
+                // The script may have run and leased events whose tokens never reached
+                // us (a timeout, a connection lost after sending): give them back now
+                // rather than after their lease.
+                self.untake(&k, &nonce).await;
+                return Err(e);
+            }
+        };
         state.set_cursor(&stream, next);
 
         let mut out = Vec::with_capacity(items.len());
@@ -954,7 +1095,7 @@ impl QueueStore for RedisStore {
         &self,
         q: &QueueRef<'_>,
         leased: &Leased,
-        _lease: Duration,
+        lease: Duration,
     ) -> Result<bool, StoreError> {
         let k = Keys::new(q);
         let Some((entry, _)) = leased.lease.split_once(':') else {
@@ -965,9 +1106,11 @@ impl QueueStore for RedisStore {
         let mut inv = RENEW_SCRIPT.prepare_invoke();
         inv.key(k.ev(&leased.event.envelope.event_id))
             .key(k.stream())
+            .key(k.clock())
             .arg(&leased.lease)
             .arg(entry)
-            .arg(&self.queue_state().consumer);
+            .arg(&self.queue_state().consumer)
+            .arg(millis(lease));
         let inv = &inv;
         let n: i64 = self
             .run(|mut c| async move { inv.invoke_async(&mut c).await })
@@ -990,12 +1133,14 @@ impl QueueStore for RedisStore {
         };
         let mut status = leased.status.clone();
         status.record(end);
-        let (kind, at) = match end {
+        let now = now_ms();
+        // A retry's due time goes to the store as a delay, counted on the queue's
+        // clock: a gateway whose own clock is off schedules nothing late or early.
+        let (kind, retry_in) = match end {
             Finish::Delivered(_) => ("delivered", 0),
-            Finish::Retry(_, at) => ("retry", *at),
+            Finish::Retry(_, at) => ("retry", at.saturating_sub(now)),
             Finish::Dead(..) => ("dead", 0),
         };
-        let now = now_ms();
         let ttl = millis(dedup_ttl);
         let env = &leased.event.envelope;
         let mut inv = FINISH_SCRIPT.prepare_invoke();
@@ -1005,13 +1150,14 @@ impl QueueStore for RedisStore {
             .key(k.dead())
             .key(k.delayed())
             .key(k.delivered())
+            .key(k.clock())
             .arg(&leased.lease)
             .arg(entry)
             .arg(to_json(&status)?)
             .arg(kind)
             .arg(ttl)
             .arg(now.saturating_add(ttl))
-            .arg(at)
+            .arg(retry_in)
             .arg(&env.event_id)
             .arg(env.received_at_ms)
             .arg(now)
@@ -1153,6 +1299,7 @@ impl QueueStore for RedisStore {
         let mut inv = RATE_SCRIPT.prepare_invoke();
         inv.key(k.rate())
             .key(k.pause())
+            .key(k.clock())
             .arg(limit.count)
             .arg(millis(limit.counted_over()))
             .arg(&token);
@@ -1182,6 +1329,7 @@ impl QueueStore for RedisStore {
         let prefix = self.fresh_token();
         let mut inv = SLOT_SCRIPT.prepare_invoke();
         inv.key(k.busy())
+            .key(k.clock())
             .arg(max)
             .arg(millis(lease).max(1))
             .arg(&prefix)
@@ -1199,10 +1347,27 @@ impl QueueStore for RedisStore {
         self.zrem(Keys::new(q).busy(), token).await
     }
 
+    async fn slot_renew(
+        &self,
+        q: &QueueRef<'_>,
+        token: &str,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        let k = Keys::new(q);
+        let mut inv = SLOT_RENEW_SCRIPT.prepare_invoke();
+        inv.key(k.busy())
+            .key(k.clock())
+            .arg(token)
+            .arg(millis(lease));
+        let inv = &inv;
+        self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
+            .await
+    }
+
     async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
         let k = Keys::new(q);
         let mut inv = PAUSE_SCRIPT.prepare_invoke();
-        inv.key(k.pause()).arg(millis(wait).max(1));
+        inv.key(k.pause()).key(k.clock()).arg(millis(wait).max(1));
         let inv = &inv;
         self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
             .await
@@ -1330,10 +1495,11 @@ mod tests {
 
     #[test]
     fn the_line_helper_goes_after_the_flags() {
-        let s = with_lines(FINISH);
+        let s = with_helpers(FINISH, &[CLOCK, LEAVE_LINE]);
         assert!(s.starts_with("#!lua flags=allow-oom\n"));
         assert!(s.contains("local function leave_line"));
-        assert!(with_lines(PURGE).starts_with("#!lua flags=allow-oom\n"));
+        assert!(s.contains("local function clock"));
+        assert!(with_helpers(TAKE, &[CLOCK]).starts_with("#!lua flags=allow-oom\n"));
     }
 
     #[test]

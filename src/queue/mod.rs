@@ -516,6 +516,17 @@ pub trait QueueStore: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = Result<Vec<String>, StoreError>> + Send;
 
+    /// Extends a slot held by an attempt that is still running to `lease` from now
+    /// (shared slots only; the disk store's are this process's own).
+    fn slot_renew(
+        &self,
+        _q: &QueueRef<'_>,
+        _token: &str,
+        _lease: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        async { Ok(()) }
+    }
+
     /// Gives a slot back (the attempt ended, or nothing was due).
     fn slot_return(
         &self,

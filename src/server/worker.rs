@@ -14,9 +14,14 @@
 //! ```
 //!
 //! A lease keeps other workers (other replicas on Redis) off an event while it is
-//! tried; if this process dies, the lease runs out and the event is tried again, with
-//! the same `Idempotency-Key`. On shutdown the loop stops taking events, attempts in
-//! progress get `shutdown_grace`, and whatever is left stays stored for the next start.
+//! tried. It belongs to the attempt: taken for this destination's `upstream_timeout`
+//! and `LEASE_MARGIN`, renewed every `RENEW_EVERY` while the attempt runs and while its
+//! result is recorded, and an attempt is sent only with at least its timeout of lease
+//! left. If this process dies (or stops renewing), the lease runs out and the event is
+//! tried again, with the same `Idempotency-Key`; if the lease is found lost while the
+//! request is still open (a pause longer than the lease, a purge), the request is
+//! abandoned. On shutdown the loop stops taking events, attempts in progress get
+//! `shutdown_grace`, and whatever is left stays stored for the next start.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -47,6 +52,12 @@ const SYNC_DRAIN_EVERY: u64 = 25;
 /// A lease outlasts the forward by this much before another worker (another replica,
 /// or this one after a restart) may take the event: time to record the attempt.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// How often an attempt in progress renews its lease (and its concurrency slot).
+/// Well under the Redis store's reclaim idle time, so a renewed entry is never even
+/// looked at by another taker.
+const RENEW_EVERY: Duration = Duration::from_secs(1);
+/// The lease an attempt must have left, beyond its `upstream_timeout`, to be sent.
+const SEND_MARGIN: Duration = Duration::from_secs(1);
 
 /// Runs the delivery workers until `stop` is cancelled, then lets attempts in progress
 /// finish within `server.shutdown_grace`.
@@ -78,6 +89,8 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
                     continue;
                 }
                 let lease = dest.upstream_timeout + LEASE_MARGIN;
+                // The store starts counting the lease after this: ours ends no later.
+                let held_until = Instant::now() + lease;
                 match take_bounded(&state, &q, dest, free, lease).await {
                     Ok(batch) => {
                         for (leased, slot, rate_asked) in batch {
@@ -87,7 +100,10 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
                             let (st, rt) = (state.clone(), routing.clone());
                             let (r, d) = (route.clone(), dest.clone());
                             attempts.spawn(async move {
-                                attempt(&st, &rt, &r, &d, leased, rate_asked).await;
+                                let slot_token = slot.as_deref().filter(|t| !t.is_empty());
+                                let held = Held::new(held_until);
+                                attempt(&st, &rt, &r, &d, leased, rate_asked, slot_token, &held)
+                                    .await;
                                 if let Some(token) = slot {
                                     let q = rt.queue(&r.name, &d.name);
                                     // Not given back, it frees itself when its lease ends.
@@ -269,6 +285,32 @@ async fn fresh_rate_slot(
     }
 }
 
+/// Whether the attempt holds enough lease to be sent: its `upstream_timeout` and
+/// [`SEND_MARGIN`], renewing it first when less is left (a wait for a rate slot, a
+/// busy machine). An attempt never starts on a lease that could run out before it
+/// ends.
+async fn enough_lease(
+    state: &AppState,
+    q: &QueueRef<'_>,
+    dest: &Destination,
+    leased: &Leased,
+    held: &Held,
+) -> bool {
+    let need = dest.upstream_timeout + SEND_MARGIN;
+    if held.with(|h| h.until.saturating_duration_since(Instant::now())) >= need {
+        return true;
+    }
+    let lease = dest.upstream_timeout + LEASE_MARGIN;
+    let asked = Instant::now();
+    match state.store().renew(q, leased, lease).await {
+        Ok(true) => {
+            held.with(|h| h.until = h.until.max(asked + lease));
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Whether a (sync) route's destination has events waiting in its queue.
 async fn has_waiting(
     state: &AppState,
@@ -345,14 +387,138 @@ fn classify(result: &Result<UpstreamResponse, ForwardError>) -> (&'static str, O
     }
 }
 
-/// One attempt at one event, and its record in the store.
+/// Where an attempt is, shared with its lease keeper.
+#[derive(Debug)]
+struct Held(std::sync::Mutex<HeldState>);
+
+#[derive(Debug, Clone, Copy)]
+struct HeldState {
+    /// When the lease runs out at the latest, on this process's monotonic clock (the
+    /// store counts from after each request was sent: its end is no earlier).
+    until: Instant,
+    /// The request was sent.
+    sent: bool,
+    /// The request ended and its result is being recorded: nothing left to abandon.
+    recording: bool,
+}
+
+impl Held {
+    fn new(until: Instant) -> Self {
+        Self(std::sync::Mutex::new(HeldState {
+            until,
+            sent: false,
+            recording: false,
+        }))
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut HeldState) -> T) -> T {
+        f(&mut self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+/// One attempt at one event, and its record in the store, under a lease kept for as
+/// long as it runs.
+#[allow(clippy::too_many_arguments)]
 async fn attempt(
+    state: &AppState,
+    routing: &Routing,
+    route: &Route,
+    dest: &Destination,
+    leased: Leased,
+    rate_asked: Option<Instant>,
+    slot: Option<&str>,
+    held: &Held,
+) {
+    let q = routing.queue(&route.name, &dest.name);
+    let lease = dest.upstream_timeout + LEASE_MARGIN;
+    let lost = tokio::select! {
+        // An attempt that ends as its lease is found lost has ended: it goes first.
+        biased;
+        () = send_and_record(state, routing, route, dest, leased.clone(), rate_asked, held) => None,
+        stage = keep_lease(state, &q, &leased, slot, lease, held) => Some(stage),
+    };
+    if let Some(stage) = lost {
+        lease_lost(state, route, dest, &leased, stage);
+    }
+}
+
+/// Counts and logs an attempt whose lease could not be kept.
+fn lease_lost(state: &AppState, route: &Route, dest: &Destination, leased: &Leased, stage: &str) {
+    state
+        .metrics
+        .queue_lease_lost
+        .get_or_create(&crate::telemetry::DestinationStage {
+            route: route.name.clone(),
+            destination: dest.name.clone(),
+            stage: stage.to_owned(),
+        })
+        .inc();
+    tracing::warn!(
+        route = %route.name,
+        destination = %dest.name,
+        event_id = %leased.event.envelope.event_id,
+        stage,
+        "queue: the attempt's lease could not be kept (the store did not renew it in time, or the event was purged or taken over); the attempt was abandoned and the event is tried again after the lease (same Idempotency-Key)"
+    );
+}
+
+/// Renews an attempt's lease (and its concurrency slot) every [`RENEW_EVERY`] until
+/// the attempt ends. Returns the stage the attempt was in when the lease was lost
+/// (the store said so, or no renewal succeeded before it ran out), unless its
+/// result was already being recorded: the record then finds out by itself.
+async fn keep_lease(
+    state: &AppState,
+    q: &QueueRef<'_>,
+    leased: &Leased,
+    slot: Option<&str>,
+    lease: Duration,
+    held: &Held,
+) -> &'static str {
+    let store = state.store();
+    loop {
+        let next = held.with(|h| {
+            // Renew early enough that a slow store call still ends before the lease.
+            (Instant::now() + RENEW_EVERY).min(h.until.checked_sub(RENEW_EVERY).unwrap_or(h.until))
+        });
+        tokio::time::sleep_until(next.into()).await;
+        let asked = Instant::now();
+        let renewed = store.renew(q, leased, lease).await;
+        if let (Some(token), Ok(true)) = (slot, &renewed) {
+            // Not renewed, the slot frees itself when its lease ends: the limit holds
+            // again from then on; the attempt goes on.
+            let _ = store.slot_renew(q, token, lease).await;
+        }
+        let stage = held.with(|h| {
+            match &renewed {
+                Ok(true) => h.until = asked + lease,
+                Ok(false) if !h.recording => return Some(*h),
+                Err(_) if !h.recording && Instant::now() >= h.until => return Some(*h),
+                _ => {}
+            }
+            None
+        });
+        if let Some(h) = stage {
+            return if h.sent { "sending" } else { "before_send" };
+        }
+        if matches!(renewed, Ok(false)) {
+            // Lost while recording: the record says so; nothing to abandon.
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Sends one attempt and records how it ended.
+async fn send_and_record(
     state: &AppState,
     routing: &Routing,
     route: &Route,
     dest: &Destination,
     mut leased: Leased,
     rate_asked: Option<Instant>,
+    held: &Held,
 ) {
     let env = &leased.event.envelope;
     let headers = env.header_map();
@@ -373,9 +539,15 @@ async fn attempt(
     if let (Some(limit), Some(asked)) = (&dest.rate_limit, rate_asked) {
         fresh_rate_slot(state, &q, limit, asked).await;
     }
+    if !enough_lease(state, &q, dest, &leased, held).await {
+        lease_lost(state, route, dest, &leased, "before_send");
+        return;
+    }
     let started_ms = now_ms();
     let t = Instant::now();
+    held.with(|h| h.sent = true);
     let result = state.forwarder.send(route, dest, out).await;
+    held.with(|h| h.recording = true);
     let elapsed = t.elapsed();
     let route_metrics = state.metrics.route(&route.name);
     state

@@ -966,3 +966,99 @@ async fn chaos_fanout_each_destination_gets_every_event_once() {
     }
     drop(gateways);
 }
+
+/// A Stripe event about one customer (the `order_by` key of the lease scenario).
+fn customer_event(id: &str, customer: &str) -> String {
+    format!(
+        r#"{{"id":"{id}","object":"event","type":"invoice.paid","data":{{"object":{{"customer":"{customer}"}}}}}}"#
+    )
+}
+
+/// Two replicas on one Redis whose destination has different `upstream_timeout`s (a
+/// rolling change, or a reload on one of them), and an upstream slower than the
+/// shorter one's lease: the replica with the longer timeout holds its attempts for as
+/// long as they run. No event reaches the upstream twice, and no key has two attempts
+/// open at once (the next event of a key arrives only after the first was answered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_queue_leases_belong_to_the_attempt_across_replicas_with_different_timeouts() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let redis = RedisServer::start();
+    let up = crate::support::Upstream::start().await;
+    // Longer than the short replica's whole lease (its timeout + 5 s), shorter than
+    // the long replica's timeout.
+    let slow = Duration::from_secs(8);
+    up.set_delay(slow);
+    let config = |timeout: &str| {
+        format!(
+            r#"[server]
+shutdown_grace = "1s"
+[store]
+backend = "redis"
+url = "{}"
+[[routes]]
+name = "stripe"
+path = "/webhooks/stripe"
+provider = "stripe"
+secrets = ["whsec_test"]
+delivery = "queue"
+upstream = "{}"
+upstream_timeout = "{timeout}"
+order_by = "json:/data/object/customer"
+retry = {{ initial = "50ms", max_delay = "200ms" }}
+"#,
+            redis.url(),
+            up.url("/ledger")
+        )
+    };
+    let long = crate::support::TestGateway::start(&config("12s")).await;
+    let events = [
+        ("evt_lease_1", "cus_a"),
+        ("evt_lease_2", "cus_a"),
+        ("evt_lease_3", "cus_b"),
+    ];
+    for (id, customer) in events {
+        let r = long
+            .deliver("stripe", &customer_event(id, customer), id)
+            .await;
+        assert_eq!(r.outcome(), "queued");
+    }
+    // The first of each key is in flight at the long replica...
+    assert!(
+        crate::support::eventually(Duration::from_secs(5), || up.count() == 2).await,
+        "the first event of each key reached the upstream"
+    );
+    // ...when a replica with a 1 s timeout (a 6 s lease) starts polling the same queue.
+    up.set_delay(Duration::ZERO);
+    let short = crate::support::TestGateway::start(&config("1s")).await;
+    assert!(
+        crate::support::eventually(Duration::from_secs(20), || events
+            .iter()
+            .all(|(id, _)| up.effects_for(id) >= 1))
+        .await,
+        "every event delivered"
+    );
+    // Time for a repeat to show.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = up.received();
+    let arrivals = |id: &str| -> Vec<Instant> {
+        seen.iter()
+            .filter(|r| r.header("idempotency-key") == Some(id))
+            .map(|r| r.at)
+            .collect()
+    };
+    for (id, _) in events {
+        assert_eq!(arrivals(id).len(), 1, "{id} reached the upstream once");
+    }
+    let (first, second) = (arrivals("evt_lease_1")[0], arrivals("evt_lease_2")[0]);
+    assert!(
+        second >= first + slow,
+        "the second event of a key arrived {:?} after the first, which was open for {slow:?}",
+        second - first
+    );
+    eprintln!(
+        "chaos [queue: two replicas, upstream_timeout 12s and 1s, upstream 8s]: 3 events, {} attempts, 0 repeated, key order kept",
+        seen.len()
+    );
+    short.stop().await;
+    long.stop().await;
+}

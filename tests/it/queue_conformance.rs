@@ -178,6 +178,7 @@ pub async fn queue_conforms<S: QueueStore>(s: &S) {
     retries_come_back_when_due(s).await;
     dead_events_are_retried_and_purged(s).await;
     queue_lease_moves(s, s).await;
+    queue_leases_are_renewed(s, s).await;
     routes_are_isolated(s).await;
     depth_counts_waiting_and_dead(s).await;
     concurrent_takes_are_exclusive(s).await;
@@ -753,6 +754,55 @@ pub async fn queue_lease_moves<S: QueueStore>(first: &S, second: &S) {
     assert!(take(first, &q, SHORT_LEASE).await.is_empty());
 }
 
+/// A lease is the holder's: a taker whose own lease is shorter never cuts it short,
+/// and a renewed lease is not taken over however long the attempt runs. Once the
+/// holder stops renewing, the event moves on, and the old holder's renewal says so.
+pub async fn queue_leases_are_renewed<S: QueueStore>(holder: &S, other: &S) {
+    let route = unique_route("renew");
+    let q = queue(&route);
+    let ev = event("evt_r", b"renew", now_ms());
+    assert_eq!(enqueue(holder, &q, &ev).await, Enqueued::Queued);
+    let lease = Duration::from_millis(600);
+    let mut held = holder.take_due(&q, 10, lease).await.expect("take");
+    assert_eq!(held.len(), 1);
+    let l = held.remove(0);
+    // Another taker with a much shorter lease of its own, for three lease lengths.
+    for _ in 0..9 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            holder.renew(&q, &l, lease).await.expect("renew"),
+            "the holder keeps its lease"
+        );
+        assert!(
+            other
+                .take_due(&q, 10, SHORT_LEASE)
+                .await
+                .expect("take")
+                .is_empty(),
+            "a renewed lease is not taken over"
+        );
+    }
+    // The holder stops renewing: the lease runs out and the event moves on.
+    tokio::time::sleep(lease + PAST_LEASE).await;
+    let taken = other.take_due(&q, 10, SHORT_LEASE).await.expect("take");
+    assert_eq!(taken.len(), 1, "taken once the lease ran out");
+    assert!(
+        !holder.renew(&q, &l, lease).await.expect("renew"),
+        "the old holder's renewal finds the lease lost"
+    );
+    assert!(other.renew(&q, &taken[0], LONG).await.expect("renew"));
+    assert!(
+        other
+            .finish(&q, &taken[0], &delivered(), TTL)
+            .await
+            .expect("finish")
+    );
+    assert!(
+        !other.renew(&q, &taken[0], LONG).await.expect("renew"),
+        "a finished attempt holds no lease"
+    );
+}
+
 async fn routes_are_isolated<S: QueueStore>(s: &S) {
     let (ra, rb) = (unique_route("iso-a"), unique_route("iso-b"));
     let (qa, qb) = (queue(&ra), queue(&rb));
@@ -888,6 +938,7 @@ async fn the_queue_contract_holds_on_redis() {
     let (a, b) = (redis_store(&server), redis_store(&server));
     queue_conforms(&a).await;
     queue_lease_moves(&a, &b).await;
+    queue_leases_are_renewed(&a, &b).await;
     shared_slots_bound_every_replica(&a, &b).await;
 }
 
@@ -923,6 +974,7 @@ async fn the_queue_contract_holds_on_a_redis_cluster() {
     let (a, b) = (store(), store());
     queue_conforms(&a).await;
     queue_lease_moves(&a, &b).await;
+    queue_leases_are_renewed(&a, &b).await;
 }
 
 /// The Redis layout: a queued event's hash never expires, a delivered one drops its
@@ -941,14 +993,18 @@ async fn the_redis_queue_keeps_its_layout_and_recovers_its_group() {
     assert_eq!(ttl, -1, "an undelivered event never expires");
 
     // The group is lost (as in a failover that dropped it): it comes back, and the
-    // entry is delivered from the start of the stream.
-    let l = take_one(&s, &q, "evt_x").await;
+    // entry is delivered from the start of the stream — once the lease of the attempt
+    // that held it has run out: that attempt may still be running.
+    let mut first = s.take_due(&q, 10, SHORT_LEASE).await.expect("take");
+    assert_eq!(first.len(), 1);
+    let l = first.remove(0);
     let _: i64 = server.cmd(
         redis::cmd("XGROUP")
             .arg("DESTROY")
             .arg(key("stream"))
             .arg("hookgate"),
     );
+    tokio::time::sleep(PAST_LEASE).await;
     let again = take_one(&s, &q, "evt_x").await;
     assert_eq!(again.event, ev, "raw bytes survive");
     assert!(!s.finish(&q, &l, &delivered(), TTL).await.expect("finish"));
