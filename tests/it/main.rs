@@ -9,6 +9,7 @@
 )]
 
 mod chaos;
+mod clock;
 mod cluster;
 mod conformance;
 mod deploy;
