@@ -159,6 +159,10 @@ pub enum Settled {
 }
 
 /// A store call that failed. Each is retryable: the provider retries on 503.
+///
+/// Whether the call changed anything is known only for [`StoreError::Refused`]: a
+/// timeout or a connection lost after the call was sent may hide a call that ran (a
+/// Redis command stays queued and runs later), and so may a failed disk commit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     #[error("store call timed out after {0:?}")]
@@ -167,6 +171,18 @@ pub enum StoreError {
     Backend(String),
     #[error("store holds an unreadable record under {0}")]
     Corrupt(String),
+    /// The call never ran: the store could not be reached, or answered that it would
+    /// not run it (out of memory, read-only, a cluster slot elsewhere, a disk store
+    /// refusing new events).
+    #[error("store: {0}")]
+    Refused(String),
+}
+
+impl StoreError {
+    /// Whether the call certainly wrote nothing.
+    pub fn wrote_nothing(&self) -> bool {
+        matches!(self, Self::Refused(_))
+    }
 }
 
 /// The contract every store implements.

@@ -166,6 +166,34 @@ fn backend(e: redis::RedisError) -> StoreError {
     StoreError::Backend(e.to_string())
 }
 
+/// A Redis error after a call was sent: [`StoreError::Refused`] when the call surely
+/// did not run (the connection was refused, or the server refused the call before
+/// running it), else [`StoreError::Backend`] (it may have run).
+fn sent_error(e: redis::RedisError) -> StoreError {
+    const NOT_RUN: [&str; 12] = [
+        "OOM",
+        "READONLY",
+        "MASTERDOWN",
+        "CLUSTERDOWN",
+        "MOVED",
+        "ASK",
+        "TRYAGAIN",
+        "LOADING",
+        "NOSCRIPT",
+        "NOPERM",
+        "CROSSSLOT",
+        "NOREPLICAS",
+    ];
+    if e.is_connection_refusal()
+        || e.kind() == redis::ErrorKind::ClusterConnectionNotFound
+        || e.code().is_some_and(|c| NOT_RUN.contains(&c))
+    {
+        StoreError::Refused(e.to_string())
+    } else {
+        backend(e)
+    }
+}
+
 impl RedisStore {
     /// Connects lazily: the first call opens the connection, so a gateway can start
     /// while Redis is still coming up (and answers 503 until it is).
@@ -318,13 +346,17 @@ impl RedisStore {
         // bound; the command itself gets `op_timeout`.
         let conn = match tokio::time::timeout(self.inner.op_timeout * 5, self.conn()).await {
             Ok(Ok(c)) => c,
+            // Nothing was sent.
             Ok(Err(e)) => {
                 self.note_timeout().await;
-                return Err(backend(e));
+                return Err(StoreError::Refused(e.to_string()));
             }
             Err(_) => {
                 self.note_timeout().await;
-                return Err(StoreError::Timeout(self.inner.op_timeout * 5));
+                return Err(StoreError::Refused(format!(
+                    "no connection within {:?}",
+                    self.inner.op_timeout * 5
+                )));
             }
         };
         let out = tokio::time::timeout(self.inner.op_timeout, f(conn)).await;
@@ -339,7 +371,7 @@ impl RedisStore {
                 if e.is_timeout() || !matches!(self.inner.target, Target::Single { .. }) {
                     self.note_timeout().await;
                 }
-                Err(backend(e))
+                Err(sent_error(e))
             }
             Err(_) => {
                 self.note_timeout().await;

@@ -855,8 +855,18 @@ impl RedisStore {
             .arg(k.ev_prefix())
             .arg(UNTAKE_SCAN);
         let inv = &inv;
+        // Loaded in the same pipeline: sent together, both run even if this call too
+        // is given up on (a script missing on the server would otherwise be loaded and
+        // run only by a second round trip, which a dropped call never makes).
         match self
-            .run(|mut c| async move { inv.invoke_async::<i64>(&mut c).await })
+            .run(|mut c| async move {
+                let (_sha, n): (String, i64) = redis::pipe()
+                    .load_script(&UNTAKE_SCRIPT)
+                    .invoke_script(inv)
+                    .query_async(&mut c)
+                    .await?;
+                Ok(n)
+            })
             .await
         {
             Ok(0) => {}

@@ -619,6 +619,15 @@ impl Job {
                     )),
                 )
             }
+            // An enqueue that may have run (a timeout, a connection lost after the call
+            // was sent) may have stored the event: forwarded now, the queue would
+            // deliver it again. The provider's retry finds it, or stores it.
+            Err(e) if !e.wrote_nothing() => (
+                Answer::StoreUnavailable,
+                Some(format!(
+                    "{e}; not forwarded without a claim: the event may have been stored"
+                )),
+            ),
             Err(e) => match self.route.on_error {
                 OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 OnError::Forward => {

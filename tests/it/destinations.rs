@@ -653,8 +653,19 @@ async fn without_the_store_only_a_plain_queue_route_forwards_unclaimed() {
     let gw = TestGateway::start(&config).await;
     redis.stop();
     let body = typed("evt_down", "invoice.paid", "cus_1");
-    let r = gw.deliver("plain", &body, "evt_down").await;
-    assert_eq!(r.outcome(), "forwarded_unclaimed", "{}", r.body);
+    // A call that may have reached Redis before it went down (a broken connection, a
+    // timeout) may have stored the event: 503, as the provider retries. One that
+    // surely did not (the connection refused) is forwarded.
+    let mut forwarded = false;
+    for _ in 0..20 {
+        let r = gw.deliver("plain", &body, "evt_down").await;
+        if r.outcome() == "forwarded_unclaimed" {
+            forwarded = true;
+            break;
+        }
+        assert_eq!((r.status, r.outcome()), (503, "store_error"), "{}", r.body);
+    }
+    assert!(forwarded, "a retry is forwarded without a claim");
     // A forward without a claim would pass the key's line, or reach one destination
     // of two: the provider is asked to retry instead.
     for name in ["ordered", "fanout"] {
@@ -668,5 +679,64 @@ async fn without_the_store_only_a_plain_queue_route_forwards_unclaimed() {
         assert!(r.headers.contains_key("retry-after"), "{name}");
     }
     assert_eq!(up.count(), 1, "only the plain route forwarded");
+    gw.stop().await;
+}
+
+/// An enqueue the gateway gave up on (the store answered after `store.timeout`) may
+/// still have run: the event is then stored, and a forward without a claim would
+/// deliver it a second time. `on_error = "forward"` forwards only what surely was not
+/// stored; this event is answered 503, the queue delivers it once, and the provider's
+/// retry is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueue_that_timed_out_but_ran_is_not_also_forwarded() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let config = format!(
+        "[store]\nbackend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\n[[routes]]\nname = \"plain\"\npath = \"/plain\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\ndelivery = \"queue\"\non_error = \"forward\"\nupstream = \"{}\"\n",
+        redis.url(),
+        up.url("/plain")
+    );
+    let gw = TestGateway::start(&config).await;
+    // The scripts are loaded (a call that finds its script missing loads it and runs
+    // again: given up on, it never does).
+    let warm = typed("evt_warm", "invoice.paid", "cus_1");
+    assert_eq!(
+        gw.deliver("plain", &warm, "evt_warm").await.outcome(),
+        "queued"
+    );
+    assert!(eventually(Duration::from_secs(5), || up.effects_for("evt_warm") == 1).await);
+    let body = typed("evt_late", "invoice.paid", "cus_1");
+    // Redis is busy for 450 ms (a script that spins): the enqueue times out here at
+    // 300 ms, and runs there once the script is done.
+    let url = redis.url();
+    let busy = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let spin = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
+            while true do local n = redis.call('TIME') \
+            if n[1] * 1000000 + n[2] - t0 > 450000 then return 1 end end";
+        let _: i64 = redis::cmd("EVAL")
+            .arg(spin)
+            .arg(0)
+            .query(&mut c)
+            .expect("spin");
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let r = gw.deliver("plain", &body, "evt_late").await;
+    assert_eq!((r.status, r.outcome()), (503, "store_error"), "{}", r.body);
+    busy.join().expect("spin");
+    assert!(
+        eventually(Duration::from_secs(10), || up.effects_for("evt_late") == 1).await,
+        "the queue delivers the event its late enqueue stored"
+    );
+    let again = gw.deliver("plain", &body, "evt_late").await;
+    assert_eq!(again.outcome(), "duplicate", "{}", again.body);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        up.count_for("evt_late"),
+        1,
+        "delivered once, never forwarded besides"
+    );
     gw.stop().await;
 }

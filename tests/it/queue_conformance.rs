@@ -1298,3 +1298,43 @@ async fn the_disk_queue_survives_a_reopen() {
     let l = take_one(&s, &seq, "evt_new").await;
     assert_eq!(l.event.body.as_ref(), b"new body");
 }
+
+/// A take that the store runs after the gateway gave up on it (Redis busy longer than
+/// `store.timeout`) leases events whose tokens never arrive: they are given back at
+/// once, not left untried for a whole lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_take_given_up_on_gives_its_events_back() {
+    let server = RedisServer::start();
+    let s = RedisStore::new(&server.url(), Duration::from_millis(200)).expect("store");
+    let route = unique_route("untake");
+    let q = queue(&route);
+    // The take script is loaded (a call that finds its script missing loads it in a
+    // second round trip).
+    assert!(take(&s, &q, LONG).await.is_empty());
+    let ev = event("evt_u", b"untake", now_ms());
+    assert_eq!(enqueue(&s, &q, &ev).await, Enqueued::Queued);
+    let url = server.url();
+    let busy = std::thread::spawn(move || {
+        let mut c = redis::Client::open(url)
+            .and_then(|c| c.get_connection())
+            .expect("connect");
+        let spin = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
+            while true do local n = redis.call('TIME') \
+            if n[1] * 1000000 + n[2] - t0 > 450000 then return 1 end end";
+        let _: i64 = redis::cmd("EVAL")
+            .arg(spin)
+            .arg(0)
+            .query(&mut c)
+            .expect("spin");
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        s.take_due(&q, 10, LONG).await.is_err(),
+        "the take is given up on while Redis is busy"
+    );
+    busy.join().expect("spin");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let again = take(&s, &q, LONG).await;
+    assert_eq!(again.len(), 1, "given back, due again at once");
+    assert_eq!(again[0].event, ev);
+}
