@@ -676,6 +676,15 @@ async fn send_and_record(
                 return;
             }
             Ok(false) => {
+                state
+                    .metrics
+                    .queue_lease_lost
+                    .get_or_create(&crate::telemetry::DestinationStage {
+                        route: route.name.clone(),
+                        destination: dest.name.clone(),
+                        stage: "recording".to_owned(),
+                    })
+                    .inc();
                 tracing::warn!(route = %route.name, event_id = %env.event_id, "queue: the event's lease was lost (purged, or taken by another worker); this attempt's result is not recorded");
                 return;
             }
