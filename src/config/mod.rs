@@ -204,6 +204,20 @@ impl Route {
         self.events.is_some() || self.destinations.iter().any(|d| d.events.is_some())
     }
 
+    /// The destinations that take an event whose type cannot be read: those without
+    /// an `events` filter (a filter admits only what it can see), none when the route
+    /// itself filters.
+    pub fn destinations_for_untyped(&self) -> Vec<Arc<Destination>> {
+        if self.events.is_some() {
+            return Vec::new();
+        }
+        self.destinations
+            .iter()
+            .filter(|d| d.events.is_none())
+            .cloned()
+            .collect()
+    }
+
     /// The destinations that take an event of this type (none: it is filtered).
     pub fn destinations_for(&self, event_type: &str) -> Vec<Arc<Destination>> {
         if self.events.as_ref().is_some_and(|f| !f.admits(event_type)) {

@@ -830,3 +830,33 @@ fn a_destination_timeout_is_checked_against_the_lease_where_it_applies() {
     );
     assert!(!inherits.contains("destinations[0]"), "{inherits}");
 }
+
+#[test]
+fn order_keys_come_only_from_what_the_signature_covers() {
+    let store = "[store]\nbackend = \"disk\"\npath = \"q.db\"\n";
+    let e = errors(&format!(
+        "{store}{ROUTE}delivery = \"queue\"\norder_by = \"header:X-Tenant\"\non_dead = \"block\"\n"
+    ));
+    assert!(
+        e.contains(
+            "cfg.toml:12: routes[0].order_by: the x-tenant header is not covered by the signature"
+        ),
+        "{e}"
+    );
+    let e = errors(&format!(
+        "{store}[[routes]]\nname = \"stripe\"\npath = \"/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_x\"]\ndelivery = \"queue\"\n[[routes.destinations]]\nname = \"a\"\nupstream = \"http://127.0.0.1:1/\"\norder_by = \"header:X-Tenant\"\n"
+    ));
+    assert!(
+        e.contains("routes[0].destinations[0].order_by: the x-tenant header is not covered"),
+        "{e}"
+    );
+    // A signed field of the body, or a header the scheme signs, is a key.
+    check(&format!(
+        "{store}{ROUTE}delivery = \"queue\"\norder_by = \"json:/data/object/customer\"\n"
+    ))
+    .expect("json order key");
+    check(&format!(
+        "{store}[[routes]]\nname = \"sw\"\npath = \"/sw\"\nprovider = \"standard_webhooks\"\nsecrets = [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]\nupstream = \"http://127.0.0.1:1/\"\ndelivery = \"queue\"\norder_by = \"header:webhook-id\"\n"
+    ))
+    .expect("a signed header");
+}

@@ -201,6 +201,13 @@ impl DedupStore for MemoryStore {
     async fn ping(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    async fn peek(&self, key: &DedupKey) -> Result<Option<Claim>, StoreError> {
+        let shard = self.shard(key);
+        Ok(shard
+            .live(key.as_str(), Instant::now())
+            .map(|e| e.record.as_existing()))
+    }
 }
 
 #[cfg(test)]

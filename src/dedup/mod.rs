@@ -217,6 +217,13 @@ pub trait DedupStore: Send + Sync {
 
     /// Checks the store answers.
     fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// What holds `key` now, as a claim would find it (`None`: nothing), without
+    /// claiming it.
+    fn peek(
+        &self,
+        key: &DedupKey,
+    ) -> impl Future<Output = Result<Option<Claim>, StoreError>> + Send;
 }
 
 /// The configured store. An enum rather than a trait object: the set is closed and
@@ -300,6 +307,10 @@ impl DedupStore for Store {
 
     async fn ping(&self) -> Result<(), StoreError> {
         dispatch!(self, s => s.ping().await)
+    }
+
+    async fn peek(&self, key: &DedupKey) -> Result<Option<Claim>, StoreError> {
+        dispatch!(self, s => s.peek(key).await)
     }
 }
 

@@ -561,4 +561,16 @@ impl DedupStore for RedisStore {
             .await
             .map(|_| ())
     }
+
+    async fn peek(&self, key: &DedupKey) -> Result<Option<Claim>, StoreError> {
+        let raw: Option<String> = self
+            .run(|mut c| async move { c.get(key.as_str()).await })
+            .await?;
+        match raw {
+            None => Ok(None),
+            Some(text) => Record::decode(&text)
+                .map(|r| Some(r.as_existing()))
+                .ok_or_else(|| StoreError::Corrupt(key.as_str().to_owned())),
+        }
+    }
 }

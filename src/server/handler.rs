@@ -332,32 +332,18 @@ async fn pipeline(
         t.extract_read(&parts.headers, &body, read)
     });
     // An event type the route does not take (its `events`, or no destination's) is
-    // acknowledged, never claimed, forwarded or stored. One whose type cannot be read
-    // is not filtered: a filter must not drop what it cannot see.
+    // acknowledged and never forwarded or stored; its event ID is recorded as done for
+    // the dedup window, because the type is often in a header the signature does not
+    // cover: the same signed bytes sent again under another type are a copy, not a new
+    // event. A type that cannot be read goes only where no filter applies: a filter
+    // admits what it can see, nothing else.
     // `None`: every destination (the common case, no filter: nothing to collect).
     let destinations: Option<Vec<Arc<Destination>>> =
         match (&seen.event_type, route.filters_events()) {
             (_, false) => None,
             (Some(t), true) => Some(route.destinations_for(t)),
-            (None, true) => {
-                seen.detail =
-                    Some("no event type in the delivery: events filter not applied".into());
-                None
-            }
+            (None, true) => Some(route.destinations_for_untyped()),
         };
-    if destinations.as_ref().is_some_and(Vec::is_empty) {
-        let answer = Answer::Filtered {
-            event_id: delivery.event_id().to_string(),
-            event_type: seen.event_type.clone().unwrap_or_default(),
-        };
-        return match route.verifier.fixed_reply() {
-            Some(reply) => Answer::Fixed {
-                reply: reply.clone(),
-                outcome: Outcome::Filtered,
-            },
-            None => answer,
-        };
-    }
     seen.secret_index = Some(delivery.secret_index());
     state
         .metrics
@@ -395,7 +381,8 @@ async fn pipeline(
             outcome @ (Outcome::Forwarded
             | Outcome::ForwardedUnclaimed
             | Outcome::Duplicate
-            | Outcome::Queued),
+            | Outcome::Queued
+            | Outcome::Filtered),
         ) => Answer::Fixed { reply, outcome },
         _ => answer,
     }
@@ -514,7 +501,15 @@ impl Job {
         {
             return refused;
         }
+        if self.destinations.as_ref().is_some_and(Vec::is_empty) {
+            return self.filter_out().await;
+        }
         if self.route.delivery == Delivery::Queue {
+            if self.route.filters_events()
+                && let Some(copy) = self.filtered_before().await
+            {
+                return copy;
+            }
             return self.enqueue().await;
         }
         let id = self.delivery.event_id().as_str();
@@ -637,6 +632,54 @@ impl Job {
                     (relayed(result, true), detail)
                 }
             },
+        }
+    }
+
+    /// A delivery no destination takes: its event ID is recorded as done for the dedup
+    /// window (claimed, then completed at once), and it is answered `filtered`. A copy
+    /// already recorded is answered as such.
+    async fn filter_out(&self) -> (Answer, Option<String>) {
+        let st = &self.state;
+        let cfg = &self.routing.store_cfg;
+        let id = self.delivery.event_id().as_str();
+        let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
+        let fp = self.delivery.fingerprint().short_hex();
+        let filtered = Answer::Filtered {
+            event_id: id.to_owned(),
+            event_type: self.event_type.clone().unwrap_or_default(),
+        };
+        let untyped = self.event_type.is_none().then(|| {
+            "no event type in the delivery: only destinations without a filter take it".to_owned()
+        });
+        match st.store.claim(&key, &fp, cfg.inflight_ttl).await {
+            Ok(Claim::Claimed(token)) => {
+                if let Err(e) = st.store.complete(&key, &token, &fp, cfg.dedup_ttl).await {
+                    // Its lease runs out; a copy is filtered (or recorded) again then.
+                    tracing::warn!(key = %key, error = %e, "recording a filtered event failed");
+                }
+                (filtered, untyped)
+            }
+            Ok(earlier) => (copy_of(earlier, &fp, id), None),
+            Err(e) => match self.route.on_error {
+                OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
+                // Nothing is forwarded either way: acknowledge it, unrecorded.
+                OnError::Forward => (filtered, Some(format!("{e}; filtered, not recorded"))),
+            },
+        }
+    }
+
+    /// On a queue route that filters events, an event filtered before (its record is
+    /// the sync dedup key, which the Redis queue does not read) is a copy: the same
+    /// signed bytes with another type header are not a new event.
+    async fn filtered_before(&self) -> Option<(Answer, Option<String>)> {
+        let cfg = &self.routing.store_cfg;
+        let id = self.delivery.event_id().as_str();
+        let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
+        let fp = self.delivery.fingerprint().short_hex();
+        match self.state.store.peek(&key).await {
+            Ok(Some(earlier)) => Some((copy_of(earlier, &fp, id), None)),
+            Ok(None) => None,
+            Err(e) => Some((Answer::StoreUnavailable, Some(e.to_string()))),
         }
     }
 

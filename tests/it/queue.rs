@@ -550,15 +550,19 @@ async fn an_events_filter_acknowledges_other_types_without_forwarding_or_storing
     assert_eq!((r.status, r.outcome()), (200, "filtered"), "{}", r.body);
     assert_eq!(r.json()["event_type"], "customer.created");
     assert_eq!(up.count(), 1, "a filtered event is not forwarded");
-    // Not claimed either: the same event is filtered again, never a duplicate.
+    // Recorded for the dedup window: a copy is a duplicate.
     assert_eq!(
         gw.deliver("stripe", created, "x").await.outcome(),
-        "filtered"
+        "duplicate"
     );
 
     assert_eq!(
         gw.deliver("queued", created, "x").await.outcome(),
         "filtered"
+    );
+    assert_eq!(
+        gw.deliver("queued", created, "x").await.outcome(),
+        "duplicate"
     );
     let (_, listed) = admin(&gw, "GET", "/events/queued").await;
     assert_eq!(
@@ -569,23 +573,29 @@ async fn an_events_filter_acknowledges_other_types_without_forwarding_or_storing
     assert_eq!(gw.deliver("queued", paid, "x").await.outcome(), "queued");
     assert!(eventually(Duration::from_secs(5), || up.count() == 2).await);
 
-    // GitHub: the header and the action; a delivery without the header has no type
-    // and is not filtered (a filter does not drop what it cannot see).
+    // GitHub: the header and the action; a delivery without the header has no type,
+    // and a filter admits only what it can see.
     let body = r#"{"action":"opened"}"#;
     let mut headers = gw.sign("github", body, "gh-f1");
     headers.push(("X-GitHub-Event".into(), "pull_request".into()));
     let r = crate::support::post(&gw.url("/gh"), &headers, body.as_bytes().to_vec()).await;
     assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    // The same signed bytes under another type: a copy, not a new event.
     let mut headers = gw.sign("github", body, "gh-f2");
     headers.push(("X-GitHub-Event".into(), "issues".into()));
     let r = crate::support::post(&gw.url("/gh"), &headers, body.as_bytes().to_vec()).await;
+    assert_eq!(r.outcome(), "duplicate", "{}", r.body);
+    let other = r#"{"action":"closed"}"#;
+    let mut headers = gw.sign("github", other, "gh-f4");
+    headers.push(("X-GitHub-Event".into(), "issues".into()));
+    let r = crate::support::post(&gw.url("/gh"), &headers, other.as_bytes().to_vec()).await;
     assert_eq!(r.outcome(), "filtered", "{}", r.body);
     let r = gw.deliver("github", r#"{"action":"x"}"#, "gh-f3").await;
-    assert_eq!(r.outcome(), "forwarded", "no type: not filtered");
+    assert_eq!(r.outcome(), "filtered", "no type: filtered");
     assert_eq!(
         gw.metric("hookgate_deliveries_total{route=\"stripe\",outcome=\"filtered\"}")
             .await,
-        2.0
+        1.0
     );
     gw.stop().await;
 }

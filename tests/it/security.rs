@@ -487,3 +487,99 @@ async fn handed_over_secrets_are_kept_once_until_cleared() {
     assert_eq!(up.count(), 0, "handshakes are never forwarded");
     gw.stop().await;
 }
+
+/// Second review, 1: Shopify's topic is a header the signature does not cover. A
+/// capture of a delivery the route filtered out (`orders/create`), sent again with the
+/// topic changed to one the route takes (`orders/paid`) or removed, is a copy of an
+/// event already recorded — never forwarded or queued. A delivery whose type cannot
+/// be read goes nowhere a filter applies. On the memory store (sync) and on Redis
+/// (sync and queue: the queue's records are elsewhere, and it looks at the filtered
+/// record first).
+async fn filtered_captures_are_not_reusable_under_another_type(
+    redis: Option<&crate::support::RedisServer>,
+) {
+    let up = Upstream::start().await;
+    let store = crate::support::store_toml(redis, "");
+    let queue = if redis.is_some() {
+        route(
+            "shopq",
+            "shopify",
+            "[\"shop-secret\"]",
+            &up,
+            "events = [\"orders/paid\"]\ndelivery = \"queue\"",
+        )
+    } else {
+        String::new()
+    };
+    let config = format!(
+        "{store}{}{queue}",
+        route(
+            "shop",
+            "shopify",
+            "[\"shop-secret\"]",
+            &up,
+            "events = [\"orders/paid\"]"
+        )
+    );
+    let gw = TestGateway::start(&config).await;
+    let routes: &[&str] = if redis.is_some() {
+        &["shop", "shopq"]
+    } else {
+        &["shop"]
+    };
+    for name in routes {
+        let unpaid =
+            format!(r#"{{"id":820982911946154508,"route":"{name}","financial_status":"pending"}}"#);
+        let signed = gw.sign(name, &unpaid, "sh-cap-1");
+        let url = gw.url(&format!("/{name}"));
+        let r = post(
+            &url,
+            &with(signed.clone(), "X-Shopify-Topic", "orders/create"),
+            unpaid.clone().into_bytes(),
+        )
+        .await;
+        assert_eq!(
+            (r.status, r.outcome()),
+            (200, "filtered"),
+            "{name}: {}",
+            r.body
+        );
+        let relabelled = post(
+            &url,
+            &with(signed.clone(), "X-Shopify-Topic", "orders/paid"),
+            unpaid.clone().into_bytes(),
+        )
+        .await;
+        assert_eq!(
+            relabelled.outcome(),
+            "duplicate",
+            "{name}: the same signed bytes under another topic: {}",
+            relabelled.body
+        );
+        let mut bare = signed.clone();
+        bare.retain(|(n, _)| !n.eq_ignore_ascii_case("X-Shopify-Topic"));
+        let untyped = post(&url, &bare, unpaid.into_bytes()).await;
+        assert_eq!(untyped.outcome(), "duplicate", "{name}: {}", untyped.body);
+        // A fresh delivery without a topic: its type cannot be read, and the route
+        // takes only orders/paid.
+        let fresh = format!(r#"{{"id":2,"route":"{name}"}}"#);
+        let mut bare = gw.sign(name, &fresh, "sh-cap-2");
+        bare.retain(|(n, _)| !n.eq_ignore_ascii_case("X-Shopify-Topic"));
+        let r = post(&url, &bare, fresh.into_bytes()).await;
+        assert_eq!(r.outcome(), "filtered", "{name}: no type: {}", r.body);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(up.count(), 0, "nothing reached the upstream");
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtered_captures_are_not_reusable_under_another_type_on_memory() {
+    filtered_captures_are_not_reusable_under_another_type(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtered_captures_are_not_reusable_under_another_type_on_redis() {
+    let redis = crate::support::RedisServer::start();
+    filtered_captures_are_not_reusable_under_another_type(Some(&redis)).await;
+}

@@ -171,6 +171,9 @@ impl Validator<'_> {
         let delivery = self.delivery(&r, store, &k);
         let destinations = self.destinations(&r, delivery, event_type.is_some(), store, &k);
 
+        if let Some(v) = &verifier {
+            self.order_keys_are_signed(&r, v, &k);
+        }
         if self.errors.len() > errors_before {
             return None;
         }
@@ -198,6 +201,44 @@ impl Validator<'_> {
             delivery,
             destinations,
         })
+    }
+
+    /// `order_by = "header:NAME"` only on a header the signature covers: anyone who
+    /// saw one delivery can send it again with any value in an unsigned header, and
+    /// so put it in another key's line (and, under `on_dead = "block"`, hold that
+    /// key). A `json:` pointer reads the signed body.
+    fn order_keys_are_signed(
+        &mut self,
+        r: &RawRoute,
+        verifier: &crate::provider::Verifier,
+        k: &dyn Fn(&str) -> String,
+    ) {
+        let mut keys: Vec<(&Spanned<String>, String)> = Vec::new();
+        if let Some(o) = &r.order_by {
+            keys.push((o, k("order_by")));
+        }
+        if let Some(ds) = &r.destinations {
+            for (j, d) in ds.get_ref().iter().enumerate() {
+                if let Some(o) = &d.order_by {
+                    keys.push((o, k(&format!("destinations[{j}].order_by"))));
+                }
+            }
+        }
+        for (o, key) in keys {
+            let header = match EventTypeSource::parse(o.get_ref()) {
+                Ok(EventTypeSource::Header(h) | EventTypeSource::HeaderAndJson(h, _)) => h,
+                _ => continue,
+            };
+            if !verifier.signs_header(&header) {
+                self.err(
+                    o,
+                    &key,
+                    format_args!(
+                        "the {header} header is not covered by the signature: anyone who saw one delivery could send it again under another key and join (or hold) that key's line; order by a field of the signed body (\"json:/pointer\")"
+                    ),
+                );
+            }
+        }
     }
 
     /// `delivery`: sync or queue (which needs a durable store).

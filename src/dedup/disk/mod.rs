@@ -672,6 +672,19 @@ impl DedupStore for DiskStore {
         txn.open_table(DEDUP).map_err(backend)?;
         Ok(())
     }
+
+    async fn peek(&self, key: &DedupKey) -> Result<Option<Claim>, StoreError> {
+        let txn = self.inner.shared.get()?.begin_read().map_err(backend)?;
+        let table = txn.open_table(DEDUP).map_err(backend)?;
+        match table.get(key.as_str()).map_err(backend)? {
+            None => Ok(None),
+            Some(v) => match decode(v.value()) {
+                Some((record, expires)) if expires > now_ms() => Ok(Some(record.as_existing())),
+                Some(_) => Ok(None),
+                None => Err(StoreError::Corrupt(key.as_str().to_owned())),
+            },
+        }
+    }
 }
 
 #[cfg(test)]
