@@ -21,15 +21,32 @@ use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 /// Turns an in-flight record into a done record if this claim still holds the key, or
 /// records done if the key is gone (the lease ran out and nobody claimed since).
 /// Returns 1 when the key holds the done record afterwards, 0 when another claim holds it.
+/// With ARGV[4] = `1` (`min_replicas_ack`) a done record already there is written again,
+/// unchanged, so that the `WAIT` that follows covers it (see [`CLAIM_WAIT`]).
 const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] or v == false then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 elseif v == ARGV[2] then
+  if ARGV[4] == '1' then redis.call('SET', KEYS[1], v, 'KEEPTTL') end
   return 1
 end
 return 0";
+
+/// The claim under `min_replicas_ack`: `SET NX GET` as without it, and a done record
+/// found is written again, unchanged (`KEEPTTL`). `WAIT` waits for the connection's
+/// last write: a copy that found a done record and wrote nothing would be acknowledged
+/// at once, even if no replica holds that record (a `complete` whose replication had not
+/// happened yet, on this connection or another gateway's). The replication stream is in
+/// order, so a replica that acknowledged the rewrite holds the record. ARGV: record,
+/// lease ms. Returns the previous value (nil when claimed).
+const CLAIM_WAIT: &str = r"
+local prev = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
+if prev and string.sub(prev, 1, 2) == 'd|' then
+  redis.call('SET', KEYS[1], prev, 'KEEPTTL')
+end
+return prev";
 
 /// Deletes the key if this claim still holds it. An absent key counts as released.
 const RELEASE: &str = r"
@@ -128,6 +145,7 @@ struct Inner {
     op_timeout: Duration,
     complete: Script,
     release: Script,
+    claim_wait: Script,
     /// The queue's per-store state (`redis_queue.rs`).
     queue: super::redis_queue::QueueState,
 }
@@ -208,6 +226,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                claim_wait: Script::new(CLAIM_WAIT),
                 queue: super::redis_queue::QueueState::new(),
             }),
         })
@@ -236,6 +255,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                claim_wait: Script::new(CLAIM_WAIT),
                 queue: super::redis_queue::QueueState::new(),
             }),
         })
@@ -267,6 +287,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                claim_wait: Script::new(CLAIM_WAIT),
                 queue: super::redis_queue::QueueState::new(),
             }),
         })
@@ -410,8 +431,12 @@ impl DedupStore for RedisStore {
         // SET NX GET: claims and reads the current state in one round trip. With
         // min_replicas_ack, WAIT follows in the same pipeline: the claim counts only
         // once that many replicas hold it, so a primary lost right after cannot hand
-        // the event to a second copy.
+        // the event to a second copy. A done record found is held to the same bound
+        // (CLAIM_WAIT writes it again): a copy is answered 2xx only once replicas hold
+        // the record that answers it.
         let wait = self.inner.wait;
+        let claim_wait = &self.inner.claim_wait;
+        let lease_ms = millis(lease);
         let result = self
             .run(|mut c| async move {
                 match wait {
@@ -420,17 +445,26 @@ impl DedupStore for RedisStore {
                             .await
                     }
                     Some((n, t)) => {
-                        let (prev, acked): (Option<String>, i64) = redis::pipe()
-                            .set_options(key.as_str(), record, opts)
+                        // The script is loaded first: a pipeline does not retry NOSCRIPT.
+                        let mut inv = claim_wait.prepare_invoke();
+                        inv.key(key.as_str()).arg(record).arg(lease_ms);
+                        let (_sha, prev, acked): (String, Option<String>, i64) = redis::pipe()
+                            .load_script(claim_wait)
+                            .invoke_script(&inv)
                             .cmd("WAIT")
                             .arg(n)
                             .arg(millis(t))
                             .query_async(&mut c)
                             .await?;
-                        if prev.is_none() && acked < i64::from(n) {
+                        let done = prev.as_deref().is_some_and(|v| v.starts_with("d|"));
+                        if (prev.is_none() || done) && acked < i64::from(n) {
                             return Err(redis::RedisError::from((
                                 redis::ErrorKind::Client,
-                                "claim not acknowledged by enough replicas",
+                                if done {
+                                    "the done record of a copy not acknowledged by enough replicas"
+                                } else {
+                                    "claim not acknowledged by enough replicas"
+                                },
                                 format!("{acked} of {n}"),
                             )));
                         }
@@ -475,15 +509,38 @@ impl DedupStore for RedisStore {
         let in_flight = Record::in_flight(token, fingerprint).encode();
         let done = Record::done(token, fingerprint).encode();
         let script = &self.inner.complete;
+        let wait = self.inner.wait;
         let n: i64 = self
             .run(|mut c| async move {
-                script
-                    .key(key.as_str())
+                let mut inv = script.prepare_invoke();
+                inv.key(key.as_str())
                     .arg(in_flight)
                     .arg(done)
                     .arg(millis(ttl))
-                    .invoke_async(&mut c)
-                    .await
+                    .arg(if wait.is_some() { "1" } else { "0" });
+                let Some((n, t)) = wait else {
+                    return inv.invoke_async(&mut c).await;
+                };
+                // With min_replicas_ack the done record must reach replicas too: until
+                // it does, settling goes on (and retries write it again), so a primary
+                // lost meanwhile does not bring back the in-flight record and let a
+                // later copy through.
+                let (_sha, applied, acked): (String, i64, i64) = redis::pipe()
+                    .load_script(script)
+                    .invoke_script(&inv)
+                    .cmd("WAIT")
+                    .arg(n)
+                    .arg(millis(t))
+                    .query_async(&mut c)
+                    .await?;
+                if applied == 1 && acked < i64::from(n) {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "done record not acknowledged by enough replicas",
+                        format!("{acked} of {n}"),
+                    )));
+                }
+                Ok(applied)
             })
             .await?;
         Ok(if n == 1 {

@@ -68,9 +68,11 @@
 //!   that one bad record does not stall its route; `take_due` reports `Corrupt` only if
 //!   it has nothing else to return. `list`, `show` and `retry` report `Corrupt(key)`.
 //! - With `min_replicas_ack`, an enqueue that too few replicas acknowledged is an error
-//!   (503), but the event stays stored on the primary: it is delivered, and the
-//!   provider's retry is answered as a duplicate. Deleting it instead could race a
-//!   worker that already took it and deliver it twice.
+//!   (503), but the event stays stored on the primary: it is delivered. Deleting it
+//!   instead could race a worker that already took it and deliver it twice. The
+//!   provider's retry finds it, writes it again (its fingerprint, unchanged) and waits
+//!   for replicas as the first copy did: it is answered 2xx only once replicas hold the
+//!   event, and 503 until then, so no 2xx ever rests on an event only the primary holds.
 //!
 //! `list` without a state lists the undelivered events (the `all` index); delivered
 //! records are listed with `Some(State::Delivered)`.
@@ -111,21 +113,31 @@ const CAS_TRIES: usize = 3;
 /// KEYS: the event's hash in the queue of every destination of the route (those it
 /// goes to included, each once), then per destination it goes to: its event hash,
 /// stream, `all` and, when the event has an order key there, its line. ARGV: env,
-/// body, fp, event id, received_at, how many hashes to check, then per destination it
-/// goes to: its status, `1` when it has a line (else `0`).
+/// body, fp, event id, received_at, how many hashes to check, `1` when a copy must
+/// write (`min_replicas_ack`, else `0`), then per destination it goes to: its status,
+/// `1` when it has a line (else `0`).
 /// Returns 0 when stored, the stored fingerprint when the event is there, `-i` when the
 /// `i`-th hash holds it without one.
+///
+/// A copy writes the stored fingerprint again, unchanged, when asked to: `WAIT` waits
+/// for the connection's last write, so a copy that wrote nothing would be "acknowledged"
+/// at once, even when the event it found (written by another connection, or by this
+/// one's first copy that `WAIT` refused) has reached no replica. The replication stream
+/// is in order: a replica that acknowledged this write holds the event too.
 const ENQUEUE: &str = r"
 local n = tonumber(ARGV[6])
 for i = 1, n do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     local fp = redis.call('HGET', KEYS[i], 'fp')
-    if fp then return fp end
+    if fp then
+      if ARGV[7] == '1' then redis.call('HSET', KEYS[i], 'fp', fp) end
+      return fp
+    end
     return -i
   end
 end
 local id, k = ARGV[4], n + 1
-for j = 7, #ARGV, 2 do
+for j = 8, #ARGV, 2 do
   local ev, stream, all = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   k = k + 3
   redis.call('HSET', ev, 'env', ARGV[1], 'body', ARGV[2], 'fp', ARGV[3], 'status', ARGV[j])
@@ -818,7 +830,12 @@ impl QueueStore for RedisStore {
             .arg(&env.fingerprint)
             .arg(id)
             .arg(env.received_at_ms)
-            .arg(check.len());
+            .arg(check.len())
+            .arg(if self.replica_wait().is_some() {
+                "1"
+            } else {
+                "0"
+            });
         let now = now_ms();
         for (d, order_key) in &fanout.to {
             let k = Keys::new(&fanout.queue(d));
@@ -849,10 +866,17 @@ impl QueueStore for RedisStore {
                     .arg(millis(t))
                     .query_async(&mut c)
                     .await?;
-                if reply == redis::Value::Int(0) && acked < i64::from(n) {
+                // A copy of a stored event is held to the same bound as the first: it
+                // wrote the event's fingerprint again, and is answered only once
+                // replicas hold that write (and so the event).
+                let corrupt = matches!(reply, redis::Value::Int(i) if i < 0);
+                if !corrupt && acked < i64::from(n) {
                     return Err(redis::RedisError::from((
                         redis::ErrorKind::Client,
-                        "enqueue not acknowledged by enough replicas",
+                        match reply {
+                            redis::Value::Int(0) => "enqueue not acknowledged by enough replicas",
+                            _ => "the stored event of a copy not acknowledged by enough replicas",
+                        },
                         format!("{acked} of {n}"),
                     )));
                 }

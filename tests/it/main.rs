@@ -25,6 +25,7 @@ mod queue_conformance;
 mod queue_process;
 mod redis_extras;
 mod replay;
+mod replicas;
 mod security;
 mod sign;
 mod support;
