@@ -87,6 +87,11 @@ impl App {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let stop = tokio_util::sync::CancellationToken::new();
+        // Before anything is served: a Redis that may evict queued events refuses queue
+        // routes (server/eviction.rs).
+        // Boxed: its future is large, and nesting it in `run`'s own overflows the
+        // compiler's layout query depth.
+        Box::pin(server::eviction::at_start(&self.state, stop.clone())).await?;
         tokio::spawn({
             let stop = stop.clone();
             async move {

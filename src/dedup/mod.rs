@@ -421,6 +421,14 @@ impl Store {
         matches!(self, Self::Redis(_))
     }
 
+    /// Redis: its `maxmemory-policy` (`None` for the other stores, which evict nothing).
+    pub async fn maxmemory_policy(&self) -> Option<Result<String, StoreError>> {
+        match self {
+            Self::Redis(s) => Some(s.maxmemory_policy().await),
+            Self::Memory(_) | Self::Disk(_) => None,
+        }
+    }
+
     /// `memory`, `disk` or `redis`, for logs.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -411,6 +411,57 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// The server's `maxmemory-policy`, read from `INFO memory` (which answers where
+    /// `CONFIG` is renamed or refused). On a cluster `INFO` goes to every primary: the
+    /// first policy that evicts is returned, else the first found.
+    pub async fn maxmemory_policy(&self) -> Result<String, StoreError> {
+        let info: redis::Value = self
+            .run(|mut c| async move { redis::cmd("INFO").arg("memory").query_async(&mut c).await })
+            .await?;
+        let mut found = Vec::new();
+        collect_policies(&info, &mut found);
+        found
+            .iter()
+            .find(|p| policy_evicts(p))
+            .or_else(|| found.first())
+            .cloned()
+            .ok_or_else(|| StoreError::Backend("INFO memory names no maxmemory_policy".into()))
+    }
+}
+
+/// Whether a `maxmemory-policy` lets Redis evict keys: every policy but `noeviction`.
+pub fn policy_evicts(policy: &str) -> bool {
+    policy != "noeviction"
+}
+
+/// The `maxmemory_policy:` values in an `INFO` answer (one text, or one per node).
+fn collect_policies(v: &redis::Value, out: &mut Vec<String>) {
+    let mut text = |t: &str| {
+        out.extend(
+            t.lines()
+                .filter_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
+                .map(|p| p.trim().to_owned()),
+        );
+    };
+    match v {
+        redis::Value::BulkString(b) => text(&String::from_utf8_lossy(b)),
+        redis::Value::SimpleString(t) => text(t),
+        redis::Value::VerbatimString { text: t, .. } => text(t),
+        redis::Value::Map(kv) => {
+            for (_, v) in kv {
+                collect_policies(v, out);
+            }
+        }
+        redis::Value::Array(a) | redis::Value::Set(a) => {
+            for v in a {
+                collect_policies(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }

@@ -515,6 +515,10 @@ impl Job {
             return refused;
         }
         if self.route.delivery == Delivery::Queue {
+            // Redis may evict queued events (maxmemory-policy): refused, not lost.
+            if let Some(why) = st.eviction_refusal(&self.routing) {
+                return (Answer::StoreUnavailable, Some(why));
+            }
             return self.enqueue().await;
         }
         let id = self.delivery.event_id().as_str();

@@ -6,6 +6,7 @@
 //! and stop the server when they like.
 
 pub mod admin;
+pub(crate) mod eviction;
 mod handler;
 mod limits;
 pub mod listen;
@@ -129,6 +130,9 @@ pub struct AppState {
     /// Wakes the delivery workers of queue routes: an event was queued, or an attempt
     /// ended and its slot is free.
     pub(crate) deliveries: tokio::sync::Notify,
+    /// Redis's `maxmemory-policy` as last read (`eviction.rs`): queue routes are refused
+    /// while it evicts, unless `store.allow_eviction`.
+    pub(crate) eviction: ArcSwap<eviction::Policy>,
 }
 
 /// When a connection with no request in progress is closed: `header_read_timeout`
@@ -356,6 +360,10 @@ impl AppState {
     /// Builds the state on a given store.
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
         let metrics = Metrics::new();
+        let policy = match &store {
+            Store::Redis(_) => eviction::Policy::Unknown,
+            Store::Memory(_) | Store::Disk(_) => eviction::Policy::NotRedis,
+        };
         let capture = match &cfg.capture {
             Some(c) => Some(
                 Capture::start(c.dir.clone(), c.max_files, metrics.captures.clone())
@@ -386,6 +394,7 @@ impl AppState {
             unclaimed_forwards: AtomicU64::new(0),
             handed_secrets: std::sync::Mutex::default(),
             deliveries: tokio::sync::Notify::new(),
+            eviction: ArcSwap::from_pointee(policy),
         })
     }
 

@@ -14,6 +14,7 @@ mod conformance;
 mod deploy;
 mod destinations;
 mod docs;
+mod eviction;
 mod fuzz;
 mod limits;
 mod malformed;
