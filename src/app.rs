@@ -92,6 +92,12 @@ impl App {
         // Boxed: its future is large, and nesting it in `run`'s own overflows the
         // compiler's layout query depth.
         Box::pin(server::eviction::at_start(&self.state, stop.clone())).await?;
+        // Queues no route names any more, counted and logged (a bounded scan, in the
+        // background: serving does not wait for it).
+        tokio::spawn({
+            let state = self.state.clone();
+            async move { state.count_stranded().await }
+        });
         tokio::spawn({
             let stop = stop.clone();
             async move {

@@ -183,6 +183,12 @@ pub struct RouteResult {
     pub result: String,
 }
 
+/// A queue in the store, by name (`<route>` or `<route>/<destination>`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabel {
+    pub queue: String,
+}
+
 /// A queue route's destination (configured, never read from a delivery).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DestinationLabel {
@@ -268,6 +274,10 @@ pub struct Metrics {
     pub delivery_attempts: Family<DestinationResult, Counter>,
     /// Queue routes: events that left the queue, by outcome (delivered, dead).
     pub queue_deliveries: Family<DestinationOutcome, Counter>,
+    /// Undelivered events (waiting and dead) of queues the store holds under the
+    /// configured prefix that no route or destination of the config names: nothing
+    /// delivers them. Counted at start and after each reload.
+    pub queue_stranded: Family<QueueLabel, Gauge<i64, AtomicI64>>,
 }
 
 impl Default for Metrics {
@@ -379,8 +389,15 @@ impl Metrics {
             "Queue routes: events that left the queue, by outcome (delivered, dead)",
             queue_deliveries.clone(),
         );
+        let queue_stranded = Family::<QueueLabel, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "queue_stranded",
+            "Undelivered events of stored queues no route or destination of the config names (counted at start and after each reload)",
+            queue_stranded.clone(),
+        );
         Self {
             routes: std::sync::RwLock::default(),
+            queue_stranded,
             handed_secrets,
             queue_depth,
             queue_dead,

@@ -421,6 +421,16 @@ impl Store {
         matches!(self, Self::Redis(_))
     }
 
+    /// The destination queues stored under `prefix` that hold undelivered events, as
+    /// `(route, destination)` (none on the memory store, which keeps no queue).
+    pub async fn stored_queues(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        match self {
+            Self::Memory(_) => Ok(Vec::new()),
+            Self::Disk(s) => Ok(s.stored_queues(prefix)),
+            Self::Redis(s) => s.stored_queues(prefix).await,
+        }
+    }
+
     /// Redis: its `maxmemory-policy` (`None` for the other stores, which evict nothing).
     pub async fn maxmemory_policy(&self) -> Option<Result<String, StoreError>> {
         match self {

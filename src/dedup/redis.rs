@@ -430,6 +430,83 @@ impl RedisStore {
     }
 }
 
+/// SCAN calls (of up to 1000 keys each) when looking for the queues a prefix holds.
+const QUEUE_SCAN_CALLS: usize = 1000;
+
+impl RedisStore {
+    /// The destination queues stored under `prefix` (found by their `all` index, which
+    /// exists while a queue holds undelivered events), as `(route, destination)`. A
+    /// bounded `SCAN`, for start, `hookgate check` and reloads only; not on a cluster
+    /// (its keys are spread over nodes).
+    pub async fn stored_queues(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        if matches!(self.inner.target, Target::Cluster { .. }) {
+            return Err(StoreError::Backend(
+                "listing the stored queues is not supported on a Redis Cluster".into(),
+            ));
+        }
+        let head = format!("{prefix}q:{{");
+        let pattern = format!("{}*all", glob_escape(&head));
+        let pattern = &pattern;
+        let mut found = Vec::new();
+        let mut cursor = 0u64;
+        for _ in 0..QUEUE_SCAN_CALLS {
+            let (next, keys): (u64, Vec<String>) = self
+                .run(|mut c| async move {
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            for key in keys {
+                if let Some(q) = key.strip_prefix(&head).and_then(parse_queue_index)
+                    && !found.contains(&q)
+                {
+                    found.push(q);
+                }
+            }
+            if next == 0 {
+                return Ok(found);
+            }
+            cursor = next;
+        }
+        tracing::warn!(
+            calls = QUEUE_SCAN_CALLS,
+            "redis store: stopped looking for stored queues after a bounded scan; some may not be listed"
+        );
+        Ok(found)
+    }
+}
+
+/// `<route>}:all` or `<route>}/<destination>:all` (a queue's `all` index after
+/// `<prefix>q:{`) as `(route, destination)`; any other key (an event hash or a line
+/// whose name ends in `all`) is `None`.
+fn parse_queue_index(rest: &str) -> Option<(String, String)> {
+    let (route, tail) = rest.split_once('}')?;
+    let destination = match tail {
+        ":all" => route,
+        _ => tail.strip_prefix('/')?.strip_suffix(":all")?,
+    };
+    let name_ok = |n: &str| !n.is_empty() && !n.contains([':', '/', '{', '}']);
+    (name_ok(route) && name_ok(destination)).then(|| (route.to_owned(), destination.to_owned()))
+}
+
+/// Escapes the characters `SCAN MATCH` reads as a pattern.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Whether a `maxmemory-policy` lets Redis evict keys: every policy but `noeviction`.
 pub fn policy_evicts(policy: &str) -> bool {
     policy != "noeviction"
@@ -636,5 +713,31 @@ impl DedupStore for RedisStore {
         self.run(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
             .await
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_indexes_are_told_from_other_keys() {
+        assert_eq!(
+            parse_queue_index("stripe}:all"),
+            Some(("stripe".into(), "stripe".into()))
+        );
+        assert_eq!(
+            parse_queue_index("stripe}/billing:all"),
+            Some(("stripe".into(), "billing".into()))
+        );
+        for other in [
+            "stripe}:o:ball",
+            "stripe}:ev:x:all",
+            "stripe}/b:ev:x:all",
+            "stripe}:ev:all",
+        ] {
+            assert_eq!(parse_queue_index(other), None, "{other}");
+        }
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
     }
 }

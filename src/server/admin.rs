@@ -164,7 +164,7 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                 serde_json::json!({ "route": route, "cleared": cleared }),
             )
         }
-        (&Method::POST, "/reload") => match state.reload() {
+        (&Method::POST, "/reload") => match state.reload().await {
             Ok(n) => json(
                 StatusCode::OK,
                 serde_json::json!({ "status": "reloaded", "routes": n }),

@@ -11,6 +11,7 @@ mod handler;
 mod limits;
 pub mod listen;
 pub mod respond;
+pub(crate) mod stranded;
 pub mod worker;
 use crate::tls;
 
@@ -133,6 +134,9 @@ pub struct AppState {
     /// Redis's `maxmemory-policy` as last read (`eviction.rs`): queue routes are refused
     /// while it evicts, unless `store.allow_eviction`.
     pub(crate) eviction: ArcSwap<eviction::Policy>,
+    /// The queues `hookgate_queue_stranded` counted last (`stranded.rs`), so that one no
+    /// longer stranded is set back to 0.
+    pub(crate) stranded_seen: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// When a connection with no request in progress is closed: `header_read_timeout`
@@ -395,6 +399,7 @@ impl AppState {
             handed_secrets: std::sync::Mutex::default(),
             deliveries: tokio::sync::Notify::new(),
             eviction: ArcSwap::from_pointee(policy),
+            stranded_seen: std::sync::Mutex::default(),
         })
     }
 
@@ -410,9 +415,22 @@ impl AppState {
 
     /// Re-reads the config file and swaps routes, secrets and upstreams atomically.
     /// An invalid file keeps the running config; the error says why. The listeners
-    /// and the store backend are not changed by a reload (a warning says so).
-    pub fn reload(&self) -> Result<usize, ConfigErrors> {
-        let result = config::load(&self.source);
+    /// and the store backend are not changed by a reload (a warning says so). A reload
+    /// that would strand stored events is refused too (`stranded.rs`): a changed
+    /// `store.key_prefix`, or a route or destination removed (or renamed) while its
+    /// queue still holds events.
+    pub async fn reload(&self) -> Result<usize, ConfigErrors> {
+        let result = match config::load(&self.source) {
+            Ok(cfg) => {
+                let refused = stranded::reload_refusals(&self.store, &self.routing(), &cfg).await;
+                if refused.is_empty() {
+                    Ok(cfg)
+                } else {
+                    Err(ConfigErrors(refused))
+                }
+            }
+            Err(e) => Err(e),
+        };
         let cfg = match result {
             Ok(cfg) => cfg,
             Err(e) => {
@@ -455,6 +473,7 @@ impl AppState {
             .inc();
         self.metrics.config_ok.set(1);
         tracing::info!(routes = n, "config reloaded");
+        self.count_stranded().await;
         Ok(n)
     }
 }

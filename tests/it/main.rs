@@ -29,6 +29,7 @@ mod replay;
 mod replicas;
 mod security;
 mod sign;
+mod stranded;
 mod support;
 mod testing_api;
 mod tls;

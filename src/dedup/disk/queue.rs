@@ -537,6 +537,15 @@ impl Index {
             }
         })
     }
+
+    /// The spaces (`<prefix><queue name>`) that hold undelivered events.
+    pub(super) fn spaces(&self) -> Vec<String> {
+        self.routes
+            .iter()
+            .filter(|(_, r)| !r.undelivered.is_empty())
+            .map(|(space, _)| space.clone())
+            .collect()
+    }
 }
 
 /// Applies one queue operation inside the batch's write transaction. Index changes are
