@@ -365,6 +365,10 @@ impl QueueStore for Store {
         queue_dispatch!(self, s => s.purge(q, target).await)
     }
 
+    async fn release_blocked(&self, q: &QueueRef<'_>) -> Result<u64, StoreError> {
+        queue_dispatch!(self, s => s.release_blocked(q).await)
+    }
+
     async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
         queue_dispatch!(self, s => s.forget_delivered(q, event_id).await)
     }

@@ -377,6 +377,24 @@ for i = 5, #KEYS do
 end
 return {purged, dropped}";
 
+/// KEYS: stream, delayed, then event hashes. ARGV: event key prefix, then per hash:
+/// event id, expected status, new status (its `order_key` moved to `left_line`).
+/// A dead event that still holds its key's line (`on_dead` switched from `block` to
+/// `skip`) gives it up, as a skip would have: its status is replaced if unchanged since
+/// it was read, and it leaves the line, whose next event is due now. Returns how many.
+const RELEASE_BLOCKED: &str = r"#!lua flags=allow-oom
+local n = 0
+for i = 3, #KEYS do
+  local j = (i - 3) * 3 + 1
+  local id, old, new = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  if redis.call('HGET', KEYS[i], 'status') == old then
+    redis.call('HSET', KEYS[i], 'status', new)
+    leave_line(KEYS[i], id, KEYS[1], KEYS[2], ARGV[1])
+    n = n + 1
+  end
+end
+return n";
+
 /// KEYS: event hash, stream. ARGV: lease token, entry id, consumer. Renews a lease:
 /// `XCLAIM` with no minimum idle time resets the entry's idle time, so it is not
 /// reclaimed while its holder renews it. Returns 1, or 0 when the lease was lost.
@@ -470,6 +488,8 @@ static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(TAKE));
 static FINISH_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&with_lines(FINISH)));
 static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REQUEUE));
 static PURGE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(&with_lines(PURGE)));
+static RELEASE_BLOCKED_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&with_lines(RELEASE_BLOCKED)));
 static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
 static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW));
 
@@ -1263,6 +1283,42 @@ impl QueueStore for RedisStore {
         }
     }
 
+    async fn release_blocked(&self, q: &QueueRef<'_>) -> Result<u64, StoreError> {
+        let k = Keys::new(q);
+        let (mut total, mut from) = (0, 0usize);
+        loop {
+            // Released events stay dead, in the index: the next page starts after.
+            let page = self.index_page(&k.dead(), from, CHUNK).await?;
+            if page.is_empty() {
+                return Ok(total);
+            }
+            from += page.len();
+            let mut inv = RELEASE_BLOCKED_SCRIPT.prepare_invoke();
+            inv.key(k.stream()).key(k.delayed()).arg(k.ev_prefix());
+            let mut any = false;
+            for (id, (status, lease)) in page.iter().zip(self.status_lease(&k, &page).await?) {
+                let Some(raw) = status else { continue };
+                if lease.is_some() {
+                    continue;
+                }
+                let mut st = decode_status(&raw, &k.ev(id))?;
+                if st.state != State::Dead || st.order_key.is_none() {
+                    continue;
+                }
+                st.left_line = st.order_key.take();
+                inv.key(k.ev(id)).arg(id).arg(raw).arg(to_json(&st)?);
+                any = true;
+            }
+            if any {
+                let inv = &inv;
+                let n: u64 = self
+                    .run(|mut c| async move { inv.invoke_async(&mut c).await })
+                    .await?;
+                total += n;
+            }
+        }
+    }
+
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         let k = Keys::new(q);
         let (all, dead) = (k.all(), k.dead());
@@ -1358,6 +1414,7 @@ mod tests {
         assert!(s.starts_with("#!lua flags=allow-oom\n"));
         assert!(s.contains("local function leave_line"));
         assert!(with_lines(PURGE).starts_with("#!lua flags=allow-oom\n"));
+        assert!(with_lines(RELEASE_BLOCKED).starts_with("#!lua flags=allow-oom\n"));
     }
 
     #[test]

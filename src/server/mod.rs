@@ -474,7 +474,41 @@ impl AppState {
         self.metrics.config_ok.set(1);
         tracing::info!(routes = n, "config reloaded");
         self.count_stranded().await;
+        self.release_blocked_lines().await;
         Ok(n)
+    }
+
+    /// For every destination with `order_by` and `on_dead = "skip"`: dead events that
+    /// still hold their key's line (they died under `on_dead = "block"`) give it to the
+    /// next event, as a skip would have. Run at start and after each reload.
+    pub(crate) async fn release_blocked_lines(&self) {
+        use crate::queue::QueueStore as _;
+        if matches!(self.store, Store::Memory(_)) {
+            return;
+        }
+        let routing = self.routing();
+        let mut released = 0;
+        for route in routing.routes.values() {
+            for d in &route.destinations {
+                if d.order_by.is_none() || d.on_dead != crate::queue::OnDead::Skip {
+                    continue;
+                }
+                let q = routing.queue(&route.name, &d.name);
+                match self.store.release_blocked(&q).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        released += n;
+                        tracing::info!(route = %route.name, destination = %d.name, events = n, "on_dead = \"skip\": dead events gave their keys' lines to the next events");
+                    }
+                    Err(e) => {
+                        tracing::warn!(route = %route.name, destination = %d.name, error = %e, "could not release the lines dead events hold (on_dead = \"skip\"); tried again at the next reload or start");
+                    }
+                }
+            }
+        }
+        if released > 0 {
+            self.deliveries.notify_waiters();
+        }
     }
 }
 

@@ -18,6 +18,7 @@ mod eviction;
 mod fuzz;
 mod limits;
 mod malformed;
+mod on_dead;
 mod ops;
 mod pipeline;
 mod process;
