@@ -48,19 +48,33 @@ fn has_queue_routes(routing: &Routing) -> bool {
 
 impl AppState {
     /// Why queue routes are refused now, if they are: the config has some, does not set
-    /// `store.allow_eviction`, and Redis's policy evicts (or is not known yet).
+    /// `store.allow_eviction`, and Redis's policy evicts.
     pub(crate) fn eviction_refusal(&self, routing: &Routing) -> Option<String> {
+        match self.eviction_refusal_or_unknown(routing) {
+            Some((why, /* known */ true)) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// As [`Self::eviction_refusal`], and also while the policy is not known yet (Redis
+    /// has not answered since the start): `(why, known)`. A queue route that fails
+    /// closed waits for the policy; one with `on_error = "forward"` follows its choice.
+    pub(crate) fn eviction_refusal_or_unknown(&self, routing: &Routing) -> Option<(String, bool)> {
         if routing.store_cfg.allow_eviction || !has_queue_routes(routing) {
             return None;
         }
         match &**self.eviction.load() {
             Policy::NotRedis | Policy::Unreadable => None,
-            Policy::Unknown => Some(
-                "the Redis maxmemory-policy is not known yet (the store has not answered); queue routes wait for it".to_owned(),
-            ),
-            Policy::Known(p) if policy_evicts(p) => Some(format!(
-                "Redis maxmemory-policy is {p}: {}. Queue routes are refused: set maxmemory-policy noeviction on the Redis server, or set store.allow_eviction = true to serve them anyway",
-                cost(p)
+            Policy::Unknown => Some((
+                "the Redis maxmemory-policy is not known yet (the store has not answered since the start); queue routes wait for it".to_owned(),
+                false,
+            )),
+            Policy::Known(p) if policy_evicts(p) => Some((
+                format!(
+                    "Redis maxmemory-policy is {p}: {}. Queue routes are refused: set maxmemory-policy noeviction on the Redis server, or set store.allow_eviction = true to serve them anyway",
+                    cost(p)
+                ),
+                true,
             )),
             Policy::Known(_) => None,
         }

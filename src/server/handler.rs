@@ -516,7 +516,9 @@ impl Job {
         }
         if self.route.delivery == Delivery::Queue {
             // Redis may evict queued events (maxmemory-policy): refused, not lost.
-            if let Some(why) = st.eviction_refusal(&self.routing) {
+            if let Some((why, known)) = st.eviction_refusal_or_unknown(&self.routing)
+                && (known || self.route.on_error == OnError::Reject)
+            {
                 return (Answer::StoreUnavailable, Some(why));
             }
             return self.enqueue().await;
