@@ -108,3 +108,34 @@ async fn a_switch_from_block_to_skip_releases_the_key_on_redis() {
     let store = format!("[store]\nbackend = \"redis\"\nurl = \"{}\"\n", redis.url());
     a_switch_to_skip_releases_the_key(&store).await;
 }
+
+/// The same switch by a restart: the next start releases the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_skip_releases_a_key_a_dead_event_blocked() {
+    let up = Upstream::start().await;
+    up.set_status_for("evt_r1", Some(500));
+    // On Redis: a stopped in-process gateway may still hold a disk store's file lock.
+    let redis = RedisServer::start();
+    let store = format!("[store]\nbackend = \"redis\"\nurl = \"{}\"\n", redis.url());
+    let gw = TestGateway::start(&config(&store, &up, "block")).await;
+    for id in ["evt_r1", "evt_r2"] {
+        assert_eq!(
+            gw.deliver("stripe", &body(id), id).await.outcome(),
+            "queued"
+        );
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while admin(&gw, "GET", "/events/stripe/evt_r1").await.1["state"] != "dead" {
+        assert!(tokio::time::Instant::now() < deadline, "evt_r1 dies");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gw.stop().await;
+    assert_eq!(up.count_for("evt_r2"), 0, "held behind the dead event");
+
+    let gw = TestGateway::start(&config(&store, &up, "skip")).await;
+    assert!(
+        eventually(Duration::from_secs(10), || up.effects_for("evt_r2") == 1).await,
+        "the start with skip releases the key"
+    );
+    gw.stop().await;
+}

@@ -200,3 +200,31 @@ async fn a_start_without_a_route_that_holds_events_counts_them_as_stranded() {
     );
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_says_when_the_running_gateway_holds_the_disk_store() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hookgate.toml");
+    std::fs::write(&path, config(&disk_store(dir.path()), &up, "", "")).expect("write");
+    let gw = TestGateway::start_file(&path).await;
+    let id = "evt_held";
+    assert_eq!(
+        gw.deliver("stripe", &stripe_body(id), id).await.outcome(),
+        "queued"
+    );
+    let out = std::process::Command::new(crate::process::BIN)
+        .args(["check", "--config"])
+        .arg(&path)
+        .output()
+        .expect("check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("hookgate check while the gateway runs:\n{stdout}");
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("could not look for stored queues")
+            && stdout.contains("its reloads check them"),
+        "{stdout}"
+    );
+    gw.stop().await;
+}
