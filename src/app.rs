@@ -87,6 +87,21 @@ impl App {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let stop = tokio_util::sync::CancellationToken::new();
+        // Before anything is served: a Redis that may evict queued events refuses queue
+        // routes (server/eviction.rs).
+        // Boxed: its future is large, and nesting it in `run`'s own overflows the
+        // compiler's layout query depth.
+        Box::pin(server::eviction::at_start(&self.state, stop.clone())).await?;
+        // Queues no route names any more, counted and logged (a bounded scan), and
+        // lines dead events hold under `on_dead = "skip"` released; in the background:
+        // serving does not wait for them.
+        tokio::spawn({
+            let state = self.state.clone();
+            async move {
+                state.count_stranded().await;
+                state.release_blocked_lines().await;
+            }
+        });
         tokio::spawn({
             let stop = stop.clone();
             async move {

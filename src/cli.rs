@@ -615,6 +615,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Check { config } => match config::load(&config) {
             Ok(cfg) => {
                 print!("{}", describe(&cfg));
+                print!("{}", check_stranded(&cfg).await);
                 Ok(0)
             }
             Err(e) => {
@@ -813,11 +814,65 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
             };
             while hup.recv().await.is_some() {
                 tracing::info!("SIGHUP received: reloading the config");
-                let _ = state.reload();
+                let _ = state.reload().await;
             }
         }
     });
     app.run(listeners, crate::shutdown::signal()).await
+}
+
+/// `hookgate check`: the stored queues under the config's prefix that no route or
+/// destination names (their events would never be delivered), when the store can be
+/// reached. A disk store's file held by the running gateway cannot be opened: the
+/// gateway's reloads check instead.
+async fn check_stranded(cfg: &Config) -> String {
+    use crate::config::Backend;
+    use crate::dedup::{DiskStore, Store};
+    let store = match &cfg.store.backend {
+        Backend::Memory => return String::new(),
+        Backend::Disk { path } if !path.exists() => return String::new(),
+        Backend::Disk { path } => match DiskStore::open_with(path, cfg.store.min_free_space) {
+            Ok(s) => Store::Disk(s),
+            Err(e) => {
+                return format!(
+                    "store: could not look for stored queues that no route names: {} could not be opened ({e:#}); if the gateway is running it holds the file, and its reloads check them\n",
+                    path.display()
+                );
+            }
+        },
+        _ => match Store::connect(&cfg.store) {
+            Ok(s) => s,
+            Err(e) => {
+                return format!(
+                    "store: could not look for stored queues that no route names ({e:#})\n"
+                );
+            }
+        },
+    };
+    let found = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        crate::server::stranded::find(&store, &cfg.store.key_prefix, &cfg.routes),
+    )
+    .await;
+    match found {
+        Ok(Ok(found)) if found.is_empty() => {
+            "store: every stored queue with events has its route and destination\n".to_owned()
+        }
+        Ok(Ok(found)) => found
+            .iter()
+            .map(|s| {
+                format!(
+                    "store: warning: {}, but no route or destination of this config names it: nothing would deliver them (keep the route or destination, or purge them)\n",
+                    s.describe()
+                )
+            })
+            .collect(),
+        Ok(Err(e)) => {
+            format!("store: could not look for stored queues that no route names ({e})\n")
+        }
+        Err(_) => "store: could not look for stored queues that no route names (timed out)\n"
+            .to_owned(),
+    }
 }
 
 /// A duration as a config would write it, in its largest whole unit: `72h`, not

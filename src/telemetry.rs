@@ -183,6 +183,12 @@ pub struct RouteResult {
     pub result: String,
 }
 
+/// A queue in the store, by name (`<route>` or `<route>/<destination>`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabel {
+    pub queue: String,
+}
+
 /// A queue route's destination (configured, never read from a delivery).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DestinationLabel {
@@ -279,6 +285,10 @@ pub struct Metrics {
     /// not sent; `sending`: the request was abandoned; `recording`: its result was not
     /// recorded). Each is an event another worker may deliver again.
     pub queue_lease_lost: Family<DestinationStage, Counter>,
+    /// Undelivered events (waiting and dead) of queues the store holds under the
+    /// configured prefix that no route or destination of the config names: nothing
+    /// delivers them. Counted at start and after each reload.
+    pub queue_stranded: Family<QueueLabel, Gauge<i64, AtomicI64>>,
 }
 
 impl Default for Metrics {
@@ -396,9 +406,16 @@ impl Metrics {
             "Queue routes: attempts whose lease could not be kept, by stage (before_send, sending, recording)",
             queue_lease_lost.clone(),
         );
+        let queue_stranded = Family::<QueueLabel, Gauge<i64, AtomicI64>>::default();
+        registry.register(
+            "queue_stranded",
+            "Undelivered events of stored queues no route or destination of the config names (counted at start and after each reload)",
+            queue_stranded.clone(),
+        );
         Self {
             queue_lease_lost,
             routes: std::sync::RwLock::default(),
+            queue_stranded,
             handed_secrets,
             queue_depth,
             queue_dead,

@@ -156,6 +156,11 @@ pub struct StoreConfig {
     /// Claims wait for this many replicas (`WAIT`); 0 = off.
     pub min_replicas_ack: u32,
     pub replica_ack_timeout: Duration,
+    /// Serve queue routes on a Redis whose `maxmemory-policy` evicts keys. Off by
+    /// default: `allkeys-*` evicts queued events (loss), `volatile-*` dedup records and
+    /// delivered records (duplicates); the gateway refuses to start (and `/readyz`
+    /// answers 503) until the policy is `noeviction` or the operator sets this.
+    pub allow_eviction: bool,
     /// Disk store: below this much free space on its filesystem, new claims and events
     /// are refused (503) so that what is stored can still be settled and delivered.
     pub min_free_space: u64,

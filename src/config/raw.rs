@@ -65,6 +65,7 @@ pub(super) struct RawStore {
     pub sentinel_master: Option<Spanned<String>>,
     pub min_replicas_ack: Option<Spanned<i64>>,
     pub replica_ack_timeout: Option<Spanned<String>>,
+    pub allow_eviction: Option<bool>,
     pub key_prefix: Option<String>,
     pub dedup_ttl: Option<Spanned<String>>,
     pub inflight_ttl: Option<Spanned<String>>,

@@ -392,6 +392,10 @@ impl QueueStore for Store {
         queue_dispatch!(self, s => s.purge(q, target).await)
     }
 
+    async fn release_blocked(&self, q: &QueueRef<'_>) -> Result<u64, StoreError> {
+        queue_dispatch!(self, s => s.release_blocked(q).await)
+    }
+
     async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
         queue_dispatch!(self, s => s.forget_delivered(q, event_id).await)
     }
@@ -455,6 +459,24 @@ impl Store {
     /// workers then take one from the store for every attempt.
     pub fn shares_slots(&self) -> bool {
         matches!(self, Self::Redis(_))
+    }
+
+    /// The destination queues stored under `prefix` that hold undelivered events, as
+    /// `(route, destination)` (none on the memory store, which keeps no queue).
+    pub async fn stored_queues(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        match self {
+            Self::Memory(_) => Ok(Vec::new()),
+            Self::Disk(s) => Ok(s.stored_queues(prefix)),
+            Self::Redis(s) => s.stored_queues(prefix).await,
+        }
+    }
+
+    /// Redis: its `maxmemory-policy` (`None` for the other stores, which evict nothing).
+    pub async fn maxmemory_policy(&self) -> Option<Result<String, StoreError>> {
+        match self {
+            Self::Redis(s) => Some(s.maxmemory_policy().await),
+            Self::Memory(_) | Self::Disk(_) => None,
+        }
     }
 
     /// `memory`, `disk` or `redis`, for logs.

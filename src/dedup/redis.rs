@@ -21,15 +21,32 @@ use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 /// Turns an in-flight record into a done record if this claim still holds the key, or
 /// records done if the key is gone (the lease ran out and nobody claimed since).
 /// Returns 1 when the key holds the done record afterwards, 0 when another claim holds it.
+/// With ARGV[4] = `1` (`min_replicas_ack`) a done record already there is written again,
+/// unchanged, so that the `WAIT` that follows covers it (see [`CLAIM_WAIT`]).
 const COMPLETE: &str = r"
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] or v == false then
   redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
   return 1
 elseif v == ARGV[2] then
+  if ARGV[4] == '1' then redis.call('SET', KEYS[1], v, 'KEEPTTL') end
   return 1
 end
 return 0";
+
+/// The claim under `min_replicas_ack`: `SET NX GET` as without it, and a done record
+/// found is written again, unchanged (`KEEPTTL`). `WAIT` waits for the connection's
+/// last write: a copy that found a done record and wrote nothing would be acknowledged
+/// at once, even if no replica holds that record (a `complete` whose replication had not
+/// happened yet, on this connection or another gateway's). The replication stream is in
+/// order, so a replica that acknowledged the rewrite holds the record. ARGV: record,
+/// lease ms. Returns the previous value (nil when claimed).
+const CLAIM_WAIT: &str = r"
+local prev = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
+if prev and string.sub(prev, 1, 2) == 'd|' then
+  redis.call('SET', KEYS[1], prev, 'KEEPTTL')
+end
+return prev";
 
 /// Deletes the key if this claim still holds it. An absent key counts as released.
 const RELEASE: &str = r"
@@ -128,6 +145,7 @@ struct Inner {
     op_timeout: Duration,
     complete: Script,
     release: Script,
+    claim_wait: Script,
     /// The queue's per-store state (`redis_queue.rs`).
     queue: super::redis_queue::QueueState,
 }
@@ -236,6 +254,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                claim_wait: Script::new(CLAIM_WAIT),
                 queue: super::redis_queue::QueueState::new(),
             }),
         })
@@ -264,6 +283,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                claim_wait: Script::new(CLAIM_WAIT),
                 queue: super::redis_queue::QueueState::new(),
             }),
         })
@@ -295,6 +315,7 @@ impl RedisStore {
                 op_timeout,
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
+                claim_wait: Script::new(CLAIM_WAIT),
                 queue: super::redis_queue::QueueState::new(),
             }),
         })
@@ -422,6 +443,134 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// The server's `maxmemory-policy`, read from `INFO memory` (which answers where
+    /// `CONFIG` is renamed or refused). On a cluster `INFO` goes to every primary: the
+    /// first policy that evicts is returned, else the first found.
+    pub async fn maxmemory_policy(&self) -> Result<String, StoreError> {
+        let info: redis::Value = self
+            .run(|mut c| async move { redis::cmd("INFO").arg("memory").query_async(&mut c).await })
+            .await?;
+        let mut found = Vec::new();
+        collect_policies(&info, &mut found);
+        found
+            .iter()
+            .find(|p| policy_evicts(p))
+            .or_else(|| found.first())
+            .cloned()
+            .ok_or_else(|| StoreError::Backend("INFO memory names no maxmemory_policy".into()))
+    }
+}
+
+/// SCAN calls (of up to 1000 keys each) when looking for the queues a prefix holds.
+const QUEUE_SCAN_CALLS: usize = 1000;
+
+impl RedisStore {
+    /// The destination queues stored under `prefix` (found by their `all` index, which
+    /// exists while a queue holds undelivered events), as `(route, destination)`. A
+    /// bounded `SCAN`, for start, `hookgate check` and reloads only; not on a cluster
+    /// (its keys are spread over nodes).
+    pub async fn stored_queues(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        if matches!(self.inner.target, Target::Cluster { .. }) {
+            return Err(StoreError::Backend(
+                "listing the stored queues is not supported on a Redis Cluster".into(),
+            ));
+        }
+        let head = format!("{prefix}q:{{");
+        let pattern = format!("{}*all", glob_escape(&head));
+        let pattern = &pattern;
+        let mut found = Vec::new();
+        let mut cursor = 0u64;
+        for _ in 0..QUEUE_SCAN_CALLS {
+            let (next, keys): (u64, Vec<String>) = self
+                .run(|mut c| async move {
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            for key in keys {
+                if let Some(q) = key.strip_prefix(&head).and_then(parse_queue_index)
+                    && !found.contains(&q)
+                {
+                    found.push(q);
+                }
+            }
+            if next == 0 {
+                return Ok(found);
+            }
+            cursor = next;
+        }
+        tracing::warn!(
+            calls = QUEUE_SCAN_CALLS,
+            "redis store: stopped looking for stored queues after a bounded scan; some may not be listed"
+        );
+        Ok(found)
+    }
+}
+
+/// `<route>}:all` or `<route>}/<destination>:all` (a queue's `all` index after
+/// `<prefix>q:{`) as `(route, destination)`; any other key (an event hash or a line
+/// whose name ends in `all`) is `None`.
+fn parse_queue_index(rest: &str) -> Option<(String, String)> {
+    let (route, tail) = rest.split_once('}')?;
+    let destination = match tail {
+        ":all" => route,
+        _ => tail.strip_prefix('/')?.strip_suffix(":all")?,
+    };
+    let name_ok = |n: &str| !n.is_empty() && !n.contains([':', '/', '{', '}']);
+    (name_ok(route) && name_ok(destination)).then(|| (route.to_owned(), destination.to_owned()))
+}
+
+/// Escapes the characters `SCAN MATCH` reads as a pattern.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether a `maxmemory-policy` lets Redis evict keys: every policy but `noeviction`.
+pub fn policy_evicts(policy: &str) -> bool {
+    policy != "noeviction"
+}
+
+/// The `maxmemory_policy:` values in an `INFO` answer (one text, or one per node).
+fn collect_policies(v: &redis::Value, out: &mut Vec<String>) {
+    let mut text = |t: &str| {
+        out.extend(
+            t.lines()
+                .filter_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
+                .map(|p| p.trim().to_owned()),
+        );
+    };
+    match v {
+        redis::Value::BulkString(b) => text(&String::from_utf8_lossy(b)),
+        redis::Value::SimpleString(t) => text(t),
+        redis::Value::VerbatimString { text: t, .. } => text(t),
+        redis::Value::Map(kv) => {
+            for (_, v) in kv {
+                collect_policies(v, out);
+            }
+        }
+        redis::Value::Array(a) | redis::Value::Set(a) => {
+            for v in a {
+                collect_policies(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
 pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -442,8 +591,12 @@ impl DedupStore for RedisStore {
         // SET NX GET: claims and reads the current state in one round trip. With
         // min_replicas_ack, WAIT follows in the same pipeline: the claim counts only
         // once that many replicas hold it, so a primary lost right after cannot hand
-        // the event to a second copy.
+        // the event to a second copy. A done record found is held to the same bound
+        // (CLAIM_WAIT writes it again): a copy is answered 2xx only once replicas hold
+        // the record that answers it.
         let wait = self.inner.wait;
+        let claim_wait = &self.inner.claim_wait;
+        let lease_ms = millis(lease);
         let result = self
             .run(|mut c| async move {
                 match wait {
@@ -452,17 +605,26 @@ impl DedupStore for RedisStore {
                             .await
                     }
                     Some((n, t)) => {
-                        let (prev, acked): (Option<String>, i64) = redis::pipe()
-                            .set_options(key.as_str(), record, opts)
+                        // The script is loaded first: a pipeline does not retry NOSCRIPT.
+                        let mut inv = claim_wait.prepare_invoke();
+                        inv.key(key.as_str()).arg(record).arg(lease_ms);
+                        let (_sha, prev, acked): (String, Option<String>, i64) = redis::pipe()
+                            .load_script(claim_wait)
+                            .invoke_script(&inv)
                             .cmd("WAIT")
                             .arg(n)
                             .arg(millis(t))
                             .query_async(&mut c)
                             .await?;
-                        if prev.is_none() && acked < i64::from(n) {
+                        let done = prev.as_deref().is_some_and(|v| v.starts_with("d|"));
+                        if (prev.is_none() || done) && acked < i64::from(n) {
                             return Err(redis::RedisError::from((
                                 redis::ErrorKind::Client,
-                                "claim not acknowledged by enough replicas",
+                                if done {
+                                    "the done record of a copy not acknowledged by enough replicas"
+                                } else {
+                                    "claim not acknowledged by enough replicas"
+                                },
                                 format!("{acked} of {n}"),
                             )));
                         }
@@ -507,15 +669,38 @@ impl DedupStore for RedisStore {
         let in_flight = Record::in_flight(token, fingerprint).encode();
         let done = Record::done(token, fingerprint).encode();
         let script = &self.inner.complete;
+        let wait = self.inner.wait;
         let n: i64 = self
             .run(|mut c| async move {
-                script
-                    .key(key.as_str())
+                let mut inv = script.prepare_invoke();
+                inv.key(key.as_str())
                     .arg(in_flight)
                     .arg(done)
                     .arg(millis(ttl))
-                    .invoke_async(&mut c)
-                    .await
+                    .arg(if wait.is_some() { "1" } else { "0" });
+                let Some((n, t)) = wait else {
+                    return inv.invoke_async(&mut c).await;
+                };
+                // With min_replicas_ack the done record must reach replicas too: until
+                // it does, settling goes on (and retries write it again), so a primary
+                // lost meanwhile does not bring back the in-flight record and let a
+                // later copy through.
+                let (_sha, applied, acked): (String, i64, i64) = redis::pipe()
+                    .load_script(script)
+                    .invoke_script(&inv)
+                    .cmd("WAIT")
+                    .arg(n)
+                    .arg(millis(t))
+                    .query_async(&mut c)
+                    .await?;
+                if applied == 1 && acked < i64::from(n) {
+                    return Err(redis::RedisError::from((
+                        redis::ErrorKind::Client,
+                        "done record not acknowledged by enough replicas",
+                        format!("{acked} of {n}"),
+                    )));
+                }
+                Ok(applied)
             })
             .await?;
         Ok(if n == 1 {
@@ -572,5 +757,31 @@ impl DedupStore for RedisStore {
                 .map(|r| Some(r.as_existing()))
                 .ok_or_else(|| StoreError::Corrupt(key.as_str().to_owned())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_indexes_are_told_from_other_keys() {
+        assert_eq!(
+            parse_queue_index("stripe}:all"),
+            Some(("stripe".into(), "stripe".into()))
+        );
+        assert_eq!(
+            parse_queue_index("stripe}/billing:all"),
+            Some(("stripe".into(), "billing".into()))
+        );
+        for other in [
+            "stripe}:o:ball",
+            "stripe}:ev:x:all",
+            "stripe}/b:ev:x:all",
+            "stripe}:ev:all",
+        ] {
+            assert_eq!(parse_queue_index(other), None, "{other}");
+        }
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
     }
 }

@@ -68,9 +68,11 @@
 //!   that one bad record does not stall its route; `take_due` reports `Corrupt` only if
 //!   it has nothing else to return. `list`, `show` and `retry` report `Corrupt(key)`.
 //! - With `min_replicas_ack`, an enqueue that too few replicas acknowledged is an error
-//!   (503), but the event stays stored on the primary: it is delivered, and the
-//!   provider's retry is answered as a duplicate. Deleting it instead could race a
-//!   worker that already took it and deliver it twice.
+//!   (503), but the event stays stored on the primary: it is delivered. Deleting it
+//!   instead could race a worker that already took it and deliver it twice. The
+//!   provider's retry finds it, writes it again (its fingerprint, unchanged) and waits
+//!   for replicas as the first copy did: it is answered 2xx only once replicas hold the
+//!   event, and 503 until then, so no 2xx ever rests on an event only the primary holds.
 //!
 //! `list` without a state lists the undelivered events (the `all` index); delivered
 //! records are listed with `Some(State::Delivered)`.
@@ -118,21 +120,31 @@ const UNTAKE_SCAN: usize = 10_000;
 /// KEYS: the event's hash in the queue of every destination of the route (those it
 /// goes to included, each once), then per destination it goes to: its event hash,
 /// stream, `all` and, when the event has an order key there, its line. ARGV: env,
-/// body, fp, event id, received_at, how many hashes to check, then per destination it
-/// goes to: its status, `1` when it has a line (else `0`).
+/// body, fp, event id, received_at, how many hashes to check, `1` when a copy must
+/// write (`min_replicas_ack`, else `0`), then per destination it goes to: its status,
+/// `1` when it has a line (else `0`).
 /// Returns 0 when stored, the stored fingerprint when the event is there, `-i` when the
 /// `i`-th hash holds it without one.
+///
+/// A copy writes the stored fingerprint again, unchanged, when asked to: `WAIT` waits
+/// for the connection's last write, so a copy that wrote nothing would be "acknowledged"
+/// at once, even when the event it found (written by another connection, or by this
+/// one's first copy that `WAIT` refused) has reached no replica. The replication stream
+/// is in order: a replica that acknowledged this write holds the event too.
 const ENQUEUE: &str = r"
 local n = tonumber(ARGV[6])
 for i = 1, n do
   if redis.call('EXISTS', KEYS[i]) == 1 then
     local fp = redis.call('HGET', KEYS[i], 'fp')
-    if fp then return fp end
+    if fp then
+      if ARGV[7] == '1' then redis.call('HSET', KEYS[i], 'fp', fp) end
+      return fp
+    end
     return -i
   end
 end
 local id, k = ARGV[4], n + 1
-for j = 7, #ARGV, 2 do
+for j = 8, #ARGV, 2 do
   local ev, stream, all = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   k = k + 3
   redis.call('HSET', ev, 'env', ARGV[1], 'body', ARGV[2], 'fp', ARGV[3], 'status', ARGV[j])
@@ -442,6 +454,24 @@ for i = 5, #KEYS do
 end
 return {purged, dropped}";
 
+/// KEYS: stream, delayed, then event hashes. ARGV: event key prefix, then per hash:
+/// event id, expected status, new status (its `order_key` moved to `left_line`).
+/// A dead event that still holds its key's line (`on_dead` switched from `block` to
+/// `skip`) gives it up, as a skip would have: its status is replaced if unchanged since
+/// it was read, and it leaves the line, whose next event is due now. Returns how many.
+const RELEASE_BLOCKED: &str = r"#!lua flags=allow-oom
+local n = 0
+for i = 3, #KEYS do
+  local j = (i - 3) * 3 + 1
+  local id, old, new = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
+  if redis.call('HGET', KEYS[i], 'status') == old then
+    redis.call('HSET', KEYS[i], 'status', new)
+    leave_line(KEYS[i], id, KEYS[1], KEYS[2], ARGV[1])
+    n = n + 1
+  end
+end
+return n";
+
 /// KEYS: event hash, stream, the queue's clock. ARGV: lease token, entry id, consumer,
 /// lease ms. Renews a lease to `lease ms` from now; `XCLAIM` with no minimum idle
 /// time resets the entry's idle time, so other takers do not even look at it while
@@ -557,6 +587,8 @@ static FINISH_SCRIPT: LazyLock<Script> =
 static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REQUEUE));
 static PURGE_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(&with_helpers(PURGE, &[LEAVE_LINE])));
+static RELEASE_BLOCKED_SCRIPT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&with_helpers(RELEASE_BLOCKED, &[LEAVE_LINE])));
 static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
 static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(RENEW));
 
@@ -957,7 +989,12 @@ impl QueueStore for RedisStore {
             .arg(&env.fingerprint)
             .arg(id)
             .arg(env.received_at_ms)
-            .arg(check.len());
+            .arg(check.len())
+            .arg(if self.replica_wait().is_some() {
+                "1"
+            } else {
+                "0"
+            });
         let now = now_ms();
         for (d, order_key) in &fanout.to {
             let k = Keys::new(&fanout.queue(d));
@@ -988,10 +1025,17 @@ impl QueueStore for RedisStore {
                     .arg(millis(t))
                     .query_async(&mut c)
                     .await?;
-                if reply == redis::Value::Int(0) && acked < i64::from(n) {
+                // A copy of a stored event is held to the same bound as the first: it
+                // wrote the event's fingerprint again, and is answered only once
+                // replicas hold that write (and so the event).
+                let corrupt = matches!(reply, redis::Value::Int(i) if i < 0);
+                if !corrupt && acked < i64::from(n) {
                     return Err(redis::RedisError::from((
                         redis::ErrorKind::Client,
-                        "enqueue not acknowledged by enough replicas",
+                        match reply {
+                            redis::Value::Int(0) => "enqueue not acknowledged by enough replicas",
+                            _ => "the stored event of a copy not acknowledged by enough replicas",
+                        },
                         format!("{acked} of {n}"),
                     )));
                 }
@@ -1414,6 +1458,42 @@ impl QueueStore for RedisStore {
         }
     }
 
+    async fn release_blocked(&self, q: &QueueRef<'_>) -> Result<u64, StoreError> {
+        let k = Keys::new(q);
+        let (mut total, mut from) = (0, 0usize);
+        loop {
+            // Released events stay dead, in the index: the next page starts after.
+            let page = self.index_page(&k.dead(), from, CHUNK).await?;
+            if page.is_empty() {
+                return Ok(total);
+            }
+            from += page.len();
+            let mut inv = RELEASE_BLOCKED_SCRIPT.prepare_invoke();
+            inv.key(k.stream()).key(k.delayed()).arg(k.ev_prefix());
+            let mut any = false;
+            for (id, (status, lease)) in page.iter().zip(self.status_lease(&k, &page).await?) {
+                let Some(raw) = status else { continue };
+                if lease.is_some() {
+                    continue;
+                }
+                let mut st = decode_status(&raw, &k.ev(id))?;
+                if st.state != State::Dead || st.order_key.is_none() {
+                    continue;
+                }
+                st.left_line = st.order_key.take();
+                inv.key(k.ev(id)).arg(id).arg(raw).arg(to_json(&st)?);
+                any = true;
+            }
+            if any {
+                let inv = &inv;
+                let n: u64 = self
+                    .run(|mut c| async move { inv.invoke_async(&mut c).await })
+                    .await?;
+                total += n;
+            }
+        }
+    }
+
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         let k = Keys::new(q);
         let (all, dead) = (k.all(), k.dead());
@@ -1510,6 +1590,9 @@ mod tests {
         assert!(s.contains("local function leave_line"));
         assert!(s.contains("local function clock"));
         assert!(with_helpers(TAKE, &[CLOCK]).starts_with("#!lua flags=allow-oom\n"));
+        assert!(
+            with_helpers(RELEASE_BLOCKED, &[LEAVE_LINE]).starts_with("#!lua flags=allow-oom\n")
+        );
     }
 
     #[test]

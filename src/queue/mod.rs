@@ -476,6 +476,15 @@ pub trait QueueStore: Send + Sync {
         target: &Target,
     ) -> impl Future<Output = Result<u64, StoreError>> + Send;
 
+    /// Releases the lines dead events still hold (`order_by` with `on_dead = "block"`,
+    /// then switched to `"skip"`): each such event gives its key's line to the next
+    /// event, as a skip would have (its status's `order_key` moves to `left_line`, so an
+    /// operator's retry puts it back at the end of the line). Returns how many.
+    fn release_blocked(
+        &self,
+        q: &QueueRef<'_>,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// Forgets a delivered event (its record of the dedup window), so that the
     /// provider's next copy is accepted and delivered again: a deliberate redelivery
     /// (`hookgate forget`). An undelivered event is left alone (`false`): purge it.

@@ -1,7 +1,9 @@
 //! The admin listener, separate from the public one (bind it to a private address):
 //!
 //! - `GET /healthz` — the process is alive;
-//! - `GET /readyz` — the store answers a PING (503 otherwise);
+//! - `GET /readyz` — the store answers a PING (503 otherwise), and a Redis store's
+//!   `maxmemory-policy` evicts nothing while queue routes are configured (503 naming
+//!   the policy otherwise, unless `store.allow_eviction`; reported either way);
 //! - `GET /metrics` — Prometheus text format;
 //! - `DELETE /keys/<route>/<event id>` — frees one key for a deliberate redelivery
 //!   (`hookgate forget` calls it);
@@ -67,10 +69,37 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
         (&Method::GET, "/readyz") => {
             let ping = tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await;
             match ping {
-                Ok(Ok(())) => json(
-                    StatusCode::OK,
-                    serde_json::json!({ "status": "ready", "store": state.store().kind() }),
-                ),
+                Ok(Ok(())) => {
+                    // The eviction policy, read again: Redis's config may change at
+                    // runtime. A failed read keeps what was known.
+                    if let Err(e) = state.check_eviction().await {
+                        tracing::warn!(error = %e, "readiness: the Redis maxmemory-policy could not be read");
+                    }
+                    let routing = state.routing();
+                    match (state.eviction_refusal(&routing), state.evicting_policy()) {
+                        (Some(_), policy) => json(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            serde_json::json!({
+                                "status": "the store may evict keys: queue routes are refused",
+                                "maxmemory_policy": policy,
+                                "fix": "set maxmemory-policy noeviction, or store.allow_eviction = true",
+                            }),
+                        ),
+                        (None, Some(policy)) => json(
+                            StatusCode::OK,
+                            serde_json::json!({
+                                "status": "ready",
+                                "store": state.store().kind(),
+                                "maxmemory_policy": policy,
+                                "warning": super::eviction::cost(&policy),
+                            }),
+                        ),
+                        (None, None) => json(
+                            StatusCode::OK,
+                            serde_json::json!({ "status": "ready", "store": state.store().kind() }),
+                        ),
+                    }
+                }
                 // The store's own error text goes to the log, not into an answer.
                 Ok(Err(e)) => {
                     tracing::warn!(error = %e, "readiness: the store did not answer its ping");
@@ -135,7 +164,7 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                 serde_json::json!({ "route": route, "cleared": cleared }),
             )
         }
-        (&Method::POST, "/reload") => match state.reload() {
+        (&Method::POST, "/reload") => match state.reload().await {
             Ok(n) => json(
                 StatusCode::OK,
                 serde_json::json!({ "status": "reloaded", "routes": n }),

@@ -505,6 +505,12 @@ impl Job {
             return self.filter_out().await;
         }
         if self.route.delivery == Delivery::Queue {
+            // Redis may evict queued events (maxmemory-policy): refused, not lost.
+            if let Some((why, known)) = st.eviction_refusal_or_unknown(&self.routing)
+                && (known || self.route.on_error == OnError::Reject)
+            {
+                return (Answer::StoreUnavailable, Some(why));
+            }
             if self.route.filters_events()
                 && let Some(copy) = self.filtered_before().await
             {

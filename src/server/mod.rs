@@ -6,10 +6,12 @@
 //! and stop the server when they like.
 
 pub mod admin;
+pub(crate) mod eviction;
 mod handler;
 mod limits;
 pub mod listen;
 pub mod respond;
+pub(crate) mod stranded;
 pub mod worker;
 use crate::tls;
 
@@ -129,6 +131,12 @@ pub struct AppState {
     /// Wakes the delivery workers of queue routes: an event was queued, or an attempt
     /// ended and its slot is free.
     pub(crate) deliveries: tokio::sync::Notify,
+    /// Redis's `maxmemory-policy` as last read (`eviction.rs`): queue routes are refused
+    /// while it evicts, unless `store.allow_eviction`.
+    pub(crate) eviction: ArcSwap<eviction::Policy>,
+    /// The queues `hookgate_queue_stranded` counted last (`stranded.rs`), so that one no
+    /// longer stranded is set back to 0.
+    pub(crate) stranded_seen: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// When a connection with no request in progress is closed: `header_read_timeout`
@@ -356,6 +364,10 @@ impl AppState {
     /// Builds the state on a given store.
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
         let metrics = Metrics::new();
+        let policy = match &store {
+            Store::Redis(_) => eviction::Policy::Unknown,
+            Store::Memory(_) | Store::Disk(_) => eviction::Policy::NotRedis,
+        };
         let capture = match &cfg.capture {
             Some(c) => Some(
                 Capture::start(c.dir.clone(), c.max_files, metrics.captures.clone())
@@ -386,6 +398,8 @@ impl AppState {
             unclaimed_forwards: AtomicU64::new(0),
             handed_secrets: std::sync::Mutex::default(),
             deliveries: tokio::sync::Notify::new(),
+            eviction: ArcSwap::from_pointee(policy),
+            stranded_seen: std::sync::Mutex::default(),
         })
     }
 
@@ -401,9 +415,22 @@ impl AppState {
 
     /// Re-reads the config file and swaps routes, secrets and upstreams atomically.
     /// An invalid file keeps the running config; the error says why. The listeners
-    /// and the store backend are not changed by a reload (a warning says so).
-    pub fn reload(&self) -> Result<usize, ConfigErrors> {
-        let result = config::load(&self.source);
+    /// and the store backend are not changed by a reload (a warning says so). A reload
+    /// that would strand stored events is refused too (`stranded.rs`): a changed
+    /// `store.key_prefix`, or a route or destination removed (or renamed) while its
+    /// queue still holds events.
+    pub async fn reload(&self) -> Result<usize, ConfigErrors> {
+        let result = match config::load(&self.source) {
+            Ok(cfg) => {
+                let refused = stranded::reload_refusals(&self.store, &self.routing(), &cfg).await;
+                if refused.is_empty() {
+                    Ok(cfg)
+                } else {
+                    Err(ConfigErrors(refused))
+                }
+            }
+            Err(e) => Err(e),
+        };
         let cfg = match result {
             Ok(cfg) => cfg,
             Err(e) => {
@@ -446,7 +473,42 @@ impl AppState {
             .inc();
         self.metrics.config_ok.set(1);
         tracing::info!(routes = n, "config reloaded");
+        self.count_stranded().await;
+        self.release_blocked_lines().await;
         Ok(n)
+    }
+
+    /// For every destination with `order_by` and `on_dead = "skip"`: dead events that
+    /// still hold their key's line (they died under `on_dead = "block"`) give it to the
+    /// next event, as a skip would have. Run at start and after each reload.
+    pub(crate) async fn release_blocked_lines(&self) {
+        use crate::queue::QueueStore as _;
+        if matches!(self.store, Store::Memory(_)) {
+            return;
+        }
+        let routing = self.routing();
+        let mut released = 0;
+        for route in routing.routes.values() {
+            for d in &route.destinations {
+                if d.order_by.is_none() || d.on_dead != crate::queue::OnDead::Skip {
+                    continue;
+                }
+                let q = routing.queue(&route.name, &d.name);
+                match self.store.release_blocked(&q).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        released += n;
+                        tracing::info!(route = %route.name, destination = %d.name, events = n, "on_dead = \"skip\": dead events gave their keys' lines to the next events");
+                    }
+                    Err(e) => {
+                        tracing::warn!(route = %route.name, destination = %d.name, error = %e, "could not release the lines dead events hold (on_dead = \"skip\"); tried again at the next reload or start");
+                    }
+                }
+            }
+        }
+        if released > 0 {
+            self.deliveries.notify_waiters();
+        }
     }
 }
 

@@ -1199,11 +1199,12 @@ async fn an_enqueue_without_replica_acks_fails() {
     let q = queue(&route);
     let ev = event("evt_w", b"w", now_ms());
     assert!(s.enqueue(&q, &ev, TTL).await.is_err());
-    // It was stored on the primary all the same: the provider's retry is a duplicate.
-    assert_eq!(
-        s.enqueue(&q, &ev, TTL).await.expect("enqueue"),
-        done(&ev.envelope.fingerprint)
-    );
+    // It was stored on the primary all the same, but no replica holds it: the
+    // provider's retry is refused too, not answered as a duplicate.
+    assert!(s.enqueue(&q, &ev, TTL).await.is_err());
+    let stored: i64 =
+        server.cmd(redis::cmd("EXISTS").arg(format!("{PREFIX}q:{{{route}}}:ev:evt_w")));
+    assert_eq!(stored, 1, "kept on the primary, to be delivered");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -202,6 +202,7 @@ impl Validator<'_> {
                 "store.replica_ack_timeout",
                 Duration::from_millis(100),
             ),
+            allow_eviction: st.allow_eviction.unwrap_or(false),
             min_free_space,
         };
         if let (

@@ -283,6 +283,25 @@ impl DiskStore {
     }
 
     /// The database file.
+    /// The destination queues under `prefix` that hold undelivered events, as
+    /// `(route, destination)` (from the in-memory index: no read of the file).
+    pub fn stored_queues(&self, prefix: &str) -> Vec<(String, String)> {
+        let spaces = self
+            .inner
+            .index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .spaces();
+        spaces
+            .iter()
+            .filter_map(|space| space.strip_prefix(prefix))
+            .map(|name| match name.split_once('/') {
+                Some((route, destination)) => (route.to_owned(), destination.to_owned()),
+                None => (name.to_owned(), name.to_owned()),
+            })
+            .collect()
+    }
+
     pub fn path(&self) -> &Path {
         &self.inner.shared.path
     }

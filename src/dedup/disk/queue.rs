@@ -106,6 +106,12 @@ pub(super) enum QOp {
         route: String,
         ids: Vec<String>,
     },
+    /// Dead events that hold their key's line give it up (`on_dead` switched from
+    /// `block` to `skip`).
+    ReleaseBlocked {
+        route: String,
+        ids: Vec<String>,
+    },
     /// A delivered event's record, so its next copy is accepted.
     ForgetDelivered {
         space: String,
@@ -537,6 +543,15 @@ impl Index {
             }
         })
     }
+
+    /// The spaces (`<prefix><queue name>`) that hold undelivered events.
+    pub(super) fn spaces(&self) -> Vec<String> {
+        self.routes
+            .iter()
+            .filter(|(_, r)| !r.undelivered.is_empty())
+            .map(|(space, _)| space.clone())
+            .collect()
+    }
 }
 
 /// Applies one queue operation inside the batch's write transaction. Index changes are
@@ -743,6 +758,31 @@ pub(super) fn apply(
                 changes.push(Change::Purged {
                     route: space.clone(),
                     id: id.clone(),
+                });
+                n += 1;
+            }
+            Ok(QReply::Count(n))
+        }
+        QOp::ReleaseBlocked { route, ids } => {
+            let mut n = 0;
+            for id in ids {
+                let k = qkey(route, id);
+                let Some((mut rec, _)) = read_status(status, &k)? else {
+                    continue;
+                };
+                if rec.status.state != State::Dead || rec.status.order_key.is_none() {
+                    continue;
+                }
+                rec.status.left_line = rec.status.order_key.take();
+                status
+                    .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
+                    .map_err(backend)?;
+                // Applied as an operator's change of its status: out of its line, the
+                // next event of the key due.
+                changes.push(Change::Requeued {
+                    route: route.clone(),
+                    id: id.clone(),
+                    rec,
                 });
                 n += 1;
             }
@@ -1156,6 +1196,21 @@ impl QueueStore for DiskStore {
                 space: space(q),
                 prefix: q.prefix.to_owned(),
                 route: q.route.to_owned(),
+                ids,
+            };
+            match self.queue_call(op).await? {
+                QReply::Count(c) => n += c,
+                _ => return Err(unexpected()),
+            }
+        }
+        Ok(n)
+    }
+
+    async fn release_blocked(&self, q: &QueueRef<'_>) -> Result<u64, StoreError> {
+        let mut n = 0;
+        for ids in self.targets(q, &Target::AllDead) {
+            let op = QOp::ReleaseBlocked {
+                route: space(q),
                 ids,
             };
             match self.queue_call(op).await? {

@@ -12,6 +12,8 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Append-only persistence with an fsync per write (survives SIGKILL).
     aof: bool,
+    /// More `redis-server` arguments (`--replicaof`, `--maxmemory-policy`).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -23,15 +25,61 @@ impl RedisServer {
     /// Starts a server; with `aof`, every write is appended and fsynced, so a restart
     /// (even after SIGKILL) keeps every key.
     pub fn start_with_aof(aof: bool) -> Self {
+        Self::start_with_args(aof, &[])
+    }
+
+    /// Starts a server with more `redis-server` arguments.
+    pub fn start_with_args(aof: bool, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut s = Self {
             port: free_port(),
             dir,
             child: None,
             aof,
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
         };
         s.spawn();
         s
+    }
+
+    /// Starts a replica of `primary` and waits until it has synced: a probe key written
+    /// on the primary is acknowledged by it (`WAIT`).
+    pub fn start_replica_of(primary: &RedisServer) -> Self {
+        let port = primary.port.to_string();
+        let replica = Self::start_with_args(false, &["--replicaof", "127.0.0.1", &port]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let _: () = primary.cmd(redis::cmd("SET").arg("replica-probe").arg("1"));
+            let mut c = redis::Client::open(primary.url())
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+                .expect("connect to test redis");
+            let acked: i64 = redis::pipe()
+                .cmd("SET")
+                .arg("replica-probe")
+                .arg("2")
+                .ignore()
+                .cmd("WAIT")
+                .arg(1)
+                .arg(200)
+                .query::<(i64,)>(&mut c)
+                .map(|(n,)| n)
+                .unwrap_or(0);
+            if acked >= 1 {
+                return replica;
+            }
+            assert!(Instant::now() < deadline, "the replica never synced");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Sends a signal to the server (`STOP` freezes it, `CONT` resumes it).
+    pub fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &pid])
+            .status()
+            .expect("kill");
+        assert!(ok.success(), "kill -{sig} {pid}");
     }
 
     /// `redis://127.0.0.1:<port>`.
@@ -55,6 +103,7 @@ impl RedisServer {
                 "",
             ])
             .args(aof)
+            .args(&self.extra)
             .arg("--dir")
             .arg(self.dir.path())
             .stdout(Stdio::null())
