@@ -34,11 +34,16 @@ impl Listeners {
             .await
             .with_context(|| format!("cannot listen on {}", server.listen))?;
         let admin = match server.admin_listen {
-            Some(addr) => Some(
-                TcpListener::bind(addr)
-                    .await
-                    .with_context(|| format!("cannot listen on {addr} (admin)"))?,
-            ),
+            Some(addr) => {
+                if !addr.ip().is_loopback() && server.admin_token.is_none() {
+                    tracing::warn!(admin = %addr, "the admin listener is not on a loopback address and has no server.admin_token: anyone who reaches it can reload, retry, purge and read handed-over secrets; set server.admin_token");
+                }
+                Some(
+                    TcpListener::bind(addr)
+                        .await
+                        .with_context(|| format!("cannot listen on {addr} (admin)"))?,
+                )
+            }
             None => None,
         };
         Ok(Self { public, admin })

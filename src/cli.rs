@@ -45,10 +45,13 @@ async fn admin_call(
         }
     };
     let url = format!("{}{path}", base.trim_end_matches('/'));
+    // The admin listener refuses a POST without it (a web page cannot add it to a
+    // cross-site request).
     let mut req = reqwest::Client::builder()
         .no_proxy()
         .build()?
-        .request(method, &url);
+        .request(method, &url)
+        .header("x-requested-by", "hookgate");
     if let Some(t) = &token {
         let mut value = b"Bearer ".to_vec();
         value.extend_from_slice(t.expose());

@@ -130,6 +130,15 @@ pub struct ServerConfig {
     /// Load balancers and proxies whose `X-Forwarded-For` names the client address
     /// (for the per-client limits); any other peer is the client itself.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Host names the admin listener answers to, besides IP addresses and `localhost`
+    /// (a request naming any other host is refused: DNS rebinding).
+    pub admin_hosts: Vec<String>,
+    /// Open connections from one client address at most (public listener); beyond, a
+    /// new connection from it gets 503 and is closed.
+    pub max_connections_per_client: usize,
+    /// Request body bytes being received at once, over every client; a request whose
+    /// body would go past it gets 503 + `Retry-After`.
+    pub max_body_bytes_in_flight: usize,
 }
 
 /// `[server.tls]`.

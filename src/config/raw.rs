@@ -45,6 +45,9 @@ pub(super) struct RawServer {
     pub max_reads_per_client: Option<Spanned<i64>>,
     pub max_concurrent_streams: Option<Spanned<i64>>,
     pub trusted_proxies: Option<Vec<Spanned<String>>>,
+    pub admin_hosts: Option<Vec<Spanned<String>>>,
+    pub max_connections_per_client: Option<Spanned<i64>>,
+    pub max_body_bytes_in_flight: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

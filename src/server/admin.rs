@@ -19,6 +19,16 @@
 //!
 //! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
 //! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
+//!
+//! A web page must not be able to use the listener through an operator's browser
+//! (cross-site requests, DNS rebinding), token or not: a request whose `Host` is not an
+//! IP address, `localhost` or one of `server.admin_hosts` is refused (421), as is one
+//! with an `Origin` other than the listener's own or `Sec-Fetch-Site: cross-site` or
+//! `same-site` (403); and a `POST` (every state change but `DELETE`, which no page can
+//! send cross-site without the listener's consent) must carry `Authorization` or
+//! `X-Requested-By`, which no page can add to a cross-site request either (403). The
+//! command line sends `X-Requested-By: hookgate`. Connections are bounded (`ADMIN_CONNECTIONS`)
+//! and closed when silent or idle, as the public listener's are.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -50,7 +60,91 @@ fn authorized(state: &AppState, req: &Request<Incoming>) -> bool {
     crate::provider::mac::ct_eq(presented, token.expose())
 }
 
+/// Connections the admin listener holds open at most; beyond, a new one is answered
+/// 503 and closed.
+const ADMIN_CONNECTIONS: usize = 64;
+
+/// Why a request is refused as one a web page may have sent through an operator's
+/// browser, if it is: the status and the reason.
+fn browser_refusal(state: &AppState, req: &Request<Incoming>) -> Option<(StatusCode, String)> {
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            req.headers()
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if !host_is_ours(&host, &state.server.admin_hosts) {
+        return Some((
+            StatusCode::MISDIRECTED_REQUEST,
+            "the admin listener answers to its IP addresses, localhost and server.admin_hosts only"
+                .into(),
+        ));
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let own = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .is_some_and(|(scheme, rest)| {
+                matches!(scheme, "http" | "https") && rest.eq_ignore_ascii_case(&host)
+            });
+        if !own {
+            return Some((
+                StatusCode::FORBIDDEN,
+                "a request from another origin is refused".into(),
+            ));
+        }
+    }
+    let site = req
+        .headers()
+        .get("sec-fetch-site")
+        .map(|v| v.as_bytes().to_ascii_lowercase());
+    if matches!(site.as_deref(), Some(b"cross-site" | b"same-site")) {
+        return Some((
+            StatusCode::FORBIDDEN,
+            "a request from another site is refused".into(),
+        ));
+    }
+    if req.method() == Method::POST
+        && !req.headers().contains_key(header::AUTHORIZATION)
+        && !req.headers().contains_key("x-requested-by")
+    {
+        return Some((
+            StatusCode::FORBIDDEN,
+            "a POST to the admin listener needs an X-Requested-By header (any value; hookgate's command line sends it) or Authorization".into(),
+        ));
+    }
+    None
+}
+
+/// Whether a `Host` names this listener: an IP address (a page cannot rebind one),
+/// `localhost`, or a configured name; with or without a port.
+fn host_is_ours(host: &str, names: &[String]) -> bool {
+    let name = if let Some(v6) = host.strip_prefix('[') {
+        return v6
+            .split_once(']')
+            .is_some_and(|(ip, _)| ip.parse::<std::net::Ipv6Addr>().is_ok());
+    } else {
+        host.rsplit_once(':')
+            .filter(|(_, port)| port.parse::<u16>().is_ok())
+            .map_or(host, |(name, _)| name)
+    };
+    !name.is_empty()
+        && (name.parse::<std::net::Ipv4Addr>().is_ok()
+            || name == "localhost"
+            || names.iter().any(|n| n == name))
+}
+
 async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
+    if let Some((status, why)) = browser_refusal(&state, &req) {
+        return json(status, serde_json::json!({ "status": why }));
+    }
     let path = req.uri().path().to_owned();
     let probe = req.method() == Method::GET && matches!(path.as_str(), "/healthz" | "/readyz");
     if !probe && !authorized(&state, &req) {
@@ -450,8 +544,12 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    super::listen::serve_http(listener, shutdown, move |req, _peer| {
-        handle(state.clone(), req)
-    })
+    super::serve_admin(
+        state,
+        listener,
+        shutdown,
+        ADMIN_CONNECTIONS,
+        |st, req, _peer| handle(st, req),
+    )
     .await;
 }

@@ -201,22 +201,30 @@ impl Drop for InProgress {
 /// Serves one connection until it ends, the gateway shuts down (`closing`), or it sits
 /// idle past its deadline (see [`Activity`]). A connection asked to close that does not
 /// within `shutdown_grace` (idle) is dropped.
-async fn serve_connection<I>(
+async fn serve_connection<I, H, Fut>(
     state: Arc<AppState>,
     builder: &auto::Builder<TokioExecutor>,
     io: I,
     peer: std::net::SocketAddr,
     closing: tokio_util::sync::CancellationToken,
+    handle: H,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>, std::net::SocketAddr) -> Fut
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    Fut: Future<Output = respond::Resp> + Send + 'static,
 {
     let activity = Arc::new(Activity::new());
     let svc = {
         let (state, activity) = (state.clone(), activity.clone());
         service_fn(move |req| {
             let (st, busy) = (state.clone(), activity.begin());
+            let handle = handle.clone();
             async move {
-                let resp = handler::handle(st, req, peer).await;
+                let resp = handle(st, req, peer).await;
                 drop(busy);
                 Ok::<_, std::convert::Infallible>(resp)
             }
@@ -512,6 +520,61 @@ impl AppState {
     }
 }
 
+/// Serves the admin endpoints on `listener` until `shutdown` resolves, with the
+/// public listener's deadlines (a silent connection is closed after
+/// `header_read_timeout`, an idle one after `idle_timeout`) and at most `max`
+/// connections open: silent connections cannot use up the process's descriptors.
+pub(crate) async fn serve_admin<H, Fut>(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+    max: usize,
+    handle: H,
+) where
+    H: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>, std::net::SocketAddr) -> Fut
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    Fut: Future<Output = respond::Resp> + Send + 'static,
+{
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(state.server.header_read_timeout)
+        .max_headers(state.server.max_headers)
+        .max_buf_size(state.server.max_header_bytes);
+    builder.http2().timer(TokioTimer::new());
+    let connections = Arc::new(tokio::sync::Semaphore::new(max));
+    let closing = tokio_util::sync::CancellationToken::new();
+    let open = TaskTracker::new();
+    listen::accept_loop(&listener, shutdown, |stream, peer| {
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt as _;
+                let mut stream = stream;
+                let _ = stream.write_all(&respond::overloaded_http1()).await;
+            });
+            return;
+        };
+        let (st, builder, closing, handle) = (
+            state.clone(),
+            builder.clone(),
+            closing.clone(),
+            handle.clone(),
+        );
+        open.spawn(async move {
+            serve_connection(st, &builder, stream, peer, closing, handle).await;
+            drop(permit);
+        });
+    })
+    .await;
+    closing.cancel();
+    open.close();
+    let _ = tokio::time::timeout(state.server.shutdown_grace, open.wait()).await;
+}
+
 /// Serves `listener` until `shutdown` resolves, then stops accepting, lets open
 /// requests finish and waits for settle steps, each within `server.shutdown_grace`.
 pub async fn run(
@@ -556,10 +619,13 @@ pub async fn run(
                     if let Ok(Ok(stream)) =
                         tokio::time::timeout(limit, acceptor.accept(stream)).await
                     {
-                        serve_connection(st, &builder, stream, peer, closing).await;
+                        serve_connection(st, &builder, stream, peer, closing, handler::handle)
+                            .await;
                     }
                 }
-                None => serve_connection(st, &builder, stream, peer, closing).await,
+                None => {
+                    serve_connection(st, &builder, stream, peer, closing, handler::handle).await;
+                }
             }
             drop(permit);
         });

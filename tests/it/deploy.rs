@@ -312,6 +312,7 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
     }
     let _ = client()
         .post(gw.admin_url("/reload"))
+        .header("x-requested-by", "hookgate-tests")
         .send()
         .await
         .expect("reload");

@@ -191,6 +191,7 @@ async fn reload_swaps_routes_and_keeps_the_old_config_on_errors() {
     std::fs::write(&path, &second).expect("write");
     let r = client()
         .post(gw.admin_url("/reload"))
+        .header("x-requested-by", "hookgate-tests")
         .send()
         .await
         .expect("reload");
@@ -221,6 +222,7 @@ async fn reload_swaps_routes_and_keeps_the_old_config_on_errors() {
     std::fs::write(&path, "this is [not toml").expect("write");
     let r = client()
         .post(gw.admin_url("/reload"))
+        .header("x-requested-by", "hookgate-tests")
         .send()
         .await
         .expect("reload");

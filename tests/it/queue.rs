@@ -33,7 +33,9 @@ retry = {retry}
 
 /// Calls the admin listener: the status and the JSON body.
 pub async fn admin(gw: &TestGateway, method: &str, path: &str) -> (u16, serde_json::Value) {
-    let r = crate::support::send(method, &gw.admin_url(path), &[], Vec::new()).await;
+    // As the command line does: the admin listener refuses a POST without it.
+    let headers = [("X-Requested-By".to_owned(), "hookgate-tests".to_owned())];
+    let r = crate::support::send(method, &gw.admin_url(path), &headers, Vec::new()).await;
     (r.status, serde_json::from_str(&r.body).unwrap_or_default())
 }
 

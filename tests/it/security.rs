@@ -583,3 +583,146 @@ async fn filtered_captures_are_not_reusable_under_another_type_on_redis() {
     let redis = crate::support::RedisServer::start();
     filtered_captures_are_not_reusable_under_another_type(Some(&redis)).await;
 }
+
+/// One request to the admin listener, raw: the status code.
+async fn admin_status(gw: &TestGateway, method: &str, path: &str, headers: &[&str]) -> u16 {
+    let mut req = format!("{method} {path} HTTP/1.1\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("Connection: close\r\nContent-Length: 0\r\n\r\n");
+    let answer = crate::support::raw_http(gw.admin, req.as_bytes()).await;
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Second review, 3: without `admin_token`, a web page could use the admin listener
+/// through an operator's browser — a cross-site form POSTing `/reload` or a purge, or a
+/// name rebound to it reading `/handshakes/<route>`. Each is refused; the operator's own
+/// requests (an IP address or `localhost`, a configured name, the command line's
+/// `X-Requested-By`) go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_listener_refuses_cross_site_requests_and_rebound_names() {
+    let up = Upstream::start().await;
+    let config = format!(
+        "[server]\nadmin_hosts = [\"hookgate-admin.internal\"]\n{}",
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hookgate.toml");
+    std::fs::write(&path, &config).expect("config");
+    let gw = TestGateway::start_file(&path).await;
+    let own = format!("Host: {}", gw.admin);
+    let origin_own = format!("Origin: http://{}", gw.admin);
+    let cases: [(&str, &str, Vec<&str>, u16); 10] = [
+        // A simple POST, as a cross-site form sends it.
+        ("POST", "/reload", vec![own.as_str()], 403),
+        (
+            "POST",
+            "/events/stripe/purge?all_dead=true",
+            vec![
+                own.as_str(),
+                "X-Requested-By: x",
+                "Origin: http://evil.example",
+            ],
+            403,
+        ),
+        (
+            "POST",
+            "/reload",
+            vec![
+                own.as_str(),
+                "X-Requested-By: x",
+                "Sec-Fetch-Site: cross-site",
+            ],
+            403,
+        ),
+        (
+            "POST",
+            "/reload",
+            vec![own.as_str(), "Origin: null", "X-Requested-By: x"],
+            403,
+        ),
+        // DNS rebinding: the page's own name, resolving to the listener.
+        (
+            "GET",
+            "/handshakes/stripe",
+            vec!["Host: evil.example:9090"],
+            421,
+        ),
+        ("GET", "/metrics", vec!["Host: evil.example"], 421),
+        // The operator.
+        (
+            "POST",
+            "/reload",
+            vec![own.as_str(), "X-Requested-By: me"],
+            200,
+        ),
+        (
+            "POST",
+            "/reload",
+            vec![own.as_str(), "X-Requested-By: me", origin_own.as_str()],
+            200,
+        ),
+        ("GET", "/metrics", vec!["Host: localhost:9090"], 200),
+        (
+            "GET",
+            "/healthz",
+            vec!["Host: hookgate-admin.internal:9090"],
+            200,
+        ),
+    ];
+    for (method, path, headers, want) in cases {
+        assert_eq!(
+            admin_status(&gw, method, path, &headers).await,
+            want,
+            "{method} {path} {headers:?}"
+        );
+    }
+    gw.stop().await;
+}
+
+/// Second review, 4: silent connections to the admin listener were never closed and
+/// needed no token, so they could use up the process's file descriptors. They are
+/// closed after `header_read_timeout`, and at most 64 are held at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_admin_connections_are_bounded_and_closed() {
+    use tokio::io::AsyncReadExt as _;
+    let up = Upstream::start().await;
+    let config = format!(
+        "[server]\nheader_read_timeout = \"1s\"\n{}",
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    let mut silent = Vec::new();
+    for _ in 0..64 {
+        silent.push(
+            tokio::net::TcpStream::connect(gw.admin)
+                .await
+                .expect("connect"),
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // One more is answered 503 at once.
+    let over = admin_status(&gw, "GET", "/healthz", &[&format!("Host: {}", gw.admin)]).await;
+    assert_eq!(over, 503, "past the bound");
+    // The silent ones are closed by the listener.
+    for s in &mut silent {
+        let mut buf = [0u8; 64];
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .is_ok();
+        assert!(closed, "a silent admin connection is closed");
+    }
+    drop(silent);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        admin_status(&gw, "GET", "/healthz", &[&format!("Host: {}", gw.admin)]).await,
+        200
+    );
+    gw.stop().await;
+}

@@ -113,6 +113,7 @@ async fn tls_serves_http1_and_http2_and_reloads_its_certificate() {
     std::fs::copy(&key2, &live_key).expect("copy");
     let r = client()
         .post(gw.admin_url("/reload"))
+        .header("x-requested-by", "hookgate-tests")
         .send()
         .await
         .expect("reload");

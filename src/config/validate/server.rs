@@ -43,10 +43,58 @@ impl Validator<'_> {
                 }
             },
         };
+        let admin_hosts = rs
+            .admin_hosts
+            .iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(i, h)| {
+                let name = h.get_ref().trim().to_ascii_lowercase();
+                let valid = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
+                if valid {
+                    Some(name)
+                } else {
+                    self.err(
+                        h,
+                        &format!("server.admin_hosts[{i}]"),
+                        format_args!("{:?} is not a host name", h.get_ref()),
+                    );
+                    None
+                }
+            })
+            .collect();
+        let max_body_bytes_in_flight = match &rs.max_body_bytes_in_flight {
+            None => (64 * 1024 * 1024).max(max_body),
+            Some(s) => match size::parse(s.get_ref()) {
+                Some(n) if n >= max_body && u32::try_from(n).is_ok() => n,
+                _ => {
+                    self.err(
+                        s,
+                        "server.max_body_bytes_in_flight",
+                        format_args!(
+                            "{:?}: use a size of at least server.max_body and below 4GiB, like \"64MiB\"",
+                            s.get_ref()
+                        ),
+                    );
+                    64 * 1024 * 1024
+                }
+            },
+        };
         ServerConfig {
             listen,
             admin_listen,
             admin_token,
+            admin_hosts,
+            max_connections_per_client: self.count(
+                &rs.max_connections_per_client,
+                "server.max_connections_per_client",
+                256,
+                1,
+            ),
+            max_body_bytes_in_flight,
             max_body,
             body_timeout: self.duration(
                 &rs.body_timeout,
