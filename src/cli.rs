@@ -793,6 +793,7 @@ fn shell_quote(s: &str) -> String {
 
 /// Runs the gateway until SIGTERM or SIGINT; SIGHUP reloads the config.
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+    raise_open_files(&cfg);
     let listeners = Listeners::bind(&cfg.server).await?;
     let app = App::build(&cfg, Clock::System)?;
     tracing::info!(
@@ -822,6 +823,36 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         }
     });
     app.run(listeners, crate::shutdown::signal()).await
+}
+
+/// Raises the soft limit on open files to the hard one (where the system allows it):
+/// the common soft limit of 1 024 is below `server.max_connections`, and a gateway at
+/// it stops accepting connections. Says so when even the hard limit is below.
+fn raise_open_files(cfg: &Config) {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let limit = getrlimit(Resource::Nofile);
+        let mut raised = limit.clone();
+        if limit.current < limit.maximum {
+            raised.current = limit.maximum;
+            if setrlimit(Resource::Nofile, raised.clone()).is_err() {
+                raised = limit;
+            }
+        }
+        let want = cfg.server.max_connections as u64 + 64;
+        if let Some(soft) = raised.current
+            && soft < want
+        {
+            tracing::warn!(
+                open_files = soft,
+                max_connections = cfg.server.max_connections,
+                "the open-file limit is below server.max_connections: raise it (systemd: LimitNOFILE; a container: --ulimit nofile) or lower max_connections"
+            );
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = cfg;
 }
 
 /// `hookgate check`: the stored queues under the config's prefix that no route or

@@ -254,10 +254,29 @@ async fn pipeline(
     else {
         return Answer::ClientBusy;
     };
-    let body = match read_body(body, routing.server.max_body, routing.server.body_timeout).await {
+    // Bytes being received, over every client, are bounded too (many clients holding
+    // large bodies open): the declared length, or the largest body without one.
+    let max_body = routing.server.max_body;
+    let expected = body
+        .size_hint()
+        .upper()
+        .map_or(max_body, |n| {
+            usize::try_from(n).unwrap_or(max_body).min(max_body)
+        })
+        .max(1);
+    let Ok(receiving) = state
+        .body_bytes
+        .clone()
+        .try_acquire_many_owned(u32::try_from(expected).unwrap_or(u32::MAX))
+    else {
+        seen.detail = Some("server.max_body_bytes_in_flight reached".into());
+        return Answer::Overloaded;
+    };
+    let body = match read_body(body, max_body, routing.server.body_timeout).await {
         Ok(b) => b,
         Err(answer) => return answer,
     };
+    drop(receiving);
     drop(reading);
     // Bounded, never queued: beyond server.max_in_flight the provider retries later.
     // The permit is held until the forward and its settle end, wherever they run.

@@ -123,6 +123,10 @@ pub struct AppState {
     budgets: limits::FailureBudgets,
     /// Bodies being received, per client (`server.max_reads_per_client`).
     reads: limits::ClientReads,
+    /// Open public connections by client address (`server.max_connections_per_client`).
+    connections: limits::ClientConnections,
+    /// Body bytes being received, over every client (`server.max_body_bytes_in_flight`).
+    body_bytes: Arc<tokio::sync::Semaphore>,
     /// The TLS config of the public listener, swapped on reload (new certificates).
     tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
     /// Signing secrets providers handed over in their set-up handshake, by route, for
@@ -397,6 +401,10 @@ impl AppState {
             in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_in_flight)),
             budgets: limits::FailureBudgets::default(),
             reads: limits::ClientReads::default(),
+            connections: limits::ClientConnections::default(),
+            body_bytes: Arc::new(tokio::sync::Semaphore::new(
+                cfg.server.max_body_bytes_in_flight,
+            )),
             tls: arc_swap::ArcSwapOption::new(match &cfg.server.tls {
                 Some(t) => {
                     Some(tls::server_config(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?)
@@ -599,13 +607,24 @@ pub async fn run(
     let open = TaskTracker::new();
     let closing = tokio_util::sync::CancellationToken::new();
     listen::accept_loop(&listener, shutdown, |stream, peer| {
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            // Over server.max_connections: answer and close, never queue.
+        // Over server.max_connections, or this client's share of them: answer and
+        // close, never queue.
+        let refuse = |stream: tokio::net::TcpStream| {
             tokio::spawn(async move {
                 use tokio::io::AsyncWriteExt as _;
                 let mut stream = stream;
                 let _ = stream.write_all(&respond::overloaded_http1()).await;
             });
+        };
+        let Some(client) = state
+            .connections
+            .enter(peer.ip(), state.server.max_connections_per_client)
+        else {
+            refuse(stream);
+            return;
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            refuse(stream);
             return;
         };
         let (st, builder, closing) = (state.clone(), builder.clone(), closing.clone());
@@ -628,6 +647,7 @@ pub async fn run(
                 }
             }
             drop(permit);
+            drop(client);
         });
     })
     .await;

@@ -726,3 +726,119 @@ async fn silent_admin_connections_are_bounded_and_closed() {
     );
     gw.stop().await;
 }
+
+/// A TCP connection to `addr` from a given loopback address (another client).
+async fn connect_from(from: [u8; 4], addr: std::net::SocketAddr) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(std::net::SocketAddr::from((from, 0)))
+        .expect("bind a loopback address");
+    socket.connect(addr).await.expect("connect")
+}
+
+/// Reads what arrives on a connection within a second.
+async fn answer_on(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = vec![0u8; 2048];
+    let n = tokio::time::timeout(std::time::Duration::from_secs(2), stream.read(&mut buf))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// Second review, 5: silent connections from one address were bounded only by
+/// `max_connections` (and the process's file descriptors): ~1 100 from one address
+/// blocked everyone. One address now holds at most `max_connections_per_client`;
+/// another address is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_at_most_its_share_of_connections() {
+    use tokio::io::AsyncWriteExt as _;
+    let up = Upstream::start().await;
+    let config = format!(
+        "[server]\nmax_connections_per_client = 10\nheader_read_timeout = \"10s\"\n{}",
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    let addr: std::net::SocketAddr = gw
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("address");
+    let mut silent = Vec::new();
+    for _ in 0..10 {
+        silent.push(connect_from([127, 0, 0, 1], addr).await);
+    }
+    let mut over = connect_from([127, 0, 0, 1], addr).await;
+    let answer = answer_on(&mut over).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "the 11th: {answer:?}");
+    let mut other = connect_from([127, 0, 0, 2], addr).await;
+    other
+        .write_all(
+            b"POST /stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        )
+        .await
+        .expect("write");
+    let answer = answer_on(&mut other).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 401"),
+        "another address is served: {answer:?}"
+    );
+    drop(silent);
+    gw.stop().await;
+}
+
+/// Second review, 6: bodies being received were bounded per connection only
+/// (`max_connections × max_body`): clients holding large bodies open took the
+/// process's memory. Past `max_body_bytes_in_flight`, over every client, a request is
+/// answered 503 with `Retry-After` before its body is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn body_bytes_being_received_are_bounded_over_every_client() {
+    use tokio::io::AsyncWriteExt as _;
+    let up = Upstream::start().await;
+    let config = format!(
+        "[server]\nmax_body = \"1MiB\"\nmax_body_bytes_in_flight = \"2MiB\"\nbody_timeout = \"10s\"\n{}",
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    let addr: std::net::SocketAddr = gw
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("address");
+    let head = b"POST /stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n";
+    // Two clients each start a 1 MiB body and hold it.
+    let mut held = Vec::new();
+    for from in [[127, 0, 0, 3], [127, 0, 0, 4]] {
+        let mut s = connect_from(from, addr).await;
+        s.write_all(head).await.expect("head");
+        s.write_all(&[b'x'; 1000]).await.expect("some body");
+        held.push(s);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut third = connect_from([127, 0, 0, 5], addr).await;
+    third.write_all(head).await.expect("head");
+    let answer = answer_on(&mut third).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 503"),
+        "past the bound: {answer:?}"
+    );
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after"),
+        "{answer:?}"
+    );
+    // Once they are gone, bodies are received again.
+    drop(held);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut later = connect_from([127, 0, 0, 6], addr).await;
+    later
+        .write_all(
+            b"POST /stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        )
+        .await
+        .expect("write");
+    let answer = answer_on(&mut later).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer:?}");
+    gw.stop().await;
+}
