@@ -833,10 +833,10 @@ fn raise_open_files(cfg: &Config) {
     {
         use rustix::process::{Resource, getrlimit, setrlimit};
         let limit = getrlimit(Resource::Nofile);
-        let mut raised = limit.clone();
+        let mut raised = limit;
         if limit.current < limit.maximum {
             raised.current = limit.maximum;
-            if setrlimit(Resource::Nofile, raised.clone()).is_err() {
+            if setrlimit(Resource::Nofile, raised).is_err() {
                 raised = limit;
             }
         }
