@@ -529,8 +529,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
             };
             if let Some(dir) = capture {
-                let max_files = cfg.capture.as_ref().map_or(10_000, |c| c.max_files);
-                cfg.capture = Some(config::CaptureConfig { dir, max_files });
+                cfg.capture = Some(match cfg.capture.take() {
+                    Some(c) => config::CaptureConfig { dir, ..c },
+                    None => config::CaptureConfig::into_dir(dir),
+                });
             }
             let _log = telemetry::init(
                 log_format

@@ -275,6 +275,26 @@ pub struct CaptureConfig {
     pub dir: PathBuf,
     /// The oldest files are removed beyond this many.
     pub max_files: usize,
+    /// The oldest files are removed beyond this many bytes in all.
+    pub max_bytes: u64,
+    /// Whether requests the gateway refused (bad signature, stale, too large, no
+    /// route…) are captured too; by default only verified deliveries are.
+    pub refused: bool,
+}
+
+impl CaptureConfig {
+    /// `max_bytes` when unset: 256 MiB.
+    pub const MAX_BYTES: u64 = 256 << 20;
+
+    /// A capture into `dir` with the default bounds (`serve --capture DIR`).
+    pub fn into_dir(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            max_files: 10_000,
+            max_bytes: Self::MAX_BYTES,
+            refused: false,
+        }
+    }
 }
 
 /// A whole validated configuration.

@@ -23,6 +23,8 @@ pub(super) struct RawConfig {
 pub(super) struct RawCapture {
     pub dir: String,
     pub max_files: Option<Spanned<i64>>,
+    pub max_bytes: Option<Spanned<String>>,
+    pub refused: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -156,7 +156,11 @@ pub(super) async fn handle(
         };
         let outcome = answer.outcome();
         let resp = respond::response(answer);
-        if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request) {
+        // Refused requests (anyone can send them) only when `[capture] refused = true`.
+        let verified = seen.event_id.is_some() || outcome == Outcome::Handshake;
+        if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request)
+            && capture.wants(verified)
+        {
             let body = seen.body.take().unwrap_or_default();
             let mut r =
                 crate::replay::Replay::new(&method, &path, query.as_deref(), headers, &body);

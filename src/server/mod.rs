@@ -382,7 +382,7 @@ impl AppState {
         };
         let capture = match &cfg.capture {
             Some(c) => Some(
-                Capture::start(c.dir.clone(), c.max_files, metrics.captures.clone())
+                Capture::start(c, cfg.store.min_free_space, metrics.captures.clone())
                     .map_err(|e| anyhow::anyhow!("capture dir {}: {e}", c.dir.display()))?,
             ),
             None => None,

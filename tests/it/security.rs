@@ -842,3 +842,91 @@ async fn body_bytes_being_received_are_bounded_over_every_client() {
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer:?}");
     gw.stop().await;
 }
+
+/// The capture files in `dir`: (size, mode).
+fn capture_files(dir: &std::path::Path) -> Vec<(u64, u32)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| (m.len(), m.permissions().mode() & 0o777))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Second review, 7 (and 9 for captures): bodies of refused requests were captured,
+/// JSON-escaped up to six times their size and bounded only by a file count: 40 MiB
+/// sent became 240 MiB on disk. Refused requests are captured only when asked; files
+/// are bounded in bytes, hold a body of control characters as base64, and are readable
+/// by their owner only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_of_refused_requests_cannot_fill_the_disk() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let up = Upstream::start().await;
+    let junk = vec![1u8; 100 * 1024];
+    let send_junk = |gw: &TestGateway| {
+        let (url, body) = (gw.url("/stripe"), junk.clone());
+        async move {
+            let h = vec![("Stripe-Signature".to_owned(), "t=1,v1=00".to_owned())];
+            post(&url, &h, body).await.status
+        }
+    };
+    // By default: nothing of a refused request is written.
+    let dir = tempfile::tempdir().expect("dir");
+    let captures = dir.path().join("captures");
+    let config = format!(
+        "[capture]\ndir = \"{}\"\n{}",
+        captures.display(),
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    for _ in 0..5 {
+        assert_eq!(send_junk(&gw).await, 401);
+    }
+    let body = r#"{"id":"evt_cap"}"#;
+    assert_eq!(
+        gw.deliver("stripe", body, "evt_cap").await.outcome(),
+        "forwarded"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let files = capture_files(&captures);
+    assert_eq!(files.len(), 1, "only the verified delivery: {files:?}");
+    assert_eq!(files[0].1, 0o600, "owner only");
+    let dir_mode = std::fs::metadata(&captures)
+        .expect("dir")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(dir_mode, 0o700);
+    gw.stop().await;
+
+    // Asked for: captured, each compactly, all within max_bytes.
+    let dir = tempfile::tempdir().expect("dir");
+    let captures = dir.path().join("captures");
+    let config = format!(
+        "[capture]\ndir = \"{}\"\nrefused = true\nmax_bytes = \"400KiB\"\n{}",
+        captures.display(),
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    for _ in 0..20 {
+        assert_eq!(send_junk(&gw).await, 401);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let files = capture_files(&captures);
+    let total: u64 = files.iter().map(|(n, _)| n).sum();
+    assert!(!files.is_empty(), "refused requests captured when asked");
+    assert!(
+        files.iter().all(|(n, _)| *n < 2 * 100 * 1024),
+        "a body of control characters is not escaped six-fold: {files:?}"
+    );
+    assert!(
+        total <= 400 * 1024,
+        "{total} bytes past max_bytes: {files:?}"
+    );
+    gw.stop().await;
+}

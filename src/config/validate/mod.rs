@@ -226,6 +226,21 @@ impl Validator<'_> {
                     10_000
                 }
             },
+            max_bytes: match &c.max_bytes {
+                None => CaptureConfig::MAX_BYTES,
+                Some(s) => match crate::config::size::parse(s.get_ref()) {
+                    Some(n) if n > 0 => n as u64,
+                    _ => {
+                        self.err(
+                            s,
+                            "capture.max_bytes",
+                            format_args!("{:?} is not a size like \"256MiB\"", s.get_ref()),
+                        );
+                        CaptureConfig::MAX_BYTES
+                    }
+                },
+            },
+            refused: c.refused.unwrap_or(false),
         });
         Some(Config {
             source: path.to_path_buf(),
