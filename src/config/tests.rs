@@ -860,3 +860,13 @@ fn order_keys_come_only_from_what_the_signature_covers() {
     ))
     .expect("a signed header");
 }
+
+#[test]
+fn no_route_shares_the_queues_key_space() {
+    let e = errors(&ROUTE.replace("name = \"stripe\"", "name = \"q\""));
+    assert!(
+        e.contains("routes[0].name: \"q\" is reserved: the queues' keys start with \"q:\""),
+        "{e}"
+    );
+    check(&ROUTE.replace("name = \"stripe\"", "name = \"q2\"")).expect("another name");
+}

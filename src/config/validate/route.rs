@@ -79,6 +79,10 @@ impl Pacing {
     }
 }
 
+/// The first part of every queue key on Redis, after the key prefix: no route may be
+/// named so.
+const QUEUE_KEYS: &str = "q";
+
 impl Validator<'_> {
     pub(super) fn route(&mut self, i: usize, r: RawRoute, store: &StoreConfig) -> Option<Route> {
         let k = |field: &str| format!("routes[{i}].{field}");
@@ -94,6 +98,18 @@ impl Validator<'_> {
                 &r.name,
                 &k("name"),
                 format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
+            );
+        } else if name == QUEUE_KEYS {
+            // A route's dedup keys are `<prefix><route>:<event id>`, and every queue's
+            // keys are `<prefix>q:{<route>}…`: a route named `q` would share key space
+            // with the queues, and an event ID from outside could name a queue's key.
+            // Route names hold no ':', so no other name can.
+            self.err(
+                &r.name,
+                &k("name"),
+                format_args!(
+                    "{name:?} is reserved: the queues' keys start with \"{QUEUE_KEYS}:\" (choose another name)"
+                ),
             );
         }
         let path = r.path.get_ref().clone();
