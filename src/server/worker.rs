@@ -445,8 +445,8 @@ async fn attempt(
     }
 }
 
-/// Counts and logs an attempt whose lease could not be kept.
-fn lease_lost(state: &AppState, route: &Route, dest: &Destination, leased: &Leased, stage: &str) {
+/// Counts an attempt whose lease could not be kept, at this stage.
+fn count_lease_lost(state: &AppState, route: &Route, dest: &Destination, stage: &str) {
     state
         .metrics
         .queue_lease_lost
@@ -456,6 +456,11 @@ fn lease_lost(state: &AppState, route: &Route, dest: &Destination, leased: &Leas
             stage: stage.to_owned(),
         })
         .inc();
+}
+
+/// Counts and logs an attempt abandoned because its lease could not be kept.
+fn lease_lost(state: &AppState, route: &Route, dest: &Destination, leased: &Leased, stage: &str) {
+    count_lease_lost(state, route, dest, stage);
     tracing::warn!(
         route = %route.name,
         destination = %dest.name,
@@ -676,15 +681,7 @@ async fn send_and_record(
                 return;
             }
             Ok(false) => {
-                state
-                    .metrics
-                    .queue_lease_lost
-                    .get_or_create(&crate::telemetry::DestinationStage {
-                        route: route.name.clone(),
-                        destination: dest.name.clone(),
-                        stage: "recording".to_owned(),
-                    })
-                    .inc();
+                count_lease_lost(state, route, dest, "recording");
                 tracing::warn!(route = %route.name, event_id = %env.event_id, "queue: the event's lease was lost (purged, or taken by another worker); this attempt's result is not recorded");
                 return;
             }

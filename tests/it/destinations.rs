@@ -715,20 +715,7 @@ async fn an_enqueue_that_timed_out_but_ran_is_not_also_forwarded() {
     let body = typed("evt_late", "invoice.paid", "cus_1");
     // Redis is busy for 450 ms (a script that spins): the enqueue times out here at
     // 300 ms, and runs there once the script is done.
-    let url = redis.url();
-    let busy = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .expect("connect");
-        let spin = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
-            while true do local n = redis.call('TIME') \
-            if n[1] * 1000000 + n[2] - t0 > 450000 then return 1 end end";
-        let _: i64 = redis::cmd("EVAL")
-            .arg(spin)
-            .arg(0)
-            .query(&mut c)
-            .expect("spin");
-    });
+    let busy = redis.busy_for(450);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let r = gw.deliver("plain", &body, "evt_late").await;
     assert_eq!((r.status, r.outcome()), (503, "store_error"), "{}", r.body);

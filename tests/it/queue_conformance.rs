@@ -1314,20 +1314,7 @@ async fn a_take_given_up_on_gives_its_events_back() {
     assert!(take(&s, &q, LONG).await.is_empty());
     let ev = event("evt_u", b"untake", now_ms());
     assert_eq!(enqueue(&s, &q, &ev).await, Enqueued::Queued);
-    let url = server.url();
-    let busy = std::thread::spawn(move || {
-        let mut c = redis::Client::open(url)
-            .and_then(|c| c.get_connection())
-            .expect("connect");
-        let spin = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
-            while true do local n = redis.call('TIME') \
-            if n[1] * 1000000 + n[2] - t0 > 450000 then return 1 end end";
-        let _: i64 = redis::cmd("EVAL")
-            .arg(spin)
-            .arg(0)
-            .query(&mut c)
-            .expect("spin");
-    });
+    let busy = server.busy_for(450);
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
         s.take_due(&q, 10, LONG).await.is_err(),

@@ -140,6 +140,27 @@ impl RedisServer {
         cmd.query(&mut c).expect("redis command")
     }
 
+    /// Keeps the server busy for `ms` milliseconds (a script that spins): every other
+    /// command waits, in order, and runs once it is done. Starts it on a thread of its
+    /// own; join it to wait for the end.
+    pub fn busy_for(&self, ms: u64) -> std::thread::JoinHandle<()> {
+        let url = self.url();
+        std::thread::spawn(move || {
+            let mut c = redis::Client::open(url)
+                .and_then(|c| c.get_connection())
+                .expect("connect");
+            let spin = "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] \
+                while true do local n = redis.call('TIME') \
+                if n[1] * 1000000 + n[2] - t0 > tonumber(ARGV[1]) * 1000 then return 1 end end";
+            let _: i64 = redis::cmd("EVAL")
+                .arg(spin)
+                .arg(0)
+                .arg(ms)
+                .query(&mut c)
+                .expect("spin");
+        })
+    }
+
     /// Kills the server (SIGKILL) and waits for it to exit.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
