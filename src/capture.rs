@@ -27,6 +27,9 @@ const QUEUE: usize = 1024;
 #[derive(Debug)]
 pub struct Capture {
     tx: mpsc::Sender<Replay>,
+    /// Whether deliveries sent by `hookgate replay` (marked with
+    /// [`crate::replay::REPLAY_HEADER`]) are captured too (`[capture] replays`).
+    replays: bool,
     counts: Family<ResultLabel, Counter>,
     dropped: AtomicU64,
 }
@@ -89,9 +92,23 @@ impl Capture {
         })?;
         Ok(Self {
             tx,
+            replays: false,
             counts,
             dropped: AtomicU64::new(0),
         })
+    }
+
+    /// Captures replayed deliveries too (`[capture] replays = true`).
+    #[must_use]
+    pub fn with_replays(mut self, replays: bool) -> Self {
+        self.replays = replays;
+        self
+    }
+
+    /// Whether a request with these headers is captured: not one `hookgate replay`
+    /// sent, unless asked, so replay → capture → replay does not multiply files.
+    pub fn wants(&self, headers: &http::HeaderMap) -> bool {
+        self.replays || !headers.contains_key(crate::replay::REPLAY_HEADER)
     }
 
     /// Queues a capture; drops it (and counts) if the writer is behind.

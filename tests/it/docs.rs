@@ -7,7 +7,7 @@ fn docs_providers_md_is_up_to_date() {
     let generated = hookgate::provider::catalogue::markdown_table();
     assert!(
         on_disk == generated,
-        "docs/providers.md is out of date: run `cargo run -q -- providers > docs/providers.md`"
+        "docs/providers.md is out of date: run `cargo run -q -- providers --markdown > docs/providers.md`"
     );
 }
 

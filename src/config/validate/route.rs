@@ -80,15 +80,23 @@ impl Pacing {
 }
 
 impl Validator<'_> {
-    pub(super) fn route(&mut self, i: usize, r: RawRoute, store: &StoreConfig) -> Option<Route> {
+    /// One route; `missing` names the required keys not written (already reported).
+    pub(super) fn route(
+        &mut self,
+        i: usize,
+        r: RawRoute,
+        store: &StoreConfig,
+        missing: &[&str],
+    ) -> Option<Route> {
         let k = |field: &str| format!("routes[{i}].{field}");
         let errors_before = self.errors.len();
 
         let name = r.name.get_ref().clone();
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        if !missing.contains(&"name")
+            && (name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)))
         {
             self.err(
                 &r.name,
@@ -97,7 +105,7 @@ impl Validator<'_> {
             );
         }
         let path = r.path.get_ref().clone();
-        if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
+        if !missing.contains(&"path") && !path.starts_with('/') || path.contains(['?', '#', ' ']) {
             self.err(
                 &r.path,
                 &k("path"),
@@ -123,7 +131,7 @@ impl Validator<'_> {
         });
 
         let preset = Preset::parse(r.provider.get_ref());
-        if preset.is_none() {
+        if preset.is_none() && !missing.contains(&"provider") {
             self.err(
                 &r.provider,
                 &k("provider"),
@@ -141,7 +149,10 @@ impl Validator<'_> {
             self.err(h, &k("hmac"), "is only used with provider = \"hmac\"");
         }
 
-        if r.secrets.get_ref().is_empty() && !preset.is_some_and(|p| p.secret_from_handshake()) {
+        if r.secrets.get_ref().is_empty()
+            && !missing.contains(&"secrets")
+            && !preset.is_some_and(|p| p.secret_from_handshake())
+        {
             self.err(&r.secrets, &k("secrets"), "at least one secret is required");
         }
         let secrets = self.credentials(&r, &k);
@@ -174,7 +185,7 @@ impl Validator<'_> {
         if let Some(v) = &verifier {
             self.order_keys_are_signed(&r, v, &k);
         }
-        if self.errors.len() > errors_before {
+        if self.errors.len() > errors_before || !missing.is_empty() {
             return None;
         }
         let verifier = verifier?;
@@ -313,6 +324,10 @@ impl Validator<'_> {
                 &k("destinations"),
                 "a route has either upstream or [[routes.destinations]], not both",
             ),
+            // Not when the key was written with the wrong type: that is reported.
+            (None, None)
+                if self.removed.contains(&k("upstream"))
+                    || self.removed.contains(&k("destinations")) => {}
             (None, None) => self.err_at(
                 name_line,
                 &k("upstream"),
