@@ -1299,13 +1299,21 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
                     serde_json::json!({ "file": file.display().to_string(), "copy": i + 1, "url": url, "status": status, "verdict": verdict, "meaning": meaning })
                 );
             } else if url.is_empty() {
-                println!("{}  copy {}: {meaning}", file.display(), i + 1);
-            } else {
                 println!(
-                    "{}  copy {}: {} {url} → {status} {meaning}",
+                    "{}  copy {}: {}",
                     file.display(),
                     i + 1,
-                    r.method
+                    printable(&meaning)
+                );
+            } else {
+                // The method, URL and answer come from the file and the target.
+                println!(
+                    "{}  copy {}: {} {} → {status} {}",
+                    file.display(),
+                    i + 1,
+                    printable(&r.method),
+                    printable(&url),
+                    printable(&meaning)
                 );
             }
         }
