@@ -482,6 +482,26 @@ pub fn redacted_url(url: &reqwest::Url) -> String {
         .replace("=%5Bredacted%5D", "=[redacted]")
 }
 
+/// [`redacted_url`] for text that may not parse as a URL: the userinfo (between
+/// `://` and the next `@` before any `/`) and everything after `?` are replaced.
+pub fn redacted_url_text(text: &str) -> String {
+    if let Ok(u) = reqwest::Url::parse(text) {
+        return redacted_url(&u);
+    }
+    let mut out = text.to_owned();
+    if let Some(q) = out.find('?') {
+        out.truncate(q);
+        out.push_str("?[redacted]");
+    }
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let authority_end = out[start..].find('/').map_or(out.len(), |i| start + i);
+        if let Some(at) = out[start..authority_end].rfind('@') {
+            out.replace_range(start..start + at, "[redacted]");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod redaction_tests {
     #[test]
@@ -492,6 +512,10 @@ mod redaction_tests {
         assert_eq!(
             shown,
             "https://[redacted]@up.example:8443/hook?code=[redacted]&x=[redacted]"
+        );
+        assert_eq!(
+            super::redacted_url_text("http://bob:pw@[bad/x?code=1"),
+            "http://[redacted]@[bad/x?[redacted]"
         );
         let plain = reqwest::Url::parse("http://127.0.0.1:3000/stripe").expect("url");
         assert_eq!(super::redacted_url(&plain), "http://127.0.0.1:3000/stripe");

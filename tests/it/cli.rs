@@ -303,6 +303,21 @@ fn check_never_prints_credentials_of_upstream_urls() {
         ),
         "{out}"
     );
+    // Nor does an error about an upstream that is not an http(s) URL.
+    let cfg = write_config(
+        &dir,
+        "[server]\nlisten = \"127.0.0.1:1\"\n[[routes]]\nname = \"a\"\npath = \"/a\"\nprovider = \"stripe\"\nsecrets = [\"whsec_x\"]\nupstream = \"ftp://bob:hunter2-pass@up.example/x?code=s3cr3t-code\"\n",
+    );
+    let (ok, out, err) = run(&["check", "--config", path_str(&cfg)]);
+    assert!(!ok, "{out}");
+    assert!(
+        err.contains("routes[0].upstream") && err.contains("[redacted]"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("hunter2-pass") && !err.contains("s3cr3t-code"),
+        "{err}"
+    );
 }
 
 // Issue 23, item 12.

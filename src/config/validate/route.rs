@@ -684,7 +684,11 @@ impl Validator<'_> {
                 self.err(
                     u,
                     key,
-                    format_args!("{:?} is not an http:// or https:// URL", u.get_ref()),
+                    // Credentials written in the value stay out of the message.
+                    format_args!(
+                        "{:?} is not an http:// or https:// URL",
+                        super::super::redacted_url_text(u.get_ref())
+                    ),
                 );
                 None
             }
