@@ -16,7 +16,7 @@ use crate::server::Clock;
 use crate::telemetry::{self, LogFormat};
 
 mod providers;
-mod text;
+pub(crate) mod text;
 
 use text::printable;
 

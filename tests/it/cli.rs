@@ -638,3 +638,36 @@ async fn replayed_deliveries_are_not_captured_and_their_marker_is_not_forwarded(
     let captured = std::fs::read_to_string(&only[0]).expect("capture");
     assert!(captured.contains("evt_direct") && !captured.contains("evt_replayed"));
 }
+
+// Issue 23, item 11: the demo upstream prints what it receives, escaped too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_upstream_prints_bodies_without_their_escape_sequences() {
+    let port = free_port();
+    let mut child = Command::new(BIN)
+        .args(["upstream", &port.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn upstream");
+    let url = format!("http://127.0.0.1:{port}/x");
+    let mut sent = false;
+    for _ in 0..50 {
+        if client()
+            .post(&url)
+            .body("{\"note\":\"\u{1b}]0;pwned\u{7}\"}")
+            .send()
+            .await
+            .is_ok()
+        {
+            sent = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("output");
+    assert!(sent, "the upstream never answered");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("\\u001b]0;pwned\\u0007"), "{printed}");
+    assert!(!printed.contains('\u{1b}'), "{printed:?}");
+}
