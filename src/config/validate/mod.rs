@@ -200,7 +200,13 @@ impl Validator<'_> {
 
     pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Option<Config> {
         let server = self.server(raw.server.unwrap_or_default());
+        let before_store = self.errors.len();
         let store = self.store(raw.store.unwrap_or_default());
+        // A command for one route does not talk to the store (`sign`, and the admin
+        // client, which asks the gateway): the store's variables are not its business.
+        if self.only.is_some() {
+            self.errors.truncate(before_store);
+        }
 
         if raw.routes.is_empty() {
             self.err_at(1, "routes", "no [[routes]] defined");
