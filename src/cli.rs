@@ -822,8 +822,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                     (r.verifier.clone(), r.event_id.clone())
                 }
                 (None, Some(p), Some(s)) => {
-                    let preset =
-                        Preset::parse(&p).with_context(|| format!("unknown provider {p:?}"))?;
+                    let preset = Preset::parse(&p).with_context(|| match Preset::nearest(&p) {
+                        Some(n) => format!("unknown provider {p:?}; did you mean {n}?"),
+                        None => format!("unknown provider {p:?} (`hookgate providers` lists them)"),
+                    })?;
                     if preset == Preset::HMAC {
                         bail!(
                             "the generic hmac provider needs its options: sign with --route NAME from a config file"

@@ -21,7 +21,7 @@ pub(crate) fn report(query: Option<&str>) -> (String, bool) {
         .collect();
     if found.is_empty() {
         let mut s = format!("no provider preset matches {:?}", super::text::printable(q));
-        if let Some(near) = nearest(&wanted) {
+        if let Some(near) = Preset::nearest(&wanted) {
             let _ = write!(s, "; did you mean {near}?");
         }
         s.push_str(" (`hookgate providers` lists them all)\n");
@@ -44,32 +44,6 @@ fn matches(i: &Info, word: &str) -> bool {
     ]
     .iter()
     .any(|f| f.to_ascii_lowercase().contains(word))
-}
-
-/// The preset name closest to `word` by edit distance, if close enough to be a typo.
-fn nearest(word: &str) -> Option<&'static str> {
-    Preset::NAMES
-        .iter()
-        .map(|n| (distance(word, n), *n))
-        .filter(|(d, n)| *d <= (n.len() / 3).max(2))
-        .min()
-        .map(|(_, n)| n)
-}
-
-/// Levenshtein distance between two strings, by characters.
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 /// Name, scheme, event ID and handshake, sorted by name, in aligned columns.
@@ -197,14 +171,7 @@ fn details(i: &Info) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn a_typo_suggests_the_nearest_preset() {
-        assert_eq!(nearest("githbu"), Some("github"));
-        assert_eq!(nearest("strpie"), Some("stripe"));
-        assert_eq!(nearest("zzzzzzzzzzzz"), None);
-    }
+    use super::report;
 
     #[test]
     fn a_word_filters_the_table_sorted_by_name() {

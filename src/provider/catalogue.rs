@@ -76,6 +76,17 @@ impl Preset {
     /// Every preset name, in catalogue order.
     pub const NAMES: &'static [&'static str] = presets::NAMES;
 
+    /// The preset name closest to `word` by edit distance, when close enough to be a
+    /// typo of it (`githbu` → `github`), for "did you mean" hints.
+    pub fn nearest(word: &str) -> Option<&'static str> {
+        Self::NAMES
+            .iter()
+            .map(|n| (edit_distance(word, n), *n))
+            .filter(|(d, n)| *d <= (n.len() / 3).max(2))
+            .min()
+            .map(|(_, n)| n)
+    }
+
     /// Looks a preset up by its provider key.
     pub fn parse(name: &str) -> Option<Self> {
         Self::all().find(|p| p.name() == name)
@@ -182,7 +193,35 @@ impl Preset {
     }
 }
 
-/// The provider table of `hookgate providers` and `docs/providers.md`.
+/// Levenshtein distance between two strings, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod nearest_tests {
+    use super::Preset;
+
+    #[test]
+    fn a_typo_suggests_the_nearest_preset() {
+        assert_eq!(Preset::nearest("githbu"), Some("github"));
+        assert_eq!(Preset::nearest("strpie"), Some("stripe"));
+        assert_eq!(Preset::nearest("zzzzzzzzzzzz"), None);
+    }
+}
+
+/// The provider table of `hookgate providers --markdown` and `docs/providers.md`.
 pub fn markdown_table() -> String {
     let mut s = String::from(
         "# Providers\n\n\

@@ -136,8 +136,11 @@ impl Validator<'_> {
                 &r.provider,
                 &k("provider"),
                 format_args!(
-                    "unknown provider {:?}; known: {}",
+                    "unknown provider {:?}{}; known: {}",
                     r.provider.get_ref(),
+                    Preset::nearest(r.provider.get_ref())
+                        .map(|n| format!(" (did you mean {n:?}?)"))
+                        .unwrap_or_default(),
                     Preset::NAMES.join(", ")
                 ),
             );
