@@ -209,18 +209,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-#[cfg(test)]
-mod nearest_tests {
-    use super::Preset;
-
-    #[test]
-    fn a_typo_suggests_the_nearest_preset() {
-        assert_eq!(Preset::nearest("githbu"), Some("github"));
-        assert_eq!(Preset::nearest("strpie"), Some("stripe"));
-        assert_eq!(Preset::nearest("zzzzzzzzzzzz"), None);
-    }
-}
-
 /// The provider table of `hookgate providers --markdown` and `docs/providers.md`.
 pub fn markdown_table() -> String {
     let mut s = String::from(
@@ -309,4 +297,16 @@ pub fn markdown_table() -> String {
          route with `secrets` takes none.\n",
     );
     s
+}
+
+#[cfg(test)]
+mod nearest_tests {
+    use super::Preset;
+
+    #[test]
+    fn a_typo_suggests_the_nearest_preset() {
+        assert_eq!(Preset::nearest("githbu"), Some("github"));
+        assert_eq!(Preset::nearest("strpie"), Some("stripe"));
+        assert_eq!(Preset::nearest("zzzzzzzzzzzz"), None);
+    }
 }
