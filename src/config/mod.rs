@@ -330,9 +330,10 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     parse(&text, path, &ProcessEnv)
 }
 
-/// Reads and validates a config file for a command that uses one route: the other
-/// routes are skipped, so their unset `${VAR}`s are no error (`sign --route`, and the
-/// admin client's commands). `None`: no route at all, only the server and store.
+/// Reads and validates a config file for a command that uses one route and does not
+/// talk to the store (`sign --route`, and the admin client's commands): the other
+/// routes are skipped and the store's problems left out, so their unset `${VAR}`s are
+/// no error. `None`: no route at all, only the `[server]` section.
 pub fn load_only(path: &Path, route: Option<&str>) -> Result<Config, ConfigErrors> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigErrors(vec![format!("{}: cannot read: {e}", path.display())]))?;
