@@ -74,9 +74,9 @@ impl App {
 
     /// Builds the gateway on a store made elsewhere (tests).
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
-        Ok(Self {
-            state: Arc::new(AppState::with_store(cfg, store, clock)?),
-        })
+        let state = Arc::new(AppState::with_store(cfg, store, clock)?);
+        state.metrics.start_at_zero(&cfg.routes);
+        Ok(Self { state })
     }
 
     /// The running state: routes (reloadable), the store, metrics.

@@ -36,6 +36,9 @@ const QUEUE_BYTES: usize = 16 << 20;
 #[derive(Debug)]
 pub struct Capture {
     tx: mpsc::Sender<Replay>,
+    /// Whether deliveries sent by `hookgate replay` (marked with
+    /// [`crate::replay::REPLAY_HEADER`]) are captured too (`[capture] replays`).
+    replays: bool,
     counts: Family<ResultLabel, Counter>,
     dropped: AtomicU64,
     /// Body bytes waiting in the queue.
@@ -116,6 +119,7 @@ impl Capture {
         })?;
         Ok(Self {
             tx,
+            replays: false,
             counts,
             dropped: AtomicU64::new(0),
             queued,
@@ -125,8 +129,21 @@ impl Capture {
 
     /// Whether a request with this outcome is captured: verified deliveries always,
     /// refused ones only when asked.
-    pub fn wants(&self, verified: bool) -> bool {
+    pub fn wants_outcome(&self, verified: bool) -> bool {
         verified || self.refused
+    }
+
+    /// Captures replayed deliveries too (`[capture] replays = true`).
+    #[must_use]
+    pub fn with_replays(mut self, replays: bool) -> Self {
+        self.replays = replays;
+        self
+    }
+
+    /// Whether a request with these headers is captured: not one `hookgate replay`
+    /// sent, unless asked, so replay → capture → replay does not multiply files.
+    pub fn wants(&self, headers: &http::HeaderMap) -> bool {
+        self.replays || !headers.contains_key(crate::replay::REPLAY_HEADER)
     }
 
     /// Queues a capture; drops it (and counts) if the writer is behind.

@@ -15,6 +15,11 @@ use crate::secret::Secret;
 use crate::server::Clock;
 use crate::telemetry::{self, LogFormat};
 
+mod providers;
+pub(crate) mod text;
+
+use text::printable;
+
 fn enc(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
@@ -23,6 +28,7 @@ fn enc(s: &str) -> String {
 /// and the body.
 async fn admin_call(
     args: &AdminArgs,
+    route: Option<&str>,
     method: reqwest::Method,
     path: &str,
 ) -> anyhow::Result<(bool, String)> {
@@ -33,7 +39,9 @@ async fn admin_call(
     let base = match &args.admin {
         Some(a) => a.clone(),
         None => {
-            let cfg = config::load(&args.config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            // Only the server section and the named route: another route's unset
+            // `${VAR}` is no business of this command.
+            let cfg = config::load_only(&args.config, route).map_err(|e| anyhow::anyhow!("{e}"))?;
             let addr = cfg.server.admin_listen.with_context(|| {
                 format!(
                     "{} sets no server.admin_listen; pass --admin URL",
@@ -87,15 +95,33 @@ async fn events(action: EventsAction) -> anyhow::Result<i32> {
             if let Some(s) = state {
                 path.push_str(&format!("&state={}", s.as_str()));
             }
-            let (ok, body) = admin_call(&admin, reqwest::Method::GET, &path).await?;
-            if json || !ok {
-                println!("{body}");
-                return Ok(if ok { 0 } else { 1 });
+            let (ok, body) = admin_call(&admin, Some(&route), reqwest::Method::GET, &path).await?;
+            if !ok {
+                return Ok(admin_failed(&body));
             }
             let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
             let events: Vec<crate::queue::Summary> =
                 serde_json::from_value(v["events"].clone()).unwrap_or_default();
-            print!("{}", events_table(&events, crate::queue::now_ms()));
+            // A sync route stores nothing: "0 event(s)" would read as an empty queue.
+            let sync = v["delivery"].as_str() == Some("sync");
+            if sync && events.is_empty() {
+                eprintln!(
+                    "hookgate events: route {:?} is not a queue route (delivery = \"sync\"): its deliveries are forwarded while the provider waits, never stored; `events` shows routes with delivery = \"queue\"",
+                    printable(&route)
+                );
+                return Ok(1);
+            }
+            if json {
+                println!("{}", printable(body.trim_end()));
+            } else {
+                print!("{}", events_table(&events, crate::queue::now_ms()));
+            }
+            if sync {
+                eprintln!(
+                    "note: route {:?} is now a sync route; these events were stored while it was a queue route",
+                    printable(&route)
+                );
+            }
             Ok(0)
         }
         EventsAction::Show {
@@ -105,16 +131,24 @@ async fn events(action: EventsAction) -> anyhow::Result<i32> {
             json,
             admin,
         } => {
+            let Some(event_id) =
+                resolve_id(&admin, &route, destination.as_deref(), &event_id).await?
+            else {
+                return Ok(1);
+            };
             let path = format!(
                 "/events/{}/{}?{}",
                 enc(&route),
                 enc(&event_id),
                 only(destination.as_deref())
             );
-            let (ok, body) = admin_call(&admin, reqwest::Method::GET, &path).await?;
-            if json || !ok {
-                println!("{body}");
-                return Ok(if ok { 0 } else { 1 });
+            let (ok, body) = admin_call(&admin, Some(&route), reqwest::Method::GET, &path).await?;
+            if !ok {
+                return Ok(admin_failed(&body));
+            }
+            if json {
+                println!("{}", printable(body.trim_end()));
+                return Ok(0);
             }
             let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
             print!("{}", event_details(&v, crate::queue::now_ms()));
@@ -135,6 +169,58 @@ async fn events(action: EventsAction) -> anyhow::Result<i32> {
     }
 }
 
+/// Prints an admin listener's refusal as its message (not its JSON) on stderr; the
+/// exit code.
+fn admin_failed(body: &str) -> i32 {
+    eprintln!("hookgate: {}", text::admin_error(body));
+    1
+}
+
+/// The whole event ID that `given` is a unique prefix of, as git takes a commit's
+/// (`events show|retry|purge`). An ID the route holds as given is taken as it is; a
+/// prefix of several is refused with their list; a prefix of none is passed on as it
+/// is, for the admin listener to answer. `None`: refused (said on stderr).
+async fn resolve_id(
+    admin: &AdminArgs,
+    route: &str,
+    destination: Option<&str>,
+    given: &str,
+) -> anyhow::Result<Option<String>> {
+    let path = format!("/events/{}?limit=100000{}", enc(route), only(destination));
+    let (ok, body) = admin_call(admin, Some(route), reqwest::Method::GET, &path).await?;
+    if !ok {
+        admin_failed(&body);
+        return Ok(None);
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let mut ids: Vec<&str> = v["events"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|e| e["event_id"].as_str()).collect())
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.contains(&given) {
+        return Ok(Some(given.to_owned()));
+    }
+    let matching: Vec<&str> = ids.into_iter().filter(|id| id.starts_with(given)).collect();
+    match matching.as_slice() {
+        [] => Ok(Some(given.to_owned())),
+        [one] => Ok(Some((*one).to_owned())),
+        many => {
+            eprintln!(
+                "hookgate events: {:?} is the start of {} event IDs on route {:?}; give more of it:",
+                printable(given),
+                many.len(),
+                printable(route)
+            );
+            for id in many.iter().take(20) {
+                eprintln!("  {}", printable(id));
+            }
+            Ok(None)
+        }
+    }
+}
+
 /// The query parameter naming one destination (`&destination=NAME`), or nothing.
 fn only(destination: Option<&str>) -> String {
     destination.map_or_else(String::new, |d| format!("&destination={}", enc(d)))
@@ -148,7 +234,10 @@ async fn act(
     admin: &AdminArgs,
 ) -> anyhow::Result<i32> {
     let query = match &which.event_id {
-        Some(id) => format!("event_id={}", enc(id)),
+        Some(id) => match resolve_id(admin, route, destination, id).await? {
+            Some(id) => format!("event_id={}", enc(&id)),
+            None => return Ok(1),
+        },
         None => "all_dead=true".to_owned(),
     };
     let path = format!(
@@ -156,9 +245,12 @@ async fn act(
         enc(route),
         only(destination)
     );
-    let (ok, body) = admin_call(admin, reqwest::Method::POST, &path).await?;
-    println!("{body}");
-    Ok(if ok { 0 } else { 1 })
+    let (ok, body) = admin_call(admin, Some(route), reqwest::Method::POST, &path).await?;
+    if !ok {
+        return Ok(admin_failed(&body));
+    }
+    println!("{}", printable(body.trim_end()));
+    Ok(0)
 }
 
 /// How long ago (or from now) a Unix-millisecond instant is, for people.
@@ -178,17 +270,18 @@ fn ago(at_ms: u64, now_ms: u64) -> String {
     }
 }
 
-/// The table `hookgate events list` prints.
+/// The table `hookgate events list` prints. Event IDs are shortened (`sig-d592421c…`);
+/// `events show|retry|purge` take any unique prefix.
 fn events_table(events: &[crate::queue::Summary], now_ms: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     // A destination column on a route with named destinations.
     let width = events
         .iter()
-        .filter_map(|e| e.destination.as_ref().map(String::len))
+        .filter_map(|e| e.destination.as_ref().map(|d| printable(d).chars().count()))
         .max()
         .map(|w| w.max("DESTINATION".len()));
-    let dest = |name: &str| width.map_or_else(String::new, |w| format!("{name:<w$} "));
+    let dest = |name: &str| width.map_or_else(String::new, |w| format!("{:<w$} ", printable(name)));
     // The event ID comes last: some are long (`sig-` and 64 hex digits).
     let _ = writeln!(
         out,
@@ -210,58 +303,90 @@ fn events_table(events: &[crate::queue::Summary], now_ms: u64) -> String {
             ago(e.received_at_ms, now_ms),
             e.next_at_ms
                 .map_or_else(|| "-".to_owned(), |t| ago(t, now_ms)),
-            e.last_result.as_deref().unwrap_or("-"),
-            e.event_id,
+            printable(e.last_result.as_deref().unwrap_or("-")),
+            text::short_id(&e.event_id),
         );
     }
     let _ = writeln!(out, "{} event(s)", events.len());
     out
 }
 
-/// What `hookgate events show` prints.
+/// What `hookgate events show` prints. Every value comes from a delivery or the
+/// store, so each is printed through [`printable`].
 fn event_details(v: &serde_json::Value, now_ms: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let text = |k: &str| v[k].as_str().unwrap_or("-").to_owned();
+    let text = |k: &str| printable(v[k].as_str().unwrap_or("-")).into_owned();
     let _ = writeln!(out, "event {} on route {}", text("event_id"), text("route"));
     if let Some(t) = v["event_type"].as_str() {
-        let _ = writeln!(out, "type:      {t}");
+        let _ = writeln!(out, "type:      {}", printable(t));
     }
     if let Some(d) = v["destination"].as_str() {
-        let _ = writeln!(out, "destination: {d}");
+        let _ = writeln!(out, "destination: {}", printable(d));
     }
     if let Some(k) = v["order_key"].as_str() {
-        let _ = writeln!(out, "order key: {k} (holds its place in the key's line)");
+        let _ = writeln!(
+            out,
+            "order key: {} (holds its place in the key's line)",
+            printable(k)
+        );
     }
     let _ = writeln!(out, "state:     {}", text("state"));
     if let Some(why) = v["dead_reason"].as_str() {
-        let _ = writeln!(out, "dead:      {why}");
+        let _ = writeln!(out, "dead:      {}", printable(why));
     }
     if let Some(rx) = v["received_at_ms"].as_u64() {
         let _ = writeln!(out, "received:  {}", ago(rx, now_ms));
     }
-    let _ = writeln!(out, "attempts:  {}", v["attempts"].as_u64().unwrap_or(0));
+    let attempts = v["attempts"].as_u64().unwrap_or(0);
+    let history = v["history"].as_array().cloned().unwrap_or_default();
+    let at = |a: &serde_json::Value| a["at_ms"].as_u64().unwrap_or(0);
+    // After an operator's retry the count starts again; the history keeps what came
+    // before, so say which is which.
+    let requeued = v["requeued_at_ms"].as_u64();
+    match requeued {
+        Some(r) => {
+            let before = history.iter().filter(|a| at(a) < r).count();
+            let _ = writeln!(
+                out,
+                "attempts:  {attempts} since the operator's retry {} ({before} before it, listed first below)",
+                ago(r, now_ms)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "attempts:  {attempts}");
+        }
+    }
     if let Some(next) = v["next_at_ms"].as_u64() {
         let _ = writeln!(out, "next try:  {}", ago(next, now_ms));
     }
-    if let Some(history) = v["history"].as_array() {
-        for a in history {
-            let result = a["result"].as_str().unwrap_or("-");
-            let status = a["status"]
-                .as_u64()
-                .map(|s| format!(" {s}"))
-                .unwrap_or_default();
-            let error = a["error"]
-                .as_str()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  - {} {result}{status}{error} ({} ms)",
-                ago(a["at_ms"].as_u64().unwrap_or(0), now_ms),
-                a["duration_ms"].as_u64().unwrap_or(0)
-            );
+    if !history.is_empty() {
+        let _ = writeln!(out, "history (oldest first):");
+    }
+    let mut marked = false;
+    for a in &history {
+        if let Some(r) = requeued
+            && !marked
+            && at(a) >= r
+        {
+            let _ = writeln!(out, "  -- retried by the operator {} --", ago(r, now_ms));
+            marked = true;
         }
+        let result = printable(a["result"].as_str().unwrap_or("-")).into_owned();
+        let status = a["status"]
+            .as_u64()
+            .map(|s| format!(" {s}"))
+            .unwrap_or_default();
+        let error = a["error"]
+            .as_str()
+            .map(|e| format!(": {}", printable(e)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  - {} {result}{status}{error} ({} ms)",
+            ago(at(a), now_ms),
+            a["duration_ms"].as_u64().unwrap_or(0)
+        );
     }
     // The other destinations, one line each (`--destination NAME` shows one in full).
     if let Some(all) = v["destinations"].as_array().filter(|a| a.len() > 1) {
@@ -270,8 +395,8 @@ fn event_details(v: &serde_json::Value, now_ms: u64) -> String {
             let _ = writeln!(
                 out,
                 "  {:<16} {:<10} {} attempt(s)",
-                d["destination"].as_str().unwrap_or("-"),
-                d["state"].as_str().unwrap_or("-"),
+                printable(d["destination"].as_str().unwrap_or("-")),
+                printable(d["state"].as_str().unwrap_or("-")),
                 d["attempts"].as_u64().unwrap_or(0)
             );
         }
@@ -428,8 +553,17 @@ pub enum Command {
         #[arg(long, short, default_value = "config.toml")]
         config: PathBuf,
     },
-    /// List every provider preset: scheme, headers, event ID, window, handshake.
-    Providers,
+    /// The provider presets as a table (name, scheme, event ID, handshake); with a
+    /// word, those that mention it; with a preset's name, that preset in full and a
+    /// route to paste.
+    Providers {
+        /// A preset's name, or a word to look for (`challenge`, `ed25519`, `svix`).
+        #[arg(value_name = "NAME-OR-WORD")]
+        query: Option<String>,
+        /// Print the whole catalogue as Markdown (`docs/providers.md`).
+        #[arg(long, conflicts_with = "query")]
+        markdown: bool,
+    },
     /// Send replay files (captured or signed) to a gateway and report each outcome.
     Replay {
         /// Replay files, or directories of them.
@@ -548,9 +682,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             admin,
         } => {
             let path = format!("/keys/{}/{}", enc(&route), enc(&event_id));
-            let (ok, body) = admin_call(&admin, reqwest::Method::DELETE, &path).await?;
-            println!("{body}");
-            Ok(if ok { 0 } else { 1 })
+            let (ok, body) =
+                admin_call(&admin, Some(&route), reqwest::Method::DELETE, &path).await?;
+            if !ok {
+                return Ok(admin_failed(&body));
+            }
+            println!("{}", printable(body.trim_end()));
+            Ok(0)
         }
         Command::Events { action } => events(action).await,
         Command::Keygen => {
@@ -613,9 +751,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             replay_files(&inputs, &opts).await
         }
-        Command::Providers => {
-            print!("{}", crate::provider::catalogue::markdown_table());
-            Ok(0)
+        Command::Providers { query, markdown } => {
+            if markdown {
+                print!("{}", crate::provider::catalogue::markdown_table());
+                return Ok(0);
+            }
+            let (out, found) = providers::report(query.as_deref());
+            if found {
+                print!("{out}");
+                Ok(0)
+            } else {
+                eprint!("{out}");
+                Ok(1)
+            }
         }
         Command::Check { config } => match config::load(&config) {
             Ok(cfg) => {
@@ -658,7 +806,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             };
             let (verifier, id_source) = match (route, provider, secret) {
                 (Some(name), _, _) => {
-                    let cfg = config::load(&config).map_err(|e| anyhow::anyhow!("{e}"))?;
+                    // Only this route's `${VAR}`s (and the server's) need to be set.
+                    let cfg = config::load_only(&config, Some(&name))
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
                     let r = cfg
                         .routes
                         .iter()
@@ -672,8 +822,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                     (r.verifier.clone(), r.event_id.clone())
                 }
                 (None, Some(p), Some(s)) => {
-                    let preset =
-                        Preset::parse(&p).with_context(|| format!("unknown provider {p:?}"))?;
+                    let preset = Preset::parse(&p).with_context(|| match Preset::nearest(&p) {
+                        Some(n) => format!("unknown provider {p:?}; did you mean {n}?"),
+                        None => format!("unknown provider {p:?} (`hookgate providers` lists them)"),
+                    })?;
                     if preset == Preset::HMAC {
                         bail!(
                             "the generic hmac provider needs its options: sign with --route NAME from a config file"
@@ -696,7 +848,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
             };
             let now = timestamp.unwrap_or_else(|| Clock::System.now());
-            let id = event_id.unwrap_or_else(crate::sign::random_event_id);
+            let id =
+                event_id.unwrap_or_else(|| crate::sign::random_event_id_for(verifier.preset()));
             let headers = match &private_key {
                 Some(key) => {
                     crate::sign::headers_ed25519(&verifier, &id_source, &body, now, &id, key)
@@ -711,13 +864,30 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 ),
             }
             .map_err(|e| anyhow::anyhow!(e))?;
+            // `--header` goes into every form: replay file, curl command and headers.
+            let mut extra: Vec<(String, String)> = Vec::new();
+            for h in &extra_headers {
+                let (n, v) = h
+                    .split_once(':')
+                    .with_context(|| format!("--header {h:?}: write `Name: value`"))?;
+                extra.push((n.trim().to_owned(), v.trim().to_owned()));
+            }
+            let has_content_type = extra
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
             match curl {
                 Some(url) => {
                     let mut cmd = String::from("curl -sS -i -X POST");
-                    for (n, v) in &headers {
+                    for (n, v) in headers
+                        .iter()
+                        .map(|(n, v)| (n.as_str(), v))
+                        .chain(extra.iter().map(|(n, v)| (n.as_str(), v)))
+                    {
                         cmd.push_str(&format!(" -H {}", shell_quote(&format!("{n}: {v}"))));
                     }
-                    cmd.push_str(" -H 'content-type: application/json'");
+                    if !has_content_type {
+                        cmd.push_str(" -H 'content-type: application/json'");
+                    }
                     cmd.push_str(&format!(
                         " --data-binary {} {}",
                         shell_quote(&String::from_utf8_lossy(&body)),
@@ -727,6 +897,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
                 None if only_headers => {
                     for (n, v) in &headers {
+                        println!("{n}: {v}");
+                    }
+                    for (n, v) in &extra {
                         println!("{n}: {v}");
                     }
                 }
@@ -739,12 +912,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                         .iter()
                         .map(|(n, v)| (n.to_string(), v.clone()))
                         .collect();
-                    for h in &extra_headers {
-                        let (n, v) = h
-                            .split_once(':')
-                            .with_context(|| format!("--header {h:?}: write `Name: value`"))?;
-                        all.push((n.trim().to_owned(), v.trim().to_owned()));
-                    }
+                    all.extend(extra);
                     if !all
                         .iter()
                         .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
@@ -947,7 +1115,7 @@ pub fn describe(cfg: &Config) -> String {
         let upstream = if single {
             format!(
                 "{} (timeout {})",
-                primary.upstream,
+                config::redacted_url(&primary.upstream),
                 short_duration(primary.upstream_timeout)
             )
         } else {
@@ -960,7 +1128,7 @@ pub fn describe(cfg: &Config) -> String {
             r.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "),
             r.verifier.preset().name(),
             r.secret_count,
-            r.event_id,
+            event_key(r),
             match r.tolerance {
                 Some(t) => short_duration(std::time::Duration::from_secs(t)),
                 None if r.verifier.preset().default_tolerance(None).is_some() => "off".to_string(),
@@ -1000,7 +1168,7 @@ pub fn describe(cfg: &Config) -> String {
             s.push_str(&format!(
                 "  destination {}\n    upstream   {} (timeout {}){}\n",
                 d.name,
-                d.upstream,
+                config::redacted_url(&d.upstream),
                 short_duration(d.upstream_timeout),
                 if d.forward_signer.is_some() {
                     "\n    re-signs   Standard Webhooks (forward_secret)"
@@ -1021,6 +1189,27 @@ pub fn describe(cfg: &Config) -> String {
         }
     }
     s
+}
+
+/// The key a route deduplicates on, for `hookgate check`: the configured source, or,
+/// when that is a header the signature does not cover, the digest of the signed bytes
+/// the gateway uses instead, and why.
+fn event_key(r: &config::Route) -> String {
+    if let EventIdSource::Header(names) = &r.event_id {
+        let unsigned: Vec<&str> = names
+            .iter()
+            .filter(|h| !r.verifier.signs_header(h))
+            .map(http::HeaderName::as_str)
+            .collect();
+        if !unsigned.is_empty() {
+            return format!(
+                "sig-<SHA-256 of the signed bytes>, not {} (the signature does not cover {}: anyone could change it)",
+                r.event_id,
+                unsigned.join(" or ")
+            );
+        }
+    }
+    r.event_id.to_string()
 }
 
 /// A queue destination's limits and retry schedule, for `hookgate check`.
@@ -1143,13 +1332,21 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
                     serde_json::json!({ "file": file.display().to_string(), "copy": i + 1, "url": url, "status": status, "verdict": verdict, "meaning": meaning })
                 );
             } else if url.is_empty() {
-                println!("{}  copy {}: {meaning}", file.display(), i + 1);
-            } else {
                 println!(
-                    "{}  copy {}: {} {url} → {status} {meaning}",
+                    "{}  copy {}: {}",
                     file.display(),
                     i + 1,
-                    r.method
+                    printable(&meaning)
+                );
+            } else {
+                // The method, URL and answer come from the file and the target.
+                println!(
+                    "{}  copy {}: {} {} → {status} {}",
+                    file.display(),
+                    i + 1,
+                    printable(&r.method),
+                    printable(&url),
+                    printable(&meaning)
                 );
             }
         }

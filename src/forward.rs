@@ -79,8 +79,16 @@ const HOP_BY_HOP: &[&str] = &[
     "content-length",
 ];
 
-/// Copies the end-to-end headers: drops the hop-by-hop set and whatever `Connection`
-/// names.
+/// Whether a header of a received delivery is sent on to the upstream: not the
+/// hop-by-hop set, and not the gateway's own marker of a replayed delivery
+/// ([`crate::replay::REPLAY_HEADER`]). (`Connection` may name more: see [`end_to_end`].)
+pub fn is_forwarded(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    !HOP_BY_HOP.contains(&n.as_str()) && n != crate::replay::REPLAY_HEADER
+}
+
+/// Copies the end-to-end headers: drops the hop-by-hop set, whatever `Connection`
+/// names, and the replay marker.
 pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
     let named: Vec<String> = headers
         .get_all(header::CONNECTION)
@@ -93,7 +101,10 @@ pub fn end_to_end(headers: &HeaderMap) -> HeaderMap {
     let mut out = HeaderMap::with_capacity(headers.len() + 4);
     for (name, value) in headers {
         let n = name.as_str();
-        if HOP_BY_HOP.contains(&n) || named.iter().any(|c| c == n) {
+        if HOP_BY_HOP.contains(&n)
+            || n == crate::replay::REPLAY_HEADER
+            || named.iter().any(|c| c == n)
+        {
             continue;
         }
         out.append(name.clone(), value.clone());

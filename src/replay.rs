@@ -19,6 +19,13 @@ use serde::{Deserialize, Serialize};
 /// The format version written by this build.
 pub const VERSION: u32 = 1;
 
+/// The header `hookgate replay` adds to every delivery it sends. A gateway strips it
+/// before forwarding, and a capturing gateway does not capture such deliveries unless
+/// `[capture] replays = true`, so replaying through a capturing gateway does not
+/// multiply the files. It proves nothing: anyone can send it, and all it changes is
+/// whether the delivery is captured.
+pub const REPLAY_HEADER: &str = "hookgate-replay";
+
 /// One delivery as a replay file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replay {
@@ -125,8 +132,13 @@ impl Replay {
     /// (`http://host:port/webhooks/github`), used as it is: a target with a path of its
     /// own names the route. A file with no path of its own (signed without `--route`)
     /// needs a route's URL. The recorded query is appended either way.
+    ///
+    /// The target decides where the request goes, always: a recorded path is only ever
+    /// a path on the target's host. A path that would leave it (`@host:port/x`, an
+    /// absolute URL, `//host/x`, a backslash) is refused.
     pub fn url(&self, target: &str) -> Result<String, String> {
         let target = target.trim_end_matches('/');
+        let base = reqwest::Url::parse(target).map_err(|e| format!("--target {target}: {e}"))?;
         let path_start = target
             .find("://")
             .map(|i| i + 3)
@@ -139,11 +151,35 @@ impl Replay {
                      e.g. {target}/webhooks/<route>"
                 ));
             }
-            None => format!("{target}{}", self.path),
+            None => {
+                let p = &self.path;
+                if !p.starts_with('/') || p.starts_with("//") || p.contains(['\\', '?', '#']) {
+                    return Err(format!(
+                        "the recorded path {:?} is not a path on the target (it must start with one '/'); refused: the target is --target, always",
+                        self.path
+                    ));
+                }
+                format!("{target}{p}")
+            }
         };
         if let Some(q) = self.query.as_deref().filter(|q| !q.is_empty()) {
+            if q.contains('#') {
+                return Err("the recorded query holds '#'; refused".to_owned());
+            }
             url.push('?');
             url.push_str(q);
+        }
+        // Whatever the file holds, the request goes to the target's scheme, host and port.
+        let parsed = reqwest::Url::parse(&url).map_err(|e| format!("{url}: {e}"))?;
+        if parsed.scheme() != base.scheme()
+            || parsed.host_str() != base.host_str()
+            || parsed.port_or_known_default() != base.port_or_known_default()
+            || !parsed.username().is_empty()
+            || parsed.password().is_some()
+        {
+            return Err(format!(
+                "the recorded path or query would send this delivery to another host than --target {target}; refused"
+            ));
         }
         Ok(url)
     }
@@ -152,7 +188,7 @@ impl Replay {
     /// connection (`Host`, `Content-Length`, `Transfer-Encoding`).
     pub fn request_headers(&self) -> impl Iterator<Item = &(String, String)> {
         self.headers.iter().filter(|(n, _)| {
-            !["content-length", "host", "transfer-encoding"]
+            !["content-length", "host", "transfer-encoding", REPLAY_HEADER]
                 .iter()
                 .any(|h| n.eq_ignore_ascii_case(h))
         })
@@ -167,6 +203,7 @@ impl Replay {
         for (n, v) in self.request_headers() {
             req = req.header(n.as_str(), v.as_str());
         }
+        req = req.header(REPLAY_HEADER, "1");
         let resp = req.send().await.map_err(|e| format!("{url}: {e}"))?;
         let status = resp.status().as_u16();
         let outcome = resp

@@ -84,6 +84,29 @@ pub fn random_event_id() -> String {
     format!("evt_{}", hex::encode(bytes))
 }
 
+/// A random event ID shaped as `preset`'s provider makes them: a GUID for those that
+/// send one (GitHub's `X-GitHub-Delivery`, Bitbucket's `X-Request-UUID`, Linear's
+/// `Linear-Delivery`), else `evt_` and 24 hex digits.
+pub fn random_event_id_for(preset: crate::provider::Preset) -> String {
+    use rand::Rng as _;
+    if !matches!(preset.name(), "github" | "bitbucket" | "linear") {
+        return random_event_id();
+    }
+    // A version 4 UUID: 122 random bits, the version and variant bits set.
+    let mut b: [u8; 16] = rand::rng().random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
+}
+
 /// Re-signs a replay for a test secret at `now`, keeping its body and event ID:
 /// the provider's signature headers are replaced. `provider` overrides the one the
 /// file names; `public_url` is needed for URL-signing providers.

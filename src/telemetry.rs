@@ -436,6 +436,65 @@ impl Metrics {
         }
     }
 
+    /// Creates, at 0, the series an operator alerts on, so they are on `/metrics` from
+    /// the start rather than after their first event (a rate over a series that does
+    /// not exist yet is no rate): reloads and captures by result, each route's
+    /// secrets, and each queue destination's attempts, outcomes and lost leases.
+    pub fn start_at_zero(&self, routes: &[crate::config::Route]) {
+        for result in ["ok", "error"] {
+            drop(self.reloads.get_or_create(&ResultLabel {
+                result: result.into(),
+            }));
+        }
+        for result in ["written", "dropped", "failed"] {
+            drop(self.captures.get_or_create(&ResultLabel {
+                result: result.into(),
+            }));
+        }
+        for r in routes {
+            for index in 0..r.secret_count {
+                drop(self.matched_secret.get_or_create(&RouteSecret {
+                    route: r.name.clone(),
+                    secret: index.to_string(),
+                }));
+            }
+            if r.delivery != crate::config::Delivery::Queue {
+                continue;
+            }
+            for d in &r.destinations {
+                let (route, destination) = (r.name.clone(), d.name.clone());
+                for result in [
+                    "delivered",
+                    "http_4xx",
+                    "http_5xx",
+                    "timeout",
+                    "connect",
+                    "broken",
+                ] {
+                    drop(self.delivery_attempts.get_or_create(&DestinationResult {
+                        route: route.clone(),
+                        destination: destination.clone(),
+                        result: result.into(),
+                    }));
+                }
+                for outcome in ["delivered", "dead"] {
+                    drop(self.queue_deliveries.get_or_create(&DestinationOutcome {
+                        route: route.clone(),
+                        destination: destination.clone(),
+                        outcome: outcome.into(),
+                    }));
+                }
+                for stage in ["before_send", "sending", "recording"] {
+                    drop(self.queue_lease_lost.get_or_create(&DestinationStage {
+                        route: route.clone(),
+                        destination: destination.clone(),
+                        stage: stage.into(),
+                    }));
+                }
+            }
+        }
+    }
+
     /// The handles of one route (created on first use).
     pub fn route(&self, route: &str) -> std::sync::Arc<RouteMetrics> {
         if let Some(m) = read(&self.routes).get(route) {

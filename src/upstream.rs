@@ -47,7 +47,9 @@ async fn answer(req: http::Request<hyper::body::Incoming>) -> http::Response<Ful
         h("idempotency-key"),
         h("hookgate-route"),
         body.len(),
-        String::from_utf8_lossy(&body)
+        // The body is the sender's: its control characters are written out, so it
+        // cannot drive this terminal.
+        crate::cli::text::printable(&String::from_utf8_lossy(&body))
     );
     let mut resp = http::Response::new(Full::new(Bytes::from_static(b"{\"received\":true}\n")));
     resp.headers_mut().insert(

@@ -23,7 +23,10 @@ use crate::provider::standard_webhooks::StandardScheme;
 use crate::provider::{EventIdSource, Verifier};
 use crate::secret::Secret;
 use raw::RawConfig;
-use toml_errors::{KeySegment, key_name, key_segments, key_span, toml_error};
+use toml_errors::{
+    KeySegment, key_name, key_segments, key_span, path_at, redact_unexpected, remove_key,
+    toml_error,
+};
 use validate::Validator;
 
 /// What to do when the store cannot be reached.
@@ -280,6 +283,9 @@ pub struct CaptureConfig {
     /// Whether requests the gateway refused (bad signature, stale, too large, no
     /// route…) are captured too; by default only verified deliveries are.
     pub refused: bool,
+    /// Capture deliveries sent by `hookgate replay` too (default: no, so replay →
+    /// capture → replay does not multiply the files).
+    pub replays: bool,
 }
 
 impl CaptureConfig {
@@ -293,6 +299,7 @@ impl CaptureConfig {
             max_files: 10_000,
             max_bytes: Self::MAX_BYTES,
             refused: false,
+            replays: false,
         }
     }
 }
@@ -353,28 +360,116 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     parse(&text, path, &ProcessEnv)
 }
 
+/// Reads and validates a config file for a command that uses one route and does not
+/// talk to the store (`sign --route`, and the admin client's commands): the other
+/// routes are skipped and the store's problems left out, so their unset `${VAR}`s are
+/// no error. `None`: no route at all, only the `[server]` section.
+pub fn load_only(path: &Path, route: Option<&str>) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors(vec![format!("{}: cannot read: {e}", path.display())]))?;
+    parse_with(&text, path, &ProcessEnv, Some(route))
+}
+
 /// Validates config text; `path` names the file in messages and anchors `file:` paths.
 ///
 /// Every problem is reported in one run, in line order: unknown keys along with bad
-/// values, unset variables and unknown providers. Only a file that is not TOML, or a
-/// value of the wrong type, stops at the first error.
+/// values, missing keys, values of the wrong type, unset variables and unknown
+/// providers. Only a file that is not TOML stops at the first error.
 pub fn parse(text: &str, path: &Path, env: &dyn Env) -> Result<Config, ConfigErrors> {
+    parse_with(text, path, env, None)
+}
+
+/// The index of the route a key path is under (`routes[3]…`), if any.
+fn route_index(path: &[KeySegment]) -> Option<usize> {
+    match path {
+        [KeySegment::Key(k), KeySegment::Index(j), ..] if k == "routes" => Some(*j),
+        _ => None,
+    }
+}
+
+/// Values of the wrong type reported in one run before giving up on the rest.
+const MAX_TYPE_ERRORS: usize = 64;
+
+/// [`parse`]; `only` = `Some(route)` validates just that route (none with `Some(None)`).
+fn parse_with(
+    text: &str,
+    path: &Path,
+    env: &dyn Env,
+    only: Option<Option<&str>>,
+) -> Result<Config, ConfigErrors> {
     let file = path.display().to_string();
     let parse_error = |e: toml::de::Error| ConfigErrors(vec![toml_error(&file, text, &e)]);
-    let document = toml::de::DeTable::parse(text).map_err(parse_error)?;
+    let mut document = toml::de::DeTable::parse(text).map_err(parse_error)?;
     let mut unknown: Vec<Vec<KeySegment>> = Vec::new();
-    let raw: RawConfig =
-        serde_ignored::deserialize(toml::Deserializer::from(document.clone()), |p| {
-            unknown.push(key_segments(&p))
-        })
-        .map_err(parse_error)?;
+    // A value of the wrong type stops serde. Its key is reported like any other
+    // problem, taken out of the document, and the rest parsed again, so one mistake
+    // never hides the others.
+    let mut wrong: Vec<(usize, String, Option<usize>)> = Vec::new();
+    let mut removed: Vec<String> = Vec::new();
+    let raw: RawConfig = loop {
+        unknown.clear();
+        let parsed: Result<RawConfig, _> =
+            serde_ignored::deserialize(toml::Deserializer::from(document.clone()), |p| {
+                unknown.push(key_segments(&p))
+            });
+        let e = match parsed {
+            Ok(raw) => break raw,
+            Err(e) => e,
+        };
+        let (Some(span), true) = (e.span(), wrong.len() < MAX_TYPE_ERRORS) else {
+            return Err(parse_error(e));
+        };
+        let Some(at) = path_at(document.get_ref(), span.start) else {
+            return Err(parse_error(e));
+        };
+        if !remove_key(document.get_mut(), &at) {
+            return Err(parse_error(e));
+        }
+        let start = span.start.min(text.len());
+        let line = 1 + text.as_bytes()[..start]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count();
+        let key = key_name(&at);
+        let message = redact_unexpected(e.message().trim_end());
+        wrong.push((
+            line,
+            format!("{file}:{line}: {key}: {message}"),
+            route_index(&at),
+        ));
+        // The key holding the bad value is gone: not "missing" on top of "wrong".
+        let last_key = at
+            .iter()
+            .rposition(|s| matches!(s, KeySegment::Key(_)))
+            .map_or(at.len(), |i| i + 1);
+        removed.push(key_name(&at[..last_key]));
+    };
+    // A command that uses one route reports nothing about the others.
+    let skipped = |index: Option<usize>| match (only, index) {
+        (Some(wanted), Some(j)) => {
+            let name = raw
+                .routes
+                .get(j)
+                .map(|r| r.get_ref().name.get_ref().as_str());
+            wanted.is_none() || name != wanted
+        }
+        _ => false,
+    };
+    unknown.retain(|segments| !skipped(route_index(segments)));
+    let wrong: Vec<(usize, String)> = wrong
+        .into_iter()
+        .filter(|(_, _, j)| !skipped(*j))
+        .map(|(line, msg, _)| (line, msg))
+        .collect();
     let mut v = Validator {
         file,
         text,
         base: path.parent().map(Path::to_path_buf).unwrap_or_default(),
         env,
-        errors: Vec::new(),
+        errors: wrong,
         dedup_line: None,
+        removed,
+        only: only.map(|o| o.map(str::to_owned)),
     };
     for segments in &unknown {
         let line = key_span(document.get_ref(), segments).map_or(1, |span| v.line(span));
@@ -392,3 +487,68 @@ pub fn parse(text: &str, path: &Path, env: &dyn Env) -> Result<Config, ConfigErr
 
 #[cfg(test)]
 mod tests;
+
+/// An upstream URL as every output shows it: `user:password@` and the values of the
+/// query (`?code=…`, `?sig=…`) replaced with `[redacted]`, after `${VAR}` expansion
+/// put whatever they hold there. The scheme, host, port, path and parameter names
+/// stay, which is what an operator checks.
+pub fn redacted_url(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    if !u.username().is_empty() || u.password().is_some() {
+        let _ = u.set_username("[redacted]");
+        let _ = u.set_password(None);
+    }
+    if u.query().is_some() {
+        let names: Vec<String> = u.query_pairs().map(|(n, _)| n.into_owned()).collect();
+        let query = names
+            .iter()
+            .map(|n| format!("{n}=[redacted]"))
+            .collect::<Vec<_>>()
+            .join("&");
+        u.set_query(Some(&query));
+    }
+    // `[` and `]` are percent-encoded in the userinfo; written plainly for people.
+    u.to_string()
+        .replacen("%5Bredacted%5D@", "[redacted]@", 1)
+        .replace("=%5Bredacted%5D", "=[redacted]")
+}
+
+/// [`redacted_url`] for text that may not parse as a URL: the userinfo (between
+/// `://` and the next `@` before any `/`) and everything after `?` are replaced.
+pub fn redacted_url_text(text: &str) -> String {
+    if let Ok(u) = reqwest::Url::parse(text) {
+        return redacted_url(&u);
+    }
+    let mut out = text.to_owned();
+    if let Some(q) = out.find('?') {
+        out.truncate(q);
+        out.push_str("?[redacted]");
+    }
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        let authority_end = out[start..].find('/').map_or(out.len(), |i| start + i);
+        if let Some(at) = out[start..authority_end].rfind('@') {
+            out.replace_range(start..start + at, "[redacted]");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    #[test]
+    fn credentials_in_upstream_urls_are_redacted() {
+        let u = reqwest::Url::parse("https://bob:hunter2@up.example:8443/hook?code=s3cr3t&x=1")
+            .expect("url");
+        let shown = super::redacted_url(&u);
+        assert_eq!(
+            shown,
+            "https://[redacted]@up.example:8443/hook?code=[redacted]&x=[redacted]"
+        );
+        assert_eq!(
+            super::redacted_url_text("http://bob:pw@[bad/x?code=1"),
+            "http://[redacted]@[bad/x?[redacted]"
+        );
+        let plain = reqwest::Url::parse("http://127.0.0.1:3000/stripe").expect("url");
+        assert_eq!(super::redacted_url(&plain), "http://127.0.0.1:3000/stripe");
+    }
+}

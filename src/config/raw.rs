@@ -14,7 +14,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub store: Option<RawStore>,
     #[serde(default)]
-    pub routes: Vec<RawRoute>,
+    pub routes: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     pub capture: Option<RawCapture>,
 }
@@ -25,6 +25,7 @@ pub(super) struct RawCapture {
     pub max_files: Option<Spanned<i64>>,
     pub max_bytes: Option<Spanned<String>>,
     pub refused: Option<bool>,
+    pub replays: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -78,11 +79,29 @@ pub(super) struct RawStore {
     pub timeout: Option<Spanned<String>>,
 }
 
+/// The start of the span a required key that is not written gets: serde fills it in
+/// with an empty value instead of stopping, and validation reports it as missing
+/// with every other problem, at the route's line.
+pub(super) const ABSENT: usize = usize::MAX;
+
+fn absent<T: Default>() -> Spanned<T> {
+    Spanned::new(ABSENT..ABSENT, T::default())
+}
+
+/// Whether a required key was not written (see [`ABSENT`]).
+pub(super) fn is_absent<T>(v: &Spanned<T>) -> bool {
+    v.span().start == ABSENT
+}
+
 #[derive(Debug, Deserialize)]
 pub(super) struct RawRoute {
+    #[serde(default = "absent")]
     pub name: Spanned<String>,
+    #[serde(default = "absent")]
     pub path: Spanned<String>,
+    #[serde(default = "absent")]
     pub provider: Spanned<String>,
+    #[serde(default = "absent")]
     pub secrets: Spanned<Vec<Spanned<RawCredential>>>,
     pub tolerance: Option<Spanned<String>>,
     pub upstream: Option<Spanned<String>>,

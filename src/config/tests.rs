@@ -415,14 +415,16 @@ fn a_secret_of_the_wrong_type_is_never_echoed() {
     ];
     for text in cases {
         let e = errors(&text);
-        assert!(e.starts_with("cfg.toml: TOML parse error at line "), "{e}");
+        // A syntax error stops the parse; a value of the wrong type is one error in
+        // the list, named by its key (`cfg.toml:6: routes[0].secrets: …`).
+        assert!(e.starts_with("cfg.toml:"), "{e}");
         for literal in ["topsecret1", "98765432123"] {
             assert!(!e.contains(literal), "the value leaked: {e}");
         }
     }
     let e = errors(&ROUTE.replace("[\"${STRIPE_SECRET}\"]", "\"whsec_topsecret1\""));
     assert!(
-        e.contains("line 6, column 11: invalid type: string, expected a sequence"),
+        e.contains("cfg.toml:6: routes[0].secrets: invalid type: string, expected a sequence"),
         "{e}"
     );
 }

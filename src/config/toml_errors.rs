@@ -108,7 +108,7 @@ pub(super) fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> String 
 /// Drops the quoted value from serde's "invalid type/value" messages: `invalid type:
 /// string "abc", expected a sequence` becomes `invalid type: string, expected a
 /// sequence`. Other messages quote only key names and are kept.
-fn redact_unexpected(message: &str) -> String {
+pub(super) fn redact_unexpected(message: &str) -> String {
     if !(message.starts_with("invalid type: ") || message.starts_with("invalid value: ")) {
         return message.to_owned();
     }
@@ -124,5 +124,88 @@ fn redact_unexpected(message: &str) -> String {
     match expected {
         Some(e) => format!("{kind}, expected {e}"),
         None => kind.to_owned(),
+    }
+}
+
+/// The path of the innermost value written at byte `pos`: the key (or array element)
+/// a serde error at that position is about. A table whose own span holds `pos` but
+/// none of whose keys do (a missing field is reported at the table) is the answer
+/// itself.
+pub(super) fn path_at(table: &toml::de::DeTable<'_>, pos: usize) -> Option<Vec<KeySegment>> {
+    for (k, v) in table.iter() {
+        let here = k.span().contains(&pos) || v.span().contains(&pos);
+        let inner = value_path_at(v.get_ref(), pos);
+        if inner.is_some() || here {
+            let mut path = vec![KeySegment::Key(k.get_ref().to_string())];
+            path.extend(inner.unwrap_or_default());
+            return Some(path);
+        }
+    }
+    None
+}
+
+fn value_path_at(v: &toml::de::DeValue<'_>, pos: usize) -> Option<Vec<KeySegment>> {
+    use toml::de::DeValue;
+    match v {
+        DeValue::Table(t) => path_at(t, pos),
+        DeValue::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            let inner = value_path_at(item.get_ref(), pos);
+            (inner.is_some() || item.span().contains(&pos)).then(|| {
+                let mut path = vec![KeySegment::Index(i)];
+                path.extend(inner.unwrap_or_default());
+                path
+            })
+        }),
+        _ => None,
+    }
+}
+
+/// Removes the key `path` names (array indices lead to it; a path that ends in an
+/// index removes the key holding that array). Whether a key was removed. The
+/// top-level `routes` is never removed: every route would go with it.
+pub(super) fn remove_key(table: &mut toml::de::DeTable<'_>, path: &[KeySegment]) -> bool {
+    let end = match path.iter().rposition(|s| matches!(s, KeySegment::Key(_))) {
+        Some(0) if path.len() > 1 && matches!(&path[0], KeySegment::Key(k) if k == "routes") => {
+            return false;
+        }
+        Some(end) => end,
+        None => return false,
+    };
+    remove_in_table(table, &path[..=end])
+}
+
+fn remove_in_table(table: &mut toml::de::DeTable<'_>, path: &[KeySegment]) -> bool {
+    use toml::de::DeValue;
+    let Some((KeySegment::Key(first), rest)) = path.split_first() else {
+        return false;
+    };
+    if rest.is_empty() {
+        let key = table
+            .iter()
+            .find(|(k, _)| k.get_ref().as_ref() == first.as_str())
+            .map(|(k, _)| k.clone());
+        return key.is_some_and(|k| table.remove(&k).is_some());
+    }
+    let Some((_, value)) = table
+        .iter_mut()
+        .find(|(k, _)| k.get_ref().as_ref() == first.as_str())
+    else {
+        return false;
+    };
+    let mut value = value.get_mut();
+    let mut rest = rest;
+    while let Some((KeySegment::Index(i), tail)) = rest.split_first() {
+        match value {
+            DeValue::Array(items) => match items.get_mut(*i) {
+                Some(item) => value = item.get_mut(),
+                None => return false,
+            },
+            _ => return false,
+        }
+        rest = tail;
+    }
+    match value {
+        DeValue::Table(t) => remove_in_table(t, rest),
+        _ => false,
     }
 }

@@ -424,7 +424,7 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
                 Some(e) => Err(e),
                 None => Ok(json(
                     StatusCode::OK,
-                    serde_json::json!({ "route": route, "events": all }),
+                    serde_json::json!({ "route": route, "delivery": if config.delivery == crate::config::Delivery::Queue { "queue" } else { "sync" }, "events": all }),
                 )),
             }
         }
@@ -482,7 +482,17 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
                 };
             }
             done.map(|n| {
-                tracing::info!(route, action, events = n, target = ?t, "queue: operator {action}");
+                let target = match &t {
+                    Target::One(id) => id.as_str(),
+                    Target::AllDead => "all_dead",
+                };
+                tracing::info!(
+                    route,
+                    action,
+                    events = n,
+                    target,
+                    "queue: operator {action}"
+                );
                 if action == "retry" {
                     state.deliveries.notify_one();
                 }
@@ -532,9 +542,12 @@ fn event_json(
         "dead_reason": status.dead_reason,
         "order_key": status.order_key,
         "history": status.history,
+        // An operator's retry: `attempts` counts from here; `history` keeps the earlier.
+        "requeued_at_ms": status.requeued_at_ms,
         "method": env.method,
         // Names only: values may carry signatures and tokens.
-        "headers": env.headers.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+        // Only those forwarded (not `host`, `content-length`, …).
+        "headers": env.headers.iter().filter(|h| crate::forward::is_forwarded(&h.name)).map(|h| h.name.clone()).collect::<Vec<_>>(),
     })
 }
 

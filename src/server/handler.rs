@@ -126,25 +126,30 @@ pub(super) async fn handle(
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(0))
             .unwrap_or(0);
         // Copied only when capturing: the pipeline consumes the request.
-        let request = state.capture.as_ref().map(|_| {
-            // Credentials are taken out by `capture::redact` before the file is written.
-            let headers: Vec<(String, String)> = req
-                .headers()
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect();
-            (
-                req.method().to_string(),
-                req.uri().path().to_owned(),
-                req.uri().query().map(str::to_owned),
-                headers,
-            )
-        });
+        // Not a delivery `hookgate replay` sent, unless `[capture] replays = true`.
+        let request = state
+            .capture
+            .as_ref()
+            .filter(|c| c.wants(req.headers()))
+            .map(|_| {
+                // Credentials are taken out by `capture::redact` before the file is written.
+                let headers: Vec<(String, String)> = req
+                    .headers()
+                    .iter()
+                    .map(|(n, v)| {
+                        (
+                            n.to_string(),
+                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                        )
+                    })
+                    .collect();
+                (
+                    req.method().to_string(),
+                    req.uri().path().to_owned(),
+                    req.uri().query().map(str::to_owned),
+                    headers,
+                )
+            });
         let mut seen = Seen::default();
         let limit = state.server.request_timeout;
         // `seen` is the delivery's log record, filled in as the pipeline goes, so that
@@ -159,7 +164,7 @@ pub(super) async fn handle(
         // Refused requests (anyone can send them) only when `[capture] refused = true`.
         let verified = seen.event_id.is_some() || outcome == Outcome::Handshake;
         if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request)
-            && capture.wants(verified)
+            && capture.wants_outcome(verified)
         {
             let body = seen.body.take().unwrap_or_default();
             let mut r =

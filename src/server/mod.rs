@@ -383,6 +383,7 @@ impl AppState {
         let capture = match &cfg.capture {
             Some(c) => Some(
                 Capture::start(c, cfg.store.min_free_space, metrics.captures.clone())
+                    .map(|cap| cap.with_replays(c.replays))
                     .map_err(|e| anyhow::anyhow!("capture dir {}: {e}", c.dir.display()))?,
             ),
             None => None,

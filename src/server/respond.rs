@@ -398,7 +398,9 @@ pub fn overloaded_http1() -> Vec<u8> {
 /// A JSON answer without an outcome: the admin listener's (never a store's error
 /// text), and the body of every delivery answer above.
 pub fn admin(status: StatusCode, body: serde_json::Value) -> Resp {
-    let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+    let mut bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
+    // A newline at the end, so `curl` leaves the shell's prompt on a line of its own.
+    bytes.push(b'\n');
     let mut r = Response::new(Full::new(Bytes::from(bytes)));
     *r.status_mut() = status;
     r.headers_mut().insert(

@@ -7,7 +7,7 @@ fn docs_providers_md_is_up_to_date() {
     let generated = hookgate::provider::catalogue::markdown_table();
     assert!(
         on_disk == generated,
-        "docs/providers.md is out of date: run `cargo run -q -- providers > docs/providers.md`"
+        "docs/providers.md is out of date: run `cargo run -q -- providers --markdown > docs/providers.md`"
     );
 }
 
@@ -56,4 +56,68 @@ fn cargo_run_runs_the_gateway() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .expect("README.md");
     assert!(readme.contains("cargo run -- serve"));
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md")
+}
+
+/// The walk says how to start afresh (run twice, its second `forwarded` would be a
+/// `duplicate`), that its sample answers are shortened, and the build estimate is the
+/// measured one.
+#[test]
+fn the_walk_says_how_to_start_afresh_and_that_answers_are_shortened() {
+    let readme = readme();
+    let walk = readme
+        .split("## A five-minute walk")
+        .nth(1)
+        .and_then(|s| s.split("**1. A tiny upstream handler**").next())
+        .expect("the walk's introduction");
+    assert!(walk.contains("delete the `data/` folder first"), "{walk}");
+    assert!(walk.contains("shortened"), "{walk}");
+    assert!(!readme.contains("3 to 4\nminutes") && readme.contains("about a minute and\na half"));
+}
+
+/// Every metric a gateway exports is in the README's metrics table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_exported_metric_is_documented() {
+    let dir = tempfile::tempdir().expect("dir");
+    let up = crate::support::Upstream::start().await;
+    let gw = crate::support::TestGateway::start(&format!(
+        "[capture]\ndir = \"{}\"\n[store]\nbackend = \"disk\"\npath = \"{}\"\n[[routes]]\nname = \"q\"\npath = \"/q\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\n",
+        dir.path().join("captures").display(),
+        dir.path().join("h.db").display(),
+        up.url("/q")
+    ))
+    .await;
+    let text = crate::support::client()
+        .get(gw.admin_url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("body");
+    let readme = readme();
+    let table = readme
+        .split("Metrics (labels never carry event IDs):")
+        .nth(1)
+        .expect("the metrics table");
+    let mut missing: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(
+            |name| match text.contains(&format!("# TYPE {name} counter")) {
+                true => format!("{name}_total"),
+                false => name.to_owned(),
+            },
+        )
+        .filter(|name| !table.contains(&format!("`{name}`")))
+        .collect();
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "not in the README's metrics table: {missing:?}"
+    );
 }

@@ -9,6 +9,7 @@
 )]
 
 mod chaos;
+mod cli;
 mod clock;
 mod cluster;
 mod conformance;

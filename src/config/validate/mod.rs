@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::raw::RawConfig;
+use super::raw::{RawConfig, is_absent};
 use super::{CaptureConfig, Config, Env, OnError, Route};
 use crate::secret::Secret;
 
@@ -26,6 +26,12 @@ pub(super) struct Validator<'a> {
     /// The line of `store.dedup_ttl`, if set: a route whose tolerance is the preset's
     /// default and too long for it is reported there.
     pub(super) dedup_line: Option<usize>,
+    /// Keys taken out of the document because their value had the wrong type: each is
+    /// already reported, so it is not reported missing as well.
+    pub(super) removed: Vec<String>,
+    /// `Some(name)`: validate only the route of that name (`Some(None)`: no route), for
+    /// commands that use one route and need none of the others' variables.
+    pub(super) only: Option<Option<String>>,
 }
 
 impl Validator<'_> {
@@ -194,15 +200,58 @@ impl Validator<'_> {
 
     pub(super) fn config(&mut self, raw: RawConfig, path: &Path) -> Option<Config> {
         let server = self.server(raw.server.unwrap_or_default());
+        let before_store = self.errors.len();
         let store = self.store(raw.store.unwrap_or_default());
+        // A command for one route does not talk to the store (`sign`, and the admin
+        // client, which asks the gateway): the store's variables are not its business.
+        if self.only.is_some() {
+            self.errors.truncate(before_store);
+        }
 
         if raw.routes.is_empty() {
             self.err_at(1, "routes", "no [[routes]] defined");
         }
+        // A route `only` does not name is for the caller to report: `sign` says the
+        // config has none of that name, the admin listener which routes it serves.
         let mut routes: Vec<Route> = Vec::new();
         for (i, r) in raw.routes.into_iter().enumerate() {
+            let at = r.span();
+            let mut r = r.into_inner();
+            if let Some(only) = &self.only
+                && only.as_deref() != Some(r.name.get_ref().as_str())
+            {
+                continue;
+            }
+            // Required keys not written: one error each, at the route's `[[routes]]`.
+            let route_line = self.line(at.clone());
+            let mut missing: Vec<&'static str> = Vec::new();
+            for (field, absent) in [
+                ("name", is_absent(&r.name)),
+                ("path", is_absent(&r.path)),
+                ("provider", is_absent(&r.provider)),
+                ("secrets", is_absent(&r.secrets)),
+            ] {
+                let key = format!("routes[{i}].{field}");
+                if absent && !self.removed.contains(&key) {
+                    self.err_at(route_line, &key, "missing: every route sets it");
+                }
+                if absent {
+                    missing.push(field);
+                }
+            }
+            let here = |v: &mut Spanned<_>| {
+                if is_absent(v) {
+                    *v = Spanned::new(at.clone(), std::mem::take(v.get_mut()));
+                }
+            };
+            here(&mut r.name);
+            here(&mut r.path);
+            here(&mut r.provider);
+            if is_absent(&r.secrets) {
+                r.secrets = Spanned::new(at.clone(), Vec::new());
+            }
             let (name_line, path_line) = (self.line(r.name.span()), self.line(r.path.span()));
-            if let Some(route) = self.route(i, r, &store) {
+            if let Some(route) = self.route(i, r, &store, &missing) {
                 if let Some(other) = routes.iter().find(|o| o.name == route.name) {
                     let msg = format!("name {:?} is used twice", other.name);
                     self.err_at(name_line, &format!("routes[{i}].name"), msg);
@@ -241,6 +290,7 @@ impl Validator<'_> {
                 },
             },
             refused: c.refused.unwrap_or(false),
+            replays: c.replays.unwrap_or(false),
         });
         Some(Config {
             source: path.to_path_buf(),

@@ -84,15 +84,23 @@ impl Pacing {
 const QUEUE_KEYS: &str = "q";
 
 impl Validator<'_> {
-    pub(super) fn route(&mut self, i: usize, r: RawRoute, store: &StoreConfig) -> Option<Route> {
+    /// One route; `missing` names the required keys not written (already reported).
+    pub(super) fn route(
+        &mut self,
+        i: usize,
+        r: RawRoute,
+        store: &StoreConfig,
+        missing: &[&str],
+    ) -> Option<Route> {
         let k = |field: &str| format!("routes[{i}].{field}");
         let errors_before = self.errors.len();
 
         let name = r.name.get_ref().clone();
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        if !missing.contains(&"name")
+            && (name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)))
         {
             self.err(
                 &r.name,
@@ -113,7 +121,7 @@ impl Validator<'_> {
             );
         }
         let path = r.path.get_ref().clone();
-        if !path.starts_with('/') || path.contains(['?', '#', ' ']) {
+        if !missing.contains(&"path") && !path.starts_with('/') || path.contains(['?', '#', ' ']) {
             self.err(
                 &r.path,
                 &k("path"),
@@ -139,13 +147,16 @@ impl Validator<'_> {
         });
 
         let preset = Preset::parse(r.provider.get_ref());
-        if preset.is_none() {
+        if preset.is_none() && !missing.contains(&"provider") {
             self.err(
                 &r.provider,
                 &k("provider"),
                 format_args!(
-                    "unknown provider {:?}; known: {}",
+                    "unknown provider {:?}{}; known: {}",
                     r.provider.get_ref(),
+                    Preset::nearest(r.provider.get_ref())
+                        .map(|n| format!(" (did you mean {n:?}?)"))
+                        .unwrap_or_default(),
                     Preset::NAMES.join(", ")
                 ),
             );
@@ -157,7 +168,10 @@ impl Validator<'_> {
             self.err(h, &k("hmac"), "is only used with provider = \"hmac\"");
         }
 
-        if r.secrets.get_ref().is_empty() && !preset.is_some_and(|p| p.secret_from_handshake()) {
+        if r.secrets.get_ref().is_empty()
+            && !missing.contains(&"secrets")
+            && !preset.is_some_and(|p| p.secret_from_handshake())
+        {
             self.err(&r.secrets, &k("secrets"), "at least one secret is required");
         }
         let secrets = self.credentials(&r, &k);
@@ -190,7 +204,7 @@ impl Validator<'_> {
         if let Some(v) = &verifier {
             self.order_keys_are_signed(&r, v, &k);
         }
-        if self.errors.len() > errors_before {
+        if self.errors.len() > errors_before || !missing.is_empty() {
             return None;
         }
         let verifier = verifier?;
@@ -329,6 +343,10 @@ impl Validator<'_> {
                 &k("destinations"),
                 "a route has either upstream or [[routes.destinations]], not both",
             ),
+            // Not when the key was written with the wrong type: that is reported.
+            (None, None)
+                if self.removed.contains(&k("upstream"))
+                    || self.removed.contains(&k("destinations")) => {}
             (None, None) => self.err_at(
                 name_line,
                 &k("upstream"),
@@ -685,7 +703,11 @@ impl Validator<'_> {
                 self.err(
                     u,
                     key,
-                    format_args!("{:?} is not an http:// or https:// URL", u.get_ref()),
+                    // Credentials written in the value stay out of the message.
+                    format_args!(
+                        "{:?} is not an http:// or https:// URL",
+                        super::super::redacted_url_text(u.get_ref())
+                    ),
                 );
                 None
             }

@@ -1,0 +1,183 @@
+//! `hookgate providers [NAME-OR-WORD]`: the presets as a terminal table, filtered by a
+//! word; one preset in full with a route to paste; the nearest name for a typo.
+
+use std::fmt::Write as _;
+
+use crate::provider::Preset;
+use crate::provider::catalogue::{Auth, Info};
+
+/// What `hookgate providers` prints for `query`, and whether it found anything.
+pub(crate) fn report(query: Option<&str>) -> (String, bool) {
+    let Some(q) = query.map(str::trim).filter(|q| !q.is_empty()) else {
+        return (table(Preset::all().map(Preset::info).collect()), true);
+    };
+    let wanted = q.to_ascii_lowercase();
+    if let Some(p) = Preset::parse(&wanted) {
+        return (details(&p.info()), true);
+    }
+    let found: Vec<Info> = Preset::all()
+        .map(Preset::info)
+        .filter(|i| matches(i, &wanted))
+        .collect();
+    if found.is_empty() {
+        let mut s = format!("no provider preset matches {:?}", super::text::printable(q));
+        if let Some(near) = Preset::nearest(&wanted) {
+            let _ = write!(s, "; did you mean {near}?");
+        }
+        s.push_str(" (`hookgate providers` lists them all)\n");
+        return (s, false);
+    }
+    (table(found), true)
+}
+
+/// Whether a word appears in a preset's name, scheme, headers, event ID, event type
+/// or handshake (case-insensitive).
+fn matches(i: &Info, word: &str) -> bool {
+    let event_type = i.event_type.map(|t| t.to_string()).unwrap_or_default();
+    [
+        i.name,
+        i.scheme,
+        i.headers,
+        &i.event_id.to_string(),
+        &event_type,
+        i.handshake,
+    ]
+    .iter()
+    .any(|f| f.to_ascii_lowercase().contains(word))
+}
+
+/// Name, scheme, event ID and handshake, sorted by name, in aligned columns.
+fn table(mut rows: Vec<Info>) -> String {
+    rows.sort_by_key(|i| i.name);
+    let cells: Vec<[String; 4]> = rows
+        .iter()
+        .map(|i| {
+            [
+                i.name.to_owned(),
+                cut(i.scheme, 56),
+                cut(&i.event_id.to_string(), 36),
+                cut(i.handshake, 44),
+            ]
+        })
+        .collect();
+    let head = ["PROVIDER", "SCHEME", "EVENT ID", "HANDSHAKE"];
+    let width = |c: usize| {
+        cells
+            .iter()
+            .map(|r| r[c].chars().count())
+            .chain([head[c].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let mut s = String::new();
+    let mut line = |r: [&str; 4]| {
+        let row = format!("{:<w0$}  {:<w1$}  {:<w2$}  {}", r[0], r[1], r[2], r[3]);
+        let _ = writeln!(s, "{}", row.trim_end());
+    };
+    line(head);
+    for r in &cells {
+        line([&r[0], &r[1], &r[2], &r[3]]);
+    }
+    let _ = writeln!(
+        s,
+        "{} preset(s); `hookgate providers NAME` shows one in full, with a route to paste",
+        rows.len()
+    );
+    s
+}
+
+/// A cell of at most `max` characters: longer text is cut, with `…` (the preset's
+/// own page, `hookgate providers NAME`, shows it whole).
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let head: String = text.chars().take(max - 1).collect();
+    format!("{}…", head.trim_end())
+}
+
+/// One preset in full, and a `[[routes]]` entry that uses it.
+fn details(i: &Info) -> String {
+    let mut s = String::new();
+    let none = |v: &str| {
+        if v.is_empty() {
+            "—".to_owned()
+        } else {
+            v.to_owned()
+        }
+    };
+    let _ = writeln!(s, "provider   {}", i.name);
+    let _ = writeln!(
+        s,
+        "auth       {}",
+        match i.auth {
+            Auth::Signature => "signature (covers the body)",
+            Auth::Token => "token (a shared value, not bound to the body; see docs/providers.md)",
+        }
+    );
+    let _ = writeln!(s, "scheme     {}", i.scheme);
+    let _ = writeln!(s, "headers    {}", none(i.headers));
+    let _ = writeln!(s, "credential {}", i.credential);
+    let _ = writeln!(s, "event id   {}", i.event_id);
+    let _ = writeln!(
+        s,
+        "event type {}",
+        i.event_type
+            .map_or_else(|| "—".to_owned(), |t| t.to_string())
+    );
+    let _ = writeln!(
+        s,
+        "window     {}",
+        i.tolerance.map_or_else(
+            || "— (the provider signs no timestamp)".to_owned(),
+            |t| format!("{t} s (the route's tolerance)")
+        )
+    );
+    let _ = writeln!(s, "handshake  {}", i.handshake);
+    let var = i.name.to_ascii_uppercase();
+    let secrets = match i
+        .credential
+        .strip_prefix("{ ")
+        .and_then(|c| c.strip_suffix(" }"))
+        .filter(|c| {
+            c.split(", ")
+                .all(|p| p.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        }) {
+        Some(parts) => {
+            let parts: Vec<String> = parts
+                .split(", ")
+                .map(|p| format!("{p} = \"${{{var}_{}}}\"", p.to_ascii_uppercase()))
+                .collect();
+            format!("secrets = [{{ {} }}]", parts.join(", "))
+        }
+        None if i.credential == "string" => format!("secrets = [\"${{{var}_SECRET}}\"]"),
+        None => format!("secrets = [\"${{{var}_SECRET}}\"]   # {}", i.credential),
+    };
+    let _ = write!(
+        s,
+        "\n[[routes]]\nname = \"{n}\"\npath = \"/webhooks/{n}\"\nprovider = \"{n}\"\n{secrets}\nupstream = \"http://127.0.0.1:3000/{n}\"\n",
+        n = i.name
+    );
+    if i.needs_public_url {
+        let _ = writeln!(
+            s,
+            "public_url = \"https://hooks.example.com/webhooks/{}\"   # the URL the provider calls: it is signed",
+            i.name
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report;
+
+    #[test]
+    fn a_word_filters_the_table_sorted_by_name() {
+        let (out, found) = report(Some("challenge"));
+        assert!(found);
+        assert!(out.starts_with("PROVIDER"), "{out}");
+        assert!(out.contains("slack") && !out.contains("\nstripe "), "{out}");
+    }
+}
