@@ -373,9 +373,9 @@ async fn replay_sends_only_to_the_target_whatever_path_the_file_records() {
 fn queue_and_sync(port: u16, admin: u16, up: &Upstream) -> String {
     format!(
         "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\n[store]\nbackend = \"disk\"\npath = \"state/hookgate.db\"\n\
-         [[routes]]\nname = \"q\"\npath = \"/q\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\nretry = {{ max_attempts = 3, initial = \"100ms\", max_delay = \"100ms\" }}\norder_by = \"json:/customer\"\non_dead = \"block\"\n\
+         [[routes]]\nname = \"qr\"\npath = \"/qr\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\nretry = {{ max_attempts = 3, initial = \"100ms\", max_delay = \"100ms\" }}\norder_by = \"json:/customer\"\non_dead = \"block\"\n\
          [[routes]]\nname = \"s\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
-        up.url("/q"),
+        up.url("/qr"),
         up.url("/s")
     )
 }
@@ -433,9 +433,9 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     for sample in [
         "hookgate_config_reloads_total{result=\"ok\"} 0",
         "hookgate_captures_total{result=\"written\"} 0",
-        "hookgate_queue_deliveries_total{route=\"q\",destination=\"q\",outcome=\"dead\"} 0",
-        "hookgate_queue_lease_lost_total{route=\"q\",destination=\"q\",stage=\"sending\"} 0",
-        "hookgate_delivery_attempts_total{route=\"q\",destination=\"q\",result=\"http_5xx\"} 0",
+        "hookgate_queue_deliveries_total{route=\"qr\",destination=\"qr\",outcome=\"dead\"} 0",
+        "hookgate_queue_lease_lost_total{route=\"qr\",destination=\"qr\",stage=\"sending\"} 0",
+        "hookgate_delivery_attempts_total{route=\"qr\",destination=\"qr\",result=\"http_5xx\"} 0",
     ] {
         assert!(metrics.contains(sample), "{sample} absent:\n{metrics}");
     }
@@ -447,8 +447,8 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
             r#"{{"id":"{id}","object":"event","type":"invoice.paid\u001b[2J","customer":"cus\u001b]0;pwned\u0007"}}"#
         );
         let r = post(
-            &gw.url("/q"),
-            &sign_for(&cfg, "q", &body),
+            &gw.url("/qr"),
+            &sign_for(&cfg, "qr", &body),
             body.into_bytes(),
         )
         .await;
@@ -460,7 +460,7 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     // key's line; the second waits behind it.
     let mut dead = false;
     for _ in 0..100 {
-        let (_, v) = admin_json(admin, &format!("/events/q/{}", ids[0])).await;
+        let (_, v) = admin_json(admin, &format!("/events/qr/{}", ids[0])).await;
         if v["state"] == "dead" {
             dead = true;
             break;
@@ -470,12 +470,12 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     assert!(dead, "the first event is dead after three attempts");
 
     // The list shortens long IDs as the README shows them (item 8).
-    let (ok, list, err) = events(&["list", "--route", "q"]);
+    let (ok, list, err) = events(&["list", "--route", "qr"]);
     assert!(ok, "{err}");
     assert!(list.contains(" evt_prefix_0…\n"), "{list}");
 
     // A unique prefix names one event; an ambiguous one is refused with the choices.
-    let (ok, _, err) = events(&["show", "--route", "q", "--event-id", "evt_prefix_0"]);
+    let (ok, _, err) = events(&["show", "--route", "qr", "--event-id", "evt_prefix_0"]);
     assert!(!ok);
     assert!(
         err.contains("is the start of 2 event IDs") && err.contains(ids[0]) && err.contains(ids[1]),
@@ -484,7 +484,7 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     let (ok, shown, err) = events(&[
         "show",
         "--route",
-        "q",
+        "qr",
         "--event-id",
         "evt_prefix_0123456789abcdef",
     ]);
@@ -502,7 +502,7 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     let (ok, json, _) = events(&[
         "show",
         "--route",
-        "q",
+        "qr",
         "--event-id",
         "evt_prefix_0123456789abcdef",
         "--json",
@@ -514,7 +514,7 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     );
 
     // The headers the admin listener lists are those forwarded (item 10).
-    let (_, v) = admin_json(admin, &format!("/events/q/{}", ids[0])).await;
+    let (_, v) = admin_json(admin, &format!("/events/qr/{}", ids[0])).await;
     let names: Vec<&str> = v["headers"]
         .as_array()
         .expect("headers")
@@ -533,14 +533,14 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     let (ok, out, err) = events(&[
         "retry",
         "--route",
-        "q",
+        "qr",
         "--event-id",
         "evt_prefix_0123456789a",
     ]);
     assert!(ok, "{out}{err}");
     let mut retried = false;
     for _ in 0..100 {
-        let (_, v) = admin_json(admin, &format!("/events/q/{}", ids[0])).await;
+        let (_, v) = admin_json(admin, &format!("/events/qr/{}", ids[0])).await;
         if v["requeued_at_ms"].is_u64() && v["attempts"].as_u64().unwrap_or(0) >= 1 {
             retried = true;
             break;
@@ -548,7 +548,7 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(retried, "an attempt after the retry");
-    let (ok, shown, err) = events(&["show", "--route", "q", "--event-id", ids[0]]);
+    let (ok, shown, err) = events(&["show", "--route", "qr", "--event-id", ids[0]]);
     assert!(ok, "{err}");
     assert!(shown.contains("since the operator's retry"), "{shown}");
     assert!(
@@ -558,7 +558,7 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     assert!(shown.contains("-- retried by the operator"), "{shown}");
 
     // The admin listener's refusals are printed as their message (item 10).
-    let (ok, out, err) = events(&["show", "--route", "q", "--event-id", "evt_nobody"]);
+    let (ok, out, err) = events(&["show", "--route", "qr", "--event-id", "evt_nobody"]);
     assert!(!ok);
     assert_eq!(out, "");
     assert_eq!(err.trim(), "hookgate: no such event on this route", "{err}");

@@ -84,10 +84,10 @@ async fn every_exported_metric_is_documented() {
     let dir = tempfile::tempdir().expect("dir");
     let up = crate::support::Upstream::start().await;
     let gw = crate::support::TestGateway::start(&format!(
-        "[capture]\ndir = \"{}\"\n[store]\nbackend = \"disk\"\npath = \"{}\"\n[[routes]]\nname = \"q\"\npath = \"/q\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\n",
+        "[capture]\ndir = \"{}\"\n[store]\nbackend = \"disk\"\npath = \"{}\"\n[[routes]]\nname = \"qr\"\npath = \"/qr\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\n",
         dir.path().join("captures").display(),
         dir.path().join("h.db").display(),
-        up.url("/q")
+        up.url("/qr")
     ))
     .await;
     let text = crate::support::client()
