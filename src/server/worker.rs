@@ -56,6 +56,8 @@ const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// Well under the Redis store's reclaim idle time, so a renewed entry is never even
 /// looked at by another taker.
 const RENEW_EVERY: Duration = Duration::from_secs(1);
+/// The shortest wait between two renewals of one lease.
+const RENEW_AT_LEAST: Duration = Duration::from_millis(100);
 /// The lease an attempt must have left, beyond its `upstream_timeout`, to be sent.
 const SEND_MARGIN: Duration = Duration::from_secs(1);
 
@@ -485,8 +487,13 @@ async fn keep_lease(
     let store = state.store();
     loop {
         let next = held.with(|h| {
-            // Renew early enough that a slow store call still ends before the lease.
-            (Instant::now() + RENEW_EVERY).min(h.until.checked_sub(RENEW_EVERY).unwrap_or(h.until))
+            // Renew early enough that a slow store call still ends before the lease,
+            // and never in a tight loop (a store that fails at once, a lease already
+            // run out while the result is recorded).
+            let now = Instant::now();
+            (now + RENEW_EVERY)
+                .min(h.until.checked_sub(RENEW_EVERY).unwrap_or(h.until))
+                .max(now + RENEW_AT_LEAST)
         });
         tokio::time::sleep_until(next.into()).await;
         let asked = Instant::now();
