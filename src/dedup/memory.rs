@@ -60,6 +60,7 @@ impl Shard {
 struct Inner {
     shards: Vec<Mutex<Shard>>,
     hasher: RandomState,
+    metrics: crate::telemetry::StoreMetrics,
 }
 
 /// An in-process store.
@@ -81,8 +82,14 @@ impl MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
                 hasher: RandomState::new(),
+                metrics: crate::telemetry::StoreMetrics::default(),
             }),
         }
+    }
+
+    /// The store's metric handles.
+    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+        self.inner.metrics.clone()
     }
 
     fn shard(&self, key: &DedupKey) -> MutexGuard<'_, Shard> {

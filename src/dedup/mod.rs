@@ -239,6 +239,17 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The store's metric handles, to register at start.
+    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+        match self {
+            Store::Memory(s) => s.metrics(),
+            Store::Disk(s) => s.metrics(),
+            Store::Redis(_) => crate::telemetry::StoreMetrics::default(),
+        }
+    }
+}
+
 macro_rules! dispatch {
     ($self:ident, $s:ident => $e:expr) => {
         match $self {

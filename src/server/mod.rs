@@ -355,7 +355,8 @@ impl AppState {
 impl AppState {
     /// Builds the state on a given store.
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
-        let metrics = Metrics::new();
+        let mut metrics = Metrics::new();
+        metrics.register_store(&store.metrics());
         let capture = match &cfg.capture {
             Some(c) => Some(
                 Capture::start(c.dir.clone(), c.max_files, metrics.captures.clone())

@@ -111,6 +111,7 @@ struct Shared {
     path: PathBuf,
     /// Below this much free space, new claims and events are refused.
     min_free: u64,
+    metrics: crate::telemetry::StoreMetrics,
 }
 
 impl Shared {
@@ -124,7 +125,7 @@ impl Shared {
 
     /// Closes the handle and opens the file again (redb checks and repairs it). Waits
     /// for readers to let go of the old handle: the file admits one opener.
-    fn reopen(&self) {
+    fn reopen(&self) -> Result<(), StoreError> {
         let old = self
             .db
             .write()
@@ -142,27 +143,25 @@ impl Shared {
                         old = still_shared;
                         std::thread::sleep(Duration::from_millis(1));
                     }
-                    Err(_) => {
-                        tracing::error!(
-                            "disk store: the old handle is still in use; reopening later"
-                        );
-                        return;
+                    Err(still_shared) => {
+                        *self
+                            .db
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                            Some(still_shared);
+                        return Err(StoreError::Backend(
+                            "the old handle of the file is still in use".into(),
+                        ));
                     }
                 }
             }
         }
-        match open_file(&self.path) {
-            Ok(db) => {
-                tracing::warn!(path = %self.path.display(), "disk store: the file was reopened after an I/O error");
-                *self
-                    .db
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(db));
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "disk store: cannot reopen the file; trying again with the next operation");
-            }
-        }
+        let db = open_file(&self.path).map_err(|e| backend(format!("reopening the file: {e}")))?;
+        *self
+            .db
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(db));
+        Ok(())
     }
 
     /// Whether the file's filesystem has less than `min_free` bytes available.
@@ -259,6 +258,7 @@ impl DiskStore {
             db: std::sync::RwLock::new(Some(Arc::new(db))),
             path: path.to_path_buf(),
             min_free,
+            metrics: crate::telemetry::StoreMetrics::default(),
         });
         let (ops, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let (writer_shared, writer_index) = (shared.clone(), index.clone());
@@ -280,6 +280,11 @@ impl DiskStore {
     /// committed without an fsync, and a stopping gateway must not lose them.
     pub async fn flush(&self) -> Result<(), StoreError> {
         self.call(Op::Flush).await.map(|_| ())
+    }
+
+    /// The store's metric handles.
+    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+        self.inner.shared.metrics.clone()
     }
 
     /// The database file.
@@ -314,100 +319,271 @@ impl DiskStore {
     }
 }
 
+/// After a failed write, the writer tries again after this long, doubling each time
+/// up to `RETRY_MAX`: a full disk is not freed in microseconds, and a writer that
+/// retried at once would spin on it.
+const RETRY_FIRST: Duration = Duration::from_millis(20);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+/// While writes keep failing, one summary line at most this often.
+const LOG_EVERY: Duration = Duration::from_secs(5);
+
 /// The writer thread: batches of operations, one transaction and one fsync each.
 fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)>) {
-    let mut last_sweep = Instant::now();
-    // Since when commits without an fsync have been waiting for one: a durable batch
-    // makes them durable, and none may wait longer than FLUSH_AFTER (busy or idle).
-    let mut unsynced_since: Option<Instant> = None;
+    let mut w = Writer {
+        shared,
+        index,
+        unsynced_since: None,
+        unsynced: Vec::new(),
+        trouble: None,
+        last_sweep: Instant::now(),
+    };
     loop {
-        let wait = unsynced_since.map_or(SWEEP_EVERY, |t| FLUSH_AFTER.saturating_sub(t.elapsed()));
-        let first = match rx.recv_timeout(wait) {
-            Ok(op) => op,
-            Err(RecvTimeoutError::Timeout) => {
-                if let Ok(db) = shared.get() {
-                    if unsynced_since.is_some() {
-                        if flush(&db) {
-                            unsynced_since = None;
-                        }
-                        continue;
-                    }
-                    sweep(&db);
-                }
-                last_sweep = Instant::now();
-                continue;
-            }
+        let first = match rx.recv_timeout(w.wait()) {
+            Ok(op) => Some(op),
+            Err(RecvTimeoutError::Timeout) => None,
             // Every handle is gone: the store was dropped.
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        let mut batch = vec![first];
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
+        let batch = first.map(|first| {
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(op) => batch.push(op),
+                    Err(_) => break,
+                }
             }
-        }
-        let Ok(db) = shared.get() else {
-            reopen(shared, index, &mut unsynced_since);
-            let e = StoreError::Backend("the disk store is reopening its file".into());
-            for (_, answer) in batch {
-                let _ = answer.send(Err(e.clone()));
+            batch
+        });
+        if w.trouble.is_some() && !w.recover() {
+            // Nothing is written until the next try: the operations fail at once.
+            if let Some(batch) = batch {
+                let e = StoreError::Backend(
+                    "the disk store cannot write (a full disk?); it retries on its own".into(),
+                );
+                for (_, answer) in batch {
+                    let _ = answer.send(Err(e.clone()));
+                }
             }
             continue;
+        }
+        if let Some(batch) = batch {
+            w.run(batch);
+        }
+        w.flush_if_due();
+        if w.trouble.is_none() && w.last_sweep.elapsed() >= SWEEP_EVERY {
+            if let Ok(db) = shared.get() {
+                sweep(&db);
+            }
+            w.last_sweep = Instant::now();
+        }
+    }
+}
+
+/// What the writer thread keeps between batches.
+struct Writer<'a> {
+    shared: &'a Shared,
+    index: &'a Mutex<queue::Index>,
+    /// Since when commits without an fsync have been waiting for one: a durable batch
+    /// makes them durable, and none may wait longer than FLUSH_AFTER (busy or idle).
+    unsynced_since: Option<Instant>,
+    /// The attempt results among those commits ([`queue::Change::Finished`]). A reopen
+    /// rolls the file back to its last durable commit; these are then written again
+    /// before any event is handed out, so that a delivered event never becomes due
+    /// again. Bounded: a flush empties it, and nothing is added while writes fail.
+    unsynced: Vec<queue::Change>,
+    /// Set while writes fail.
+    trouble: Option<Trouble>,
+    last_sweep: Instant,
+}
+
+/// Writes are failing (a full disk, an I/O error): deliveries are held back, the
+/// writer tries again after a growing wait, and the log gets one line at the start, a
+/// summary at most every [`LOG_EVERY`], and one at the end.
+struct Trouble {
+    since: Instant,
+    failures: u64,
+    /// Failures since the last line logged.
+    unlogged: u64,
+    logged_at: Instant,
+    wait: Duration,
+    next_try: Instant,
+}
+
+impl Writer<'_> {
+    fn index(&self) -> std::sync::MutexGuard<'_, queue::Index> {
+        self.index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How long to wait for the next operation before there is something to do.
+    fn wait(&self) -> Duration {
+        if let Some(t) = &self.trouble {
+            return t.next_try.saturating_duration_since(Instant::now());
+        }
+        let sweep = SWEEP_EVERY.saturating_sub(self.last_sweep.elapsed());
+        self.unsynced_since.map_or(sweep, |t| {
+            FLUSH_AFTER.saturating_sub(t.elapsed()).min(sweep)
+        })
+    }
+
+    /// Applies a batch and answers its operations.
+    fn run(&mut self, batch: Vec<(Op, Answer)>) {
+        let db = match self.shared.get() {
+            Ok(db) => db,
+            Err(e) => {
+                for (_, answer) in batch {
+                    let _ = answer.send(Err(e.clone()));
+                }
+                self.failed(&e);
+                return;
+            }
         };
         // New work (a claim, an event) is refused while space is short; settling and
         // delivering what is stored goes on, and frees space as events are delivered.
         let low = batch
             .iter()
             .any(|(op, _)| op.is_new_work())
-            .then(|| shared.low_on_space())
+            .then(|| self.shared.low_on_space())
             .flatten();
         let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
-        match apply(&db, index, &batch, low.map(|free| (free, shared.min_free))) {
+        let mut results = Vec::new();
+        let limits = low.map(|free| (free, self.shared.min_free));
+        match apply(&db, self.index, &batch, limits, &mut results) {
             Ok(replies) => {
                 if durable {
-                    unsynced_since = None;
+                    self.unsynced_since = None;
+                    self.unsynced.clear();
                 } else {
-                    unsynced_since.get_or_insert_with(Instant::now);
+                    self.unsynced_since.get_or_insert_with(Instant::now);
+                    self.unsynced.append(&mut results);
+                }
+                if low.is_some() {
+                    let refused = batch.iter().filter(|(op, _)| op.is_new_work()).count();
+                    self.shared.metrics.refused_full.inc_by(refused as u64);
                 }
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
                     let _ = answer.send(reply);
                 }
             }
-            Err(e) => {
+            // An unreadable record the batch needed: nothing of it was stored, and
+            // the file is fine.
+            Err(e @ StoreError::Corrupt(_)) => {
                 tracing::error!(error = %e, operations = batch.len(), "the disk store could not commit; nothing of this batch was stored");
                 for (_, answer) in batch {
                     let _ = answer.send(Err(e.clone()));
                 }
-                // A handle that saw an I/O error (a full disk) refuses every later
-                // write until it is opened again.
-                if db.begin_write().is_err() {
-                    drop(db);
-                    reopen(shared, index, &mut unsynced_since);
-                    continue;
+            }
+            Err(e) => {
+                for (_, answer) in batch {
+                    let _ = answer.send(Err(e.clone()));
+                }
+                drop(db);
+                self.failed(&e);
+            }
+        }
+    }
+
+    /// Flushes commits that waited [`FLUSH_AFTER`] for an fsync.
+    fn flush_if_due(&mut self) {
+        if self.trouble.is_some()
+            || !self
+                .unsynced_since
+                .is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
+        {
+            return;
+        }
+        let flushed = self.shared.get().and_then(|db| {
+            let txn = db.begin_write().map_err(backend)?;
+            txn.commit().map_err(backend)
+        });
+        match flushed {
+            Ok(()) => {
+                self.unsynced_since = None;
+                self.unsynced.clear();
+            }
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    /// A write failed. Deliveries are held back from now until the writer has written
+    /// again (see [`Writer::recover`]); the next try waits.
+    fn failed(&mut self, e: &StoreError) {
+        self.shared.metrics.write_failures.inc();
+        self.shared.metrics.deliveries_held.set(1);
+        self.index().hold(true);
+        let now = Instant::now();
+        match &mut self.trouble {
+            None => {
+                tracing::error!(error = %e, unsynced_results = self.unsynced.len(), "disk store: a write failed; queue deliveries are held back, and new claims and events refused, until the store can write again (it retries on its own)");
+                self.trouble = Some(Trouble {
+                    since: now,
+                    failures: 1,
+                    unlogged: 0,
+                    logged_at: now,
+                    wait: RETRY_FIRST,
+                    next_try: now + RETRY_FIRST,
+                });
+            }
+            Some(t) => {
+                t.failures += 1;
+                t.unlogged += 1;
+                t.wait = (t.wait * 2).min(RETRY_MAX);
+                t.next_try = now + t.wait;
+                if t.logged_at.elapsed() >= LOG_EVERY {
+                    tracing::warn!(error = %e, failures = t.unlogged, for_secs = t.since.elapsed().as_secs(), "disk store: still cannot write; queue deliveries held back");
+                    t.unlogged = 0;
+                    t.logged_at = now;
                 }
             }
         }
-        if unsynced_since.is_some_and(|t| t.elapsed() >= FLUSH_AFTER) && flush(&db) {
-            unsynced_since = None;
-        }
-        if last_sweep.elapsed() >= SWEEP_EVERY {
-            sweep(&db);
-            last_sweep = Instant::now();
-        }
     }
-}
 
-/// Reopens the file and rebuilds the queue's index from it: commits that were not
-/// fsynced may be gone, and a commit reported as failed may have reached the file.
-fn reopen(shared: &Shared, index: &Mutex<queue::Index>, unsynced_since: &mut Option<Instant>) {
-    shared.reopen();
-    if let Ok(db) = shared.get() {
-        *unsynced_since = None;
-        index
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .reload(&db);
+    /// After failed writes, once the wait is over: reopens the file (a handle that saw
+    /// an I/O error refuses every later write), rebuilds the queue's index from it,
+    /// writes again the attempt results the reopen lost, and lets deliveries go on.
+    /// False while it still cannot write.
+    fn recover(&mut self) -> bool {
+        if self
+            .trouble
+            .as_ref()
+            .is_some_and(|t| Instant::now() < t.next_try)
+        {
+            return false;
+        }
+        let written = self.shared.reopen().and_then(|()| {
+            let db = self.shared.get()?;
+            self.index().reload(&db);
+            // Durable: these results have waited long enough. With none, an empty
+            // commit checks that the file can be written again.
+            let txn = db.begin_write().map_err(backend)?;
+            queue::rewrite(&txn, &self.unsynced)?;
+            txn.commit().map_err(backend)
+        });
+        if let Err(e) = written {
+            self.failed(&e);
+            return false;
+        }
+        {
+            let index = self.index;
+            let mut index = index
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for change in self.unsynced.drain(..) {
+                index.apply(change);
+            }
+            index.hold(false);
+        }
+        self.unsynced_since = None;
+        self.shared.metrics.deliveries_held.set(0);
+        if let Some(t) = self.trouble.take() {
+            tracing::warn!(
+                failures = t.failures,
+                after_secs = t.since.elapsed().as_secs(),
+                "disk store: writes succeed again; queue deliveries go on"
+            );
+        }
+        true
     }
 }
 
@@ -417,6 +593,7 @@ fn apply(
     index: &Mutex<queue::Index>,
     batch: &[(Op, Answer)],
     low_space: Option<(u64, u64)>,
+    unsynced_results: &mut Vec<queue::Change>,
 ) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
     // A batch of claims and queue attempt results alone is committed without an
@@ -427,7 +604,8 @@ fn apply(
     // the event is tried again after a restart (a delivered one with the same
     // Idempotency-Key). What must survive — the done record behind every 2xx a
     // provider got, and every queued event — is fsynced before the answer.
-    if batch.iter().all(|(op, _)| op.may_skip_fsync()) {
+    let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
+    if !durable {
         txn.set_durability(Durability::None).map_err(backend)?;
     }
     let now = now_ms();
@@ -542,22 +720,13 @@ fn apply(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for change in changes {
+            if !durable && matches!(change, queue::Change::Finished { .. }) {
+                unsynced_results.push(change.clone());
+            }
             index.apply(change);
         }
     }
     Ok(replies)
-}
-
-/// Makes every earlier commit durable (an empty transaction, fsynced). True on success.
-fn flush(db: &Database) -> bool {
-    let flushed = db
-        .begin_write()
-        .map_err(backend)
-        .and_then(|txn| txn.commit().map_err(backend));
-    if let Err(e) = &flushed {
-        tracing::warn!(error = %e, "disk store: flushing to disk failed; retrying");
-    }
-    flushed.is_ok()
 }
 
 /// Deletes up to [`SWEEP_MAX`] expired records.

@@ -122,6 +122,7 @@ pub(super) enum QReply {
 }
 
 /// What a committed operation changes in the index.
+#[derive(Debug, Clone)]
 pub(super) enum Change {
     Queued {
         route: String,
@@ -129,12 +130,16 @@ pub(super) enum Change {
         rx: u64,
         order_key: Option<String>,
     },
-    /// An attempt's result, recorded under its lease.
+    /// An attempt's result, recorded under its lease. With what was written (the
+    /// record's expiry and the body it removed), so that the writer can write it again
+    /// after a reopen rolled a commit without an fsync back (see [`rewrite`]).
     Finished {
         route: String,
         id: String,
         lease: String,
         rec: StatusRecord,
+        expires: u64,
+        removed_body: Option<u64>,
     },
     /// Queued again by an operator.
     Requeued {
@@ -155,8 +160,10 @@ pub(super) enum Stale {
     Now(StatusRecord),
     /// It is gone (purged).
     Gone,
-    /// It cannot be read.
+    /// Its record cannot be decoded: set aside until an operator purges it.
     SetAside,
+    /// Reading it failed: it is due again.
+    ReadFailed,
 }
 
 /// Due times and states of every undelivered event, by route.
@@ -165,6 +172,11 @@ pub(super) struct Index {
     routes: HashMap<String, RouteIndex>,
     /// The next event's sequence number.
     next_seq: u64,
+    /// Set by the writer while attempt results cannot be made durable (a failing
+    /// commit or flush, a full disk) and until those it holds in memory are written
+    /// again after a reopen: no event is handed out meanwhile, so that a result the
+    /// file lost never turns a delivered event back into a due one.
+    held: bool,
 }
 
 #[derive(Debug)]
@@ -329,12 +341,18 @@ impl Index {
                         }
                     }
                 }
+                fresh.held = self.held;
                 *self = fresh;
             }
             Err(e) => {
                 tracing::error!(error = %e, "disk store: cannot rebuild the queue index after reopening; it is rebuilt at the next start")
             }
         }
+    }
+
+    /// Holds deliveries back (see [`Index::held`]), or lets them go on.
+    pub(super) fn hold(&mut self, held: bool) {
+        self.held = held;
     }
 
     /// A sequence number for a new event.
@@ -374,6 +392,7 @@ impl Index {
                 id,
                 lease,
                 rec,
+                ..
             } => {
                 let r = self.route(&route);
                 if r.leased.get(&id).is_none_or(|l| l.token == lease) {
@@ -404,6 +423,9 @@ impl Index {
         max: usize,
         lease: Duration,
     ) -> Vec<(String, String)> {
+        if self.held {
+            return Vec::new();
+        }
         let now = now_ms();
         let clock = Instant::now();
         let r = self.route(route);
@@ -464,6 +486,11 @@ impl Index {
             }
             // Unreadable: left where it is for an operator's purge.
             Stale::SetAside => {}
+            Stale::ReadFailed => {
+                let at = now_ms();
+                r.next_at.insert(id.to_owned(), at);
+                r.due.insert((at, id.to_owned()));
+            }
         }
     }
 
@@ -638,13 +665,13 @@ pub(super) fn apply(
             rec.status = new.clone();
             // Delivered: the event goes (its status stays, as the dedup record of the
             // window, with its attempts for `hookgate events show`).
-            let expires = if new.state == State::Delivered {
+            let (expires, removed_body) = if new.state == State::Delivered {
                 events.remove(rec.seq).map_err(backend)?;
                 // It names no body any more (0 is never a body's number).
-                rec.seq = 0;
-                expiry(now, *ttl)
+                let body = std::mem::replace(&mut rec.seq, 0);
+                (expiry(now, *ttl), Some(body))
             } else {
-                u64::MAX
+                (u64::MAX, None)
             };
             status
                 .insert(k.as_str(), encode_status(&rec, expires).as_slice())
@@ -654,6 +681,8 @@ pub(super) fn apply(
                 id: id.clone(),
                 lease: lease.clone(),
                 rec,
+                expires,
+                removed_body,
             });
             Ok(QReply::Finished(true))
         }
@@ -749,6 +778,36 @@ pub(super) fn apply(
             Ok(QReply::Count(n))
         }
     }
+}
+
+/// Writes attempt results again (see [`Change::Finished`]) in the write transaction
+/// `txn`: after a reopen the file holds the last durable commit, and these results,
+/// committed without an fsync since, are not in it.
+pub(super) fn rewrite(txn: &redb::WriteTransaction, results: &[Change]) -> Result<(), StoreError> {
+    let mut status = txn.open_table(STATUS).map_err(backend)?;
+    let mut events = txn.open_table(EVENTS).map_err(backend)?;
+    for change in results {
+        if let Change::Finished {
+            route,
+            id,
+            rec,
+            expires,
+            removed_body,
+            ..
+        } = change
+        {
+            status
+                .insert(
+                    qkey(route, id).as_str(),
+                    encode_status(rec, *expires).as_slice(),
+                )
+                .map_err(backend)?;
+            if let Some(seq) = removed_body {
+                events.remove(*seq).map_err(backend)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn live_record(
@@ -861,10 +920,21 @@ impl DiskStore {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Reads of a queued event's status that fail (on this thread) before reading
+    /// again: a test's way to inject a transient read error.
+    static FAILING_READS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 fn get_status(
     status: &redb::ReadOnlyTable<&str, &[u8]>,
     k: &str,
 ) -> Result<Option<StatusRecord>, StoreError> {
+    #[cfg(test)]
+    if FAILING_READS.with(|n| n.replace(n.get().saturating_sub(1)) > 0) {
+        return Err(StoreError::Backend("an injected read error".into()));
+    }
     match status.get(k).map_err(backend)? {
         None => Ok(None),
         Some(v) => decode_status(v.value())
@@ -980,10 +1050,20 @@ impl QueueStore for DiskStore {
                     };
                     Ok((event, rec))
                 });
-                let Ok(read) = read else {
-                    tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
-                    gone.push((id.clone(), Stale::SetAside));
-                    continue;
+                let read = match read {
+                    Ok(read) => read,
+                    Err(StoreError::Corrupt(_)) => {
+                        tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
+                        gone.push((id.clone(), Stale::SetAside));
+                        continue;
+                    }
+                    // A read that failed (not a record that cannot be decoded): the
+                    // lease is given back, and the event is due again at once.
+                    Err(e) => {
+                        tracing::warn!(route = q.route, event_id = %id, error = %e, "disk store: reading a queued event failed; it is due again");
+                        gone.push((id.clone(), Stale::ReadFailed));
+                        continue;
+                    }
                 };
                 match read {
                     (Some(event), Some(rec))
@@ -1217,5 +1297,41 @@ impl QueueStore for DiskStore {
         let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
         self.limiter(q, |l| l.paused_until_ms = l.paused_until_ms.max(until));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str) -> StoredEvent {
+        StoredEvent {
+            envelope: Envelope {
+                event_id: id.to_owned(),
+                event_type: None,
+                fingerprint: "fp".into(),
+                method: "POST".into(),
+                headers: Vec::new(),
+                query: None,
+                peer: "127.0.0.1".into(),
+                received_at_ms: now_ms(),
+            },
+            body: bytes::Bytes::from_static(b"{}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_in_take_due_gives_the_event_back_instead_of_setting_it_aside() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = DiskStore::open(&dir.path().join("h.db")).expect("open");
+        let q = QueueRef::route("t:", "r");
+        let ttl = Duration::from_secs(60);
+        s.enqueue(&q, &event("e1"), ttl).await.expect("enqueue");
+        FAILING_READS.with(|n| n.set(1));
+        let first = s.take_due(&q, 10, ttl).await.expect("take");
+        assert!(first.is_empty(), "the read failed: nothing handed out");
+        let again = s.take_due(&q, 10, ttl).await.expect("take");
+        assert_eq!(again.len(), 1, "due again at once, not set aside");
+        assert_eq!(again[0].event.envelope.event_id, "e1");
     }
 }
