@@ -46,9 +46,19 @@ const BATCH: usize = 512;
 const QUEUE: usize = 16_384;
 /// How long an idle writer leaves a commit without an fsync before flushing it.
 const FLUSH_AFTER: Duration = Duration::from_millis(50);
-/// How often expired records are deleted, and how many at most each time.
-const SWEEP_EVERY: Duration = Duration::from_secs(60);
-const SWEEP_MAX: usize = 10_000;
+/// `(expiry, tag + key)` of every record that expires: the sweep reads the expired
+/// ones first, in order, instead of scanning the tables. Tag `d`: a dedup record;
+/// `s`: a queue status. A record rewritten with another expiry (a claim completed),
+/// or deleted, leaves its old entry behind: the sweep checks the record and drops a
+/// stale entry without touching it.
+const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry");
+/// Expired records the sweep deletes at most per step. A step runs inside a batch's
+/// transaction (or, idle, in one of its own) whenever the last one found more, or
+/// [`SWEEP_CHECK`] has passed: small steps keep a batch's wait behind the sweep short,
+/// and one per batch keeps up with any write rate the writer sustains.
+const SWEEP_STEP: usize = 256;
+/// How often an idle writer looks for expired records.
+const SWEEP_CHECK: Duration = Duration::from_millis(100);
 
 enum Op {
     Claim {
@@ -225,6 +235,120 @@ fn expiry(now: u64, d: Duration) -> u64 {
     now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Enters a record that expires at `at` in the [`EXPIRY`] index (`tag`: see there).
+fn index_expiry(
+    index: &mut redb::Table<(u64, &str), ()>,
+    at: u64,
+    tag: char,
+    key: &str,
+) -> Result<(), StoreError> {
+    if at == u64::MAX {
+        return Ok(());
+    }
+    let mut k = String::with_capacity(1 + key.len());
+    k.push(tag);
+    k.push_str(key);
+    index.insert((at, k.as_str()), ()).map_err(backend)?;
+    Ok(())
+}
+
+/// The expiry prefix of a stored record (dedup or status).
+fn expiry_of(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?))
+}
+
+/// What one sweep step deleted.
+#[derive(Debug, Default, Clone, Copy)]
+struct Swept {
+    dedup: u64,
+    status: u64,
+    /// The step was full: more may have expired.
+    more: bool,
+}
+
+/// Deletes up to [`SWEEP_STEP`] expired records (and the bodies of expired statuses,
+/// if any are left), in `txn`.
+fn sweep_step(txn: &redb::WriteTransaction, now: u64) -> Result<Swept, StoreError> {
+    let mut index = txn.open_table(EXPIRY).map_err(backend)?;
+    let due: Vec<(u64, String)> = index
+        .iter()
+        .map_err(backend)?
+        .take(SWEEP_STEP)
+        .map_while(Result::ok)
+        .map(|(k, _)| {
+            let (at, key) = k.value();
+            (at, key.to_owned())
+        })
+        .take_while(|(at, _)| *at <= now)
+        .collect();
+    let mut swept = Swept {
+        more: due.len() == SWEEP_STEP,
+        ..Swept::default()
+    };
+    if due.is_empty() {
+        return Ok(swept);
+    }
+    let mut dedup = txn.open_table(DEDUP).map_err(backend)?;
+    let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
+    let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
+    for (at, tagged) in &due {
+        index.remove((*at, tagged.as_str())).map_err(backend)?;
+        match tagged.split_at_checked(1) {
+            Some(("d", key)) => {
+                let expired = dedup
+                    .get(key)
+                    .map_err(backend)?
+                    .is_some_and(|v| expiry_of(v.value()).is_some_and(|e| e <= now));
+                if expired {
+                    dedup.remove(key).map_err(backend)?;
+                    swept.dedup += 1;
+                }
+            }
+            Some(("s", key)) => {
+                // Delivered events' records (an undelivered one never expires); their
+                // bodies went at delivery, and any left over goes too.
+                let expired = status.get(key).map_err(backend)?.and_then(|v| {
+                    expiry_of(v.value())
+                        .filter(|e| *e <= now)
+                        .map(|_| queue::decode_status(v.value()).map_or(0, |(r, _)| r.seq))
+                });
+                if let Some(seq) = expired {
+                    status.remove(key).map_err(backend)?;
+                    if seq != 0 {
+                        events.remove(seq).map_err(backend)?;
+                    }
+                    swept.status += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(swept)
+}
+
+/// Builds the [`EXPIRY`] index of a file written before it existed: once, at open.
+fn build_expiry_index(txn: &redb::WriteTransaction) -> Result<u64, StoreError> {
+    let mut index = txn.open_table(EXPIRY).map_err(backend)?;
+    let mut n = 0;
+    let dedup = txn.open_table(DEDUP).map_err(backend)?;
+    for entry in dedup.iter().map_err(backend)? {
+        let (k, v) = entry.map_err(backend)?;
+        if let Some(at) = expiry_of(v.value()) {
+            index_expiry(&mut index, at, 'd', k.value())?;
+            n += 1;
+        }
+    }
+    let status = txn.open_table(queue::STATUS).map_err(backend)?;
+    for entry in status.iter().map_err(backend)? {
+        let (k, v) = entry.map_err(backend)?;
+        if let Some(at) = expiry_of(v.value()).filter(|at| *at != u64::MAX) {
+            index_expiry(&mut index, at, 's', k.value())?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 impl DiskStore {
     /// Opens (or creates) the database at `path`, creating its folder, with the
     /// default free-space reserve (64 MiB).
@@ -245,11 +369,24 @@ impl DiskStore {
             .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
         // The table exists from the start, so reads never race its creation.
         let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let indexed = txn
+            .list_tables()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .any(|t| redb::TableHandle::name(&t) == redb::TableHandle::name(&EXPIRY));
         for table in [DEDUP, queue::STATUS] {
             txn.open_table(table).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         txn.open_table(queue::EVENTS)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if !indexed {
+            let n = build_expiry_index(&txn).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if n > 0 {
+                tracing::info!(
+                    records = n,
+                    "disk store: indexed the expiry of the records of an older file"
+                );
+            }
+        }
         txn.commit().map_err(|e| anyhow::anyhow!("{e}"))?;
         let index = Arc::new(Mutex::new(queue::Index::load(&db).map_err(|e| {
             anyhow::anyhow!("cannot read the queue of {}: {e}", path.display())
@@ -258,7 +395,12 @@ impl DiskStore {
             db: std::sync::RwLock::new(Some(Arc::new(db))),
             path: path.to_path_buf(),
             min_free,
-            metrics: crate::telemetry::StoreMetrics::default(),
+            metrics: {
+                let m = crate::telemetry::StoreMetrics::default();
+                // Exported at 0 from the start.
+                let _ = (m.expired("dedup"), m.expired("queue_status"));
+                m
+            },
         });
         let (ops, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let (writer_shared, writer_index) = (shared.clone(), index.clone());
@@ -335,7 +477,8 @@ fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answe
         unsynced_since: None,
         unsynced: Vec::new(),
         trouble: None,
-        last_sweep: Instant::now(),
+        sweep_more: true,
+        swept_at: Instant::now(),
     };
     loop {
         let first = match rx.recv_timeout(w.wait()) {
@@ -366,16 +509,11 @@ fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answe
             }
             continue;
         }
-        if let Some(batch) = batch {
-            w.run(batch);
+        match batch {
+            Some(batch) => w.run(batch),
+            None => w.sweep_alone(),
         }
         w.flush_if_due();
-        if w.trouble.is_none() && w.last_sweep.elapsed() >= SWEEP_EVERY {
-            if let Ok(db) = shared.get() {
-                sweep(&db);
-            }
-            w.last_sweep = Instant::now();
-        }
     }
 }
 
@@ -393,7 +531,10 @@ struct Writer<'a> {
     unsynced: Vec<queue::Change>,
     /// Set while writes fail.
     trouble: Option<Trouble>,
-    last_sweep: Instant,
+    /// Whether the last sweep step was full (more records may have expired), and
+    /// when it ran.
+    sweep_more: bool,
+    swept_at: Instant,
 }
 
 /// Writes are failing (a full disk, an I/O error): deliveries are held back, the
@@ -421,7 +562,11 @@ impl Writer<'_> {
         if let Some(t) = &self.trouble {
             return t.next_try.saturating_duration_since(Instant::now());
         }
-        let sweep = SWEEP_EVERY.saturating_sub(self.last_sweep.elapsed());
+        let sweep = if self.sweep_more {
+            Duration::ZERO
+        } else {
+            SWEEP_CHECK.saturating_sub(self.swept_at.elapsed())
+        };
         self.unsynced_since.map_or(sweep, |t| {
             FLUSH_AFTER.saturating_sub(t.elapsed()).min(sweep)
         })
@@ -449,8 +594,12 @@ impl Writer<'_> {
         let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
         let mut results = Vec::new();
         let limits = low.map(|free| (free, self.shared.min_free));
-        match apply(&db, self.index, &batch, limits, &mut results) {
-            Ok(replies) => {
+        let sweep = self.sweep_due();
+        match apply(&db, self.index, &batch, limits, &mut results, sweep) {
+            Ok((replies, swept)) => {
+                if sweep {
+                    self.swept(swept);
+                }
                 if durable {
                     self.unsynced_since = None;
                     self.unsynced.clear();
@@ -481,6 +630,47 @@ impl Writer<'_> {
                 drop(db);
                 self.failed(&e);
             }
+        }
+    }
+
+    fn sweep_due(&self) -> bool {
+        self.sweep_more || self.swept_at.elapsed() >= SWEEP_CHECK
+    }
+
+    fn swept(&mut self, swept: Swept) {
+        self.sweep_more = swept.more;
+        self.swept_at = Instant::now();
+        let m = &self.shared.metrics;
+        if swept.dedup > 0 {
+            m.expired("dedup").inc_by(swept.dedup);
+        }
+        if swept.status > 0 {
+            m.expired("queue_status").inc_by(swept.status);
+        }
+    }
+
+    /// A sweep step in a transaction of its own, when no operation is waiting. Not
+    /// fsynced: a deletion lost in a crash is made again (an expired record is absent
+    /// to every call anyway).
+    fn sweep_alone(&mut self) {
+        if !self.sweep_due() {
+            return;
+        }
+        let swept = self.shared.get().and_then(|db| {
+            let mut txn = db.begin_write().map_err(backend)?;
+            txn.set_durability(Durability::None).map_err(backend)?;
+            let swept = sweep_step(&txn, now_ms())?;
+            txn.commit().map_err(backend)?;
+            Ok(swept)
+        });
+        match swept {
+            Ok(swept) => {
+                if swept.dedup + swept.status > 0 {
+                    self.unsynced_since.get_or_insert_with(Instant::now);
+                }
+                self.swept(swept);
+            }
+            Err(e) => self.failed(&e),
         }
     }
 
@@ -594,7 +784,8 @@ fn apply(
     batch: &[(Op, Answer)],
     low_space: Option<(u64, u64)>,
     unsynced_results: &mut Vec<queue::Change>,
-) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+    sweep: bool,
+) -> Result<(Vec<Result<Reply, StoreError>>, Swept), StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
     // A batch of claims and queue attempt results alone is committed without an
     // fsync: it reaches the disk with the next durable batch, or within FLUSH_AFTER
@@ -615,6 +806,7 @@ fn apply(
         let mut table = txn.open_table(DEDUP).map_err(backend)?;
         let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
         let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
+        let mut expiries = txn.open_table(EXPIRY).map_err(backend)?;
         for (op, _) in batch {
             if let (Some((free, min)), true) = (low_space, op.is_new_work()) {
                 replies.push(Err(StoreError::Backend(format!(
@@ -640,6 +832,7 @@ fn apply(
                         &mut table,
                         &mut events,
                         &mut status,
+                        &mut expiries,
                         index,
                         q,
                         now,
@@ -668,9 +861,11 @@ fn apply(
                     None => {
                         let token = Token::random();
                         let record = Record::in_flight(&token, fingerprint);
+                        let at = expiry(now, *lease);
                         table
-                            .insert(key, encode(&record, expiry(now, *lease)).as_slice())
+                            .insert(key, encode(&record, at).as_slice())
                             .map_err(backend)?;
+                        index_expiry(&mut expiries, at, 'd', key)?;
                         Reply::Claim(Claim::Claimed(token))
                     }
                 },
@@ -691,9 +886,11 @@ fn apply(
                     // and nobody claimed since): record the effect.
                     _ => {
                         let done = Record::done(token, fingerprint);
+                        let at = expiry(now, *ttl);
                         table
-                            .insert(key, encode(&done, expiry(now, *ttl)).as_slice())
+                            .insert(key, encode(&done, at).as_slice())
                             .map_err(backend)?;
+                        index_expiry(&mut expiries, at, 'd', key)?;
                         Reply::Settled(Settled::Applied)
                     }
                 },
@@ -714,6 +911,11 @@ fn apply(
             replies.push(Ok(reply));
         }
     }
+    let swept = if sweep {
+        sweep_step(&txn, now)?
+    } else {
+        Swept::default()
+    };
     txn.commit().map_err(backend)?;
     if !changes.is_empty() {
         let mut index = index
@@ -726,54 +928,7 @@ fn apply(
             index.apply(change);
         }
     }
-    Ok(replies)
-}
-
-/// Deletes up to [`SWEEP_MAX`] expired records.
-fn sweep(db: &Database) {
-    let result = (|| -> Result<usize, StoreError> {
-        let txn = db.begin_write().map_err(backend)?;
-        let removed = {
-            let mut table = txn.open_table(DEDUP).map_err(backend)?;
-            let now = now_ms();
-            let dedup = table
-                .extract_if(|_, v| decode(v).is_some_and(|(_, expires)| expires <= now))
-                .map_err(backend)?
-                .take(SWEEP_MAX)
-                .count();
-            // Delivered events' records (an undelivered one never expires).
-            let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
-            // Expired statuses: delivered events (their bodies went at delivery; any
-            // left over goes too).
-            let delivered: Vec<u64> = status
-                .extract_if(|_, v| {
-                    // The expiry prefix alone: no JSON parsed per record.
-                    v.get(..8)
-                        .and_then(|b| b.try_into().ok())
-                        .is_some_and(|b| u64::from_be_bytes(b) <= now)
-                })
-                .map_err(backend)?
-                .take(SWEEP_MAX)
-                .filter_map(|entry| {
-                    entry
-                        .ok()
-                        .and_then(|(_, v)| queue::decode_status(v.value()).map(|(r, _)| r.seq))
-                })
-                .collect();
-            let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
-            for seq in &delivered {
-                events.remove(*seq).map_err(backend)?;
-            }
-            dedup + delivered.len()
-        };
-        txn.commit().map_err(backend)?;
-        Ok(removed)
-    })();
-    match result {
-        Ok(0) => {}
-        Ok(n) => tracing::debug!(removed = n, "disk store: expired records deleted"),
-        Err(e) => tracing::warn!(error = %e, "disk store: deleting expired records failed"),
-    }
+    Ok((replies, swept))
 }
 
 impl DedupStore for DiskStore {
@@ -868,9 +1023,96 @@ mod tests {
         let _ = s.claim(&live, "fp", Duration::from_secs(60)).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
         let db = s.inner.shared.get().expect("open");
-        sweep(&db);
+        let txn = db.begin_write().expect("write");
+        while sweep_step(&txn, now_ms()).expect("sweep").more {}
+        txn.commit().expect("commit");
         let txn = db.begin_read().expect("read");
         let table = txn.open_table(DEDUP).expect("table");
         assert_eq!(table.len().expect("len"), 1, "only the live record is left");
+    }
+
+    fn dedup_len(s: &DiskStore) -> u64 {
+        let db = s.inner.shared.get().expect("open");
+        let txn = db.begin_read().expect("read");
+        let n = txn.open_table(DEDUP).expect("table").len().expect("len");
+        n
+    }
+
+    #[tokio::test]
+    async fn the_writer_deletes_expired_records_as_they_expire_in_small_steps() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = DiskStore::open(&dir.path().join("h.db")).expect("open");
+        // More than one step's worth, some completed (a second expiry entry, the
+        // first now stale) and some forgotten (an entry without its record).
+        for i in 0..(SWEEP_STEP * 3) {
+            let k = DedupKey::new("t:", "r", &format!("e{i}"));
+            let Ok(Claim::Claimed(token)) = s.claim(&k, "fp", Duration::from_millis(1)).await
+            else {
+                panic!("claim");
+            };
+            if i % 3 == 0 {
+                let _ = s.complete(&k, &token, "fp", Duration::from_millis(1)).await;
+            }
+            if i % 5 == 0 {
+                let _ = s.forget(&k).await;
+            }
+        }
+        let live = DedupKey::new("t:", "r", "live");
+        let Ok(Claim::Claimed(token)) = s.claim(&live, "fp", Duration::from_millis(1)).await else {
+            panic!("claim");
+        };
+        // Its in-flight record expires in 1 ms; its done record is live for a minute.
+        let _ = s
+            .complete(&live, &token, "fp", Duration::from_secs(60))
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while dedup_len(&s) > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            dedup_len(&s),
+            1,
+            "only the live record is left, well within a minute"
+        );
+        assert!(matches!(
+            s.claim(&live, "fp", Duration::from_secs(1)).await,
+            Ok(Claim::Done { .. })
+        ));
+        // Every record but the forgotten ones and the live one, each counted once.
+        let expired = s.metrics().expired("dedup").get();
+        assert_eq!(
+            expired,
+            (SWEEP_STEP * 3 - (SWEEP_STEP * 3).div_ceil(5)) as u64
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_from_before_the_expiry_index_gets_one_and_is_swept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("h.db");
+        {
+            let db = open_file(&path).expect("create");
+            let txn = db.begin_write().expect("write");
+            {
+                let mut t = txn.open_table(DEDUP).expect("table");
+                let r = Record::done(&Token::random(), "fp");
+                for i in 0..100 {
+                    let at = if i == 0 { u64::MAX - 1 } else { 1 };
+                    t.insert(format!("k{i}").as_str(), encode(&r, at).as_slice())
+                        .expect("insert");
+                }
+            }
+            txn.commit().expect("commit");
+        }
+        let s = DiskStore::open(&path).expect("open");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while dedup_len(&s) > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            dedup_len(&s),
+            1,
+            "the expired records of the old file are gone"
+        );
     }
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use redb::{ReadableTable as _, Table, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use super::{DiskStore, Op, Reply, backend, decode, encode, expiry, now_ms};
+use super::{DiskStore, EXPIRY, Op, Reply, backend, decode, encode, expiry, index_expiry, now_ms};
 use crate::dedup::{Claim, DedupKey, Record, StoreError, Token};
 use crate::queue::{
     Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
@@ -188,8 +188,10 @@ struct Lease {
 #[derive(Debug, Default)]
 struct RouteIndex {
     /// (next try, id) of queued and retrying events that no worker holds.
-    due: BTreeSet<(u64, String)>,
-    next_at: HashMap<String, u64>,
+    /// Next tries are on the process's monotonic timeline ([`Clock`]): a wall clock
+    /// stepping back or forward moves none of them.
+    due: BTreeSet<(i64, String)>,
+    next_at: HashMap<String, i64>,
     leased: HashMap<String, Lease>,
     /// (received, id) of every undelivered event, and of the dead ones.
     undelivered: BTreeSet<(u64, String)>,
@@ -245,8 +247,11 @@ impl RouteIndex {
             && !self.leased.contains_key(&next)
             && !self.next_at.contains_key(&next)
         {
-            self.next_at.insert(next.clone(), rx);
-            self.due.insert((rx, next));
+            // Due now (not at its stored arrival time: after the wall clock stepped
+            // back, that would lie ahead on the monotonic timeline).
+            let at = Clock::now().mono;
+            self.next_at.insert(next.clone(), at);
+            self.due.insert((at, next));
         }
     }
 
@@ -261,7 +266,7 @@ impl RouteIndex {
         }
     }
 
-    fn set(&mut self, id: &str, rec: &StatusRecord) {
+    fn set(&mut self, id: &str, rec: &StatusRecord, clock: &Clock) {
         self.forget(id);
         match (&rec.status.order_key, rec.status.state.undelivered()) {
             (Some(key), true) => self.join_line(id, key),
@@ -278,7 +283,7 @@ impl RouteIndex {
             }
             State::Queued | State::Retrying if self.waits_in_line(id) => {}
             State::Queued | State::Retrying => {
-                let at = rec.status.next_at_ms.unwrap_or(0);
+                let at = clock.mono_of(rec.status.next_at_ms.unwrap_or(0));
                 self.next_at.insert(id.to_owned(), at);
                 self.due.insert((at, id.to_owned()));
             }
@@ -321,8 +326,9 @@ impl Index {
         }
         // In acceptance order, so that each key's line is rebuilt as it was.
         undelivered.sort_by_key(|(_, _, rec)| rec.seq);
+        let clock = Clock::now();
         for (route, id, rec) in undelivered {
-            index.route(&route).set(&id, &rec);
+            index.route(&route).set(&id, &rec, &clock);
         }
         Ok(index)
     }
@@ -381,8 +387,9 @@ impl Index {
                     r.join_line(&id, &key);
                 }
                 if !r.waits_in_line(&id) {
-                    r.next_at.insert(id.clone(), rx);
-                    r.due.insert((rx, id));
+                    let at = Clock::now().mono;
+                    r.next_at.insert(id.clone(), at);
+                    r.due.insert((at, id));
                 }
             }
             // Another worker took the event over (its lease ran out) while this
@@ -396,7 +403,7 @@ impl Index {
             } => {
                 let r = self.route(&route);
                 if r.leased.get(&id).is_none_or(|l| l.token == lease) {
-                    r.set(&id, &rec);
+                    r.set(&id, &rec, &Clock::now());
                 }
             }
             // An attempt started while the requeue was committed: it goes on, and its
@@ -404,7 +411,7 @@ impl Index {
             Change::Requeued { route, id, rec } => {
                 let r = self.route(&route);
                 if !r.leased.contains_key(&id) {
-                    r.set(&id, &rec);
+                    r.set(&id, &rec, &Clock::now());
                 }
             }
             Change::Purged { route, id } => {
@@ -426,7 +433,7 @@ impl Index {
         if self.held {
             return Vec::new();
         }
-        let now = now_ms();
+        let now = Clock::now().mono;
         let clock = Instant::now();
         let r = self.route(route);
         let mut out = Vec::new();
@@ -479,7 +486,7 @@ impl Index {
         let r = self.route(route);
         r.leased.remove(id);
         match stale {
-            Stale::Now(rec) => r.set(id, &rec),
+            Stale::Now(rec) => r.set(id, &rec, &Clock::now()),
             Stale::Gone => {
                 r.forget(id);
                 r.leave_line(id);
@@ -487,7 +494,7 @@ impl Index {
             // Unreadable: left where it is for an operator's purge.
             Stale::SetAside => {}
             Stale::ReadFailed => {
-                let at = now_ms();
+                let at = Clock::now().mono;
                 r.next_at.insert(id.to_owned(), at);
                 r.due.insert((at, id.to_owned()));
             }
@@ -498,7 +505,7 @@ impl Index {
     pub(super) fn give_back(&mut self, route: &str, id: &str) {
         let r = self.route(route);
         if r.leased.remove(id).is_some() {
-            let at = now_ms();
+            let at = Clock::now().mono;
             r.next_at.insert(id.to_owned(), at);
             r.due.insert((at, id.to_owned()));
         }
@@ -572,6 +579,7 @@ pub(super) fn apply(
     dedup: &mut Table<&str, &[u8]>,
     events: &mut Table<u64, &[u8]>,
     status: &mut Table<&str, &[u8]>,
+    expiries: &mut Table<(u64, &str), ()>,
     index: &Mutex<Index>,
     op: &QOp,
     now: u64,
@@ -609,9 +617,11 @@ pub(super) fn apply(
                 }
             }
             let done = Record::done(&Token::random(), fingerprint);
+            let at = expiry(now, *ttl);
             dedup
-                .insert(key.as_str(), encode(&done, expiry(now, *ttl)).as_slice())
+                .insert(key.as_str(), encode(&done, at).as_slice())
                 .map_err(backend)?;
+            index_expiry(expiries, at, 'd', key.as_str())?;
             // Each destination has its own copy: each is delivered, and dropped when
             // delivered, on its own.
             for (space, order_key) in to {
@@ -676,6 +686,7 @@ pub(super) fn apply(
             status
                 .insert(k.as_str(), encode_status(&rec, expires).as_slice())
                 .map_err(backend)?;
+            index_expiry(expiries, expires, 's', &k)?;
             changes.push(Change::Finished {
                 route: route.clone(),
                 id: id.clone(),
@@ -786,6 +797,7 @@ pub(super) fn apply(
 pub(super) fn rewrite(txn: &redb::WriteTransaction, results: &[Change]) -> Result<(), StoreError> {
     let mut status = txn.open_table(STATUS).map_err(backend)?;
     let mut events = txn.open_table(EVENTS).map_err(backend)?;
+    let mut expiries = txn.open_table(EXPIRY).map_err(backend)?;
     for change in results {
         if let Change::Finished {
             route,
@@ -796,12 +808,11 @@ pub(super) fn rewrite(txn: &redb::WriteTransaction, results: &[Change]) -> Resul
             ..
         } = change
         {
+            let k = qkey(route, id);
             status
-                .insert(
-                    qkey(route, id).as_str(),
-                    encode_status(rec, *expires).as_slice(),
-                )
+                .insert(k.as_str(), encode_status(rec, *expires).as_slice())
                 .map_err(backend)?;
+            index_expiry(&mut expiries, *expires, 's', &k)?;
             if let Some(seq) = removed_body {
                 events.remove(*seq).map_err(backend)?;
             }
@@ -845,10 +856,44 @@ fn read_status(
     }
 }
 
-/// A route's recent delivery starts and pause, for its `rate_limit`.
+/// Milliseconds on the process's monotonic clock (since its first reading).
+fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Now, on both clocks. Stored times are wall-clock (Unix ms: they must mean the same
+/// after a restart); the index schedules on the monotonic clock, converting a stored
+/// time by its distance from the wall clock's now, so that a wall clock stepping back
+/// (or forward) after the conversion changes no due time and no order.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    wall: u64,
+    /// [`mono_ms`], signed: a time before the process started is negative.
+    mono: i64,
+}
+
+impl Clock {
+    pub(super) fn now() -> Self {
+        Self {
+            wall: now_ms(),
+            mono: i64::try_from(mono_ms()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// A stored wall-clock time on the monotonic timeline.
+    fn mono_of(&self, wall_ms: u64) -> i64 {
+        let ahead = i128::from(wall_ms) - i128::from(self.wall);
+        let at = i128::from(self.mono) + ahead;
+        i64::try_from(at).unwrap_or(if at < 0 { i64::MIN } else { i64::MAX })
+    }
+}
+
+/// A route's recent delivery starts and pause, for its `rate_limit`. On the monotonic
+/// clock ([`mono_ms`]): nothing of it is stored.
 #[derive(Debug, Default)]
 pub(super) struct Limiter {
-    /// (Unix ms, token) of the starts within the counted window, oldest first.
+    /// (monotonic ms, token) of the starts within the counted window, oldest first.
     starts: std::collections::VecDeque<(u64, u64)>,
     paused_until_ms: u64,
     next_token: u64,
@@ -1268,7 +1313,7 @@ impl QueueStore for DiskStore {
         q: &QueueRef<'_>,
         limit: &RateLimit,
     ) -> Result<Result<String, Duration>, StoreError> {
-        Ok(self.limiter(q, |l| l.take(limit, now_ms())))
+        Ok(self.limiter(q, |l| l.take(limit, mono_ms())))
     }
 
     async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
@@ -1294,7 +1339,7 @@ impl QueueStore for DiskStore {
     }
 
     async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
-        let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        let until = mono_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
         self.limiter(q, |l| l.paused_until_ms = l.paused_until_ms.max(until));
         Ok(())
     }
