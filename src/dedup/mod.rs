@@ -218,7 +218,7 @@ impl Store {
     pub fn connect(cfg: &crate::config::StoreConfig) -> anyhow::Result<Self> {
         use crate::config::Backend;
         Ok(match &cfg.backend {
-            Backend::Memory => Self::Memory(MemoryStore::new()),
+            Backend::Memory => Self::Memory(MemoryStore::with_max_records(cfg.max_records)),
             Backend::Disk { path } => Self::Disk(DiskStore::open_with(path, cfg.min_free_space)?),
             Backend::Redis { url } => Self::Redis(RedisStore::with_options(
                 url,
