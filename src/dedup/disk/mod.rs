@@ -1078,11 +1078,15 @@ mod tests {
             s.claim(&live, "fp", Duration::from_secs(1)).await,
             Ok(Claim::Done { .. })
         ));
-        // Every record but the forgotten ones and the live one, each counted once.
+        // Every record but the forgotten ones and the live one, each counted once; a
+        // key whose claim was swept before its completion was recorded (both expire
+        // in 1 ms) has two records deleted.
         let expired = s.metrics().expired("dedup").get();
-        assert_eq!(
-            expired,
-            (SWEEP_STEP * 3 - (SWEEP_STEP * 3).div_ceil(5)) as u64
+        let records = (SWEEP_STEP * 3 - (SWEEP_STEP * 3).div_ceil(5)) as u64;
+        let completed = SWEEP_STEP as u64;
+        assert!(
+            (records..=records + completed).contains(&expired),
+            "{expired} expired"
         );
     }
 

@@ -14,7 +14,7 @@
 //!   undelivered) + a JSON [`StatusRecord`].
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redb::{ReadableTable as _, Table, TableDefinition};
@@ -185,35 +185,117 @@ struct Lease {
     until: Instant,
 }
 
+/// An event ID, allocated once per index however many of its structures name it.
+type Id = Arc<str>;
+
+/// What the index keeps of an undelivered event (dead ones included).
+#[derive(Debug, Clone, Copy)]
+struct Meta {
+    /// Unix ms when it was received.
+    rx: u64,
+    /// Its next try on the monotonic timeline, while it is in `due`.
+    due_at: Option<i64>,
+    dead: bool,
+}
+
+/// What the index needs of a status: read from a whole [`StatusRecord`], or from a
+/// [`LeanRecord`] at load (the attempt history, most of a record, is never decoded).
+#[derive(Debug, Clone, Copy)]
+struct Entry<'a> {
+    state: State,
+    rx: u64,
+    next_at_ms: Option<u64>,
+    order_key: Option<&'a str>,
+}
+
+impl<'a> From<&'a StatusRecord> for Entry<'a> {
+    fn from(rec: &'a StatusRecord) -> Self {
+        Self {
+            state: rec.status.state,
+            rx: rec.rx,
+            next_at_ms: rec.status.next_at_ms,
+            order_key: rec.status.order_key.as_deref(),
+        }
+    }
+}
+
+/// The fields of a stored [`StatusRecord`] the index is built from: decoding only
+/// these keeps a restart's memory independent of each event's history.
+#[derive(Debug, Deserialize)]
+struct LeanRecord {
+    #[serde(rename = "s")]
+    status: LeanStatus,
+    rx: u64,
+    #[serde(default, rename = "n")]
+    seq: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct LeanStatus {
+    state: State,
+    #[serde(default)]
+    next_at_ms: Option<u64>,
+    #[serde(default)]
+    order_key: Option<String>,
+}
+
+impl LeanRecord {
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes.get(8..)?).ok()
+    }
+
+    fn entry(&self) -> Entry<'_> {
+        Entry {
+            state: self.status.state,
+            rx: self.rx,
+            next_at_ms: self.status.next_at_ms,
+            order_key: self.status.order_key.as_deref(),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct RouteIndex {
     /// (next try, id) of queued and retrying events that no worker holds.
     /// Next tries are on the process's monotonic timeline ([`Clock`]): a wall clock
     /// stepping back or forward moves none of them.
-    due: BTreeSet<(i64, String)>,
-    next_at: HashMap<String, i64>,
-    leased: HashMap<String, Lease>,
+    due: BTreeSet<(i64, Id)>,
+    /// Every undelivered event, the dead ones included.
+    events: HashMap<Id, Meta>,
+    leased: HashMap<Id, Lease>,
     /// (received, id) of every undelivered event, and of the dead ones.
-    undelivered: BTreeSet<(u64, String)>,
-    dead: BTreeSet<(u64, String)>,
-    received: HashMap<String, u64>,
+    undelivered: BTreeSet<(u64, Id)>,
+    dead: BTreeSet<(u64, Id)>,
     /// Per-key order (`order_by`): the events holding a place in each key's line, in
     /// acceptance order. Only the first of a line is ever due; the rest wait.
-    lines: HashMap<String, VecDeque<String>>,
-    line_of: HashMap<String, String>,
+    lines: HashMap<Id, VecDeque<Id>>,
+    line_of: HashMap<Id, Id>,
 }
 
 impl RouteIndex {
+    /// The index's copy of an ID, or a new one.
+    fn intern(&self, id: &str) -> Id {
+        self.events
+            .get_key_value(id)
+            .map(|(k, _)| k.clone())
+            .or_else(|| self.leased.get_key_value(id).map(|(k, _)| k.clone()))
+            .unwrap_or_else(|| Id::from(id))
+    }
+
     /// Takes a place at the end of its key's line.
-    fn join_line(&mut self, id: &str, key: &str) {
-        if self.line_of.contains_key(id) {
+    fn join_line(&mut self, id: &Id, key: &str) {
+        if self.line_of.contains_key(&**id) {
             return;
         }
+        let key = self
+            .lines
+            .get_key_value(key)
+            .map_or_else(|| Id::from(key), |(k, _)| k.clone());
         self.lines
-            .entry(key.to_owned())
+            .entry(key.clone())
             .or_default()
-            .push_back(id.to_owned());
-        self.line_of.insert(id.to_owned(), key.to_owned());
+            .push_back(id.clone());
+        self.line_of.insert(id.clone(), key);
     }
 
     /// Whether an event waits behind another of its key.
@@ -222,8 +304,22 @@ impl RouteIndex {
             self.lines
                 .get(key)
                 .and_then(VecDeque::front)
-                .is_some_and(|first| first != id)
+                .is_some_and(|first| &**first != id)
         })
+    }
+
+    /// Makes an undelivered event due at `at` (monotonic).
+    fn make_due(&mut self, id: &str, at: i64) {
+        if let Some((id, m)) = self.events.get_key_value(id) {
+            let (id, old) = (id.clone(), m.due_at);
+            if let Some(old) = old {
+                self.due.remove(&(old, id.clone()));
+            }
+            self.due.insert((at, id.clone()));
+            if let Some(m) = self.events.get_mut(&id) {
+                m.due_at = Some(at);
+            }
+        }
     }
 
     /// Leaves its key's line (delivered, dead under `on_dead = "skip"`, or purged);
@@ -235,57 +331,65 @@ impl RouteIndex {
         let Some(line) = self.lines.get_mut(&key) else {
             return;
         };
-        let was_first = line.front().is_some_and(|f| f == id);
-        line.retain(|x| x != id);
+        let was_first = line.front().is_some_and(|f| &**f == id);
+        line.retain(|x| &**x != id);
         let next = line.front().cloned();
         if line.is_empty() {
             self.lines.remove(&key);
         }
         if let (true, Some(next)) = (was_first, next)
-            && let Some(&rx) = self.received.get(&next)
-            && !self.dead.contains(&(rx, next.clone()))
+            && self
+                .events
+                .get(&next)
+                .is_some_and(|m| !m.dead && m.due_at.is_none())
             && !self.leased.contains_key(&next)
-            && !self.next_at.contains_key(&next)
         {
             // Due now (not at its stored arrival time: after the wall clock stepped
             // back, that would lie ahead on the monotonic timeline).
-            let at = Clock::now().mono;
-            self.next_at.insert(next.clone(), at);
-            self.due.insert((at, next));
+            self.make_due(&next, Clock::now().mono);
         }
     }
 
     fn forget(&mut self, id: &str) {
-        if let Some(at) = self.next_at.remove(id) {
-            self.due.remove(&(at, id.to_owned()));
-        }
         self.leased.remove(id);
-        if let Some(rx) = self.received.remove(id) {
-            self.undelivered.remove(&(rx, id.to_owned()));
-            self.dead.remove(&(rx, id.to_owned()));
+        if let Some((id, m)) = self.events.remove_entry(id) {
+            if let Some(at) = m.due_at {
+                self.due.remove(&(at, id.clone()));
+            }
+            self.undelivered.remove(&(m.rx, id.clone()));
+            if m.dead {
+                self.dead.remove(&(m.rx, id));
+            }
         }
     }
 
-    fn set(&mut self, id: &str, rec: &StatusRecord, clock: &Clock) {
-        self.forget(id);
-        match (&rec.status.order_key, rec.status.state.undelivered()) {
-            (Some(key), true) => self.join_line(id, key),
-            _ => self.leave_line(id),
+    fn set(&mut self, id: &str, st: &Entry<'_>, clock: &Clock) {
+        let id = self.intern(id);
+        self.forget(&id);
+        match (st.order_key, st.state.undelivered()) {
+            (Some(key), true) => self.join_line(&id, key),
+            _ => self.leave_line(&id),
         }
-        if !rec.status.state.undelivered() {
+        if !st.state.undelivered() {
             return;
         }
-        self.received.insert(id.to_owned(), rec.rx);
-        self.undelivered.insert((rec.rx, id.to_owned()));
-        match rec.status.state {
+        let dead = st.state == State::Dead;
+        self.events.insert(
+            id.clone(),
+            Meta {
+                rx: st.rx,
+                due_at: None,
+                dead,
+            },
+        );
+        self.undelivered.insert((st.rx, id.clone()));
+        match st.state {
             State::Dead => {
-                self.dead.insert((rec.rx, id.to_owned()));
+                self.dead.insert((st.rx, id));
             }
-            State::Queued | State::Retrying if self.waits_in_line(id) => {}
+            State::Queued | State::Retrying if self.waits_in_line(&id) => {}
             State::Queued | State::Retrying => {
-                let at = clock.mono_of(rec.status.next_at_ms.unwrap_or(0));
-                self.next_at.insert(id.to_owned(), at);
-                self.due.insert((at, id.to_owned()));
+                self.make_due(&id, clock.mono_of(st.next_at_ms.unwrap_or(0)));
             }
             State::Delivered => {}
         }
@@ -303,32 +407,36 @@ impl Index {
             .last()?
             .map_or(1, |(k, _)| k.value() + 1);
         let table = txn.open_table(STATUS)?;
-        let mut undelivered = Vec::new();
+        let clock = Clock::now();
+        // Events in a key's line are indexed last, in acceptance order, so that each
+        // line is rebuilt as it was; the others at once (their order is their due
+        // time's), so that nothing but the index is held for them.
+        let mut in_lines = Vec::new();
         for entry in table.iter()? {
             let (k, v) = entry?;
             let Some((route, id)) = split(k.value()) else {
                 continue;
             };
-            let decoded = decode_status(v.value());
+            let Some(rec) = LeanRecord::decode(v.value()) else {
+                tracing::warn!(route, "disk store: an unreadable queue status was skipped");
+                continue;
+            };
             // Past every sequence number a record names, not only past the last body:
             // a delivered record of an older file may still name one whose body is
             // gone, and a new event under that number would be deleted with it.
-            if let Some((rec, _)) = &decoded {
-                index.next_seq = index.next_seq.max(rec.seq + 1);
+            index.next_seq = index.next_seq.max(rec.seq + 1);
+            if !rec.status.state.undelivered() {
+                continue;
             }
-            match decoded {
-                Some((rec, _)) if rec.status.state.undelivered() => {
-                    undelivered.push((route.to_owned(), id.to_owned(), rec));
-                }
-                Some(_) => {}
-                None => tracing::warn!(route, "disk store: an unreadable queue status was skipped"),
+            if rec.status.order_key.is_some() {
+                in_lines.push((route.to_owned(), Id::from(id), rec));
+            } else {
+                index.route(route).set(id, &rec.entry(), &clock);
             }
         }
-        // In acceptance order, so that each key's line is rebuilt as it was.
-        undelivered.sort_by_key(|(_, _, rec)| rec.seq);
-        let clock = Clock::now();
-        for (route, id, rec) in undelivered {
-            index.route(&route).set(&id, &rec, &clock);
+        in_lines.sort_by_key(|(_, _, rec)| rec.seq);
+        for (route, id, rec) in in_lines {
+            index.route(&route).set(&id, &rec.entry(), &clock);
         }
         Ok(index)
     }
@@ -341,10 +449,12 @@ impl Index {
                 for (route, old) in &mut self.routes {
                     let r = fresh.route(route);
                     for (id, lease) in old.leased.drain() {
-                        if let Some(at) = r.next_at.remove(&id) {
-                            r.due.remove(&(at, id.clone()));
-                            r.leased.insert(id, lease);
-                        }
+                        let Some(at) = r.events.get_mut(&id).and_then(|m| m.due_at.take()) else {
+                            continue;
+                        };
+                        r.due.remove(&(at, id.clone()));
+                        let id = r.intern(&id);
+                        r.leased.insert(id, lease);
                     }
                 }
                 fresh.held = self.held;
@@ -369,7 +479,12 @@ impl Index {
     }
 
     fn route(&mut self, route: &str) -> &mut RouteIndex {
-        self.routes.entry(route.to_owned()).or_default()
+        if !self.routes.contains_key(route) {
+            self.routes.insert(route.to_owned(), RouteIndex::default());
+        }
+        self.routes
+            .get_mut(route)
+            .expect("the route's index was inserted above")
     }
 
     pub(super) fn apply(&mut self, change: Change) {
@@ -381,15 +496,21 @@ impl Index {
                 order_key,
             } => {
                 let r = self.route(&route);
-                r.received.insert(id.clone(), rx);
+                let id = r.intern(&id);
+                r.events.insert(
+                    id.clone(),
+                    Meta {
+                        rx,
+                        due_at: None,
+                        dead: false,
+                    },
+                );
                 r.undelivered.insert((rx, id.clone()));
                 if let Some(key) = order_key {
                     r.join_line(&id, &key);
                 }
                 if !r.waits_in_line(&id) {
-                    let at = Clock::now().mono;
-                    r.next_at.insert(id.clone(), at);
-                    r.due.insert((at, id));
+                    r.make_due(&id, Clock::now().mono);
                 }
             }
             // Another worker took the event over (its lease ran out) while this
@@ -402,16 +523,16 @@ impl Index {
                 ..
             } => {
                 let r = self.route(&route);
-                if r.leased.get(&id).is_none_or(|l| l.token == lease) {
-                    r.set(&id, &rec, &Clock::now());
+                if r.leased.get(id.as_str()).is_none_or(|l| l.token == lease) {
+                    r.set(&id, &Entry::from(&rec), &Clock::now());
                 }
             }
             // An attempt started while the requeue was committed: it goes on, and its
             // result is recorded (an event is never tried twice at once).
             Change::Requeued { route, id, rec } => {
                 let r = self.route(&route);
-                if !r.leased.contains_key(&id) {
-                    r.set(&id, &rec, &Clock::now());
+                if !r.leased.contains_key(id.as_str()) {
+                    r.set(&id, &Entry::from(&rec), &Clock::now());
                 }
             }
             Change::Purged { route, id } => {
@@ -437,7 +558,7 @@ impl Index {
         let clock = Instant::now();
         let r = self.route(route);
         let mut out = Vec::new();
-        let expired: Vec<String> = r
+        let expired: Vec<Id> = r
             .leased
             .iter()
             .filter(|(_, l)| l.until <= clock)
@@ -446,14 +567,14 @@ impl Index {
             .collect();
         for id in expired {
             let token = Token::random().as_str().to_owned();
+            out.push((id.to_string(), token.clone()));
             r.leased.insert(
-                id.clone(),
+                id,
                 Lease {
-                    token: token.clone(),
+                    token,
                     until: clock + lease,
                 },
             );
-            out.push((id, token));
         }
         while out.len() < max {
             let Some((at, _)) = r.due.first() else { break };
@@ -463,16 +584,18 @@ impl Index {
             let Some((_, id)) = r.due.pop_first() else {
                 break;
             };
-            r.next_at.remove(&id);
+            if let Some(m) = r.events.get_mut(&id) {
+                m.due_at = None;
+            }
             let token = Token::random().as_str().to_owned();
+            out.push((id.to_string(), token.clone()));
             r.leased.insert(
-                id.clone(),
+                id,
                 Lease {
-                    token: token.clone(),
+                    token,
                     until: clock + lease,
                 },
             );
-            out.push((id, token));
         }
         out
     }
@@ -486,18 +609,14 @@ impl Index {
         let r = self.route(route);
         r.leased.remove(id);
         match stale {
-            Stale::Now(rec) => r.set(id, &rec, &Clock::now()),
+            Stale::Now(rec) => r.set(id, &Entry::from(&rec), &Clock::now()),
             Stale::Gone => {
                 r.forget(id);
                 r.leave_line(id);
             }
             // Unreadable: left where it is for an operator's purge.
             Stale::SetAside => {}
-            Stale::ReadFailed => {
-                let at = Clock::now().mono;
-                r.next_at.insert(id.to_owned(), at);
-                r.due.insert((at, id.to_owned()));
-            }
+            Stale::ReadFailed => r.make_due(id, Clock::now().mono),
         }
     }
 
@@ -505,9 +624,7 @@ impl Index {
     pub(super) fn give_back(&mut self, route: &str, id: &str) {
         let r = self.route(route);
         if r.leased.remove(id).is_some() {
-            let at = Clock::now().mono;
-            r.next_at.insert(id.to_owned(), at);
-            r.due.insert((at, id.to_owned()));
+            r.make_due(id, Clock::now().mono);
         }
     }
 
@@ -543,7 +660,7 @@ impl Index {
     pub(super) fn dead(&self, route: &str) -> Vec<String> {
         self.routes
             .get(route)
-            .map(|r| r.dead.iter().map(|(_, id)| id.clone()).collect())
+            .map(|r| r.dead.iter().map(|(_, id)| id.to_string()).collect())
             .unwrap_or_default()
     }
 
@@ -555,7 +672,7 @@ impl Index {
                 r.undelivered
                     .iter()
                     .take(max)
-                    .map(|(_, id)| id.clone())
+                    .map(|(_, id)| id.to_string())
                     .collect()
             })
             .unwrap_or_default()
