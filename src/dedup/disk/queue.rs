@@ -13,7 +13,7 @@
 //! - `queue_status`: 8 bytes of expiry (Unix ms, big-endian; `u64::MAX` while
 //!   undelivered) + a JSON [`StatusRecord`].
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -177,6 +177,8 @@ pub(super) struct Index {
     /// again after a reopen: no event is handed out meanwhile, so that a result the
     /// file lost never turns a delivered event back into a due one.
     held: bool,
+    /// While [`Index::load`] builds it (see [`RouteIndex::loading`]).
+    loading: bool,
 }
 
 #[derive(Debug)]
@@ -188,15 +190,17 @@ struct Lease {
 /// An event ID, allocated once per index however many of its structures name it.
 type Id = Arc<str>;
 
-/// What the index keeps of an undelivered event (dead ones included).
+/// What the index keeps of an undelivered event (dead ones included): 16 bytes.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
     /// Unix ms when it was received.
     rx: u64,
-    /// Its next try on the monotonic timeline, while it is in `due`.
-    due_at: Option<i64>,
-    dead: bool,
+    /// Its next try on the monotonic timeline while it is due, else [`NOT_DUE`].
+    due_at: i64,
 }
+
+/// [`Meta::due_at`] of an event that is not due (leased, dead, waiting in its line).
+const NOT_DUE: i64 = i64::MIN;
 
 /// What the index needs of a status: read from a whole [`StatusRecord`], or from a
 /// [`LeanRecord`] at load (the attempt history, most of a record, is never decoded).
@@ -256,15 +260,26 @@ impl LeanRecord {
 
 #[derive(Debug, Default)]
 struct RouteIndex {
-    /// (next try, id) of queued and retrying events that no worker holds.
-    /// Next tries are on the process's monotonic timeline ([`Clock`]): a wall clock
-    /// stepping back or forward moves none of them.
-    due: BTreeSet<(i64, Id)>,
+    /// (next try, id) of queued and retrying events that no worker holds, in two
+    /// parts: those made due in time order (most: new events, and every event at a
+    /// load) in a queue, 24 bytes each, and the others in a sorted set. Next tries are
+    /// on the process's monotonic timeline ([`Clock`]): a wall clock stepping back or
+    /// forward moves none of them. An entry is valid while its event's
+    /// [`Meta::due_at`] names the same time; others are skipped when met, and dropped
+    /// all at once when they outnumber the valid ones.
+    due: VecDeque<(i64, Id)>,
+    due_late: BTreeSet<(i64, Id)>,
+    /// Valid entries of `due` and `due_late`.
+    due_count: usize,
+    /// While a load fills `due` in no order (it is sorted at the end).
+    loading: bool,
     /// Every undelivered event, the dead ones included.
     events: HashMap<Id, Meta>,
     leased: HashMap<Id, Lease>,
-    /// (received, id) of every undelivered event, and of the dead ones.
-    undelivered: BTreeSet<(u64, Id)>,
+    /// Undelivered events (dead ones included) by the millisecond they were received:
+    /// the oldest one's age, without an entry per event.
+    arrivals: BTreeMap<u64, u32>,
+    /// (received, id) of the dead events.
     dead: BTreeSet<(u64, Id)>,
     /// Per-key order (`order_by`): the events holding a place in each key's line, in
     /// acceptance order. Only the first of a line is ever due; the rest wait.
@@ -308,16 +323,77 @@ impl RouteIndex {
         })
     }
 
+    fn is_dead(&self, id: &Id) -> bool {
+        self.events
+            .get(id)
+            .is_some_and(|m| self.dead.contains(&(m.rx, id.clone())))
+    }
+
     /// Makes an undelivered event due at `at` (monotonic).
     fn make_due(&mut self, id: &str, at: i64) {
-        if let Some((id, m)) = self.events.get_key_value(id) {
-            let (id, old) = (id.clone(), m.due_at);
-            if let Some(old) = old {
-                self.due.remove(&(old, id.clone()));
-            }
-            self.due.insert((at, id.clone()));
-            if let Some(m) = self.events.get_mut(&id) {
-                m.due_at = Some(at);
+        let at = at.max(NOT_DUE + 1);
+        let Some((id, m)) = self.events.get_key_value(id) else {
+            return;
+        };
+        let (id, was_due) = (id.clone(), m.due_at != NOT_DUE);
+        if let Some(m) = self.events.get_mut(&id) {
+            m.due_at = at;
+        }
+        if !was_due {
+            self.due_count += 1;
+        }
+        if self.loading || self.due.back().is_none_or(|(last, _)| *last <= at) {
+            self.due.push_back((at, id));
+        } else {
+            self.due_late.insert((at, id));
+        }
+        self.compact_due();
+    }
+
+    /// Takes an event out of `due` (its entry goes stale).
+    fn not_due(&mut self, id: &str) {
+        if let Some(m) = self.events.get_mut(id)
+            && m.due_at != NOT_DUE
+        {
+            m.due_at = NOT_DUE;
+            self.due_count -= 1;
+        }
+    }
+
+    /// Drops the stale entries of `due` once they outnumber the valid ones.
+    fn compact_due(&mut self) {
+        if self.loading || self.due.len() + self.due_late.len() <= 2 * self.due_count + 1024 {
+            return;
+        }
+        let events = &self.events;
+        let valid = |(at, id): &(i64, Id)| events.get(id).is_some_and(|m| m.due_at == *at);
+        self.due.retain(valid);
+        self.due_late.retain(valid);
+    }
+
+    /// The earliest valid due entry, if it is due by `now`, taken out of `due`.
+    fn pop_due(&mut self, now: i64) -> Option<Id> {
+        loop {
+            let late_first = match (self.due.front(), self.due_late.first()) {
+                (None, None) => return None,
+                (Some(a), Some(b)) => b < a,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+            };
+            let (at, id) = if late_first {
+                if self.due_late.first().is_some_and(|(at, _)| *at > now) {
+                    return None;
+                }
+                self.due_late.pop_first()?
+            } else {
+                if self.due.front().is_some_and(|(at, _)| *at > now) {
+                    return None;
+                }
+                self.due.pop_front()?
+            };
+            if self.events.get(&id).is_some_and(|m| m.due_at == at) {
+                self.not_due(&id);
+                return Some(id);
             }
         }
     }
@@ -338,10 +414,8 @@ impl RouteIndex {
             self.lines.remove(&key);
         }
         if let (true, Some(next)) = (was_first, next)
-            && self
-                .events
-                .get(&next)
-                .is_some_and(|m| !m.dead && m.due_at.is_none())
+            && self.events.get(&next).is_some_and(|m| m.due_at == NOT_DUE)
+            && !self.is_dead(&next)
             && !self.leased.contains_key(&next)
         {
             // Due now (not at its stored arrival time: after the wall clock stepped
@@ -352,14 +426,15 @@ impl RouteIndex {
 
     fn forget(&mut self, id: &str) {
         self.leased.remove(id);
+        self.not_due(id);
         if let Some((id, m)) = self.events.remove_entry(id) {
-            if let Some(at) = m.due_at {
-                self.due.remove(&(at, id.clone()));
+            if let Some(n) = self.arrivals.get_mut(&m.rx) {
+                *n -= 1;
+                if *n == 0 {
+                    self.arrivals.remove(&m.rx);
+                }
             }
-            self.undelivered.remove(&(m.rx, id.clone()));
-            if m.dead {
-                self.dead.remove(&(m.rx, id));
-            }
+            self.dead.remove(&(m.rx, id));
         }
     }
 
@@ -373,16 +448,14 @@ impl RouteIndex {
         if !st.state.undelivered() {
             return;
         }
-        let dead = st.state == State::Dead;
         self.events.insert(
             id.clone(),
             Meta {
                 rx: st.rx,
-                due_at: None,
-                dead,
+                due_at: NOT_DUE,
             },
         );
-        self.undelivered.insert((st.rx, id.clone()));
+        *self.arrivals.entry(st.rx).or_default() += 1;
         match st.state {
             State::Dead => {
                 self.dead.insert((st.rx, id));
@@ -400,7 +473,10 @@ impl Index {
     /// The index of every undelivered event in the status table.
     pub(super) fn load(db: &redb::Database) -> anyhow::Result<Self> {
         use redb::ReadableDatabase as _;
-        let mut index = Self::default();
+        let mut index = Self {
+            loading: true,
+            ..Self::default()
+        };
         let txn = db.begin_read()?;
         index.next_seq = txn
             .open_table(EVENTS)?
@@ -438,6 +514,11 @@ impl Index {
         for (route, id, rec) in in_lines {
             index.route(&route).set(&id, &rec.entry(), &clock);
         }
+        for r in index.routes.values_mut() {
+            r.due.make_contiguous().sort_unstable();
+            r.loading = false;
+        }
+        index.loading = false;
         Ok(index)
     }
 
@@ -449,12 +530,11 @@ impl Index {
                 for (route, old) in &mut self.routes {
                     let r = fresh.route(route);
                     for (id, lease) in old.leased.drain() {
-                        let Some(at) = r.events.get_mut(&id).and_then(|m| m.due_at.take()) else {
-                            continue;
-                        };
-                        r.due.remove(&(at, id.clone()));
-                        let id = r.intern(&id);
-                        r.leased.insert(id, lease);
+                        if r.events.get(&id).is_some_and(|m| m.due_at != NOT_DUE) {
+                            r.not_due(&id);
+                            let id = r.intern(&id);
+                            r.leased.insert(id, lease);
+                        }
                     }
                 }
                 fresh.held = self.held;
@@ -480,7 +560,13 @@ impl Index {
 
     fn route(&mut self, route: &str) -> &mut RouteIndex {
         if !self.routes.contains_key(route) {
-            self.routes.insert(route.to_owned(), RouteIndex::default());
+            self.routes.insert(
+                route.to_owned(),
+                RouteIndex {
+                    loading: self.loading,
+                    ..RouteIndex::default()
+                },
+            );
         }
         self.routes
             .get_mut(route)
@@ -501,11 +587,10 @@ impl Index {
                     id.clone(),
                     Meta {
                         rx,
-                        due_at: None,
-                        dead: false,
+                        due_at: NOT_DUE,
                     },
                 );
-                r.undelivered.insert((rx, id.clone()));
+                *r.arrivals.entry(rx).or_default() += 1;
                 if let Some(key) = order_key {
                     r.join_line(&id, &key);
                 }
@@ -577,16 +662,9 @@ impl Index {
             );
         }
         while out.len() < max {
-            let Some((at, _)) = r.due.first() else { break };
-            if *at > now {
-                break;
-            }
-            let Some((_, id)) = r.due.pop_first() else {
+            let Some(id) = r.pop_due(now) else {
                 break;
             };
-            if let Some(m) = r.events.get_mut(&id) {
-                m.due_at = None;
-            }
             let token = Token::random().as_str().to_owned();
             out.push((id.to_string(), token.clone()));
             r.leased.insert(
@@ -664,27 +742,29 @@ impl Index {
             .unwrap_or_default()
     }
 
-    /// Undelivered IDs of a route, oldest first, at most `max`.
+    /// Undelivered IDs of a route, oldest first, at most `max`. Chosen from every
+    /// undelivered event (an operator's list, not a hot path: the index keeps no
+    /// order by arrival, which would cost an entry per event).
     pub(super) fn undelivered(&self, route: &str, max: usize) -> Vec<String> {
-        self.routes
-            .get(route)
-            .map(|r| {
-                r.undelivered
-                    .iter()
-                    .take(max)
-                    .map(|(_, id)| id.to_string())
-                    .collect()
-            })
-            .unwrap_or_default()
+        let Some(r) = self.routes.get(route) else {
+            return Vec::new();
+        };
+        let mut all: Vec<(u64, &Id)> = r.events.iter().map(|(id, m)| (m.rx, id)).collect();
+        if all.len() > max {
+            all.select_nth_unstable(max);
+            all.truncate(max);
+        }
+        all.sort_unstable();
+        all.into_iter().map(|(_, id)| id.to_string()).collect()
     }
 
     pub(super) fn depth(&self, route: &str) -> Depth {
         self.routes.get(route).map_or_else(Depth::default, |r| {
             let dead = r.dead.len() as u64;
             Depth {
-                waiting: (r.undelivered.len() as u64).saturating_sub(dead),
+                waiting: (r.events.len() as u64).saturating_sub(dead),
                 dead,
-                oldest_received_ms: r.undelivered.first().map(|(rx, _)| *rx),
+                oldest_received_ms: r.arrivals.first_key_value().map(|(rx, _)| *rx),
             }
         })
     }
