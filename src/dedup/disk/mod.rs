@@ -677,9 +677,9 @@ impl Writer<'_> {
     /// Flushes commits that waited [`FLUSH_AFTER`] for an fsync.
     fn flush_if_due(&mut self) {
         if self.trouble.is_some()
-            || !self
+            || self
                 .unsynced_since
-                .is_some_and(|t| t.elapsed() >= FLUSH_AFTER)
+                .is_none_or(|t| t.elapsed() < FLUSH_AFTER)
         {
             return;
         }
@@ -1034,8 +1034,7 @@ mod tests {
     fn dedup_len(s: &DiskStore) -> u64 {
         let db = s.inner.shared.get().expect("open");
         let txn = db.begin_read().expect("read");
-        let n = txn.open_table(DEDUP).expect("table").len().expect("len");
-        n
+        txn.open_table(DEDUP).expect("table").len().expect("len")
     }
 
     #[tokio::test]

@@ -772,6 +772,10 @@ impl Index {
 
 /// Applies one queue operation inside the batch's write transaction. Index changes are
 /// returned, to be applied once the transaction has committed.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the batch's open tables, each of its own type, and what the batch shares"
+)]
 pub(super) fn apply(
     dedup: &mut Table<&str, &[u8]>,
     events: &mut Table<u64, &[u8]>,
