@@ -75,6 +75,24 @@ fn rss() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// CPU time this process has used (user + system), from `/proc`.
+fn cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command name, which is in parentheses.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 of the line (11 and 12 after the name);
+    // the kernel counts them in 1/100 s.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
 fn event(id: &str, body: &[u8]) -> StoredEvent {
     StoredEvent {
         envelope: Envelope {
@@ -236,19 +254,24 @@ async fn open_mode(path: &Path, events: u64) -> AnyResult<()> {
     };
     let (settled, peak) = rss();
     let depth = store.depth(&queue()).await?;
-    // Acknowledgements on this store.
+    // Acknowledgements on this store, and the CPU each took (steadier than the rate
+    // on a machine whose cores other processes also use).
+    let cpu0 = cpu();
     let enqueue_rate = enqueue(&store, "n", 50_000, 1024, 64).await?;
+    let enqueue_cpu_us = (cpu() - cpu0).as_secs_f64() * 1e6 / 50_000.0;
     // Drain: the oldest events, taken and delivered.
     let drain = events.min(50_000);
-    let (_, drain_rate) = take_and_finish(
+    let cpu0 = cpu();
+    let (drained, drain_rate) = take_and_finish(
         &store,
         64,
         |_| Some(Finish::Delivered(attempt("delivered"))),
         |done| done >= drain,
     )
     .await?;
+    let drain_cpu_us = (cpu() - cpu0).as_secs_f64() * 1e6 / drained.max(1) as f64;
     println!(
-        "{{\"open_s\":{open_s:.2},\"rss_before\":{before},\"rss_after_open\":{settled},\"rss_peak_open\":{peak},\"waiting\":{},\"enqueue_per_s\":{enqueue_rate:.0},\"drain_per_s\":{drain_rate:.0},\"rss_end\":{}}}",
+        "{{\"enqueue_cpu_us\":{enqueue_cpu_us:.1},\"drain_cpu_us\":{drain_cpu_us:.1},\"open_s\":{open_s:.2},\"rss_before\":{before},\"rss_after_open\":{settled},\"rss_peak_open\":{peak},\"waiting\":{},\"enqueue_per_s\":{enqueue_rate:.0},\"drain_per_s\":{drain_rate:.0},\"rss_end\":{}}}",
         depth.waiting,
         rss().0
     );
@@ -280,27 +303,52 @@ async fn backlog(args: &[String], dir: &Path) -> AnyResult<()> {
     let attempts: u32 = arg(args, "--attempts", 3);
     let body: usize = arg(args, "--body", 1024);
     let small_n = (n / 20).clamp(1, 50_000);
+    let repeat: usize = arg(args, "--repeat", 1);
     println!("backlog: {n} events of {body} B, {attempts} attempts each");
-    let big = dir.join("big.db");
-    build_backlog(&big, n, attempts, body).await?;
-    let small = dir.join("small.db");
-    build_backlog(&small, small_n, attempts, body).await?;
-    let empty = dir.join("empty.db");
-    DiskStore::open(&empty)?.flush().await?;
-    for (name, path, events) in [
+    // `--dir D` keeps the files in D (and reuses them: a later run only measures).
+    let dir = args
+        .iter()
+        .position(|a| a == "--dir")
+        .and_then(|i| args.get(i + 1))
+        .map_or_else(|| dir.to_path_buf(), PathBuf::from);
+    std::fs::create_dir_all(&dir)?;
+    let (big, small, empty) = (
+        dir.join(format!("big-{n}.db")),
+        dir.join(format!("small-{small_n}.db")),
+        dir.join("empty.db"),
+    );
+    // Each file is measured as built: the restarts add events to copies of it.
+    for (path, events) in [(&big, n), (&small, small_n)] {
+        if !path.exists() {
+            let building = path.with_extension("building");
+            build_backlog(&building, events, attempts, body).await?;
+            std::fs::rename(&building, path)?;
+        }
+    }
+    if !empty.exists() {
+        DiskStore::open(&empty)?.flush().await?;
+    }
+    let runs = [
         ("empty store", &empty, 0),
         ("small backlog", &small, small_n),
         ("large backlog", &big, n),
-    ] {
-        let v = restart(path, events)?;
+    ];
+    // Interleaved, so that what else runs on the machine weighs on each alike.
+    for (name, path, events) in (0..repeat).flat_map(|_| runs.iter()) {
+        let copy = dir.join("measured.db");
+        std::fs::copy(path, &copy)?;
+        let v = restart(&copy, *events)?;
+        std::fs::remove_file(&copy)?;
         println!(
-            "  {name:<14} ({events} waiting): restart {:.2} s, RSS after open {:.0} MiB (peak {:.0} MiB, {:.0} MiB before), enqueue {}/s, drain {}/s, file {} MiB",
+            "  {name:<14} ({events} waiting): restart {:.2} s, RSS after open {:.0} MiB (peak {:.0} MiB, {:.0} MiB before), enqueue {}/s ({} µs CPU each), drain {}/s ({} µs CPU each), file {} MiB",
             v["open_s"].as_f64().unwrap_or(0.0),
             mib(&v, "rss_after_open"),
             mib(&v, "rss_peak_open"),
             mib(&v, "rss_before"),
             v["enqueue_per_s"],
+            v["enqueue_cpu_us"],
             v["drain_per_s"],
+            v["drain_cpu_us"],
             file_size(path) >> 20,
         );
     }
@@ -314,14 +362,14 @@ async fn sweep_run(
     rate: u64,
     ttl: Duration,
     duration: Duration,
-) -> AnyResult<(Vec<(u64, u64, u64)>, Duration, u64)> {
+) -> AnyResult<(Vec<(u64, u64, u64)>, Vec<Duration>, u64)> {
     let store = DiskStore::open(path)?;
     let expired = store.metrics().expired("dedup");
     let tick = Duration::from_millis(10);
     let per_tick = (rate / 100).max(1);
     let started = Instant::now();
     let mut samples = Vec::new();
-    let mut slowest = Duration::ZERO;
+    let mut took = Vec::new();
     let mut i = 0u64;
     let mut next = Instant::now();
     let mut second = 1;
@@ -341,7 +389,7 @@ async fn sweep_run(
             }));
         }
         for c in calls {
-            slowest = slowest.max(c.await?);
+            took.push(c.await?);
         }
         if started.elapsed() >= Duration::from_secs(second) {
             samples.push((second, file_size(path) >> 20, expired.get()));
@@ -350,7 +398,8 @@ async fn sweep_run(
         next += tick;
         tokio::time::sleep_until(next.into()).await;
     }
-    Ok((samples, slowest, i))
+    took.sort_unstable();
+    Ok((samples, took, i))
 }
 
 async fn sweep(args: &[String], dir: &Path) -> AnyResult<()> {
@@ -363,16 +412,23 @@ async fn sweep(args: &[String], dir: &Path) -> AnyResult<()> {
         ("nothing expires", Duration::from_secs(3600)),
     ] {
         let path = dir.join(format!("sweep-{}.db", keep.as_secs()));
-        let (samples, slowest, written) = sweep_run(&path, rate, keep, duration).await?;
+        let (samples, took, written) = sweep_run(&path, rate, keep, duration).await?;
+        let at = |q: f64| {
+            took.get(((took.len() as f64 * q) as usize).min(took.len().saturating_sub(1)))
+                .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        };
         let sizes: Vec<String> = samples
             .iter()
             .map(|(s, mib, _)| format!("{s}s:{mib}"))
             .collect();
         let expired = samples.last().map_or(0, |s| s.2);
         println!(
-            "  {name:<16}: {written} written, {expired} expired; file MiB by second {}; slowest claim {:.1} ms",
+            "  {name:<16}: {written} written, {expired} expired; file MiB by second {}; claims p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, slowest {:.1} ms",
             sizes.join(" "),
-            slowest.as_secs_f64() * 1000.0
+            at(0.5),
+            at(0.99),
+            at(0.999),
+            at(1.0)
         );
     }
     Ok(())
@@ -380,7 +436,7 @@ async fn sweep(args: &[String], dir: &Path) -> AnyResult<()> {
 
 async fn sizes(args: &[String], dir: &Path) -> AnyResult<()> {
     let n: u64 = arg(args, "--records", 1_000_000);
-    println!("sizes: {n} dedup records (a 36-byte event ID, a 16-character fingerprint)");
+    println!("sizes: {n} dedup records (a 25-byte event ID, a 16-character fingerprint)");
     let mem = MemoryStore::with_max_records(usize::try_from(n)?.saturating_add(1));
     let before = rss().0;
     for i in 0..n {
