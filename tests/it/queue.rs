@@ -351,12 +351,17 @@ async fn each_delivered_once(up: &Upstream, ids: &[String]) {
 
 /// A tmpfs of `size` mounted at a fresh folder, unmounted on drop; `None` where this
 /// machine does not let the tests mount one (they need root).
-struct SmallDisk {
+pub struct SmallDisk {
     dir: tempfile::TempDir,
 }
 
 impl SmallDisk {
-    fn mount(size: &str) -> Option<Self> {
+    /// Its mount point.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    pub fn mount(size: &str) -> Option<Self> {
         let dir = tempfile::tempdir().ok()?;
         let ok = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -722,7 +727,7 @@ async fn a_retry_after_pauses_a_rate_limited_route() {
 
 /// Fills the filesystem of `dir` to its last byte with a file of its own (another
 /// process's data, as far as the gateway can tell); returns the file.
-fn fill_to_the_last_byte(dir: &std::path::Path) -> std::path::PathBuf {
+pub fn fill_to_the_last_byte(dir: &std::path::Path) -> std::path::PathBuf {
     use std::io::Write as _;
     let path = dir.join("filler");
     let mut f = std::fs::File::create(&path).expect("filler");
