@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo bench --bench store -- backlog [--events 1000000] [--attempts 3] [--body 1024]
+//!                                       [--acks 50000] [--repeat 1] [--dir D]
 //! cargo bench --bench store -- sweep [--rate 5000] [--ttl 2s] [--duration 30s]
 //! cargo bench --bench store -- sizes [--records 1000000]
 //! ```
@@ -20,7 +21,7 @@
 //!
 //! Every mode stops by itself. Run by `cargo test` (which passes no `--bench`), it runs
 //! tiny versions of the three, so it keeps building and working. Internal mode: `open
-//! PATH EVENTS` (the restart, in a process of its own).
+//! PATH EVENTS ACKS` (the restart, in a process of its own).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -237,7 +238,7 @@ fn all_dead(store: &DiskStore, n: u64) -> bool {
 }
 
 /// The restart, in this (fresh) process: open, then serve a while.
-async fn open_mode(path: &Path, events: u64) -> AnyResult<()> {
+async fn open_mode(path: &Path, events: u64, acks: u64) -> AnyResult<()> {
     let before = rss().0;
     // The parent's writer thread lets go of the file a moment after its store.
     let mut tries = 0;
@@ -257,10 +258,10 @@ async fn open_mode(path: &Path, events: u64) -> AnyResult<()> {
     // Acknowledgements on this store, and the CPU each took (steadier than the rate
     // on a machine whose cores other processes also use).
     let cpu0 = cpu();
-    let enqueue_rate = enqueue(&store, "n", 50_000, 1024, 64).await?;
-    let enqueue_cpu_us = (cpu() - cpu0).as_secs_f64() * 1e6 / 50_000.0;
+    let enqueue_rate = enqueue(&store, "n", acks, 1024, 64).await?;
+    let enqueue_cpu_us = (cpu() - cpu0).as_secs_f64() * 1e6 / acks.max(1) as f64;
     // Drain: the oldest events, taken and delivered.
-    let drain = events.min(50_000);
+    let drain = events.min(acks);
     let cpu0 = cpu();
     let (drained, drain_rate) = take_and_finish(
         &store,
@@ -278,12 +279,14 @@ async fn open_mode(path: &Path, events: u64) -> AnyResult<()> {
     Ok(())
 }
 
-/// Runs `open PATH EVENTS` in a fresh process: a restart.
-fn restart(path: &Path, events: u64) -> AnyResult<serde_json::Value> {
+/// Runs `open PATH EVENTS ACKS` in a fresh process: a restart, then `ACKS` enqueues
+/// and as many deliveries drained.
+fn restart(path: &Path, events: u64, acks: u64) -> AnyResult<serde_json::Value> {
     let out = std::process::Command::new(std::env::current_exe()?)
         .arg("open")
         .arg(path)
         .arg(events.to_string())
+        .arg(acks.to_string())
         .stderr(std::process::Stdio::inherit())
         .output()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -304,6 +307,7 @@ async fn backlog(args: &[String], dir: &Path) -> AnyResult<()> {
     let body: usize = arg(args, "--body", 1024);
     let small_n = (n / 20).clamp(1, 50_000);
     let repeat: usize = arg(args, "--repeat", 1);
+    let acks: u64 = arg(args, "--acks", 50_000);
     println!("backlog: {n} events of {body} B, {attempts} attempts each");
     // `--dir D` keeps the files in D (and reuses them: a later run only measures).
     let dir = args
@@ -337,7 +341,7 @@ async fn backlog(args: &[String], dir: &Path) -> AnyResult<()> {
     for (name, path, events) in (0..repeat).flat_map(|_| runs.iter()) {
         let copy = dir.join("measured.db");
         std::fs::copy(path, &copy)?;
-        let v = restart(&copy, *events)?;
+        let v = restart(&copy, *events, acks)?;
         std::fs::remove_file(&copy)?;
         println!(
             "  {name:<14} ({events} waiting): restart {:.2} s, RSS after open {:.0} MiB (peak {:.0} MiB, {:.0} MiB before), enqueue {}/s ({} µs CPU each), drain {}/s ({} µs CPU each), file {} MiB",
@@ -498,14 +502,15 @@ fn main() -> AnyResult<()> {
     if args.get(1).is_some_and(|a| a == "open") {
         let path = PathBuf::from(args.get(2).cloned().unwrap_or_default());
         let events = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(0);
-        return rt.block_on(open_mode(&path, events));
+        let acks = args.get(4).and_then(|v| v.parse().ok()).unwrap_or(50_000);
+        return rt.block_on(open_mode(&path, events, acks));
     }
     let dir = tempfile::tempdir()?;
     if !args.iter().any(|a| a == "--bench") {
         // Smoke mode under `cargo test`.
         let smoke = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         rt.block_on(backlog(
-            &smoke(&["--events", "200", "--attempts", "2"]),
+            &smoke(&["--events", "200", "--attempts", "2", "--acks", "200"]),
             dir.path(),
         ))?;
         rt.block_on(sweep(
