@@ -227,6 +227,39 @@ pub struct ResultLabel {
     pub result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabel {
+    pub table: String,
+}
+
+/// The store's own metric handles. A store makes them when it opens (its writer thread
+/// counts on them), and [`Metrics::register_store`] registers them, so that they are
+/// exported from the start; a store that has nothing to count leaves them at 0.
+#[derive(Clone, Debug, Default)]
+pub struct StoreMetrics {
+    /// Writes (a commit or a flush) the store could not make, such as on a full disk.
+    pub write_failures: Counter,
+    /// 1 while queue deliveries are held back because attempt results cannot be made
+    /// durable (the disk store, after a failed write, until it writes again).
+    pub deliveries_held: Gauge<i64, AtomicI64>,
+    /// Expired records deleted, by table.
+    pub expired: Family<TableLabel, Counter>,
+    /// New claims and events refused because the store is full (`store.min_free_space`
+    /// on disk, `store.max_records` in memory).
+    pub refused_full: Counter,
+}
+
+impl StoreMetrics {
+    /// The counter of expired records of `table`.
+    pub fn expired(&self, table: &str) -> Counter {
+        self.expired
+            .get_or_create(&TableLabel {
+                table: table.to_owned(),
+            })
+            .clone()
+    }
+}
+
 fn latency() -> Histogram {
     // 0.5 ms … ~16 s
     Histogram::new(exponential_buckets(0.0005, 2.0, 16))
@@ -493,6 +526,30 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Registers the store's metrics (see [`StoreMetrics`]); called once, at start.
+    pub fn register_store(&mut self, store: &StoreMetrics) {
+        self.registry.register(
+            "store_write_failures",
+            "Store writes (commits, flushes) that failed, such as on a full disk",
+            store.write_failures.clone(),
+        );
+        self.registry.register(
+            "queue_deliveries_held",
+            "1 while queue deliveries are held back because attempt results cannot be made durable (disk store)",
+            store.deliveries_held.clone(),
+        );
+        self.registry.register(
+            "store_expired",
+            "Expired records deleted by the store, by table",
+            store.expired.clone(),
+        );
+        self.registry.register(
+            "store_refused_full",
+            "New claims and events refused because the store is full (store.min_free_space, store.max_records)",
+            store.refused_full.clone(),
+        );
     }
 
     /// The handles of one route (created on first use).

@@ -176,6 +176,9 @@ pub struct StoreConfig {
     /// Disk store: below this much free space on its filesystem, new claims and events
     /// are refused (503) so that what is stored can still be settled and delivered.
     pub min_free_space: u64,
+    /// Memory store: at this many records, new claims are refused (503) until records
+    /// expire; a live record is never evicted.
+    pub max_records: usize,
 }
 
 /// One validated `[[routes]]` entry.

@@ -65,6 +65,7 @@ pub(super) struct RawStore {
     pub url: Option<Spanned<String>>,
     pub path: Option<Spanned<String>>,
     pub min_free_space: Option<Spanned<String>>,
+    pub max_records: Option<Spanned<i64>>,
     pub cluster: Option<Spanned<Vec<Spanned<String>>>>,
     pub tls_ca: Option<Spanned<String>>,
     pub sentinel: Option<Spanned<Vec<Spanned<String>>>>,

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -46,13 +47,30 @@ impl Shard {
         self.map.get(key).filter(|e| e.live(now))
     }
 
-    fn put(&mut self, key: &str, entry: Entry, now: Instant) {
+    fn put(&mut self, key: &str, entry: Entry, now: Instant, stored: &AtomicUsize) {
         self.writes += 1;
         if self.writes >= SWEEP_EVERY {
             self.writes = 0;
-            self.map.retain(|_, e| e.live(now));
+            self.sweep(now, stored);
         }
-        self.map.insert(key.into(), entry);
+        if self.map.insert(key.into(), entry).is_none() {
+            stored.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn remove(&mut self, key: &str, stored: &AtomicUsize) -> Option<Entry> {
+        let e = self.map.remove(key);
+        if e.is_some() {
+            stored.fetch_sub(1, Ordering::Relaxed);
+        }
+        e
+    }
+
+    /// Drops the expired entries.
+    fn sweep(&mut self, now: Instant, stored: &AtomicUsize) {
+        let before = self.map.len();
+        self.map.retain(|_, e| e.live(now));
+        stored.fetch_sub(before - self.map.len(), Ordering::Relaxed);
     }
 }
 
@@ -60,6 +78,14 @@ impl Shard {
 struct Inner {
     shards: Vec<Mutex<Shard>>,
     hasher: RandomState,
+    metrics: crate::telemetry::StoreMetrics,
+    /// Entries in the maps, expired ones not yet swept included.
+    stored: AtomicUsize,
+    /// At this many entries, a new claim is refused: the store never evicts a live
+    /// record (that would let a duplicate through), so memory is bounded by refusing.
+    max: usize,
+    /// When every shard was last swept to make room (at most once a second).
+    swept_all_at: Mutex<Option<Instant>>,
 }
 
 /// An in-process store.
@@ -75,14 +101,88 @@ impl Default for MemoryStore {
 }
 
 impl MemoryStore {
-    /// An empty store.
+    /// Records the store keeps at most unless told (`store.max_records`).
+    pub const DEFAULT_MAX_RECORDS: usize = 1_000_000;
+
+    /// An empty store of at most [`Self::DEFAULT_MAX_RECORDS`] records.
     pub fn new() -> Self {
+        Self::with_max_records(Self::DEFAULT_MAX_RECORDS)
+    }
+
+    /// An empty store that refuses new claims at `max` records (503, as a disk store
+    /// below its free-space reserve does), until records expire.
+    pub fn with_max_records(max: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
                 shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
                 hasher: RandomState::new(),
+                metrics: crate::telemetry::StoreMetrics::default(),
+                stored: AtomicUsize::new(0),
+                max,
+                swept_all_at: Mutex::new(None),
             }),
         }
+    }
+
+    fn full(&self) -> bool {
+        self.inner.stored.load(Ordering::Relaxed) >= self.inner.max
+    }
+
+    /// Sweeps every shard, at most once a second: room for new claims is made only
+    /// from expired records.
+    fn sweep_all(&self, now: Instant) {
+        {
+            let mut at = self
+                .inner
+                .swept_all_at
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if at.is_some_and(|t| now.duration_since(t) < Duration::from_secs(1)) {
+                return;
+            }
+            *at = Some(now);
+        }
+        for shard in &self.inner.shards {
+            shard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .sweep(now, &self.inner.stored);
+        }
+    }
+
+    /// Claims `key` in its locked shard if it holds no live record and there is room
+    /// (a new key) or the key's expired entry is replaced; `None`: no room.
+    fn try_claim(
+        &self,
+        shard: &mut Shard,
+        key: &DedupKey,
+        fingerprint: &str,
+        lease: Duration,
+        now: Instant,
+    ) -> Option<Claim> {
+        if let Some(e) = shard.live(key.as_str(), now) {
+            return Some(e.record.as_existing());
+        }
+        if self.full() && !shard.map.contains_key(key.as_str()) {
+            return None;
+        }
+        let token = Token::random();
+        let record = Record::in_flight(&token, fingerprint);
+        shard.put(
+            key.as_str(),
+            Entry {
+                record,
+                expires_at: now + lease,
+            },
+            now,
+            &self.inner.stored,
+        );
+        Some(Claim::Claimed(token))
+    }
+
+    /// The store's metric handles.
+    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+        self.inner.metrics.clone()
     }
 
     fn shard(&self, key: &DedupKey) -> MutexGuard<'_, Shard> {
@@ -125,21 +225,27 @@ impl DedupStore for MemoryStore {
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         let now = Instant::now();
-        let mut shard = self.shard(key);
-        if let Some(e) = shard.live(key.as_str(), now) {
-            return Ok(e.record.as_existing());
+        {
+            let mut shard = self.shard(key);
+            if let Some(claim) = self.try_claim(&mut shard, key, fingerprint, lease, now) {
+                return Ok(claim);
+            }
+            shard.sweep(now, &self.inner.stored);
+            if let Some(claim) = self.try_claim(&mut shard, key, fingerprint, lease, now) {
+                return Ok(claim);
+            }
         }
-        let token = Token::random();
-        let record = Record::in_flight(&token, fingerprint);
-        shard.put(
-            key.as_str(),
-            Entry {
-                record,
-                expires_at: now + lease,
-            },
-            now,
-        );
-        Ok(Claim::Claimed(token))
+        // Not with a shard's lock held: sweeping locks each shard in turn.
+        self.sweep_all(now);
+        let mut shard = self.shard(key);
+        if let Some(claim) = self.try_claim(&mut shard, key, fingerprint, lease, now) {
+            return Ok(claim);
+        }
+        self.inner.metrics.refused_full.inc();
+        Err(StoreError::Backend(format!(
+            "the memory store is full: {} records (store.max_records); new deliveries are refused until records expire",
+            self.inner.max
+        )))
     }
 
     async fn complete(
@@ -162,6 +268,8 @@ impl DedupStore for MemoryStore {
             // record the effect so later copies are duplicates.
             None => {}
         }
+        // Never refused: the record of an effect already applied (in place of the
+        // claim's, but for a lease that ran out and was swept).
         let done = Record::done(token, fingerprint);
         shard.put(
             key.as_str(),
@@ -170,6 +278,7 @@ impl DedupStore for MemoryStore {
                 expires_at: now + ttl,
             },
             now,
+            &self.inner.stored,
         );
         Ok(Settled::Applied)
     }
@@ -185,7 +294,7 @@ impl DedupStore for MemoryStore {
         match shard.live(key.as_str(), now).map(|e| &e.record) {
             None => Ok(Settled::Applied),
             Some(Record::InFlight { token: t, .. }) if t == token.as_str() => {
-                shard.map.remove(key.as_str());
+                shard.remove(key.as_str(), &self.inner.stored);
                 Ok(Settled::Applied)
             }
             Some(_) => Ok(Settled::NotOwner),
@@ -195,7 +304,9 @@ impl DedupStore for MemoryStore {
     async fn forget(&self, key: &DedupKey) -> Result<bool, StoreError> {
         let now = Instant::now();
         let mut shard = self.shard(key);
-        Ok(shard.map.remove(key.as_str()).is_some_and(|e| e.live(now)))
+        Ok(shard
+            .remove(key.as_str(), &self.inner.stored)
+            .is_some_and(|e| e.live(now)))
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
@@ -213,6 +324,42 @@ impl DedupStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn at_its_bound_new_claims_are_refused_until_records_expire() {
+        let s = MemoryStore::with_max_records(100);
+        for i in 0..90 {
+            let k = DedupKey::new("t:", "r", &format!("long{i}"));
+            assert!(matches!(
+                s.claim(&k, "fp", Duration::from_secs(60)).await,
+                Ok(Claim::Claimed(_))
+            ));
+        }
+        for i in 0..10 {
+            let k = DedupKey::new("t:", "r", &format!("short{i}"));
+            assert!(matches!(
+                s.claim(&k, "fp", Duration::from_millis(50)).await,
+                Ok(Claim::Claimed(_))
+            ));
+        }
+        let k = DedupKey::new("t:", "r", "one_more");
+        assert!(s.claim(&k, "fp", Duration::from_secs(60)).await.is_err());
+        assert_eq!(s.metrics().refused_full.get(), 1);
+        // A copy of a stored event is still answered, and every live record kept.
+        let held = DedupKey::new("t:", "r", "long0");
+        assert!(matches!(
+            s.claim(&held, "fp", Duration::from_secs(60)).await,
+            Ok(Claim::InFlight)
+        ));
+        assert_eq!(s.len(), 100);
+        // Expired records make room (a sweep of every shard, at most once a second).
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        assert!(matches!(
+            s.claim(&k, "fp", Duration::from_secs(60)).await,
+            Ok(Claim::Claimed(_))
+        ));
+        assert_eq!(s.len(), 91);
+    }
 
     #[tokio::test]
     async fn expired_entries_are_swept_by_later_writes() {

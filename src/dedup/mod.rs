@@ -241,7 +241,7 @@ impl Store {
     pub fn connect(cfg: &crate::config::StoreConfig) -> anyhow::Result<Self> {
         use crate::config::Backend;
         Ok(match &cfg.backend {
-            Backend::Memory => Self::Memory(MemoryStore::new()),
+            Backend::Memory => Self::Memory(MemoryStore::with_max_records(cfg.max_records)),
             Backend::Disk { path } => Self::Disk(DiskStore::open_with(path, cfg.min_free_space)?),
             Backend::Redis { url } => Self::Redis(RedisStore::with_options(
                 url,
@@ -259,6 +259,17 @@ impl Store {
                 Self::Redis(RedisStore::new_cluster(urls, cfg.timeout)?)
             }
         })
+    }
+}
+
+impl Store {
+    /// The store's metric handles, to register at start.
+    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+        match self {
+            Store::Memory(s) => s.metrics(),
+            Store::Disk(s) => s.metrics(),
+            Store::Redis(_) => crate::telemetry::StoreMetrics::default(),
+        }
     }
 }
 

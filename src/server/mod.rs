@@ -375,7 +375,8 @@ impl AppState {
 impl AppState {
     /// Builds the state on a given store.
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
-        let metrics = Metrics::new();
+        let mut metrics = Metrics::new();
+        metrics.register_store(&store.metrics());
         let policy = match &store {
             Store::Redis(_) => eviction::Policy::Unknown,
             Store::Memory(_) | Store::Disk(_) => eviction::Policy::NotRedis,

@@ -672,10 +672,13 @@ async fn chaos_three_replicas_on_a_cluster_lose_a_primary() {
 }
 
 /// Where a queue scenario keeps its queue.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 enum QueueOn {
     Redis,
     Disk,
+    /// The disk store in this folder (a small filesystem of its own), with a free-space
+    /// reserve of 1 MiB.
+    DiskIn(std::path::PathBuf),
 }
 
 /// Counts for queue routes: the provider is answered at once, so what matters is what
@@ -710,6 +713,10 @@ async fn queue_scenario(
         QueueOn::Disk => format!(
             "backend = \"disk\"\npath = \"{}\"",
             dir.path().join("queue.db").display()
+        ),
+        QueueOn::DiskIn(folder) => format!(
+            "backend = \"disk\"\npath = \"{}\"\nmin_free_space = \"1MiB\"",
+            folder.join("queue.db").display()
         ),
     };
     let mut gateways: Vec<Gateway> = (0..replicas)
@@ -875,6 +882,35 @@ async fn chaos_queue_routes_when_a_gateway_is_sigkilled() {
     .await;
     // 16 in flight, and what 16 workers can finish in 50 ms against a local upstream.
     assert!(c.duplicate_effects <= 64, "{} repeats", c.duplicate_effects);
+}
+
+/// The only gateway, on the disk store, while another process takes its filesystem's
+/// last byte for 2 s mid-run: new events are refused (the provider retries), deliveries
+/// are held back, and none is delivered again after its 2xx once space is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_queue_routes_when_the_disk_fills_up() {
+    let Some(disk) = crate::queue::SmallDisk::mount("32m") else {
+        eprintln!("SKIPPED: mounting a small tmpfs needs root; this test runs in CI");
+        return;
+    };
+    let folder = disk.path().to_path_buf();
+    let c = queue_scenario(
+        "the disk store's filesystem filled to its last byte for 2 s",
+        Faults {
+            fail: 0.1,
+            ..Faults::default()
+        },
+        1,
+        QueueOn::DiskIn(folder.clone()),
+        async |_, _| {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let filler = crate::queue::fill_to_the_last_byte(&folder);
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            std::fs::remove_file(filler).expect("free the space");
+        },
+    )
+    .await;
+    assert_eq!(c.duplicate_effects, 0, "delivered again after a 2xx");
 }
 
 /// Fan-out under faults: one route, two destinations with faults of their own, two

@@ -662,3 +662,28 @@ async fn a_request_over_request_timeout_gets_503_and_its_forward_still_settles()
     assert_eq!(up.count_for("evt_deadline"), 1);
     gw.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_memory_store_refuses_new_deliveries_with_503_and_keeps_every_record() {
+    let up = Upstream::start().await;
+    let store = crate::support::store_toml(None, "max_records = 3");
+    let gw = TestGateway::start(&stripe_config(&up, &store, "")).await;
+    for i in 0..3 {
+        let id = format!("evt_mem_{i}");
+        let r = gw.deliver("stripe", &stripe_body(&id), &id).await;
+        assert_eq!((r.status, r.outcome()), (200, "forwarded"), "{}", r.body);
+    }
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_mem_3"), "evt_mem_3")
+        .await;
+    assert_eq!((r.status, r.outcome()), (503, "store_error"), "{}", r.body);
+    assert!(r.header("retry-after").is_some(), "503 says when to retry");
+    // The records it holds are not evicted: copies are still duplicates.
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_mem_0"), "evt_mem_0")
+        .await;
+    assert_eq!((r.status, r.outcome()), (200, "duplicate"), "{}", r.body);
+    assert_eq!(up.effects(), 3);
+    assert_eq!(gw.metric("hookgate_store_refused_full_total").await, 1.0);
+    gw.stop().await;
+}

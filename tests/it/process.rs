@@ -188,6 +188,12 @@ impl Gateway {
         Self { child, port }
     }
 
+    /// A gateway process started by the caller, once it listens on `port`.
+    pub fn adopt(child: Child, port: u16) -> Self {
+        wait_listening(port, "gateway");
+        Self { child, port }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }

@@ -353,12 +353,17 @@ async fn each_delivered_once(up: &Upstream, ids: &[String]) {
 
 /// A tmpfs of `size` mounted at a fresh folder, unmounted on drop; `None` where this
 /// machine does not let the tests mount one (they need root).
-struct SmallDisk {
+pub struct SmallDisk {
     dir: tempfile::TempDir,
 }
 
 impl SmallDisk {
-    fn mount(size: &str) -> Option<Self> {
+    /// Its mount point.
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    pub fn mount(size: &str) -> Option<Self> {
         let dir = tempfile::tempdir().ok()?;
         let ok = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -728,6 +733,80 @@ async fn a_retry_after_pauses_a_rate_limited_route() {
     assert!(
         gap >= Duration::from_millis(1800),
         "the other events waited for the upstream's Retry-After: {gap:?}"
+    );
+    gw.stop().await;
+}
+
+/// Fills the filesystem of `dir` to its last byte with a file of its own (another
+/// process's data, as far as the gateway can tell); returns the file.
+pub fn fill_to_the_last_byte(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write as _;
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).expect("filler");
+    for chunk in [1 << 20, 64 << 10, 4 << 10, 512, 1] {
+        let block = vec![0u8; chunk];
+        while f.write_all(&block).is_ok() {}
+    }
+    let _ = f.sync_all();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_filled_to_the_last_byte_holds_deliveries_back_instead_of_repeating_them() {
+    let Some(disk) = SmallDisk::mount("24m") else {
+        eprintln!("SKIPPED: mounting a small tmpfs needs root; this test runs in CI");
+        return;
+    };
+    let up = Upstream::start().await;
+    up.set_status(503);
+    up.set_delay(Duration::from_millis(20));
+    let config = queue_config(&up, disk.dir.path(), FAST, "concurrency = 8")
+        .replace("[store]\n", "[store]\nmin_free_space = \"1MiB\"\n");
+    let gw = TestGateway::start(&config).await;
+    let ids: Vec<String> = (0..300).map(|i| format!("evt_fill_{i}")).collect();
+    for id in &ids {
+        let r = gw.deliver("stripe", &stripe_body(id), id).await;
+        assert_eq!(r.outcome(), "queued", "{}", r.body);
+    }
+    // Deliveries run while another writer takes the filesystem's last byte.
+    up.set_status(200);
+    assert!(eventually(Duration::from_secs(10), || up.effects() >= 20).await);
+    let filler = fill_to_the_last_byte(disk.dir.path());
+    let failures_before = gw.metric("hookgate_store_write_failures_total").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let repeated: Vec<&String> = ids.iter().filter(|id| up.effects_for(id) > 1).collect();
+    assert!(
+        repeated.is_empty(),
+        "no event is delivered again after its 2xx: {} were ({:?}…)",
+        repeated.len(),
+        repeated.first()
+    );
+    // The writer waits between attempts instead of spinning on the failing write.
+    let failures = gw.metric("hookgate_store_write_failures_total").await - failures_before;
+    assert!(failures >= 1.0, "the store did run out of space");
+    assert!(
+        failures < 40.0,
+        "failed writes in 4 s of a full disk: {failures}"
+    );
+    // Space back: everything is delivered, each event once.
+    std::fs::remove_file(&filler).expect("free the space");
+    assert!(
+        eventually(Duration::from_secs(30), || ids
+            .iter()
+            .all(|id| up.effects_for(id) >= 1))
+        .await,
+        "every event is delivered once space is back: {} of {}",
+        ids.iter().filter(|id| up.effects_for(id) >= 1).count(),
+        ids.len()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for id in &ids {
+        assert_eq!(up.effects_for(id), 1, "{id} delivered once");
+    }
+    assert_eq!(
+        gw.metric("hookgate_queue_deliveries_held").await,
+        0.0,
+        "nothing held back any more"
     );
     gw.stop().await;
 }

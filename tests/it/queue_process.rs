@@ -542,3 +542,69 @@ async fn per_key_order_survives_a_kill_9_on_redis() {
     );
     per_key_order_survives_a_kill_9(&cfg, port, &up).await;
 }
+
+/// libfaketime's preload library, where Debian's `libfaketime` package puts it.
+const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wall_clock_stepping_back_an_hour_delays_no_retry_nor_key_line_on_the_disk_store() {
+    if !std::path::Path::new(LIBFAKETIME).exists() {
+        eprintln!("SKIPPED: libfaketime is not installed (tests/run installs it)");
+        return;
+    }
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let text = disk_queue(
+        port,
+        admin,
+        &up,
+        "order_by = \"json:/data/object/customer\"\nrate_limit = \"1/s\"",
+    )
+    .replace(
+        "retry = { initial = \"100ms\", max_delay = \"300ms\" }",
+        "retry = { initial = \"2s\", max_delay = \"2s\" }",
+    );
+    let cfg = write_config(&dir, &text);
+    // The gateway's wall clock is read from this file at every call; its monotonic
+    // clock is the real one.
+    let clock = dir.path().join("faketime");
+    std::fs::write(&clock, "+0\n").expect("clock");
+    let child = Command::new(BIN)
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .env("RUST_LOG", "warn")
+        .env("LD_PRELOAD", LIBFAKETIME)
+        .env("FAKETIME_TIMESTAMP_FILE", &clock)
+        .env("FAKETIME_NO_CACHE", "1")
+        .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn hookgate");
+    let gw = Gateway::adopt(child, port);
+    // Two events of one customer: the second waits in the key's line behind the first,
+    // whose first attempt fails and is retried 2 s later.
+    up.set_status_for("evt_clock_1", Some(503));
+    for id in ["evt_clock_1", "evt_clock_2"] {
+        let body = format!(
+            r#"{{"id":"{id}","object":"event","type":"invoice.paid","data":{{"object":{{"customer":"cus_1"}}}}}}"#
+        );
+        let r = post(&gw.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!((r.status, r.outcome()), (200, "queued"), "{}", r.body);
+    }
+    assert!(eventually(Duration::from_secs(10), || up.count_for("evt_clock_1") >= 1).await);
+    // The wall clock steps back an hour after the failed attempt.
+    std::fs::write(&clock, "-3600\n").expect("step the clock");
+    up.set_status_for("evt_clock_1", None);
+    assert!(
+        eventually(Duration::from_secs(15), || up.effects_for("evt_clock_1")
+            == 1
+            && up.effects_for("evt_clock_2") == 1)
+        .await,
+        "the retry, then the next event of the key, arrive within seconds: {} attempts of the first, {} of the second",
+        up.count_for("evt_clock_1"),
+        up.count_for("evt_clock_2")
+    );
+    drop(gw);
+}

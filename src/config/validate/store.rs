@@ -161,6 +161,19 @@ impl Validator<'_> {
                 }
             }
         };
+        if let (Some(n), false) = (&st.max_records, matches!(backend, Backend::Memory)) {
+            self.err(
+                n,
+                "store.max_records",
+                "is only used with backend = \"memory\"",
+            );
+        }
+        let max_records = self.count(
+            &st.max_records,
+            "store.max_records",
+            crate::dedup::MemoryStore::DEFAULT_MAX_RECORDS,
+            1,
+        );
         let store = StoreConfig {
             backend,
             key_prefix: st.key_prefix.unwrap_or_else(|| "hookgate:".into()),
@@ -204,6 +217,7 @@ impl Validator<'_> {
             ),
             allow_eviction: st.allow_eviction.unwrap_or(false),
             min_free_space,
+            max_records,
         };
         if let (
             Some(n),

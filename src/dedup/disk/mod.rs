@@ -46,9 +46,19 @@ const BATCH: usize = 512;
 const QUEUE: usize = 16_384;
 /// How long an idle writer leaves a commit without an fsync before flushing it.
 const FLUSH_AFTER: Duration = Duration::from_millis(50);
-/// How often expired records are deleted, and how many at most each time.
-const SWEEP_EVERY: Duration = Duration::from_secs(60);
-const SWEEP_MAX: usize = 10_000;
+/// `(expiry, tag + key)` of every record that expires: the sweep reads the expired
+/// ones first, in order, instead of scanning the tables. Tag `d`: a dedup record;
+/// `s`: a queue status. A record rewritten with another expiry (a claim completed),
+/// or deleted, leaves its old entry behind: the sweep checks the record and drops a
+/// stale entry without touching it.
+const EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("expiry");
+/// Expired records the sweep deletes at most per step. A step runs inside a batch's
+/// transaction (or, idle, in one of its own) whenever the last one found more, or
+/// [`SWEEP_CHECK`] has passed: small steps keep a batch's wait behind the sweep short,
+/// and one per batch keeps up with any write rate the writer sustains.
+const SWEEP_STEP: usize = 256;
+/// How often an idle writer looks for expired records.
+const SWEEP_CHECK: Duration = Duration::from_millis(100);
 
 enum Op {
     Claim {
@@ -111,6 +121,7 @@ struct Shared {
     path: PathBuf,
     /// Below this much free space, new claims and events are refused.
     min_free: u64,
+    metrics: crate::telemetry::StoreMetrics,
 }
 
 impl Shared {
@@ -124,7 +135,7 @@ impl Shared {
 
     /// Closes the handle and opens the file again (redb checks and repairs it). Waits
     /// for readers to let go of the old handle: the file admits one opener.
-    fn reopen(&self) {
+    fn reopen(&self) -> Result<(), StoreError> {
         let old = self
             .db
             .write()
@@ -142,27 +153,25 @@ impl Shared {
                         old = still_shared;
                         std::thread::sleep(Duration::from_millis(1));
                     }
-                    Err(_) => {
-                        tracing::error!(
-                            "disk store: the old handle is still in use; reopening later"
-                        );
-                        return;
+                    Err(still_shared) => {
+                        *self
+                            .db
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                            Some(still_shared);
+                        return Err(StoreError::Backend(
+                            "the old handle of the file is still in use".into(),
+                        ));
                     }
                 }
             }
         }
-        match open_file(&self.path) {
-            Ok(db) => {
-                tracing::warn!(path = %self.path.display(), "disk store: the file was reopened after an I/O error");
-                *self
-                    .db
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(db));
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "disk store: cannot reopen the file; trying again with the next operation");
-            }
-        }
+        let db = open_file(&self.path).map_err(|e| backend(format!("reopening the file: {e}")))?;
+        *self
+            .db
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(db));
+        Ok(())
     }
 
     /// Whether the file's filesystem has less than `min_free` bytes available.
@@ -226,6 +235,120 @@ fn expiry(now: u64, d: Duration) -> u64 {
     now.saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// Enters a record that expires at `at` in the [`EXPIRY`] index (`tag`: see there).
+fn index_expiry(
+    index: &mut redb::Table<(u64, &str), ()>,
+    at: u64,
+    tag: char,
+    key: &str,
+) -> Result<(), StoreError> {
+    if at == u64::MAX {
+        return Ok(());
+    }
+    let mut k = String::with_capacity(1 + key.len());
+    k.push(tag);
+    k.push_str(key);
+    index.insert((at, k.as_str()), ()).map_err(backend)?;
+    Ok(())
+}
+
+/// The expiry prefix of a stored record (dedup or status).
+fn expiry_of(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?))
+}
+
+/// What one sweep step deleted.
+#[derive(Debug, Default, Clone, Copy)]
+struct Swept {
+    dedup: u64,
+    status: u64,
+    /// The step was full: more may have expired.
+    more: bool,
+}
+
+/// Deletes up to [`SWEEP_STEP`] expired records (and the bodies of expired statuses,
+/// if any are left), in `txn`.
+fn sweep_step(txn: &redb::WriteTransaction, now: u64) -> Result<Swept, StoreError> {
+    let mut index = txn.open_table(EXPIRY).map_err(backend)?;
+    let due: Vec<(u64, String)> = index
+        .iter()
+        .map_err(backend)?
+        .take(SWEEP_STEP)
+        .map_while(Result::ok)
+        .map(|(k, _)| {
+            let (at, key) = k.value();
+            (at, key.to_owned())
+        })
+        .take_while(|(at, _)| *at <= now)
+        .collect();
+    let mut swept = Swept {
+        more: due.len() == SWEEP_STEP,
+        ..Swept::default()
+    };
+    if due.is_empty() {
+        return Ok(swept);
+    }
+    let mut dedup = txn.open_table(DEDUP).map_err(backend)?;
+    let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
+    let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
+    for (at, tagged) in &due {
+        index.remove((*at, tagged.as_str())).map_err(backend)?;
+        match tagged.split_at_checked(1) {
+            Some(("d", key)) => {
+                let expired = dedup
+                    .get(key)
+                    .map_err(backend)?
+                    .is_some_and(|v| expiry_of(v.value()).is_some_and(|e| e <= now));
+                if expired {
+                    dedup.remove(key).map_err(backend)?;
+                    swept.dedup += 1;
+                }
+            }
+            Some(("s", key)) => {
+                // Delivered events' records (an undelivered one never expires); their
+                // bodies went at delivery, and any left over goes too.
+                let expired = status.get(key).map_err(backend)?.and_then(|v| {
+                    expiry_of(v.value())
+                        .filter(|e| *e <= now)
+                        .map(|_| queue::decode_status(v.value()).map_or(0, |(r, _)| r.seq))
+                });
+                if let Some(seq) = expired {
+                    status.remove(key).map_err(backend)?;
+                    if seq != 0 {
+                        events.remove(seq).map_err(backend)?;
+                    }
+                    swept.status += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(swept)
+}
+
+/// Builds the [`EXPIRY`] index of a file written before it existed: once, at open.
+fn build_expiry_index(txn: &redb::WriteTransaction) -> Result<u64, StoreError> {
+    let mut index = txn.open_table(EXPIRY).map_err(backend)?;
+    let mut n = 0;
+    let dedup = txn.open_table(DEDUP).map_err(backend)?;
+    for entry in dedup.iter().map_err(backend)? {
+        let (k, v) = entry.map_err(backend)?;
+        if let Some(at) = expiry_of(v.value()) {
+            index_expiry(&mut index, at, 'd', k.value())?;
+            n += 1;
+        }
+    }
+    let status = txn.open_table(queue::STATUS).map_err(backend)?;
+    for entry in status.iter().map_err(backend)? {
+        let (k, v) = entry.map_err(backend)?;
+        if let Some(at) = expiry_of(v.value()).filter(|at| *at != u64::MAX) {
+            index_expiry(&mut index, at, 's', k.value())?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 impl DiskStore {
     /// Opens (or creates) the database at `path`, creating its folder, with the
     /// default free-space reserve (64 MiB).
@@ -246,11 +369,24 @@ impl DiskStore {
             .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
         // The table exists from the start, so reads never race its creation.
         let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let indexed = txn
+            .list_tables()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .any(|t| redb::TableHandle::name(&t) == redb::TableHandle::name(&EXPIRY));
         for table in [DEDUP, queue::STATUS] {
             txn.open_table(table).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         txn.open_table(queue::EVENTS)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if !indexed {
+            let n = build_expiry_index(&txn).map_err(|e| anyhow::anyhow!("{e}"))?;
+            if n > 0 {
+                tracing::info!(
+                    records = n,
+                    "disk store: indexed the expiry of the records of an older file"
+                );
+            }
+        }
         txn.commit().map_err(|e| anyhow::anyhow!("{e}"))?;
         let index = Arc::new(Mutex::new(queue::Index::load(&db).map_err(|e| {
             anyhow::anyhow!("cannot read the queue of {}: {e}", path.display())
@@ -259,6 +395,12 @@ impl DiskStore {
             db: std::sync::RwLock::new(Some(Arc::new(db))),
             path: path.to_path_buf(),
             min_free,
+            metrics: {
+                let m = crate::telemetry::StoreMetrics::default();
+                // Exported at 0 from the start.
+                let _ = (m.expired("dedup"), m.expired("queue_status"));
+                m
+            },
         });
         let (ops, rx) = std::sync::mpsc::sync_channel(QUEUE);
         let (writer_shared, writer_index) = (shared.clone(), index.clone());
@@ -280,6 +422,11 @@ impl DiskStore {
     /// committed without an fsync, and a stopping gateway must not lose them.
     pub async fn flush(&self) -> Result<(), StoreError> {
         self.call(Op::Flush).await.map(|_| ())
+    }
+
+    /// The store's metric handles.
+    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+        self.inner.shared.metrics.clone()
     }
 
     /// The database file.
@@ -333,100 +480,319 @@ impl DiskStore {
     }
 }
 
+/// After a failed write, the writer tries again after this long, doubling each time
+/// up to `RETRY_MAX`: a full disk is not freed in microseconds, and a writer that
+/// retried at once would spin on it.
+const RETRY_FIRST: Duration = Duration::from_millis(20);
+const RETRY_MAX: Duration = Duration::from_secs(2);
+/// While writes keep failing, one summary line at most this often.
+const LOG_EVERY: Duration = Duration::from_secs(5);
+
 /// The writer thread: batches of operations, one transaction and one fsync each.
 fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)>) {
-    let mut last_sweep = Instant::now();
-    // Since when commits without an fsync have been waiting for one: a durable batch
-    // makes them durable, and none may wait longer than FLUSH_AFTER (busy or idle).
-    let mut unsynced_since: Option<Instant> = None;
+    let mut w = Writer {
+        shared,
+        index,
+        unsynced_since: None,
+        unsynced: Vec::new(),
+        trouble: None,
+        sweep_more: true,
+        swept_at: Instant::now(),
+    };
     loop {
-        let wait = unsynced_since.map_or(SWEEP_EVERY, |t| FLUSH_AFTER.saturating_sub(t.elapsed()));
-        let first = match rx.recv_timeout(wait) {
-            Ok(op) => op,
-            Err(RecvTimeoutError::Timeout) => {
-                if let Ok(db) = shared.get() {
-                    if unsynced_since.is_some() {
-                        if flush(&db) {
-                            unsynced_since = None;
-                        }
-                        continue;
-                    }
-                    sweep(&db);
-                }
-                last_sweep = Instant::now();
-                continue;
-            }
+        let first = match rx.recv_timeout(w.wait()) {
+            Ok(op) => Some(op),
+            Err(RecvTimeoutError::Timeout) => None,
             // Every handle is gone: the store was dropped.
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        let mut batch = vec![first];
-        while batch.len() < BATCH {
-            match rx.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
+        let batch = first.map(|first| {
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(op) => batch.push(op),
+                    Err(_) => break,
+                }
             }
-        }
-        let Ok(db) = shared.get() else {
-            reopen(shared, index, &mut unsynced_since);
-            let e = StoreError::Backend("the disk store is reopening its file".into());
-            for (_, answer) in batch {
-                let _ = answer.send(Err(e.clone()));
+            batch
+        });
+        if w.trouble.is_some() && !w.recover() {
+            // Nothing is written until the next try: the operations fail at once.
+            if let Some(batch) = batch {
+                let e = StoreError::Backend(
+                    "the disk store cannot write (a full disk?); it retries on its own".into(),
+                );
+                for (_, answer) in batch {
+                    let _ = answer.send(Err(e.clone()));
+                }
             }
             continue;
+        }
+        match batch {
+            Some(batch) => w.run(batch),
+            None => w.sweep_alone(),
+        }
+        w.flush_if_due();
+    }
+}
+
+/// What the writer thread keeps between batches.
+struct Writer<'a> {
+    shared: &'a Shared,
+    index: &'a Mutex<queue::Index>,
+    /// Since when commits without an fsync have been waiting for one: a durable batch
+    /// makes them durable, and none may wait longer than FLUSH_AFTER (busy or idle).
+    unsynced_since: Option<Instant>,
+    /// The attempt results among those commits ([`queue::Change::Finished`]). A reopen
+    /// rolls the file back to its last durable commit; these are then written again
+    /// before any event is handed out, so that a delivered event never becomes due
+    /// again. Bounded: a flush empties it, and nothing is added while writes fail.
+    unsynced: Vec<queue::Change>,
+    /// Set while writes fail.
+    trouble: Option<Trouble>,
+    /// Whether the last sweep step was full (more records may have expired), and
+    /// when it ran.
+    sweep_more: bool,
+    swept_at: Instant,
+}
+
+/// Writes are failing (a full disk, an I/O error): deliveries are held back, the
+/// writer tries again after a growing wait, and the log gets one line at the start, a
+/// summary at most every [`LOG_EVERY`], and one at the end.
+struct Trouble {
+    since: Instant,
+    failures: u64,
+    /// Failures since the last line logged.
+    unlogged: u64,
+    logged_at: Instant,
+    wait: Duration,
+    next_try: Instant,
+}
+
+impl Writer<'_> {
+    fn index(&self) -> std::sync::MutexGuard<'_, queue::Index> {
+        self.index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How long to wait for the next operation before there is something to do.
+    fn wait(&self) -> Duration {
+        if let Some(t) = &self.trouble {
+            return t.next_try.saturating_duration_since(Instant::now());
+        }
+        let sweep = if self.sweep_more {
+            Duration::ZERO
+        } else {
+            SWEEP_CHECK.saturating_sub(self.swept_at.elapsed())
+        };
+        self.unsynced_since.map_or(sweep, |t| {
+            FLUSH_AFTER.saturating_sub(t.elapsed()).min(sweep)
+        })
+    }
+
+    /// Applies a batch and answers its operations.
+    fn run(&mut self, batch: Vec<(Op, Answer)>) {
+        let db = match self.shared.get() {
+            Ok(db) => db,
+            Err(e) => {
+                for (_, answer) in batch {
+                    let _ = answer.send(Err(e.clone()));
+                }
+                self.failed(&e);
+                return;
+            }
         };
         // New work (a claim, an event) is refused while space is short; settling and
         // delivering what is stored goes on, and frees space as events are delivered.
         let low = batch
             .iter()
             .any(|(op, _)| op.is_new_work())
-            .then(|| shared.low_on_space())
+            .then(|| self.shared.low_on_space())
             .flatten();
         let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
-        match apply(&db, index, &batch, low.map(|free| (free, shared.min_free))) {
-            Ok(replies) => {
+        let mut results = Vec::new();
+        let limits = low.map(|free| (free, self.shared.min_free));
+        let sweep = self.sweep_due();
+        match apply(&db, self.index, &batch, limits, &mut results, sweep) {
+            Ok((replies, swept)) => {
+                if sweep {
+                    self.swept(swept);
+                }
                 if durable {
-                    unsynced_since = None;
+                    self.unsynced_since = None;
+                    self.unsynced.clear();
                 } else {
-                    unsynced_since.get_or_insert_with(Instant::now);
+                    self.unsynced_since.get_or_insert_with(Instant::now);
+                    self.unsynced.append(&mut results);
+                }
+                if low.is_some() {
+                    let refused = batch.iter().filter(|(op, _)| op.is_new_work()).count();
+                    self.shared.metrics.refused_full.inc_by(refused as u64);
                 }
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
                     let _ = answer.send(reply);
                 }
             }
-            Err(e) => {
+            // An unreadable record the batch needed: nothing of it was stored, and
+            // the file is fine.
+            Err(e @ StoreError::Corrupt(_)) => {
                 tracing::error!(error = %e, operations = batch.len(), "the disk store could not commit; nothing of this batch was stored");
                 for (_, answer) in batch {
                     let _ = answer.send(Err(e.clone()));
                 }
-                // A handle that saw an I/O error (a full disk) refuses every later
-                // write until it is opened again.
-                if db.begin_write().is_err() {
-                    drop(db);
-                    reopen(shared, index, &mut unsynced_since);
-                    continue;
+            }
+            Err(e) => {
+                for (_, answer) in batch {
+                    let _ = answer.send(Err(e.clone()));
+                }
+                drop(db);
+                self.failed(&e);
+            }
+        }
+    }
+
+    fn sweep_due(&self) -> bool {
+        self.sweep_more || self.swept_at.elapsed() >= SWEEP_CHECK
+    }
+
+    fn swept(&mut self, swept: Swept) {
+        self.sweep_more = swept.more;
+        self.swept_at = Instant::now();
+        let m = &self.shared.metrics;
+        if swept.dedup > 0 {
+            m.expired("dedup").inc_by(swept.dedup);
+        }
+        if swept.status > 0 {
+            m.expired("queue_status").inc_by(swept.status);
+        }
+    }
+
+    /// A sweep step in a transaction of its own, when no operation is waiting. Not
+    /// fsynced: a deletion lost in a crash is made again (an expired record is absent
+    /// to every call anyway).
+    fn sweep_alone(&mut self) {
+        if !self.sweep_due() {
+            return;
+        }
+        let swept = self.shared.get().and_then(|db| {
+            let mut txn = db.begin_write().map_err(backend)?;
+            txn.set_durability(Durability::None).map_err(backend)?;
+            let swept = sweep_step(&txn, now_ms())?;
+            txn.commit().map_err(backend)?;
+            Ok(swept)
+        });
+        match swept {
+            Ok(swept) => {
+                if swept.dedup + swept.status > 0 {
+                    self.unsynced_since.get_or_insert_with(Instant::now);
+                }
+                self.swept(swept);
+            }
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    /// Flushes commits that waited [`FLUSH_AFTER`] for an fsync.
+    fn flush_if_due(&mut self) {
+        if self.trouble.is_some()
+            || self
+                .unsynced_since
+                .is_none_or(|t| t.elapsed() < FLUSH_AFTER)
+        {
+            return;
+        }
+        let flushed = self.shared.get().and_then(|db| {
+            let txn = db.begin_write().map_err(backend)?;
+            txn.commit().map_err(backend)
+        });
+        match flushed {
+            Ok(()) => {
+                self.unsynced_since = None;
+                self.unsynced.clear();
+            }
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    /// A write failed. Deliveries are held back from now until the writer has written
+    /// again (see [`Writer::recover`]); the next try waits.
+    fn failed(&mut self, e: &StoreError) {
+        self.shared.metrics.write_failures.inc();
+        self.shared.metrics.deliveries_held.set(1);
+        self.index().hold(true);
+        let now = Instant::now();
+        match &mut self.trouble {
+            None => {
+                tracing::error!(error = %e, unsynced_results = self.unsynced.len(), "disk store: a write failed; queue deliveries are held back, and new claims and events refused, until the store can write again (it retries on its own)");
+                self.trouble = Some(Trouble {
+                    since: now,
+                    failures: 1,
+                    unlogged: 0,
+                    logged_at: now,
+                    wait: RETRY_FIRST,
+                    next_try: now + RETRY_FIRST,
+                });
+            }
+            Some(t) => {
+                t.failures += 1;
+                t.unlogged += 1;
+                t.wait = (t.wait * 2).min(RETRY_MAX);
+                t.next_try = now + t.wait;
+                if t.logged_at.elapsed() >= LOG_EVERY {
+                    tracing::warn!(error = %e, failures = t.unlogged, for_secs = t.since.elapsed().as_secs(), "disk store: still cannot write; queue deliveries held back");
+                    t.unlogged = 0;
+                    t.logged_at = now;
                 }
             }
         }
-        if unsynced_since.is_some_and(|t| t.elapsed() >= FLUSH_AFTER) && flush(&db) {
-            unsynced_since = None;
-        }
-        if last_sweep.elapsed() >= SWEEP_EVERY {
-            sweep(&db);
-            last_sweep = Instant::now();
-        }
     }
-}
 
-/// Reopens the file and rebuilds the queue's index from it: commits that were not
-/// fsynced may be gone, and a commit reported as failed may have reached the file.
-fn reopen(shared: &Shared, index: &Mutex<queue::Index>, unsynced_since: &mut Option<Instant>) {
-    shared.reopen();
-    if let Ok(db) = shared.get() {
-        *unsynced_since = None;
-        index
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .reload(&db);
+    /// After failed writes, once the wait is over: reopens the file (a handle that saw
+    /// an I/O error refuses every later write), rebuilds the queue's index from it,
+    /// writes again the attempt results the reopen lost, and lets deliveries go on.
+    /// False while it still cannot write.
+    fn recover(&mut self) -> bool {
+        if self
+            .trouble
+            .as_ref()
+            .is_some_and(|t| Instant::now() < t.next_try)
+        {
+            return false;
+        }
+        let written = self.shared.reopen().and_then(|()| {
+            let db = self.shared.get()?;
+            self.index().reload(&db);
+            // Durable: these results have waited long enough. With none, an empty
+            // commit checks that the file can be written again.
+            let txn = db.begin_write().map_err(backend)?;
+            queue::rewrite(&txn, &self.unsynced)?;
+            txn.commit().map_err(backend)
+        });
+        if let Err(e) = written {
+            self.failed(&e);
+            return false;
+        }
+        {
+            let index = self.index;
+            let mut index = index
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for change in self.unsynced.drain(..) {
+                index.apply(change);
+            }
+            index.hold(false);
+        }
+        self.unsynced_since = None;
+        self.shared.metrics.deliveries_held.set(0);
+        if let Some(t) = self.trouble.take() {
+            tracing::warn!(
+                failures = t.failures,
+                after_secs = t.since.elapsed().as_secs(),
+                "disk store: writes succeed again; queue deliveries go on"
+            );
+        }
+        true
     }
 }
 
@@ -436,7 +802,9 @@ fn apply(
     index: &Mutex<queue::Index>,
     batch: &[(Op, Answer)],
     low_space: Option<(u64, u64)>,
-) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+    unsynced_results: &mut Vec<queue::Change>,
+    sweep: bool,
+) -> Result<(Vec<Result<Reply, StoreError>>, Swept), StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
     // A batch of claims and queue attempt results alone is committed without an
     // fsync: it reaches the disk with the next durable batch, or within FLUSH_AFTER
@@ -446,7 +814,8 @@ fn apply(
     // the event is tried again after a restart (a delivered one with the same
     // Idempotency-Key). What must survive — the done record behind every 2xx a
     // provider got, and every queued event — is fsynced before the answer.
-    if batch.iter().all(|(op, _)| op.may_skip_fsync()) {
+    let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
+    if !durable {
         txn.set_durability(Durability::None).map_err(backend)?;
     }
     let now = now_ms();
@@ -456,6 +825,7 @@ fn apply(
         let mut table = txn.open_table(DEDUP).map_err(backend)?;
         let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
         let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
+        let mut expiries = txn.open_table(EXPIRY).map_err(backend)?;
         for (op, _) in batch {
             if let (Some((free, min)), true) = (low_space, op.is_new_work()) {
                 replies.push(Err(StoreError::Backend(format!(
@@ -481,6 +851,7 @@ fn apply(
                         &mut table,
                         &mut events,
                         &mut status,
+                        &mut expiries,
                         index,
                         q,
                         now,
@@ -509,9 +880,11 @@ fn apply(
                     None => {
                         let token = Token::random();
                         let record = Record::in_flight(&token, fingerprint);
+                        let at = expiry(now, *lease);
                         table
-                            .insert(key, encode(&record, expiry(now, *lease)).as_slice())
+                            .insert(key, encode(&record, at).as_slice())
                             .map_err(backend)?;
+                        index_expiry(&mut expiries, at, 'd', key)?;
                         Reply::Claim(Claim::Claimed(token))
                     }
                 },
@@ -532,9 +905,11 @@ fn apply(
                     // and nobody claimed since): record the effect.
                     _ => {
                         let done = Record::done(token, fingerprint);
+                        let at = expiry(now, *ttl);
                         table
-                            .insert(key, encode(&done, expiry(now, *ttl)).as_slice())
+                            .insert(key, encode(&done, at).as_slice())
                             .map_err(backend)?;
+                        index_expiry(&mut expiries, at, 'd', key)?;
                         Reply::Settled(Settled::Applied)
                     }
                 },
@@ -555,75 +930,24 @@ fn apply(
             replies.push(Ok(reply));
         }
     }
+    let swept = if sweep {
+        sweep_step(&txn, now)?
+    } else {
+        Swept::default()
+    };
     txn.commit().map_err(backend)?;
     if !changes.is_empty() {
         let mut index = index
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for change in changes {
+            if !durable && matches!(change, queue::Change::Finished { .. }) {
+                unsynced_results.push(change.clone());
+            }
             index.apply(change);
         }
     }
-    Ok(replies)
-}
-
-/// Makes every earlier commit durable (an empty transaction, fsynced). True on success.
-fn flush(db: &Database) -> bool {
-    let flushed = db
-        .begin_write()
-        .map_err(backend)
-        .and_then(|txn| txn.commit().map_err(backend));
-    if let Err(e) = &flushed {
-        tracing::warn!(error = %e, "disk store: flushing to disk failed; retrying");
-    }
-    flushed.is_ok()
-}
-
-/// Deletes up to [`SWEEP_MAX`] expired records.
-fn sweep(db: &Database) {
-    let result = (|| -> Result<usize, StoreError> {
-        let txn = db.begin_write().map_err(backend)?;
-        let removed = {
-            let mut table = txn.open_table(DEDUP).map_err(backend)?;
-            let now = now_ms();
-            let dedup = table
-                .extract_if(|_, v| decode(v).is_some_and(|(_, expires)| expires <= now))
-                .map_err(backend)?
-                .take(SWEEP_MAX)
-                .count();
-            // Delivered events' records (an undelivered one never expires).
-            let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
-            // Expired statuses: delivered events (their bodies went at delivery; any
-            // left over goes too).
-            let delivered: Vec<u64> = status
-                .extract_if(|_, v| {
-                    // The expiry prefix alone: no JSON parsed per record.
-                    v.get(..8)
-                        .and_then(|b| b.try_into().ok())
-                        .is_some_and(|b| u64::from_be_bytes(b) <= now)
-                })
-                .map_err(backend)?
-                .take(SWEEP_MAX)
-                .filter_map(|entry| {
-                    entry
-                        .ok()
-                        .and_then(|(_, v)| queue::decode_status(v.value()).map(|(r, _)| r.seq))
-                })
-                .collect();
-            let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
-            for seq in &delivered {
-                events.remove(*seq).map_err(backend)?;
-            }
-            dedup + delivered.len()
-        };
-        txn.commit().map_err(backend)?;
-        Ok(removed)
-    })();
-    match result {
-        Ok(0) => {}
-        Ok(n) => tracing::debug!(removed = n, "disk store: expired records deleted"),
-        Err(e) => tracing::warn!(error = %e, "disk store: deleting expired records failed"),
-    }
+    Ok((replies, swept))
 }
 
 impl DedupStore for DiskStore {
@@ -731,9 +1055,99 @@ mod tests {
         let _ = s.claim(&live, "fp", Duration::from_secs(60)).await;
         tokio::time::sleep(Duration::from_millis(10)).await;
         let db = s.inner.shared.get().expect("open");
-        sweep(&db);
+        let txn = db.begin_write().expect("write");
+        while sweep_step(&txn, now_ms()).expect("sweep").more {}
+        txn.commit().expect("commit");
         let txn = db.begin_read().expect("read");
         let table = txn.open_table(DEDUP).expect("table");
         assert_eq!(table.len().expect("len"), 1, "only the live record is left");
+    }
+
+    fn dedup_len(s: &DiskStore) -> u64 {
+        let db = s.inner.shared.get().expect("open");
+        let txn = db.begin_read().expect("read");
+        txn.open_table(DEDUP).expect("table").len().expect("len")
+    }
+
+    #[tokio::test]
+    async fn the_writer_deletes_expired_records_as_they_expire_in_small_steps() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = DiskStore::open(&dir.path().join("h.db")).expect("open");
+        // More than one step's worth, some completed (a second expiry entry, the
+        // first now stale) and some forgotten (an entry without its record).
+        for i in 0..(SWEEP_STEP * 3) {
+            let k = DedupKey::new("t:", "r", &format!("e{i}"));
+            let Ok(Claim::Claimed(token)) = s.claim(&k, "fp", Duration::from_millis(1)).await
+            else {
+                panic!("claim");
+            };
+            if i % 3 == 0 {
+                let _ = s.complete(&k, &token, "fp", Duration::from_millis(1)).await;
+            }
+            if i % 5 == 0 {
+                let _ = s.forget(&k).await;
+            }
+        }
+        let live = DedupKey::new("t:", "r", "live");
+        let Ok(Claim::Claimed(token)) = s.claim(&live, "fp", Duration::from_millis(1)).await else {
+            panic!("claim");
+        };
+        // Its in-flight record expires in 1 ms; its done record is live for a minute.
+        let _ = s
+            .complete(&live, &token, "fp", Duration::from_secs(60))
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while dedup_len(&s) > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            dedup_len(&s),
+            1,
+            "only the live record is left, well within a minute"
+        );
+        assert!(matches!(
+            s.claim(&live, "fp", Duration::from_secs(1)).await,
+            Ok(Claim::Done { .. })
+        ));
+        // Every record but the forgotten ones and the live one, each counted once; a
+        // key whose claim was swept before its completion was recorded (both expire
+        // in 1 ms) has two records deleted.
+        let expired = s.metrics().expired("dedup").get();
+        let records = (SWEEP_STEP * 3 - (SWEEP_STEP * 3).div_ceil(5)) as u64;
+        let completed = SWEEP_STEP as u64;
+        assert!(
+            (records..=records + completed).contains(&expired),
+            "{expired} expired"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_from_before_the_expiry_index_gets_one_and_is_swept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("h.db");
+        {
+            let db = open_file(&path).expect("create");
+            let txn = db.begin_write().expect("write");
+            {
+                let mut t = txn.open_table(DEDUP).expect("table");
+                let r = Record::done(&Token::random(), "fp");
+                for i in 0..100 {
+                    let at = if i == 0 { u64::MAX - 1 } else { 1 };
+                    t.insert(format!("k{i}").as_str(), encode(&r, at).as_slice())
+                        .expect("insert");
+                }
+            }
+            txn.commit().expect("commit");
+        }
+        let s = DiskStore::open(&path).expect("open");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while dedup_len(&s) > 1 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            dedup_len(&s),
+            1,
+            "the expired records of the old file are gone"
+        );
     }
 }

@@ -13,14 +13,14 @@
 //! - `queue_status`: 8 bytes of expiry (Unix ms, big-endian; `u64::MAX` while
 //!   undelivered) + a JSON [`StatusRecord`].
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redb::{ReadableTable as _, Table, TableDefinition};
 use serde::{Deserialize, Serialize};
 
-use super::{DiskStore, Op, Reply, backend, decode, encode, expiry, now_ms};
+use super::{DiskStore, EXPIRY, Op, Reply, backend, decode, encode, expiry, index_expiry, now_ms};
 use crate::dedup::{Claim, DedupKey, Record, StoreError, Token};
 use crate::queue::{
     Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
@@ -128,6 +128,7 @@ pub(super) enum QReply {
 }
 
 /// What a committed operation changes in the index.
+#[derive(Debug, Clone)]
 pub(super) enum Change {
     Queued {
         route: String,
@@ -135,12 +136,16 @@ pub(super) enum Change {
         rx: u64,
         order_key: Option<String>,
     },
-    /// An attempt's result, recorded under its lease.
+    /// An attempt's result, recorded under its lease. With what was written (the
+    /// record's expiry and the body it removed), so that the writer can write it again
+    /// after a reopen rolled a commit without an fsync back (see [`rewrite`]).
     Finished {
         route: String,
         id: String,
         lease: String,
         rec: StatusRecord,
+        expires: u64,
+        removed_body: Option<u64>,
     },
     /// Queued again by an operator.
     Requeued {
@@ -161,8 +166,10 @@ pub(super) enum Stale {
     Now(StatusRecord),
     /// It is gone (purged).
     Gone,
-    /// It cannot be read.
+    /// Its record cannot be decoded: set aside until an operator purges it.
     SetAside,
+    /// Reading it failed: it is due again.
+    ReadFailed,
 }
 
 /// Due times and states of every undelivered event, by route.
@@ -171,6 +178,13 @@ pub(super) struct Index {
     routes: HashMap<String, RouteIndex>,
     /// The next event's sequence number.
     next_seq: u64,
+    /// Set by the writer while attempt results cannot be made durable (a failing
+    /// commit or flush, a full disk) and until those it holds in memory are written
+    /// again after a reopen: no event is handed out meanwhile, so that a result the
+    /// file lost never turns a delivered event back into a due one.
+    held: bool,
+    /// While [`Index::load`] builds it (see [`RouteIndex::loading`]).
+    loading: bool,
 }
 
 #[derive(Debug)]
@@ -179,33 +193,130 @@ struct Lease {
     until: Instant,
 }
 
+/// An event ID, allocated once per index however many of its structures name it.
+type Id = Arc<str>;
+
+/// What the index keeps of an undelivered event (dead ones included): 16 bytes.
+#[derive(Debug, Clone, Copy)]
+struct Meta {
+    /// Unix ms when it was received.
+    rx: u64,
+    /// Its next try on the monotonic timeline while it is due, else [`NOT_DUE`].
+    due_at: i64,
+}
+
+/// [`Meta::due_at`] of an event that is not due (leased, dead, waiting in its line).
+const NOT_DUE: i64 = i64::MIN;
+
+/// What the index needs of a status: read from a whole [`StatusRecord`], or from a
+/// [`LeanRecord`] at load (the attempt history, most of a record, is never decoded).
+#[derive(Debug, Clone, Copy)]
+struct Entry<'a> {
+    state: State,
+    rx: u64,
+    next_at_ms: Option<u64>,
+    order_key: Option<&'a str>,
+}
+
+impl<'a> From<&'a StatusRecord> for Entry<'a> {
+    fn from(rec: &'a StatusRecord) -> Self {
+        Self {
+            state: rec.status.state,
+            rx: rec.rx,
+            next_at_ms: rec.status.next_at_ms,
+            order_key: rec.status.order_key.as_deref(),
+        }
+    }
+}
+
+/// The fields of a stored [`StatusRecord`] the index is built from: decoding only
+/// these keeps a restart's memory independent of each event's history.
+#[derive(Debug, Deserialize)]
+struct LeanRecord {
+    #[serde(rename = "s")]
+    status: LeanStatus,
+    rx: u64,
+    #[serde(default, rename = "n")]
+    seq: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct LeanStatus {
+    state: State,
+    #[serde(default)]
+    next_at_ms: Option<u64>,
+    #[serde(default)]
+    order_key: Option<String>,
+}
+
+impl LeanRecord {
+    fn decode(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes.get(8..)?).ok()
+    }
+
+    fn entry(&self) -> Entry<'_> {
+        Entry {
+            state: self.status.state,
+            rx: self.rx,
+            next_at_ms: self.status.next_at_ms,
+            order_key: self.status.order_key.as_deref(),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct RouteIndex {
-    /// (next try, id) of queued and retrying events that no worker holds.
-    due: BTreeSet<(u64, String)>,
-    next_at: HashMap<String, u64>,
-    leased: HashMap<String, Lease>,
-    /// (received, id) of every undelivered event, and of the dead ones.
-    undelivered: BTreeSet<(u64, String)>,
-    dead: BTreeSet<(u64, String)>,
-    received: HashMap<String, u64>,
+    /// (next try, id) of queued and retrying events that no worker holds, in two
+    /// parts: those made due in time order (most: new events, and every event at a
+    /// load) in a queue, 24 bytes each, and the others in a sorted set. Next tries are
+    /// on the process's monotonic timeline ([`Clock`]): a wall clock stepping back or
+    /// forward moves none of them. An entry is valid while its event's
+    /// [`Meta::due_at`] names the same time; others are skipped when met, and dropped
+    /// all at once when they outnumber the valid ones.
+    due: VecDeque<(i64, Id)>,
+    due_late: BTreeSet<(i64, Id)>,
+    /// Valid entries of `due` and `due_late`.
+    due_count: usize,
+    /// While a load fills `due` in no order (it is sorted at the end).
+    loading: bool,
+    /// Every undelivered event, the dead ones included.
+    events: HashMap<Id, Meta>,
+    leased: HashMap<Id, Lease>,
+    /// Undelivered events (dead ones included) by the millisecond they were received:
+    /// the oldest one's age, without an entry per event.
+    arrivals: BTreeMap<u64, u32>,
+    /// (received, id) of the dead events.
+    dead: BTreeSet<(u64, Id)>,
     /// Per-key order (`order_by`): the events holding a place in each key's line, in
     /// acceptance order. Only the first of a line is ever due; the rest wait.
-    lines: HashMap<String, VecDeque<String>>,
-    line_of: HashMap<String, String>,
+    lines: HashMap<Id, VecDeque<Id>>,
+    line_of: HashMap<Id, Id>,
 }
 
 impl RouteIndex {
+    /// The index's copy of an ID, or a new one.
+    fn intern(&self, id: &str) -> Id {
+        self.events
+            .get_key_value(id)
+            .map(|(k, _)| k.clone())
+            .or_else(|| self.leased.get_key_value(id).map(|(k, _)| k.clone()))
+            .unwrap_or_else(|| Id::from(id))
+    }
+
     /// Takes a place at the end of its key's line.
-    fn join_line(&mut self, id: &str, key: &str) {
-        if self.line_of.contains_key(id) {
+    fn join_line(&mut self, id: &Id, key: &str) {
+        if self.line_of.contains_key(&**id) {
             return;
         }
+        let key = self
+            .lines
+            .get_key_value(key)
+            .map_or_else(|| Id::from(key), |(k, _)| k.clone());
         self.lines
-            .entry(key.to_owned())
+            .entry(key.clone())
             .or_default()
-            .push_back(id.to_owned());
-        self.line_of.insert(id.to_owned(), key.to_owned());
+            .push_back(id.clone());
+        self.line_of.insert(id.clone(), key);
     }
 
     /// Whether an event waits behind another of its key.
@@ -214,8 +325,83 @@ impl RouteIndex {
             self.lines
                 .get(key)
                 .and_then(VecDeque::front)
-                .is_some_and(|first| first != id)
+                .is_some_and(|first| &**first != id)
         })
+    }
+
+    fn is_dead(&self, id: &Id) -> bool {
+        self.events
+            .get(id)
+            .is_some_and(|m| self.dead.contains(&(m.rx, id.clone())))
+    }
+
+    /// Makes an undelivered event due at `at` (monotonic).
+    fn make_due(&mut self, id: &str, at: i64) {
+        let at = at.max(NOT_DUE + 1);
+        let Some((id, m)) = self.events.get_key_value(id) else {
+            return;
+        };
+        let (id, was_due) = (id.clone(), m.due_at != NOT_DUE);
+        if let Some(m) = self.events.get_mut(&id) {
+            m.due_at = at;
+        }
+        if !was_due {
+            self.due_count += 1;
+        }
+        if self.loading || self.due.back().is_none_or(|(last, _)| *last <= at) {
+            self.due.push_back((at, id));
+        } else {
+            self.due_late.insert((at, id));
+        }
+        self.compact_due();
+    }
+
+    /// Takes an event out of `due` (its entry goes stale).
+    fn not_due(&mut self, id: &str) {
+        if let Some(m) = self.events.get_mut(id)
+            && m.due_at != NOT_DUE
+        {
+            m.due_at = NOT_DUE;
+            self.due_count -= 1;
+        }
+    }
+
+    /// Drops the stale entries of `due` once they outnumber the valid ones.
+    fn compact_due(&mut self) {
+        if self.loading || self.due.len() + self.due_late.len() <= 2 * self.due_count + 1024 {
+            return;
+        }
+        let events = &self.events;
+        let valid = |(at, id): &(i64, Id)| events.get(id).is_some_and(|m| m.due_at == *at);
+        self.due.retain(valid);
+        self.due_late.retain(valid);
+    }
+
+    /// The earliest valid due entry, if it is due by `now`, taken out of `due`.
+    fn pop_due(&mut self, now: i64) -> Option<Id> {
+        loop {
+            let late_first = match (self.due.front(), self.due_late.first()) {
+                (None, None) => return None,
+                (Some(a), Some(b)) => b < a,
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+            };
+            let (at, id) = if late_first {
+                if self.due_late.first().is_some_and(|(at, _)| *at > now) {
+                    return None;
+                }
+                self.due_late.pop_first()?
+            } else {
+                if self.due.front().is_some_and(|(at, _)| *at > now) {
+                    return None;
+                }
+                self.due.pop_front()?
+            };
+            if self.events.get(&id).is_some_and(|m| m.due_at == at) {
+                self.not_due(&id);
+                return Some(id);
+            }
+        }
     }
 
     /// Leaves its key's line (delivered, dead under `on_dead = "skip"`, or purged);
@@ -227,54 +413,62 @@ impl RouteIndex {
         let Some(line) = self.lines.get_mut(&key) else {
             return;
         };
-        let was_first = line.front().is_some_and(|f| f == id);
-        line.retain(|x| x != id);
+        let was_first = line.front().is_some_and(|f| &**f == id);
+        line.retain(|x| &**x != id);
         let next = line.front().cloned();
         if line.is_empty() {
             self.lines.remove(&key);
         }
         if let (true, Some(next)) = (was_first, next)
-            && let Some(&rx) = self.received.get(&next)
-            && !self.dead.contains(&(rx, next.clone()))
+            && self.events.get(&next).is_some_and(|m| m.due_at == NOT_DUE)
+            && !self.is_dead(&next)
             && !self.leased.contains_key(&next)
-            && !self.next_at.contains_key(&next)
         {
-            self.next_at.insert(next.clone(), rx);
-            self.due.insert((rx, next));
+            // Due now (not at its stored arrival time: after the wall clock stepped
+            // back, that would lie ahead on the monotonic timeline).
+            self.make_due(&next, Clock::now().mono);
         }
     }
 
     fn forget(&mut self, id: &str) {
-        if let Some(at) = self.next_at.remove(id) {
-            self.due.remove(&(at, id.to_owned()));
-        }
         self.leased.remove(id);
-        if let Some(rx) = self.received.remove(id) {
-            self.undelivered.remove(&(rx, id.to_owned()));
-            self.dead.remove(&(rx, id.to_owned()));
+        self.not_due(id);
+        if let Some((id, m)) = self.events.remove_entry(id) {
+            if let Some(n) = self.arrivals.get_mut(&m.rx) {
+                *n -= 1;
+                if *n == 0 {
+                    self.arrivals.remove(&m.rx);
+                }
+            }
+            self.dead.remove(&(m.rx, id));
         }
     }
 
-    fn set(&mut self, id: &str, rec: &StatusRecord) {
-        self.forget(id);
-        match (&rec.status.order_key, rec.status.state.undelivered()) {
-            (Some(key), true) => self.join_line(id, key),
-            _ => self.leave_line(id),
+    fn set(&mut self, id: &str, st: &Entry<'_>, clock: &Clock) {
+        let id = self.intern(id);
+        self.forget(&id);
+        match (st.order_key, st.state.undelivered()) {
+            (Some(key), true) => self.join_line(&id, key),
+            _ => self.leave_line(&id),
         }
-        if !rec.status.state.undelivered() {
+        if !st.state.undelivered() {
             return;
         }
-        self.received.insert(id.to_owned(), rec.rx);
-        self.undelivered.insert((rec.rx, id.to_owned()));
-        match rec.status.state {
+        self.events.insert(
+            id.clone(),
+            Meta {
+                rx: st.rx,
+                due_at: NOT_DUE,
+            },
+        );
+        *self.arrivals.entry(st.rx).or_default() += 1;
+        match st.state {
             State::Dead => {
-                self.dead.insert((rec.rx, id.to_owned()));
+                self.dead.insert((st.rx, id));
             }
-            State::Queued | State::Retrying if self.waits_in_line(id) => {}
+            State::Queued | State::Retrying if self.waits_in_line(&id) => {}
             State::Queued | State::Retrying => {
-                let at = rec.status.next_at_ms.unwrap_or(0);
-                self.next_at.insert(id.to_owned(), at);
-                self.due.insert((at, id.to_owned()));
+                self.make_due(&id, clock.mono_of(st.next_at_ms.unwrap_or(0)));
             }
             State::Delivered => {}
         }
@@ -285,39 +479,52 @@ impl Index {
     /// The index of every undelivered event in the status table.
     pub(super) fn load(db: &redb::Database) -> anyhow::Result<Self> {
         use redb::ReadableDatabase as _;
-        let mut index = Self::default();
+        let mut index = Self {
+            loading: true,
+            ..Self::default()
+        };
         let txn = db.begin_read()?;
         index.next_seq = txn
             .open_table(EVENTS)?
             .last()?
             .map_or(1, |(k, _)| k.value() + 1);
         let table = txn.open_table(STATUS)?;
-        let mut undelivered = Vec::new();
+        let clock = Clock::now();
+        // Events in a key's line are indexed last, in acceptance order, so that each
+        // line is rebuilt as it was; the others at once (their order is their due
+        // time's), so that nothing but the index is held for them.
+        let mut in_lines = Vec::new();
         for entry in table.iter()? {
             let (k, v) = entry?;
             let Some((route, id)) = split(k.value()) else {
                 continue;
             };
-            let decoded = decode_status(v.value());
+            let Some(rec) = LeanRecord::decode(v.value()) else {
+                tracing::warn!(route, "disk store: an unreadable queue status was skipped");
+                continue;
+            };
             // Past every sequence number a record names, not only past the last body:
             // a delivered record of an older file may still name one whose body is
             // gone, and a new event under that number would be deleted with it.
-            if let Some((rec, _)) = &decoded {
-                index.next_seq = index.next_seq.max(rec.seq + 1);
+            index.next_seq = index.next_seq.max(rec.seq + 1);
+            if !rec.status.state.undelivered() {
+                continue;
             }
-            match decoded {
-                Some((rec, _)) if rec.status.state.undelivered() => {
-                    undelivered.push((route.to_owned(), id.to_owned(), rec));
-                }
-                Some(_) => {}
-                None => tracing::warn!(route, "disk store: an unreadable queue status was skipped"),
+            if rec.status.order_key.is_some() {
+                in_lines.push((route.to_owned(), Id::from(id), rec));
+            } else {
+                index.route(route).set(id, &rec.entry(), &clock);
             }
         }
-        // In acceptance order, so that each key's line is rebuilt as it was.
-        undelivered.sort_by_key(|(_, _, rec)| rec.seq);
-        for (route, id, rec) in undelivered {
-            index.route(&route).set(&id, &rec);
+        in_lines.sort_by_key(|(_, _, rec)| rec.seq);
+        for (route, id, rec) in in_lines {
+            index.route(&route).set(&id, &rec.entry(), &clock);
         }
+        for r in index.routes.values_mut() {
+            r.due.make_contiguous().sort_unstable();
+            r.loading = false;
+        }
+        index.loading = false;
         Ok(index)
     }
 
@@ -329,18 +536,25 @@ impl Index {
                 for (route, old) in &mut self.routes {
                     let r = fresh.route(route);
                     for (id, lease) in old.leased.drain() {
-                        if let Some(at) = r.next_at.remove(&id) {
-                            r.due.remove(&(at, id.clone()));
+                        if r.events.get(&id).is_some_and(|m| m.due_at != NOT_DUE) {
+                            r.not_due(&id);
+                            let id = r.intern(&id);
                             r.leased.insert(id, lease);
                         }
                     }
                 }
+                fresh.held = self.held;
                 *self = fresh;
             }
             Err(e) => {
                 tracing::error!(error = %e, "disk store: cannot rebuild the queue index after reopening; it is rebuilt at the next start")
             }
         }
+    }
+
+    /// Holds deliveries back (see [`Index::held`]), or lets them go on.
+    pub(super) fn hold(&mut self, held: bool) {
+        self.held = held;
     }
 
     /// A sequence number for a new event.
@@ -351,7 +565,18 @@ impl Index {
     }
 
     fn route(&mut self, route: &str) -> &mut RouteIndex {
-        self.routes.entry(route.to_owned()).or_default()
+        if !self.routes.contains_key(route) {
+            self.routes.insert(
+                route.to_owned(),
+                RouteIndex {
+                    loading: self.loading,
+                    ..RouteIndex::default()
+                },
+            );
+        }
+        self.routes
+            .get_mut(route)
+            .expect("the route's index was inserted above")
     }
 
     pub(super) fn apply(&mut self, change: Change) {
@@ -363,14 +588,20 @@ impl Index {
                 order_key,
             } => {
                 let r = self.route(&route);
-                r.received.insert(id.clone(), rx);
-                r.undelivered.insert((rx, id.clone()));
+                let id = r.intern(&id);
+                r.events.insert(
+                    id.clone(),
+                    Meta {
+                        rx,
+                        due_at: NOT_DUE,
+                    },
+                );
+                *r.arrivals.entry(rx).or_default() += 1;
                 if let Some(key) = order_key {
                     r.join_line(&id, &key);
                 }
                 if !r.waits_in_line(&id) {
-                    r.next_at.insert(id.clone(), rx);
-                    r.due.insert((rx, id));
+                    r.make_due(&id, Clock::now().mono);
                 }
             }
             // Another worker took the event over (its lease ran out) while this
@@ -380,18 +611,19 @@ impl Index {
                 id,
                 lease,
                 rec,
+                ..
             } => {
                 let r = self.route(&route);
-                if r.leased.get(&id).is_none_or(|l| l.token == lease) {
-                    r.set(&id, &rec);
+                if r.leased.get(id.as_str()).is_none_or(|l| l.token == lease) {
+                    r.set(&id, &Entry::from(&rec), &Clock::now());
                 }
             }
             // An attempt started while the requeue was committed: it goes on, and its
             // result is recorded (an event is never tried twice at once).
             Change::Requeued { route, id, rec } => {
                 let r = self.route(&route);
-                if !r.leased.contains_key(&id) {
-                    r.set(&id, &rec);
+                if !r.leased.contains_key(id.as_str()) {
+                    r.set(&id, &Entry::from(&rec), &Clock::now());
                 }
             }
             Change::Purged { route, id } => {
@@ -410,11 +642,14 @@ impl Index {
         max: usize,
         lease: Duration,
     ) -> Vec<(String, String)> {
-        let now = now_ms();
+        if self.held {
+            return Vec::new();
+        }
+        let now = Clock::now().mono;
         let clock = Instant::now();
         let r = self.route(route);
         let mut out = Vec::new();
-        let expired: Vec<String> = r
+        let expired: Vec<Id> = r
             .leased
             .iter()
             .filter(|(_, l)| l.until <= clock)
@@ -423,33 +658,28 @@ impl Index {
             .collect();
         for id in expired {
             let token = Token::random().as_str().to_owned();
+            out.push((id.to_string(), token.clone()));
             r.leased.insert(
-                id.clone(),
+                id,
                 Lease {
-                    token: token.clone(),
+                    token,
                     until: clock + lease,
                 },
             );
-            out.push((id, token));
         }
         while out.len() < max {
-            let Some((at, _)) = r.due.first() else { break };
-            if *at > now {
-                break;
-            }
-            let Some((_, id)) = r.due.pop_first() else {
+            let Some(id) = r.pop_due(now) else {
                 break;
             };
-            r.next_at.remove(&id);
             let token = Token::random().as_str().to_owned();
+            out.push((id.to_string(), token.clone()));
             r.leased.insert(
-                id.clone(),
+                id,
                 Lease {
-                    token: token.clone(),
+                    token,
                     until: clock + lease,
                 },
             );
-            out.push((id, token));
         }
         out
     }
@@ -463,13 +693,14 @@ impl Index {
         let r = self.route(route);
         r.leased.remove(id);
         match stale {
-            Stale::Now(rec) => r.set(id, &rec),
+            Stale::Now(rec) => r.set(id, &Entry::from(&rec), &Clock::now()),
             Stale::Gone => {
                 r.forget(id);
                 r.leave_line(id);
             }
             // Unreadable: left where it is for an operator's purge.
             Stale::SetAside => {}
+            Stale::ReadFailed => r.make_due(id, Clock::now().mono),
         }
     }
 
@@ -477,9 +708,7 @@ impl Index {
     pub(super) fn give_back(&mut self, route: &str, id: &str) {
         let r = self.route(route);
         if r.leased.remove(id).is_some() {
-            let at = now_ms();
-            r.next_at.insert(id.to_owned(), at);
-            r.due.insert((at, id.to_owned()));
+            r.make_due(id, Clock::now().mono);
         }
     }
 
@@ -515,31 +744,33 @@ impl Index {
     pub(super) fn dead(&self, route: &str) -> Vec<String> {
         self.routes
             .get(route)
-            .map(|r| r.dead.iter().map(|(_, id)| id.clone()).collect())
+            .map(|r| r.dead.iter().map(|(_, id)| id.to_string()).collect())
             .unwrap_or_default()
     }
 
-    /// Undelivered IDs of a route, oldest first, at most `max`.
+    /// Undelivered IDs of a route, oldest first, at most `max`. Chosen from every
+    /// undelivered event (an operator's list, not a hot path: the index keeps no
+    /// order by arrival, which would cost an entry per event).
     pub(super) fn undelivered(&self, route: &str, max: usize) -> Vec<String> {
-        self.routes
-            .get(route)
-            .map(|r| {
-                r.undelivered
-                    .iter()
-                    .take(max)
-                    .map(|(_, id)| id.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        let Some(r) = self.routes.get(route) else {
+            return Vec::new();
+        };
+        let mut all: Vec<(u64, &Id)> = r.events.iter().map(|(id, m)| (m.rx, id)).collect();
+        if all.len() > max {
+            all.select_nth_unstable(max);
+            all.truncate(max);
+        }
+        all.sort_unstable();
+        all.into_iter().map(|(_, id)| id.to_string()).collect()
     }
 
     pub(super) fn depth(&self, route: &str) -> Depth {
         self.routes.get(route).map_or_else(Depth::default, |r| {
             let dead = r.dead.len() as u64;
             Depth {
-                waiting: (r.undelivered.len() as u64).saturating_sub(dead),
+                waiting: (r.events.len() as u64).saturating_sub(dead),
                 dead,
-                oldest_received_ms: r.undelivered.first().map(|(rx, _)| *rx),
+                oldest_received_ms: r.arrivals.first_key_value().map(|(rx, _)| *rx),
             }
         })
     }
@@ -548,7 +779,7 @@ impl Index {
     pub(super) fn spaces(&self) -> Vec<String> {
         self.routes
             .iter()
-            .filter(|(_, r)| !r.undelivered.is_empty())
+            .filter(|(_, r)| !r.events.is_empty())
             .map(|(space, _)| space.clone())
             .collect()
     }
@@ -556,10 +787,15 @@ impl Index {
 
 /// Applies one queue operation inside the batch's write transaction. Index changes are
 /// returned, to be applied once the transaction has committed.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the batch's open tables, each of its own type, and what the batch shares"
+)]
 pub(super) fn apply(
     dedup: &mut Table<&str, &[u8]>,
     events: &mut Table<u64, &[u8]>,
     status: &mut Table<&str, &[u8]>,
+    expiries: &mut Table<(u64, &str), ()>,
     index: &Mutex<Index>,
     op: &QOp,
     now: u64,
@@ -597,9 +833,11 @@ pub(super) fn apply(
                 }
             }
             let done = Record::done(&Token::random(), fingerprint);
+            let at = expiry(now, *ttl);
             dedup
-                .insert(key.as_str(), encode(&done, expiry(now, *ttl)).as_slice())
+                .insert(key.as_str(), encode(&done, at).as_slice())
                 .map_err(backend)?;
+            index_expiry(expiries, at, 'd', key.as_str())?;
             // Each destination has its own copy: each is delivered, and dropped when
             // delivered, on its own.
             for (space, order_key) in to {
@@ -653,22 +891,25 @@ pub(super) fn apply(
             rec.status = new.clone();
             // Delivered: the event goes (its status stays, as the dedup record of the
             // window, with its attempts for `hookgate events show`).
-            let expires = if new.state == State::Delivered {
+            let (expires, removed_body) = if new.state == State::Delivered {
                 events.remove(rec.seq).map_err(backend)?;
                 // It names no body any more (0 is never a body's number).
-                rec.seq = 0;
-                expiry(now, *ttl)
+                let body = std::mem::replace(&mut rec.seq, 0);
+                (expiry(now, *ttl), Some(body))
             } else {
-                u64::MAX
+                (u64::MAX, None)
             };
             status
                 .insert(k.as_str(), encode_status(&rec, expires).as_slice())
                 .map_err(backend)?;
+            index_expiry(expiries, expires, 's', &k)?;
             changes.push(Change::Finished {
                 route: route.clone(),
                 id: id.clone(),
                 lease: lease.clone(),
                 rec,
+                expires,
+                removed_body,
             });
             Ok(QReply::Finished(true))
         }
@@ -791,6 +1032,36 @@ pub(super) fn apply(
     }
 }
 
+/// Writes attempt results again (see [`Change::Finished`]) in the write transaction
+/// `txn`: after a reopen the file holds the last durable commit, and these results,
+/// committed without an fsync since, are not in it.
+pub(super) fn rewrite(txn: &redb::WriteTransaction, results: &[Change]) -> Result<(), StoreError> {
+    let mut status = txn.open_table(STATUS).map_err(backend)?;
+    let mut events = txn.open_table(EVENTS).map_err(backend)?;
+    let mut expiries = txn.open_table(EXPIRY).map_err(backend)?;
+    for change in results {
+        if let Change::Finished {
+            route,
+            id,
+            rec,
+            expires,
+            removed_body,
+            ..
+        } = change
+        {
+            let k = qkey(route, id);
+            status
+                .insert(k.as_str(), encode_status(rec, *expires).as_slice())
+                .map_err(backend)?;
+            index_expiry(&mut expiries, *expires, 's', &k)?;
+            if let Some(seq) = removed_body {
+                events.remove(*seq).map_err(backend)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn live_record(
     dedup: &Table<&str, &[u8]>,
     key: &DedupKey,
@@ -826,10 +1097,44 @@ fn read_status(
     }
 }
 
-/// A route's recent delivery starts and pause, for its `rate_limit`.
+/// Milliseconds on the process's monotonic clock (since its first reading).
+fn mono_ms() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Now, on both clocks. Stored times are wall-clock (Unix ms: they must mean the same
+/// after a restart); the index schedules on the monotonic clock, converting a stored
+/// time by its distance from the wall clock's now, so that a wall clock stepping back
+/// (or forward) after the conversion changes no due time and no order.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Clock {
+    wall: u64,
+    /// [`mono_ms`], signed: a time before the process started is negative.
+    mono: i64,
+}
+
+impl Clock {
+    pub(super) fn now() -> Self {
+        Self {
+            wall: now_ms(),
+            mono: i64::try_from(mono_ms()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// A stored wall-clock time on the monotonic timeline.
+    fn mono_of(&self, wall_ms: u64) -> i64 {
+        let ahead = i128::from(wall_ms) - i128::from(self.wall);
+        let at = i128::from(self.mono) + ahead;
+        i64::try_from(at).unwrap_or(if at < 0 { i64::MIN } else { i64::MAX })
+    }
+}
+
+/// A route's recent delivery starts and pause, for its `rate_limit`. On the monotonic
+/// clock ([`mono_ms`]): nothing of it is stored.
 #[derive(Debug, Default)]
 pub(super) struct Limiter {
-    /// (Unix ms, token) of the starts within the counted window, oldest first.
+    /// (monotonic ms, token) of the starts within the counted window, oldest first.
     starts: std::collections::VecDeque<(u64, u64)>,
     paused_until_ms: u64,
     next_token: u64,
@@ -901,10 +1206,21 @@ impl DiskStore {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Reads of a queued event's status that fail (on this thread) before reading
+    /// again: a test's way to inject a transient read error.
+    static FAILING_READS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 fn get_status(
     status: &redb::ReadOnlyTable<&str, &[u8]>,
     k: &str,
 ) -> Result<Option<StatusRecord>, StoreError> {
+    #[cfg(test)]
+    if FAILING_READS.with(|n| n.replace(n.get().saturating_sub(1)) > 0) {
+        return Err(StoreError::Backend("an injected read error".into()));
+    }
     match status.get(k).map_err(backend)? {
         None => Ok(None),
         Some(v) => decode_status(v.value())
@@ -1020,10 +1336,20 @@ impl QueueStore for DiskStore {
                     };
                     Ok((event, rec))
                 });
-                let Ok(read) = read else {
-                    tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
-                    gone.push((id.clone(), Stale::SetAside));
-                    continue;
+                let read = match read {
+                    Ok(read) => read,
+                    Err(StoreError::Corrupt(_)) => {
+                        tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
+                        gone.push((id.clone(), Stale::SetAside));
+                        continue;
+                    }
+                    // A read that failed (not a record that cannot be decoded): the
+                    // lease is given back, and the event is due again at once.
+                    Err(e) => {
+                        tracing::warn!(route = q.route, event_id = %id, error = %e, "disk store: reading a queued event failed; it is due again");
+                        gone.push((id.clone(), Stale::ReadFailed));
+                        continue;
+                    }
                 };
                 match read {
                     (Some(event), Some(rec))
@@ -1243,7 +1569,7 @@ impl QueueStore for DiskStore {
         q: &QueueRef<'_>,
         limit: &RateLimit,
     ) -> Result<Result<String, Duration>, StoreError> {
-        Ok(self.limiter(q, |l| l.take(limit, now_ms())))
+        Ok(self.limiter(q, |l| l.take(limit, mono_ms())))
     }
 
     async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
@@ -1269,8 +1595,44 @@ impl QueueStore for DiskStore {
     }
 
     async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
-        let until = now_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
+        let until = mono_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
         self.limiter(q, |l| l.paused_until_ms = l.paused_until_ms.max(until));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(id: &str) -> StoredEvent {
+        StoredEvent {
+            envelope: Envelope {
+                event_id: id.to_owned(),
+                event_type: None,
+                fingerprint: "fp".into(),
+                method: "POST".into(),
+                headers: Vec::new(),
+                query: None,
+                peer: "127.0.0.1".into(),
+                received_at_ms: now_ms(),
+            },
+            body: bytes::Bytes::from_static(b"{}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_read_in_take_due_gives_the_event_back_instead_of_setting_it_aside() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = DiskStore::open(&dir.path().join("h.db")).expect("open");
+        let q = QueueRef::route("t:", "r");
+        let ttl = Duration::from_secs(60);
+        s.enqueue(&q, &event("e1"), ttl).await.expect("enqueue");
+        FAILING_READS.with(|n| n.set(1));
+        let first = s.take_due(&q, 10, ttl).await.expect("take");
+        assert!(first.is_empty(), "the read failed: nothing handed out");
+        let again = s.take_due(&q, 10, ttl).await.expect("take");
+        assert_eq!(again.len(), 1, "due again at once, not set aside");
+        assert_eq!(again[0].event.envelope.event_id, "e1");
     }
 }
