@@ -242,7 +242,7 @@ impl DedupStore for MemoryStore {
             return Ok(claim);
         }
         self.inner.metrics.refused_full.inc();
-        Err(StoreError::Backend(format!(
+        Err(StoreError::Refused(format!(
             "the memory store is full: {} records (store.max_records); new deliveries are refused until records expire",
             self.inner.max
         )))

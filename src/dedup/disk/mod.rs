@@ -130,7 +130,7 @@ impl Shared {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
-            .ok_or_else(|| StoreError::Backend("the disk store is reopening its file".into()))
+            .ok_or_else(|| StoreError::Refused("the disk store is reopening its file".into()))
     }
 
     /// Closes the handle and opens the file again (redb checks and repairs it). Waits
@@ -362,11 +362,15 @@ impl DiskStore {
     /// events already stored can still be settled and delivered.
     pub fn open_with(path: &Path, min_free: u64) -> anyhow::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
+            private_dir(dir)
                 .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         }
         let db = open_file(path)
             .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
+        // Queued events hold bodies and headers (credentials among them): the file is
+        // its owner's only, whoever created it.
+        owner_only(path)
+            .map_err(|e| anyhow::anyhow!("cannot restrict {} to its owner: {e}", path.display()))?;
         // The table exists from the start, so reads never race its creation.
         let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
         let indexed = txn
@@ -464,12 +468,12 @@ impl DiskStore {
         match sent {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
-                return Err(StoreError::Backend(
+                return Err(StoreError::Refused(
                     "the disk store's write queue is full".into(),
                 ));
             }
             Err(TrySendError::Disconnected(_)) => {
-                return Err(StoreError::Backend(
+                return Err(StoreError::Refused(
                     "the disk store's writer stopped".into(),
                 ));
             }
@@ -517,13 +521,19 @@ fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answe
             batch
         });
         if w.trouble.is_some() && !w.recover() {
-            // Nothing is written until the next try: the operations fail at once.
+            // Nothing is written until the next try: the operations fail at once,
+            // but a copy of what the store holds is answered from it.
             if let Some(batch) = batch {
-                let e = StoreError::Backend(
+                let refused = StoreError::Refused(
                     "the disk store cannot write (a full disk?); it retries on its own".into(),
                 );
-                for (_, answer) in batch {
-                    let _ = answer.send(Err(e.clone()));
+                for (op, answer) in batch {
+                    let reply = shared
+                        .get()
+                        .ok()
+                        .and_then(|db| held_reply(&db, &op))
+                        .map_or_else(|| Err(refused.clone()), Ok);
+                    let _ = answer.send(reply);
                 }
             }
             continue;
@@ -610,11 +620,19 @@ impl Writer<'_> {
             .any(|(op, _)| op.is_new_work())
             .then(|| self.shared.low_on_space())
             .flatten();
+        // Below the reserve, a copy of what the store holds is still answered from it
+        // (never refused like a new event); only new events are refused.
+        let batch = match low {
+            Some(free) => self.refuse_new_work(&db, batch, free),
+            None => batch,
+        };
+        if batch.is_empty() {
+            return;
+        }
         let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
         let mut results = Vec::new();
-        let limits = low.map(|free| (free, self.shared.min_free));
         let sweep = self.sweep_due();
-        match apply(&db, self.index, &batch, limits, &mut results, sweep) {
+        match apply(&db, self.index, &batch, &mut results, sweep) {
             Ok((replies, swept)) => {
                 if sweep {
                     self.swept(swept);
@@ -625,10 +643,6 @@ impl Writer<'_> {
                 } else {
                     self.unsynced_since.get_or_insert_with(Instant::now);
                     self.unsynced.append(&mut results);
-                }
-                if low.is_some() {
-                    let refused = batch.iter().filter(|(op, _)| op.is_new_work()).count();
-                    self.shared.metrics.refused_full.inc_by(refused as u64);
                 }
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
                     let _ = answer.send(reply);
@@ -650,6 +664,37 @@ impl Writer<'_> {
                 self.failed(&e);
             }
         }
+    }
+
+    /// Answers the new work of a batch while free space is below the reserve: a copy of
+    /// what the store holds from what it holds, anything else refused. Returns the
+    /// rest of the batch (settling and delivering what is stored goes on).
+    fn refuse_new_work(
+        &self,
+        db: &Database,
+        batch: Vec<(Op, Answer)>,
+        free: u64,
+    ) -> Vec<(Op, Answer)> {
+        let mut rest = Vec::with_capacity(batch.len());
+        for (op, answer) in batch {
+            if !op.is_new_work() {
+                rest.push((op, answer));
+                continue;
+            }
+            let reply = held_reply(db, &op).map_or_else(
+                || {
+                    self.shared.metrics.refused_full.inc();
+                    Err(StoreError::Refused(format!(
+                        "disk nearly full: {} MiB free, below store.min_free_space ({} MiB); new events are refused until space is freed",
+                        free >> 20,
+                        self.shared.min_free >> 20
+                    )))
+                },
+                Ok,
+            );
+            let _ = answer.send(reply);
+        }
+        rest
     }
 
     fn sweep_due(&self) -> bool {
@@ -796,12 +841,66 @@ impl Writer<'_> {
     }
 }
 
+/// What the store holds of a new claim's or event's key, read without writing: the
+/// answer a copy gets (`None`: nothing held, or it cannot be read).
+fn held_reply(db: &Database, op: &Op) -> Option<Reply> {
+    let txn = db.begin_read().ok()?;
+    let now = now_ms();
+    match op {
+        Op::Claim { key, .. } => {
+            let table = txn.open_table(DEDUP).ok()?;
+            queue::live_record(&table, key, now)
+                .ok()
+                .flatten()
+                .map(|r| Reply::Claim(r.as_existing()))
+        }
+        Op::Queue(q) => {
+            let dedup = txn.open_table(DEDUP).ok()?;
+            let status = txn.open_table(queue::STATUS).ok()?;
+            queue::held_copy(&dedup, &status, q, now)
+                .ok()
+                .flatten()
+                .map(|c| Reply::Queue(queue::QReply::Enqueued(crate::queue::Enqueued::Existing(c))))
+        }
+        _ => None,
+    }
+}
+
+/// Creates a folder (and its parents) readable by its owner only (0700): the store's
+/// file holds queued events' bodies and headers.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    std::fs::create_dir_all(dir)
+}
+
+/// Makes a file readable and writable by its owner only (0600).
+fn owner_only(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
+        if mode != 0o600 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 /// Applies a batch in one write transaction and commits it durably.
 fn apply(
     db: &Database,
     index: &Mutex<queue::Index>,
     batch: &[(Op, Answer)],
-    low_space: Option<(u64, u64)>,
     unsynced_results: &mut Vec<queue::Change>,
     sweep: bool,
 ) -> Result<(Vec<Result<Reply, StoreError>>, Swept), StoreError> {
@@ -827,14 +926,6 @@ fn apply(
         let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
         let mut expiries = txn.open_table(EXPIRY).map_err(backend)?;
         for (op, _) in batch {
-            if let (Some((free, min)), true) = (low_space, op.is_new_work()) {
-                replies.push(Err(StoreError::Backend(format!(
-                    "disk nearly full: {} MiB free, below store.min_free_space ({} MiB); new events are refused until space is freed",
-                    free >> 20,
-                    min >> 20
-                ))));
-                continue;
-            }
             let key = match op {
                 Op::Claim { key, .. }
                 | Op::Complete { key, .. }

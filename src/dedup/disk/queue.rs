@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use redb::{ReadableTable as _, Table, TableDefinition};
+use redb::{ReadableTable, Table, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use super::{DiskStore, EXPIRY, Op, Reply, backend, decode, encode, expiry, index_expiry, now_ms};
@@ -804,7 +804,7 @@ pub(super) fn apply(
     match op {
         QOp::Enqueue {
             dedup: key,
-            all,
+            all: _,
             to,
             event_id,
             fingerprint,
@@ -813,24 +813,8 @@ pub(super) fn apply(
             bytes,
             ttl,
         } => {
-            if let Some(existing) = live_claim(dedup, key, now)? {
+            if let Some(existing) = held_copy(dedup, status, op, now)? {
                 return Ok(QReply::Enqueued(Enqueued::Existing(existing)));
-            }
-            // Stored for any destination (any state, a delivered one within its dedup
-            // window): a copy.
-            // (`to` is within `all` when the handler builds it: each queue read once.)
-            let extra = to
-                .iter()
-                .map(|(space, _)| space)
-                .filter(|s| !all.contains(s));
-            for space in all.iter().chain(extra) {
-                if let Some((rec, expires)) = read_status(status, &qkey(space, event_id))?
-                    && expires > now
-                {
-                    return Ok(QReply::Enqueued(Enqueued::Existing(Claim::Done {
-                        fingerprint: rec.fp,
-                    })));
-                }
             }
             let done = Record::done(&Token::random(), fingerprint);
             let at = expiry(now, *ttl);
@@ -1062,8 +1046,49 @@ pub(super) fn rewrite(txn: &redb::WriteTransaction, results: &[Change]) -> Resul
     Ok(())
 }
 
-fn live_record(
-    dedup: &Table<&str, &[u8]>,
+/// What the store already holds of an enqueue's event, as a claim would find it: its
+/// claim (a dedup record of the route), or a copy stored for any destination of the
+/// route (any state; a delivered one within its dedup window). Read-only, so that a
+/// copy is answered from what is held even when new events are refused (a disk below
+/// `min_free_space`, or that cannot be written).
+pub(super) fn held_copy(
+    dedup: &impl ReadableTable<&'static str, &'static [u8]>,
+    status: &impl ReadableTable<&'static str, &'static [u8]>,
+    op: &QOp,
+    now: u64,
+) -> Result<Option<Claim>, StoreError> {
+    let QOp::Enqueue {
+        dedup: key,
+        all,
+        to,
+        event_id,
+        ..
+    } = op
+    else {
+        return Ok(None);
+    };
+    if let Some(existing) = live_claim(dedup, key, now)? {
+        return Ok(Some(existing));
+    }
+    // (`to` is within `all` when the handler builds it: each queue read once.)
+    let extra = to
+        .iter()
+        .map(|(space, _)| space)
+        .filter(|s| !all.contains(s));
+    for space in all.iter().chain(extra) {
+        if let Some((rec, expires)) = read_status(status, &qkey(space, event_id))?
+            && expires > now
+        {
+            return Ok(Some(Claim::Done {
+                fingerprint: rec.fp,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+pub(super) fn live_record(
+    dedup: &impl ReadableTable<&'static str, &'static [u8]>,
     key: &DedupKey,
     now: u64,
 ) -> Result<Option<Record>, StoreError> {
@@ -1078,7 +1103,7 @@ fn live_record(
 }
 
 fn live_claim(
-    dedup: &Table<&str, &[u8]>,
+    dedup: &impl ReadableTable<&'static str, &'static [u8]>,
     key: &DedupKey,
     now: u64,
 ) -> Result<Option<Claim>, StoreError> {
@@ -1086,7 +1111,7 @@ fn live_claim(
 }
 
 fn read_status(
-    status: &Table<&str, &[u8]>,
+    status: &impl ReadableTable<&'static str, &'static [u8]>,
     k: &str,
 ) -> Result<Option<(StatusRecord, u64)>, StoreError> {
     match status.get(k).map_err(backend)? {
