@@ -186,17 +186,28 @@ async fn resolve_id(
     destination: Option<&str>,
     given: &str,
 ) -> anyhow::Result<Option<String>> {
-    let path = format!("/events/{}?limit=100000{}", enc(route), only(destination));
-    let (ok, body) = admin_call(admin, Some(route), reqwest::Method::GET, &path).await?;
-    if !ok {
-        admin_failed(&body);
-        return Ok(None);
+    // Undelivered events, then delivered ones (kept for the dedup window): `show`
+    // looks at either.
+    let mut listed: Vec<serde_json::Value> = Vec::new();
+    for state in ["", "&state=delivered"] {
+        let path = format!(
+            "/events/{}?limit=100000{}{state}",
+            enc(route),
+            only(destination)
+        );
+        let (ok, body) = admin_call(admin, Some(route), reqwest::Method::GET, &path).await?;
+        if !ok {
+            admin_failed(&body);
+            return Ok(None);
+        }
+        listed.push(serde_json::from_str(&body).unwrap_or_default());
     }
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    let mut ids: Vec<&str> = v["events"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|e| e["event_id"].as_str()).collect())
-        .unwrap_or_default();
+    let mut ids: Vec<&str> = listed
+        .iter()
+        .filter_map(|v| v["events"].as_array())
+        .flatten()
+        .filter_map(|e| e["event_id"].as_str())
+        .collect();
     ids.sort_unstable();
     ids.dedup();
     if ids.contains(&given) {

@@ -676,3 +676,53 @@ async fn the_demo_upstream_prints_bodies_without_their_escape_sequences() {
     assert!(printed.contains("\\u001b]0;pwned\\u0007"), "{printed}");
     assert!(!printed.contains('\u{1b}'), "{printed:?}");
 }
+
+/// The README's walk: once the queued event is delivered, `events show` still finds it
+/// by the start of its ID (delivered events are kept for the dedup window).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_show_takes_the_prefix_of_a_delivered_event() {
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(&dir, &queue_and_sync(port, admin, &up));
+    let gw = Gateway::spawn(&cfg, port);
+    let body = r#"{"id":"evt_delivered_0123456789","object":"event","type":"invoice.paid","customer":"c1"}"#;
+    let r = post(
+        &gw.url("/qr"),
+        &sign_for(&cfg, "qr", body),
+        body.as_bytes().to_vec(),
+    )
+    .await;
+    assert_eq!(r.outcome(), "queued", "{}", r.body);
+    assert!(
+        eventually(Duration::from_secs(10), || up
+            .effects_for("evt_delivered_0123456789")
+            == 1)
+        .await
+    );
+    let admin_url = format!("http://127.0.0.1:{admin}");
+    let mut shown = (false, String::new(), String::new());
+    for _ in 0..50 {
+        shown = run(&[
+            "events",
+            "show",
+            "--route",
+            "qr",
+            "--event-id",
+            "evt_delivered_01",
+            "--admin",
+            &admin_url,
+        ]);
+        if shown.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (ok, out, err) = shown;
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("evt_delivered_0123456789") && out.contains("delivered"),
+        "{out}"
+    );
+    drop(gw);
+}
