@@ -26,7 +26,7 @@ pub struct HandshakeReply {
 }
 
 impl HandshakeReply {
-    fn empty(status: StatusCode) -> Self {
+    pub(crate) fn empty(status: StatusCode) -> Self {
         Self {
             status,
             headers: Vec::new(),
@@ -110,6 +110,9 @@ pub enum Handshake {
     Monday,
     /// `event_type: PING` (after the passcode check) → 200.
     Figma,
+    /// A signed SNS `SubscriptionConfirmation` → 200, confirmed by fetching its
+    /// `SubscribeURL` (or logged, `confirm = "manual"`); `UnsubscribeConfirmation` → 200.
+    AwsSns,
 }
 
 fn query_param(req: &Inbound<'_>, name: &str) -> Option<String> {
@@ -175,6 +178,7 @@ impl Handshake {
             Self::Okta => "GET X-Okta-Verification-Challenge",
             Self::Monday => "{\"challenge\"} echo",
             Self::Figma => "PING → 200",
+            Self::AwsSns => "SubscriptionConfirmation → 200, SubscribeURL fetched (or logged)",
         }
     }
 
@@ -317,6 +321,12 @@ impl Handshake {
         secret_index: usize,
     ) -> Option<HandshakeReply> {
         match self {
+            Self::AwsSns => match scheme {
+                Scheme::Special(super::special::Special::AwsSns(sns)) => {
+                    sns.handshake(req, secret_index)
+                }
+                _ => None,
+            },
             Self::Slack => {
                 let j = json(req.body)?;
                 if j.get("type")? != "url_verification" {

@@ -69,6 +69,10 @@ pub enum VerifyError {
     /// `public_url` to rebuild it from (a HubSpot route set up for v1).
     #[error("{0} signatures cover the URL the provider calls: set public_url on the route")]
     NeedsPublicUrl(&'static str),
+    /// The signing certificate could not be fetched (AWS SNS): refused for now, and
+    /// the provider's retry tries again.
+    #[error("the signing certificate is not available")]
+    CertificateUnavailable,
 }
 
 impl VerifyError {
@@ -80,6 +84,7 @@ impl VerifyError {
             Self::BadSignature => "bad_signature",
             Self::TimestampTooOld | Self::TimestampInFuture => "stale_timestamp",
             Self::NeedsPublicUrl(_) => "needs_public_url",
+            Self::CertificateUnavailable => "certificate_unavailable",
         }
     }
 
@@ -364,7 +369,8 @@ impl Verifier {
                 | special::Special::Telnyx { .. }
                 | special::Special::SendGrid { .. }
                 | special::Special::Plaid { .. }
-                | special::Special::PayPal { .. },
+                | special::Special::PayPal { .. }
+                | special::Special::AwsSns(_),
             ) => true,
             Scheme::Standard(s) => s
                 .keys

@@ -1,5 +1,5 @@
 //! Presets signed with a private key the gateway never holds: Discord and Telnyx (Ed25519),
-//! SendGrid (ECDSA P-256), Plaid (JWT ES256), PayPal (RSA). Failed verifications on
+//! SendGrid (ECDSA P-256), Plaid (JWT ES256), PayPal and AWS SNS (RSA). Failed verifications on
 //! such routes spend a per-client budget (see `Verifier::is_costly`).
 
 use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
@@ -7,7 +7,7 @@ use crate::provider::catalogue::Auth;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::mac::{decode_base64, decode_base64url};
-use crate::provider::special::Special;
+use crate::provider::special::{AwsSns, Special};
 use crate::provider::{Credential, Scheme};
 
 pub(super) const PRESETS: &[PresetSpec] = &[
@@ -135,6 +135,26 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 .map(paypal_key)
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Scheme::Special(Special::PayPal { keys }))
+        },
+    },
+    PresetSpec {
+        name: "aws_sns",
+        auth: Auth::Signature,
+        scheme: "RSA SHA-1 (SignatureVersion 1) / SHA-256 (2) over the body's canonical fields, certificate from SNS's host or pinned",
+        headers: "body: Signature, SignatureVersion, SigningCertURL",
+        credential: "{ topic_arn, cert_pem?, confirm? } per topic",
+        credential_at: &[],
+        event_id: Id::Json("/MessageId"),
+        event_type: Some(Type::Json("/Type")),
+        tolerance: Some(3600),
+        handshake: Handshake::AwsSns,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(Scheme::Special(Special::AwsSns(AwsSns::from_credentials(
+                b.creds,
+            )?)))
         },
     },
 ];

@@ -309,5 +309,30 @@ pub(super) fn plain(prefix: &str) -> SigFormat {
     }
 }
 
+/// Where the scheme of a preset added (or changed) in the third round was read, and where its
+/// vectors come from (`docs/providers.md` lists them).
+#[derive(Debug)]
+pub struct Source {
+    pub preset: &'static str,
+    /// The provider's documentation or SDK the scheme was read from.
+    pub scheme: &'static str,
+    /// `official: …` for the provider's own messages, else how they were generated.
+    pub vectors: &'static str,
+}
+
+/// The third round's presets, in catalogue order.
+pub const SOURCES: &[Source] = &[
+    Source {
+        preset: "aws_sns",
+        scheme: "Amazon SNS Developer Guide, \"Verifying the signatures of Amazon SNS messages\" and \"Parsing message formats\"; AWS's message validators (aws-php-sns-message-validator `src/MessageValidator.php`, aws-js-sns-message-validator)",
+        vectors: "official: the four SNS notifications (SignatureVersion 1 and 2, with and without Subject) and the SNS certificate of aws-php-sns-message-validator `tests/FunctionalValidationsTest.php`; subscription and unsubscribe confirmations generated under a test certificate",
+    },
+    Source {
+        preset: "easypost",
+        scheme: "EasyPost client libraries' validate-webhook (the secret is normalised to NFKD before it keys the HMAC: easypost-python, easypost-node, easypost-php, easypost-ruby, easypost-csharp)",
+        vectors: "official: the libraries' validate-webhook test (secret \"sécret\", signature e93977c8…) over the first event-body fixture of EasyPost/examples; the others generated",
+    },
+];
+
 #[cfg(test)]
 mod tests;

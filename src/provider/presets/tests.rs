@@ -17,7 +17,9 @@ fn sample(shape: &str) -> Credential {
         )
     };
     match shape {
-        "string" | "user:password" | "string, in NFKD form (as EasyPost normalises it)" => {
+        "string"
+        | "user:password"
+        | "string (normalised to NFKD at load, as EasyPost's libraries do)" => {
             text("sample-secret")
         }
         "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
@@ -47,6 +49,10 @@ fn sample(shape: &str) -> Credential {
         ]),
         "{ webhook_id, cert_pem }" => parts(&[
             ("webhook_id", "WH-1"),
+            ("cert_pem", include_str!("test_cert.pem")),
+        ]),
+        "{ topic_arn, cert_pem?, confirm? } per topic" => parts(&[
+            ("topic_arn", "arn:aws:sns:us-east-1:123456789012:orders"),
             ("cert_pem", include_str!("test_cert.pem")),
         ]),
         other => panic!("no sample credential for the shape {other:?}: add one here"),
@@ -144,5 +150,23 @@ fn token_presets_verify_no_signature() {
             .verifier(&[sample(p.spec().credential)], None, None)
             .expect("builds");
         assert!(matches!(v.scheme(), Scheme::Special(_)), "{}", p.name());
+    }
+}
+
+#[test]
+fn every_source_names_a_preset_once() {
+    let mut seen = HashSet::new();
+    for s in SOURCES {
+        assert!(
+            Preset::parse(s.preset).is_some(),
+            "{} is no preset",
+            s.preset
+        );
+        assert!(seen.insert(s.preset), "{} is listed twice", s.preset);
+        assert!(
+            !s.scheme.is_empty() && !s.vectors.is_empty(),
+            "{}",
+            s.preset
+        );
     }
 }

@@ -15,11 +15,13 @@ use super::{Inbound, VerifyError, header_once};
 use crate::secret::Secret;
 
 mod asymmetric;
+mod aws_sns;
 mod body_embedded;
 mod header_hmac;
 mod token;
 mod url_signed;
 
+pub use aws_sns::AwsSns;
 pub use token::basic_auth_header;
 
 /// The key data of a special scheme, one entry per configured credential.
@@ -61,6 +63,8 @@ pub enum Special {
     PayPal {
         keys: Vec<(String, rsa::pkcs1v15::VerifyingKey<Sha256>)>,
     },
+    /// Amazon SNS: RSA over the canonical fields, per configured topic.
+    AwsSns(AwsSns),
     Netlify {
         keys: Vec<MacKey>,
     },
@@ -233,6 +237,7 @@ impl Special {
             Self::SendGrid { keys } => asymmetric::verify_sendgrid(keys, req, now, tol),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
             Self::PayPal { keys } => asymmetric::verify_paypal(keys, req, now, tol),
+            Self::AwsSns(sns) => sns.verify(req, now, tol),
             Self::Mailgun { keys } => body_embedded::verify_mailgun(keys, req, now, tol),
             Self::Adyen { keys } => body_embedded::verify_adyen(keys, req),
             Self::Braintree { keys } => body_embedded::verify_braintree(keys, req),
