@@ -332,6 +332,21 @@ pub const SOURCES: &[Source] = &[
         scheme: "EasyPost client libraries' validate-webhook (the secret is normalised to NFKD before it keys the HMAC: easypost-python, easypost-node, easypost-php, easypost-ruby, easypost-csharp)",
         vectors: "official: the libraries' validate-webhook test (secret \"sécret\", signature e93977c8…) over the first event-body fixture of EasyPost/examples; the others generated",
     },
+    Source {
+        preset: "stytch",
+        scheme: "Stytch \"Webhooks\" guide: webhooks are sent through Svix and verified as Svix documents (svix-id, svix-timestamp, svix-signature)",
+        vectors: "Svix's published verification example (the scheme owner's, not Stytch's own); the others generated",
+    },
+    Source {
+        preset: "render",
+        scheme: "Render's example receiver (render-examples/webhook-receiver `app.ts`): webhook-id, webhook-timestamp, webhook-signature, checked with the Standard Webhooks library; \"Render Webhooks\" docs",
+        vectors: "Svix's published verification example under webhook-* names (the scheme owner's, not Render's own); the others generated",
+    },
+    Source {
+        preset: "pleo",
+        scheme: "Pleo \"Webhooks: authentication and authorisation\" (HMAC signature-based: webhook-id, webhook-timestamp, webhook-signature `v1,…`)",
+        vectors: "Svix's published verification example, which Pleo's page reproduces under webhook-* names; the others generated",
+    },
 ];
 
 #[cfg(test)]
