@@ -435,6 +435,7 @@ impl Verifier {
                     | Special::Mandrill { .. }
                     | Special::HubSpot { .. }
                     | Special::Contentful { .. }
+                    | Special::Plivo { .. }
             ),
         }
     }

@@ -90,6 +90,7 @@ const UNSIGNED_ID_PRESETS: &[&str] = &[
     "woocommerce",
     "sanity",
     "contentful",
+    "plivo",
 ];
 
 fn id_is_unsigned(provider: &str, body: &[u8]) -> bool {
@@ -108,7 +109,7 @@ fn id_is_unsigned(provider: &str, body: &[u8]) -> bool {
 fn signed_content_key(provider: &str, url: Option<&str>, body: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
-    if let Some(u) = url.filter(|_| matches!(provider, "twilio" | "contentful")) {
+    if let Some(u) = url.filter(|_| matches!(provider, "twilio" | "contentful" | "plivo")) {
         h.update((u.len() as u64).to_be_bytes());
         h.update(u.as_bytes());
     }

@@ -347,6 +347,11 @@ pub const SOURCES: &[Source] = &[
         scheme: "Pleo \"Webhooks: authentication and authorisation\" (HMAC signature-based: webhook-id, webhook-timestamp, webhook-signature `v1,…`)",
         vectors: "Svix's published verification example, which Pleo's page reproduces under webhook-* names; the others generated",
     },
+    Source {
+        preset: "plivo",
+        scheme: "Plivo's SDKs: plivo-python `plivo/utils/signature_v3.py` (V3) and `plivo/utils/__init__.py` `validate_signature` (V2); plivo-go `utils.go`",
+        vectors: "official: plivo-go `utils_test.go` TestValidateSignatureV3Pass1-4 (POST and GET, with and without a query) and the V2 test of plivo-python `tests/resources/test_signature.py` / plivo-go; the rotation case generated",
+    },
 ];
 
 #[cfg(test)]

@@ -51,6 +51,7 @@ fn sample(shape: &str) -> Credential {
             ("webhook_id", "WH-1"),
             ("cert_pem", include_str!("test_cert.pem")),
         ]),
+        "auth token, or { auth_token, accept_v2 = \"true\" }" => text("sample-token"),
         "{ topic_arn, cert_pem?, confirm? } per topic" => parts(&[
             ("topic_arn", "arn:aws:sns:us-east-1:123456789012:orders"),
             ("cert_pem", include_str!("test_cert.pem")),

@@ -41,6 +41,10 @@ pub enum Special {
     Contentful {
         keys: Vec<MacKey>,
     },
+    /// Plivo: each auth token, and whether it accepts V2 signatures.
+    Plivo {
+        keys: Vec<(MacKey, bool)>,
+    },
     Box {
         keys: Vec<(Option<MacKey>, Option<MacKey>)>,
     },
@@ -228,6 +232,7 @@ impl Special {
             Self::Mandrill { keys } => url_signed::verify_mandrill(keys, req),
             Self::HubSpot { keys, raw } => url_signed::verify_hubspot(keys, raw, req, now, tol),
             Self::Contentful { keys } => url_signed::verify_contentful(keys, req, now, tol),
+            Self::Plivo { keys } => url_signed::verify_plivo(keys, req),
             Self::Box { keys } => header_hmac::verify_box(keys, req, now, tol),
             Self::DocuSign { keys } => header_hmac::verify_docusign(keys, req),
             Self::Netlify { keys } => header_hmac::verify_netlify(keys, req),
@@ -259,6 +264,7 @@ impl Special {
             Self::Mandrill { keys } => url_signed::sign_mandrill(keys, req),
             Self::HubSpot { keys, raw } => url_signed::sign_hubspot(keys, raw, req, now),
             Self::Contentful { keys } => url_signed::sign_contentful(keys, req, now),
+            Self::Plivo { keys } => url_signed::sign_plivo(keys, req),
             Self::Box { keys } => header_hmac::sign_box(keys, req, now),
             Self::DocuSign { keys } => header_hmac::sign_docusign(keys, req),
             Self::Netlify { keys } => header_hmac::sign_netlify(keys, req),
