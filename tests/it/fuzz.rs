@@ -100,6 +100,7 @@ fn routes() -> Vec<hookgate::config::Route> {
                 "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\""
             }
             "aws_sns" => sns.as_str(),
+            "worldline" => "{ key_id = \"k1\", secret = \"s\" }",
             "adyen" | "adyen_platform" => "\"00ff\"",
             "airtable" | "msteams" => "\"c2VjcmV0\"",
             "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",

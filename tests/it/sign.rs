@@ -21,6 +21,7 @@ fn credential(preset: &str) -> &'static str {
         "discord" => "\"d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a\"",
         "telnyx" => "\"WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY=\"",
         "aws_sns" => "{ topic_arn = \"*\" }",
+        "worldline" => "{ key_id = \"k1\", secret = \"s\" }",
         _ => "\"test-secret\"",
     }
 }

@@ -352,6 +352,11 @@ pub const SOURCES: &[Source] = &[
         scheme: "Plivo's SDKs: plivo-python `plivo/utils/signature_v3.py` (V3) and `plivo/utils/__init__.py` `validate_signature` (V2); plivo-go `utils.go`",
         vectors: "official: plivo-go `utils_test.go` TestValidateSignatureV3Pass1-4 (POST and GET, with and without a query) and the V2 test of plivo-python `tests/resources/test_signature.py` / plivo-go; the rotation case generated",
     },
+    Source {
+        preset: "worldline",
+        scheme: "Worldline Connect SDKs' webhooks helper (Worldline-Global-Collect/connect-sdk-php `WebhooksHelper`: X-GCS-Signature, base64 HMAC-SHA256 of the body under the secret X-GCS-KeyId names)",
+        vectors: "official: Worldline-Global-Collect/connect-sdk-php `tests/Worldline/Connect/Sdk/V1/Webhooks/WebhooksHelperTest.php` (valid, invalid body, invalid secret, invalid signature, unknown key id); the two-key cases reuse its signature",
+    },
 ];
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ fn sample(shape: &str) -> Credential {
             ("cert_pem", include_str!("test_cert.pem")),
         ]),
         "auth token, or { auth_token, accept_v2 = \"true\" }" => text("sample-token"),
+        "{ key_id, secret } per key" => parts(&[("key_id", "k1"), ("secret", "s")]),
         "{ topic_arn, cert_pem?, confirm? } per topic" => parts(&[
             ("topic_arn", "arn:aws:sns:us-east-1:123456789012:orders"),
             ("cert_pem", include_str!("test_cert.pem")),

@@ -51,6 +51,10 @@ pub enum Special {
     DocuSign {
         keys: Vec<MacKey>,
     },
+    /// Worldline: each secret with the key ID `X-GCS-KeyId` names it by.
+    Worldline {
+        keys: Vec<(String, MacKey)>,
+    },
     Discord {
         keys: Vec<ed25519_dalek::VerifyingKey>,
     },
@@ -235,6 +239,7 @@ impl Special {
             Self::Plivo { keys } => url_signed::verify_plivo(keys, req),
             Self::Box { keys } => header_hmac::verify_box(keys, req, now, tol),
             Self::DocuSign { keys } => header_hmac::verify_docusign(keys, req),
+            Self::Worldline { keys } => header_hmac::verify_worldline(keys, req),
             Self::Netlify { keys } => header_hmac::verify_netlify(keys, req),
             Self::Recharge { secrets } => header_hmac::verify_recharge(secrets, req),
             Self::Discord { keys } => asymmetric::verify_discord(keys, req, now, tol),
@@ -267,6 +272,7 @@ impl Special {
             Self::Plivo { keys } => url_signed::sign_plivo(keys, req),
             Self::Box { keys } => header_hmac::sign_box(keys, req, now),
             Self::DocuSign { keys } => header_hmac::sign_docusign(keys, req),
+            Self::Worldline { keys } => header_hmac::sign_worldline(keys, req),
             Self::Netlify { keys } => header_hmac::sign_netlify(keys, req),
             Self::Recharge { secrets } => header_hmac::sign_recharge(secrets, req),
             Self::Monday { keys } => token::sign_monday(keys, now),
