@@ -1390,6 +1390,25 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         extra_methods: &[],
         build: |b| b.body("x-twitter-webhooks-signature", "sha256=", B64, Sha256),
     },
+    // Third round: FastSpring's "Message Security" page (X-FS-Signature: base64
+    // HMAC-SHA256 of the payload under the webhook's HMAC SHA256 Secret). Each POST
+    // batches events in `events[]`.
+    PresetSpec {
+        name: "fastspring",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 base64 over body",
+        headers: "X-FS-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Custom(CustomId::GocardlessEvents),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("x-fs-signature", "", B64, Sha256),
+    },
 ];
 
 /// EasyPost's client libraries key the HMAC with the NFKD form of the webhook secret

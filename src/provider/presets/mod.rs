@@ -357,6 +357,11 @@ pub const SOURCES: &[Source] = &[
         scheme: "Worldline Connect SDKs' webhooks helper (Worldline-Global-Collect/connect-sdk-php `WebhooksHelper`: X-GCS-Signature, base64 HMAC-SHA256 of the body under the secret X-GCS-KeyId names)",
         vectors: "official: Worldline-Global-Collect/connect-sdk-php `tests/Worldline/Connect/Sdk/V1/Webhooks/WebhooksHelperTest.php` (valid, invalid body, invalid secret, invalid signature, unknown key id); the two-key cases reuse its signature",
     },
+    Source {
+        preset: "fastspring",
+        scheme: "FastSpring developer docs, \"Message Security\" (X-FS-Signature: base64 HMAC-SHA256 of the payload under the HMAC SHA256 Secret)",
+        vectors: "generated with that scheme (FastSpring publishes no test vector)",
+    },
 ];
 
 #[cfg(test)]
