@@ -1409,6 +1409,36 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         extra_methods: &[],
         build: |b| b.body("x-fs-signature", "", B64, Sha256),
     },
+    // Third round: Airwallex's "Listen for webhook events" page and its code examples
+    // (x-signature: hex HMAC-SHA256 of x-timestamp followed by the payload). The page
+    // gives no window and no unit for x-timestamp, so the preset checks none.
+    PresetSpec {
+        name: "airwallex",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 hex over ts + body",
+        headers: "x-signature, x-timestamp",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(full(
+                "x-signature",
+                plain(""),
+                Hex,
+                Template::parse("{timestamp}{body}")?,
+                TimestampSource::Header(hdr("x-timestamp")),
+                Millis,
+                None,
+                b.sha256()?,
+            ))
+        },
+    },
 ];
 
 /// EasyPost's client libraries key the HMAC with the NFKD form of the webhook secret

@@ -362,6 +362,11 @@ pub const SOURCES: &[Source] = &[
         scheme: "FastSpring developer docs, \"Message Security\" (X-FS-Signature: base64 HMAC-SHA256 of the payload under the HMAC SHA256 Secret)",
         vectors: "generated with that scheme (FastSpring publishes no test vector)",
     },
+    Source {
+        preset: "airwallex",
+        scheme: "Airwallex developer docs, \"Listen for webhook events\" and its code examples (x-signature: hex HMAC-SHA256 of x-timestamp + payload)",
+        vectors: "generated with that scheme (Airwallex publishes no test vector)",
+    },
 ];
 
 #[cfg(test)]
