@@ -424,6 +424,23 @@ impl Verifier {
         }
     }
 
+    /// The bytes the signature binds besides the URL, for the `sig-` key: the raw body,
+    /// except where the scheme signs decoded parameters (Plivo V3), whose canonical
+    /// string is used instead, so the same parameters encoded another way are the same
+    /// delivery, not a new one.
+    pub fn signed_content<'a>(&self, req: &Inbound<'a>) -> std::borrow::Cow<'a, [u8]> {
+        match &self.scheme {
+            Scheme::Special(Special::Plivo { .. })
+                if req.headers.contains_key("x-plivo-signature-v3") =>
+            {
+                let get = req.method == Method::GET;
+                let url = req.url.unwrap_or_default();
+                std::borrow::Cow::Owned(special::plivo_v3_string(get, url, req.body).into_bytes())
+            }
+            _ => std::borrow::Cow::Borrowed(req.body),
+        }
+    }
+
     /// Whether the signature covers the URL the provider called (with its query).
     pub fn signs_url(&self) -> bool {
         match &self.scheme {
@@ -546,7 +563,8 @@ pub fn accept(
     let (event_id, unsigned_id) = match origin {
         Some(h) if !verifier.signs_header(&h) => {
             let url = req.url.filter(|_| verifier.signs_url());
-            (EventId::signed_content(url, req.body), Some(event_id))
+            let signed = verifier.signed_content(req);
+            (EventId::signed_content(url, &signed), Some(event_id))
         }
         _ => (event_id, None),
     };

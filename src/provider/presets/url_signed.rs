@@ -41,7 +41,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         credential: "auth token, or { auth_token, accept_v2 = \"true\" }",
         credential_at: &[],
         // No event ID: the nonce changes per request, so a delivery is deduplicated on
-        // the signed URL and body (the nonce header is never trusted as a key).
+        // the signed URL and canonical parameters (the nonce is never used as a key).
         event_id: Id::Header(&["x-plivo-signature-v3-nonce", "x-plivo-signature-v2-nonce"]),
         event_type: None,
         tolerance: None,

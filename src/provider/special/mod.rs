@@ -21,6 +21,8 @@ mod header_hmac;
 mod token;
 mod url_signed;
 
+pub use url_signed::plivo_v3_string;
+
 pub use aws_sns::AwsSns;
 pub use token::basic_auth_header;
 

@@ -419,7 +419,7 @@ pub(super) fn verify_plivo(
 /// `name=value` joined by `&`; then `.` if there are both; then every form parameter,
 /// sorted, as `name` + `value` with no separator. Names and values are decoded. A GET
 /// has no form: its parameters are all in the query.
-fn plivo_v3_string(get: bool, url: &str, body: &[u8]) -> String {
+pub fn plivo_v3_string(get: bool, url: &str, body: &[u8]) -> String {
     use std::collections::BTreeMap;
     fn collect(src: &[u8], into: &mut BTreeMap<String, Vec<String>>) {
         for (k, v) in form_urlencoded::parse(src) {
