@@ -320,7 +320,8 @@ const AWS_SNS: &str = "\n## AWS SNS\n\n\
     refused. The signature proves SNS sent the message, not from which topic, and anyone\n\
     can create a topic: each credential names the topic it accepts,\n\
     `secrets = [{ topic_arn = \"arn:aws:sns:eu-west-1:111122223333:orders\" }]` (`\"*\"`\n\
-    accepts every topic), and only a configured topic's subscription is confirmed.\n\n\
+    accepts every topic's messages), and only a named topic's subscription is confirmed\n\
+    by the gateway (with `\"*\"` it is logged for the operator, as with `confirm = \"manual\"`).\n\n\
     The certificate is fetched from `SigningCertURL` only when that is\n\
     `https://sns.<region>.amazonaws.com[.cn]/SimpleNotificationService-<hex>.pem`\n\
     (no other scheme, host, port, user, query or path), at most 16 KiB, within 5 s, at\n\

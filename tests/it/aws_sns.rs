@@ -150,7 +150,8 @@ fn subscription(token: &str, origin: &str) -> Vec<u8> {
 }
 
 /// A gateway with an `aws_sns` route at `/sns` (certificates from `origin`), one at
-/// `/sns-manual` (confirm = "manual"), and a GitLab route at `/gitlab`.
+/// `/sns-manual` (confirm = "manual"), one at `/sns-any` (any topic), and a GitLab
+/// route at `/gitlab`.
 async fn gateway(origin: &str, upstream: &Upstream) -> TestGateway {
     let cfg = format!(
         r#"[store]
@@ -168,6 +169,13 @@ name = "sns-manual"
 path = "/sns-manual"
 provider = "aws_sns"
 secrets = [{{ topic_arn = "{TOPIC}", test_cert_origin = "{origin}", confirm = "manual" }}]
+upstream = "{up}"
+
+[[routes]]
+name = "sns-any"
+path = "/sns-any"
+provider = "aws_sns"
+secrets = [{{ topic_arn = "*", test_cert_origin = "{origin}" }}]
 upstream = "{up}"
 
 [[routes]]
@@ -285,7 +293,7 @@ async fn a_slow_certificate_fetch_holds_up_no_other_route_and_is_bounded_in_time
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sns_subscription_is_confirmed_by_fetching_its_subscribe_url_unless_manual() {
+async fn sns_subscription_is_confirmed_by_fetching_its_subscribe_url_unless_manual_or_any_topic() {
     let (certs, upstream) = (CertServer::start().await, Upstream::start().await);
     let gw = gateway(&certs.origin, &upstream).await;
     let r = send(
@@ -307,8 +315,18 @@ async fn sns_subscription_is_confirmed_by_fetching_its_subscribe_url_unless_manu
     )
     .await;
     assert_eq!((r.status, r.outcome()), (200, "handshake"), "{}", r.body);
+    // A route that accepts any topic never confirms a subscription by itself.
+    let r = send(
+        "POST",
+        &gw.url("/sns-any"),
+        &json_headers(),
+        subscription("tok-any", &certs.origin),
+    )
+    .await;
+    assert_eq!((r.status, r.outcome()), (200, "handshake"), "{}", r.body);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!certs.seen().iter().any(|p| p.contains("tok-manual")));
+    assert!(!certs.seen().iter().any(|p| p.contains("tok-any")));
     assert_eq!(upstream.count(), 0, "handshakes are never forwarded");
     gw.stop().await;
 }

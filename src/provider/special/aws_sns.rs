@@ -206,7 +206,12 @@ impl AwsSns {
         match kind {
             "SubscriptionConfirmation" => {
                 let url = msg.field("SubscribeURL").ok()?;
-                let confirm = self.topics.get(secret_index).map(|t| t.confirm)?;
+                // `topic_arn = "*"` accepts any topic's messages, but never subscribes
+                // the endpoint to a topic by itself: anyone can create a topic.
+                let confirm = self.topics.get(secret_index).map(|t| match t.arn {
+                    Some(_) => t.confirm,
+                    None => Confirm::Manual,
+                })?;
                 match confirm {
                     Confirm::Manual => tracing::warn!(
                         topic,
