@@ -368,6 +368,7 @@ impl Verifier {
                 special::Special::Discord { .. }
                 | special::Special::Telnyx { .. }
                 | special::Special::SendGrid { .. }
+                | special::Special::Circle { .. }
                 | special::Special::Plaid { .. }
                 | special::Special::PayPal { .. }
                 | special::Special::AwsSns(_),

@@ -101,6 +101,9 @@ fn routes() -> Vec<hookgate::config::Route> {
             }
             "aws_sns" => sns.as_str(),
             "worldline" => "{ key_id = \"k1\", secret = \"s\" }",
+            "circle" => {
+                "{ key_id = \"k1\", public_key = \"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEVs/o5+uQbTjL3chynL4wXgUg2R9q9UU8I5mEovUf86QZ7kOBIjJwqnzD1omageEHWwHdBO6B+dFabmdT9POxg==\" }"
+            }
             "adyen" | "adyen_platform" => "\"00ff\"",
             "airtable" | "msteams" => "\"c2VjcmV0\"",
             "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",

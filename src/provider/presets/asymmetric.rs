@@ -1,5 +1,5 @@
 //! Presets signed with a private key the gateway never holds: Discord and Telnyx (Ed25519),
-//! SendGrid (ECDSA P-256), Plaid (JWT ES256), PayPal and AWS SNS (RSA). Failed verifications on
+//! SendGrid and Circle (ECDSA P-256), Plaid (JWT ES256), PayPal and AWS SNS (RSA). Failed verifications on
 //! such routes spend a per-client budget (see `Verifier::is_costly`).
 
 use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
@@ -135,6 +135,34 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 .map(paypal_key)
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Scheme::Special(Special::PayPal { keys }))
+        },
+    },
+    PresetSpec {
+        name: "circle",
+        auth: Auth::Signature,
+        scheme: "ECDSA P-256 SHA-256 (DER, base64) over body, key chosen by X-Circle-Key-Id",
+        headers: "X-Circle-Signature, X-Circle-Key-Id",
+        credential: "{ key_id, public_key } per key (base64 DER or PEM)",
+        credential_at: &[],
+        event_id: Id::Json("/notificationId"),
+        event_type: Some(Type::Json("/notificationType")),
+        tolerance: None,
+        handshake: Handshake::Head,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .creds
+                .iter()
+                .map(|c| {
+                    Ok((
+                        c.part_str("key_id")?.to_owned(),
+                        sendgrid_key(c.part("public_key")?)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::Circle { keys }))
         },
     },
     PresetSpec {

@@ -367,6 +367,11 @@ pub const SOURCES: &[Source] = &[
         scheme: "Airwallex developer docs, \"Listen for webhook events\" and its code examples (x-signature: hex HMAC-SHA256 of x-timestamp + payload)",
         vectors: "generated with that scheme (Airwallex publishes no test vector)",
     },
+    Source {
+        preset: "circle",
+        scheme: "Circle developer docs, \"How-to: Verify webhook signatures\" (v2 notifications: ECDSA_SHA_256 over the body, X-Circle-Signature base64, X-Circle-Key-Id; public key as base64 DER from the notifications publicKey endpoint); Circle Wallets' notification quickstart (the endpoint answers HEAD)",
+        vectors: "generated with that scheme under a key made for the vectors (the docs' example is not complete enough to verify)",
+    },
 ];
 
 #[cfg(test)]

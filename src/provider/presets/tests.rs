@@ -53,6 +53,14 @@ fn sample(shape: &str) -> Credential {
         ]),
         "auth token, or { auth_token, accept_v2 = \"true\" }" => text("sample-token"),
         "{ key_id, secret } per key" => parts(&[("key_id", "k1"), ("secret", "s")]),
+        // SendGrid's test key from the vectors, under a key ID.
+        "{ key_id, public_key } per key (base64 DER or PEM)" => parts(&[
+            ("key_id", "k1"),
+            (
+                "public_key",
+                "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAECHtwM9GQGOHZKIv3kaymX4Xk1/oJ4o2QqtbjYCsorArpfOkTSBDcN87+q3wY/BkBLpTUklGyvMDDHXudGcKDQw==",
+            ),
+        ]),
         "{ topic_arn, cert_pem?, confirm? } per topic" => parts(&[
             ("topic_arn", "arn:aws:sns:us-east-1:123456789012:orders"),
             ("cert_pem", include_str!("test_cert.pem")),

@@ -141,3 +141,22 @@ pub(super) fn verify_paypal(
     check_window(TsFormat::Iso8601.parse_ms(time)?, now, tol)?;
     Ok(i)
 }
+
+/// Circle (v2 notifications): `X-Circle-Signature` is a base64 DER ECDSA P-256 /
+/// SHA-256 signature of the body by the key `X-Circle-Key-Id` names; a key ID the
+/// route does not hold is refused.
+pub(super) fn verify_circle(
+    keys: &[(String, p256::ecdsa::VerifyingKey)],
+    req: &Inbound<'_>,
+) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let name = "x-circle-signature";
+    let sig = decode_base64(need(hs, name)?)
+        .and_then(|der| p256::ecdsa::Signature::from_der(&der).ok())
+        .ok_or_else(|| VerifyError::Malformed(name.into()))?;
+    let sig = sig.normalize_s();
+    let key_id = need(hs, "x-circle-key-id")?;
+    first(keys, |(id, key)| {
+        id == key_id && key.verify(req.body, &sig).is_ok()
+    })
+}

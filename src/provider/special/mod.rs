@@ -67,6 +67,10 @@ pub enum Special {
     SendGrid {
         keys: Vec<p256::ecdsa::VerifyingKey>,
     },
+    /// Circle: each public key with the key ID `X-Circle-Key-Id` names it by.
+    Circle {
+        keys: Vec<(String, p256::ecdsa::VerifyingKey)>,
+    },
     Plaid {
         keys: Vec<(String, p256::ecdsa::VerifyingKey)>,
     },
@@ -247,6 +251,7 @@ impl Special {
             Self::Discord { keys } => asymmetric::verify_discord(keys, req, now, tol),
             Self::Telnyx { keys } => asymmetric::verify_telnyx(keys, req, now, tol),
             Self::SendGrid { keys } => asymmetric::verify_sendgrid(keys, req, now, tol),
+            Self::Circle { keys } => asymmetric::verify_circle(keys, req),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
             Self::PayPal { keys } => asymmetric::verify_paypal(keys, req, now, tol),
             Self::AwsSns(sns) => sns.verify(req, now, tol),
