@@ -296,8 +296,6 @@ const LEFT_OUT: &str = "\n## Named for the third round and left out\n\n\
     scheme; a guessed scheme would be a defect. These were named and are not presets yet:\n\n\
     - Svix-sent, not confirmed from the provider's own material: `beehiiv`, `guesty`,\n\
       `nash`, `psifi`, `safebase`, `sardine`.\n\
-    - `ebay` (ECDSA under the key its signature header names, and a challenge): not\n\
-      implemented yet.\n\
     - Own schemes not confirmed from the provider's documentation or SDK: `adobe_sign`,\n\
       `checkbook`, `nango`, `orum`, `pandadoc`, `port`, `rutter`, `vapi`, `veriff`, `vgs`,\n\
       `airship`, `bolt`, `clearbit`, `go1`, `hostedhooks`, `orbit`, `signal_sciences`,\n\

@@ -369,6 +369,7 @@ impl Verifier {
                 | special::Special::Telnyx { .. }
                 | special::Special::SendGrid { .. }
                 | special::Special::Circle { .. }
+                | special::Special::Ebay { .. }
                 | special::Special::Plaid { .. }
                 | special::Special::PayPal { .. }
                 | special::Special::AwsSns(_),

@@ -101,6 +101,9 @@ fn routes() -> Vec<hookgate::config::Route> {
             }
             "aws_sns" => sns.as_str(),
             "worldline" => "{ key_id = \"k1\", secret = \"s\" }",
+            "ebay" => {
+                "{ key_id = \"k1\", verification_token = \"t\", public_key = \"-----BEGIN PUBLIC KEY-----MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEZhhxXKtR+TOvtDbgTPCkSof02qgBB7IsYOyf76ilExJ/upAa/vKIKheOoCyOpcLmi4t0b4uepb7LLjmMr90FUg==-----END PUBLIC KEY-----\" }"
+            }
             "circle" => {
                 "{ key_id = \"k1\", public_key = \"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEVs/o5+uQbTjL3chynL4wXgUg2R9q9UU8I5mEovUf86QZ7kOBIjJwqnzD1omageEHWwHdBO6B+dFabmdT9POxg==\" }"
             }

@@ -372,6 +372,11 @@ pub const SOURCES: &[Source] = &[
         scheme: "Circle developer docs, \"How-to: Verify webhook signatures\" (v2 notifications: ECDSA_SHA_256 over the body, X-Circle-Signature base64, X-Circle-Key-Id; public key as base64 DER from the notifications publicKey endpoint); Circle Wallets' notification quickstart (the endpoint answers HEAD)",
         vectors: "generated with that scheme under a key made for the vectors (the docs' example is not complete enough to verify)",
     },
+    Source {
+        preset: "ebay",
+        scheme: "eBay's event-notification SDKs (eBay/event-notification-nodejs-sdk `lib/validator.js`: X-EBAY-SIGNATURE is base64 JSON {alg, kid, signature, digest}, ECDSA with SHA-1 over the message; the challenge answer is hex SHA-256 of challenge code + verification token + endpoint)",
+        vectors: "official: eBay/event-notification-nodejs-sdk `test/test.json` (VALID signature, message and one-line PEM key; its SIGNATURE_MISMATCH header); the tampered, unknown-kid and challenge cases generated",
+    },
 ];
 
 #[cfg(test)]

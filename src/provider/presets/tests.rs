@@ -53,6 +53,14 @@ fn sample(shape: &str) -> Credential {
         ]),
         "auth token, or { auth_token, accept_v2 = \"true\" }" => text("sample-token"),
         "{ key_id, secret } per key" => parts(&[("key_id", "k1"), ("secret", "s")]),
+        // eBay's SDK test key, on one line as eBay's API returns it.
+        "{ key_id, public_key, verification_token? } per key (PEM, one line accepted)" => parts(&[
+            ("key_id", "k1"),
+            (
+                "public_key",
+                "-----BEGIN PUBLIC KEY-----MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEZhhxXKtR+TOvtDbgTPCkSof02qgBB7IsYOyf76ilExJ/upAa/vKIKheOoCyOpcLmi4t0b4uepb7LLjmMr90FUg==-----END PUBLIC KEY-----",
+            ),
+        ]),
         // SendGrid's test key from the vectors, under a key ID.
         "{ key_id, public_key } per key (base64 DER or PEM)" => parts(&[
             ("key_id", "k1"),

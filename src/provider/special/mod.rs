@@ -67,6 +67,10 @@ pub enum Special {
     SendGrid {
         keys: Vec<p256::ecdsa::VerifyingKey>,
     },
+    /// eBay: each public key with the `kid` its signature header names it by.
+    Ebay {
+        keys: Vec<(String, p256::ecdsa::VerifyingKey)>,
+    },
     /// Circle: each public key with the key ID `X-Circle-Key-Id` names it by.
     Circle {
         keys: Vec<(String, p256::ecdsa::VerifyingKey)>,
@@ -252,6 +256,7 @@ impl Special {
             Self::Telnyx { keys } => asymmetric::verify_telnyx(keys, req, now, tol),
             Self::SendGrid { keys } => asymmetric::verify_sendgrid(keys, req, now, tol),
             Self::Circle { keys } => asymmetric::verify_circle(keys, req),
+            Self::Ebay { keys } => asymmetric::verify_ebay(keys, req),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
             Self::PayPal { keys } => asymmetric::verify_paypal(keys, req, now, tol),
             Self::AwsSns(sns) => sns.verify(req, now, tol),
