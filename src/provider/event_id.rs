@@ -27,7 +27,7 @@ pub enum CustomId {
     AdyenItems,
     /// Okta: every `data.events[].uuid`.
     OktaEvents,
-    /// GoCardless: every `events[].id`.
+    /// GoCardless, FastSpring: every `events[].id`.
     GocardlessEvents,
     /// Mandrill: every `_id` in the form field `mandrill_events`.
     MandrillEvents,

@@ -8,6 +8,7 @@
 use bytes::Bytes;
 use http::{HeaderName, Method, StatusCode};
 use serde_json::Value;
+use sha2::Digest as _;
 
 use super::mac::{Algorithm, MacKey, ct_eq};
 use super::{Credential, Inbound, Scheme, VerifyError, header_once};
@@ -26,7 +27,7 @@ pub struct HandshakeReply {
 }
 
 impl HandshakeReply {
-    fn empty(status: StatusCode) -> Self {
+    pub(crate) fn empty(status: StatusCode) -> Self {
         Self {
             status,
             headers: Vec::new(),
@@ -110,6 +111,14 @@ pub enum Handshake {
     Monday,
     /// `event_type: PING` (after the passcode check) → 200.
     Figma,
+    /// eBay's `GET ?challenge_code=…` → `{"challengeResponse": hex(SHA-256(code +
+    /// verification token + endpoint))}`, the endpoint being the route's `public_url`.
+    Ebay {
+        verification_tokens: Vec<Secret>,
+    },
+    /// A signed SNS `SubscriptionConfirmation` → 200, confirmed by fetching its
+    /// `SubscribeURL` (or logged, `confirm = "manual"`); `UnsubscribeConfirmation` → 200.
+    AwsSns,
 }
 
 fn query_param(req: &Inbound<'_>, name: &str) -> Option<String> {
@@ -136,6 +145,13 @@ impl Handshake {
             },
             Self::Braintree { .. } => Self::Braintree {
                 keys: braintree_keys(creds)?,
+            },
+            Self::Ebay { .. } => Self::Ebay {
+                verification_tokens: creds
+                    .iter()
+                    .filter_map(|c| c.part("verification_token").ok())
+                    .map(|t| Secret::new(t.to_vec()))
+                    .collect(),
             },
             Self::XCrc { .. } => Self::XCrc {
                 keys: creds
@@ -175,6 +191,8 @@ impl Handshake {
             Self::Okta => "GET X-Okta-Verification-Challenge",
             Self::Monday => "{\"challenge\"} echo",
             Self::Figma => "PING → 200",
+            Self::AwsSns => "SubscriptionConfirmation → 200, SubscribeURL fetched (or logged)",
+            Self::Ebay { .. } => "GET challenge_code → challengeResponse (verification_token)",
         }
     }
 
@@ -187,7 +205,8 @@ impl Handshake {
             | Self::Braintree { .. }
             | Self::XCrc { .. }
             | Self::Mailchimp
-            | Self::Okta => Some(Method::GET),
+            | Self::Okta
+            | Self::Ebay { .. } => Some(Method::GET),
             Self::Head => Some(Method::HEAD),
             _ => None,
         }
@@ -206,6 +225,27 @@ impl Handshake {
                     return Err(VerifyError::BadSignature);
                 }
                 HandshakeReply::text(query_param(req, "hub.challenge").unwrap_or_default())
+            }
+            Self::Ebay {
+                verification_tokens,
+            } if req.method == Method::GET => {
+                let code = query_param(req, "challenge_code")
+                    .ok_or_else(|| VerifyError::MissingHeader("challenge_code".into()))?;
+                // The endpoint eBay hashes is the URL it calls, without the query.
+                let endpoint = req
+                    .url
+                    .map(|u| u.split_once('?').map_or(u, |(base, _)| base))
+                    .ok_or(VerifyError::NeedsPublicUrl("eBay challenge"))?;
+                let token = verification_tokens
+                    .first()
+                    .ok_or_else(|| VerifyError::MissingHeader("verification_token".into()))?;
+                let mut h = sha2::Sha256::new();
+                h.update(code.as_bytes());
+                h.update(token.expose());
+                h.update(endpoint.as_bytes());
+                HandshakeReply::json(
+                    &serde_json::json!({ "challengeResponse": hex::encode(h.finalize()) }),
+                )
             }
             Self::Dropbox if req.method == Method::GET => {
                 let challenge = query_param(req, "challenge")
@@ -317,6 +357,12 @@ impl Handshake {
         secret_index: usize,
     ) -> Option<HandshakeReply> {
         match self {
+            Self::AwsSns => match scheme {
+                Scheme::Special(super::special::Special::AwsSns(sns)) => {
+                    sns.handshake(req, secret_index)
+                }
+                _ => None,
+            },
             Self::Slack => {
                 let j = json(req.body)?;
                 if j.get("type")? != "url_verification" {

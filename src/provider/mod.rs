@@ -69,6 +69,10 @@ pub enum VerifyError {
     /// `public_url` to rebuild it from (a HubSpot route set up for v1).
     #[error("{0} signatures cover the URL the provider calls: set public_url on the route")]
     NeedsPublicUrl(&'static str),
+    /// The signing certificate could not be fetched (AWS SNS): refused for now, and
+    /// the provider's retry tries again.
+    #[error("the signing certificate is not available")]
+    CertificateUnavailable,
 }
 
 impl VerifyError {
@@ -80,6 +84,7 @@ impl VerifyError {
             Self::BadSignature => "bad_signature",
             Self::TimestampTooOld | Self::TimestampInFuture => "stale_timestamp",
             Self::NeedsPublicUrl(_) => "needs_public_url",
+            Self::CertificateUnavailable => "certificate_unavailable",
         }
     }
 
@@ -363,8 +368,11 @@ impl Verifier {
                 special::Special::Discord { .. }
                 | special::Special::Telnyx { .. }
                 | special::Special::SendGrid { .. }
+                | special::Special::Circle { .. }
+                | special::Special::Ebay { .. }
                 | special::Special::Plaid { .. }
-                | special::Special::PayPal { .. },
+                | special::Special::PayPal { .. }
+                | special::Special::AwsSns(_),
             ) => true,
             Scheme::Standard(s) => s
                 .keys
@@ -418,6 +426,23 @@ impl Verifier {
         }
     }
 
+    /// The bytes the signature binds besides the URL, for the `sig-` key: the raw body,
+    /// except where the scheme signs decoded parameters (Plivo V3), whose canonical
+    /// string is used instead, so the same parameters encoded another way are the same
+    /// delivery, not a new one.
+    pub fn signed_content<'a>(&self, req: &Inbound<'a>) -> std::borrow::Cow<'a, [u8]> {
+        match &self.scheme {
+            Scheme::Special(Special::Plivo { .. })
+                if req.headers.contains_key("x-plivo-signature-v3") =>
+            {
+                let get = req.method == Method::GET;
+                let url = req.url.unwrap_or_default();
+                std::borrow::Cow::Owned(special::plivo_v3_string(get, url, req.body).into_bytes())
+            }
+            _ => std::borrow::Cow::Borrowed(req.body),
+        }
+    }
+
     /// Whether the signature covers the URL the provider called (with its query).
     pub fn signs_url(&self) -> bool {
         match &self.scheme {
@@ -429,6 +454,7 @@ impl Verifier {
                     | Special::Mandrill { .. }
                     | Special::HubSpot { .. }
                     | Special::Contentful { .. }
+                    | Special::Plivo { .. }
             ),
         }
     }
@@ -539,7 +565,8 @@ pub fn accept(
     let (event_id, unsigned_id) = match origin {
         Some(h) if !verifier.signs_header(&h) => {
             let url = req.url.filter(|_| verifier.signs_url());
-            (EventId::signed_content(url, req.body), Some(event_id))
+            let signed = verifier.signed_content(req);
+            (EventId::signed_content(url, &signed), Some(event_id))
         }
         _ => (event_id, None),
     };

@@ -315,6 +315,14 @@ pub fn response(answer: Answer) -> Resp {
         Answer::Rejected(Rejection::Verify(e)) if e.is_timestamp() => {
             error(S::UNAUTHORIZED, "timestamp outside the tolerance")
         }
+        // The signing certificate could not be fetched (AWS SNS): the delivery may be
+        // genuine, and SNS retries only a 5xx.
+        Answer::Rejected(Rejection::Verify(
+            crate::provider::VerifyError::CertificateUnavailable,
+        )) => later(
+            S::SERVICE_UNAVAILABLE,
+            "the signing certificate is not available yet, retry later",
+        ),
         Answer::Rejected(Rejection::Verify(_)) => error(S::UNAUTHORIZED, "invalid signature"),
         Answer::Rejected(Rejection::NoEventId) => {
             error(S::BAD_REQUEST, "no event id in the delivery")

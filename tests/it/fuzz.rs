@@ -87,11 +87,26 @@ const HEADERS: &[&str] = &[
 /// A route of every preset, with credentials of the right shape.
 fn routes() -> Vec<hookgate::config::Route> {
     let mut text = String::from("[store]\ndedup_ttl = \"3d\"\n");
+    // A pinned certificate: arbitrary bodies must never make the gateway fetch one.
+    let sns = format!(
+        "{{ topic_arn = \"*\", cert_pem = {} }}",
+        serde_json::to_string(include_str!("../fixtures/aws_sns/test_cert.pem")).expect("json")
+    );
     for p in Preset::all().filter(|p| *p != Preset::HMAC) {
         let name = p.name();
         let secret = match name {
             "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
-            | "lithic" | "incident_io" => "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"",
+            | "lithic" | "incident_io" | "stytch" | "render" | "pleo" => {
+                "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\""
+            }
+            "aws_sns" => sns.as_str(),
+            "worldline" => "{ key_id = \"k1\", secret = \"s\" }",
+            "ebay" => {
+                "{ key_id = \"k1\", verification_token = \"t\", public_key = \"-----BEGIN PUBLIC KEY-----MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEZhhxXKtR+TOvtDbgTPCkSof02qgBB7IsYOyf76ilExJ/upAa/vKIKheOoCyOpcLmi4t0b4uepb7LLjmMr90FUg==-----END PUBLIC KEY-----\" }"
+            }
+            "circle" => {
+                "{ key_id = \"k1\", public_key = \"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEVs/o5+uQbTjL3chynL4wXgUg2R9q9UU8I5mEovUf86QZ7kOBIjJwqnzD1omageEHWwHdBO6B+dFabmdT9POxg==\" }"
+            }
             "adyen" | "adyen_platform" => "\"00ff\"",
             "airtable" | "msteams" => "\"c2VjcmV0\"",
             "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",

@@ -8,6 +8,7 @@
     reason = "a test binary has no public API; `pub` only spans its modules"
 )]
 
+mod aws_sns;
 mod chaos;
 mod cli;
 mod clock;

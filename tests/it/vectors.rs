@@ -90,6 +90,7 @@ const UNSIGNED_ID_PRESETS: &[&str] = &[
     "woocommerce",
     "sanity",
     "contentful",
+    "plivo",
 ];
 
 fn id_is_unsigned(provider: &str, body: &[u8]) -> bool {
@@ -108,12 +109,26 @@ fn id_is_unsigned(provider: &str, body: &[u8]) -> bool {
 fn signed_content_key(provider: &str, url: Option<&str>, body: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
-    if let Some(u) = url.filter(|_| matches!(provider, "twilio" | "contentful")) {
+    if let Some(u) = url.filter(|_| matches!(provider, "twilio" | "contentful" | "plivo")) {
         h.update((u.len() as u64).to_be_bytes());
         h.update(u.as_bytes());
     }
     h.update(body);
     format!("sig-{}", hex::encode(h.finalize()))
+}
+
+/// The bytes a `sig-` key covers besides the URL: the body, or for Plivo V3 the
+/// canonical string of its decoded parameters.
+fn signed_content(v: &Value, headers: &[(String, String)], body: &[u8]) -> Vec<u8> {
+    let v3 = headers
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("x-plivo-signature-v3"));
+    if v["provider"] == "plivo" && v3 {
+        let get = v["method"].as_str() == Some("GET");
+        let url = v["url"].as_str().unwrap_or_default();
+        return hookgate::provider::special::plivo_v3_string(get, url, body).into_bytes();
+    }
+    body.to_vec()
 }
 
 /// Vectors that carry an `expected_response` but are real events: forwarded, with
@@ -246,7 +261,11 @@ async fn run_vector(v: &Value) -> Result<(), String> {
         ));
     };
     let want_id = if id_is_unsigned(provider, &body) {
-        signed_content_key(provider, v["url"].as_str(), &body)
+        signed_content_key(
+            provider,
+            v["url"].as_str(),
+            &signed_content(v, &headers, &body),
+        )
     } else {
         expected_key(&v["event_id"], &body)
     };
@@ -351,4 +370,45 @@ fn unsupported_providers_are_refused_by_the_config_not_ignored() {
             .expect_err("unknown provider must be an error");
         assert!(err.to_string().contains("unknown provider"), "{err}");
     }
+}
+
+/// Plivo signs decoded parameters: the same parameters encoded another way (`+` or
+/// `%20` for a space) carry the same signature, so they take the same key, and the
+/// re-encoded copy (other bytes under a claimed key) is refused, never forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plivo_parameters_encoded_another_way_are_not_a_new_delivery() {
+    let v = vectors()
+        .into_iter()
+        .find(|v| v["provider"] == "plivo" && v["case"] == "official V3, POST without a query")
+        .expect("the official Plivo vector");
+    let upstream = Upstream::start().await;
+    let (cfg, query) = vector_config(&v, &upstream.url("/up")).expect("config");
+    let now = v["now"].as_u64().expect("now");
+    let gw = TestGateway::start_with_clock(&cfg, Clock::Fixed(now)).await;
+    let headers: Vec<(String, String)> = v["headers"]
+        .as_object()
+        .expect("headers")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+        .collect();
+    let body = v["body"].as_str().expect("body").to_owned();
+    assert!(body.contains('+'), "the vector encodes a space as +");
+    let target = gw.url(&format!("/hook{query}"));
+    let first = send("POST", &target, &headers, body.clone().into_bytes()).await;
+    assert_eq!(first.outcome(), "forwarded", "{}", first.body);
+    let again = send(
+        "POST",
+        &target,
+        &headers,
+        body.replace('+', "%20").into_bytes(),
+    )
+    .await;
+    assert_eq!(
+        (again.status, again.outcome()),
+        (422, "mismatch"),
+        "{}",
+        again.body
+    );
+    assert_eq!(upstream.count(), 1);
+    gw.stop().await;
 }

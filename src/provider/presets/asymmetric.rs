@@ -1,5 +1,5 @@
 //! Presets signed with a private key the gateway never holds: Discord and Telnyx (Ed25519),
-//! SendGrid (ECDSA P-256), Plaid (JWT ES256), PayPal (RSA). Failed verifications on
+//! SendGrid, Circle and eBay (ECDSA P-256), Plaid (JWT ES256), PayPal and AWS SNS (RSA). Failed verifications on
 //! such routes spend a per-client budget (see `Verifier::is_costly`).
 
 use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
@@ -7,7 +7,7 @@ use crate::provider::catalogue::Auth;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::mac::{decode_base64, decode_base64url};
-use crate::provider::special::Special;
+use crate::provider::special::{AwsSns, Special};
 use crate::provider::{Credential, Scheme};
 
 pub(super) const PRESETS: &[PresetSpec] = &[
@@ -137,6 +137,85 @@ pub(super) const PRESETS: &[PresetSpec] = &[
             Ok(Scheme::Special(Special::PayPal { keys }))
         },
     },
+    PresetSpec {
+        name: "ebay",
+        auth: Auth::Signature,
+        scheme: "ECDSA P-256 SHA-1 over body, key chosen by the kid in X-EBAY-SIGNATURE (base64 JSON)",
+        headers: "X-EBAY-SIGNATURE",
+        credential: "{ key_id, public_key, verification_token? } per key (PEM, one line accepted)",
+        credential_at: &[],
+        event_id: Id::Json("/notification/notificationId"),
+        event_type: Some(Type::Json("/metadata/topic")),
+        tolerance: None,
+        handshake: Handshake::Ebay {
+            verification_tokens: Vec::new(),
+        },
+        reply: None,
+        // The challenge's answer covers the URL eBay calls.
+        needs_public_url: true,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .creds
+                .iter()
+                .map(|c| {
+                    Ok((
+                        c.part_str("key_id")?.to_owned(),
+                        ebay_key(c.part("public_key")?)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::Ebay { keys }))
+        },
+    },
+    PresetSpec {
+        name: "circle",
+        auth: Auth::Signature,
+        scheme: "ECDSA P-256 SHA-256 (DER, base64) over body, key chosen by X-Circle-Key-Id",
+        headers: "X-Circle-Signature, X-Circle-Key-Id",
+        credential: "{ key_id, public_key } per key (base64 DER or PEM)",
+        credential_at: &[],
+        event_id: Id::Json("/notificationId"),
+        event_type: Some(Type::Json("/notificationType")),
+        tolerance: None,
+        handshake: Handshake::Head,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .creds
+                .iter()
+                .map(|c| {
+                    Ok((
+                        c.part_str("key_id")?.to_owned(),
+                        sendgrid_key(c.part("public_key")?)?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::Circle { keys }))
+        },
+    },
+    PresetSpec {
+        name: "aws_sns",
+        auth: Auth::Signature,
+        scheme: "RSA SHA-1 (SignatureVersion 1) / SHA-256 (2) over the body's canonical fields, certificate from SNS's host or pinned",
+        headers: "body: Signature, SignatureVersion, SigningCertURL",
+        credential: "{ topic_arn, cert_pem?, confirm? } per topic",
+        credential_at: &[],
+        event_id: Id::Json("/MessageId"),
+        event_type: Some(Type::Json("/Type")),
+        tolerance: Some(3600),
+        handshake: Handshake::AwsSns,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(Scheme::Special(Special::AwsSns(AwsSns::from_credentials(
+                b.creds,
+            )?)))
+        },
+    },
 ];
 
 fn discord_key(text: &[u8]) -> Result<ed25519_dalek::VerifyingKey, String> {
@@ -190,4 +269,20 @@ fn paypal_key(
     let key = rsa::PublicKey::from_public_key_der(&spki)
         .map_err(|_| "the certificate's key is not RSA".to_string())?;
     Ok((webhook_id, rsa::pkcs1v15::VerifyingKey::new(key)))
+}
+
+/// An eBay public key as its Notification API returns it: PEM, possibly on one line
+/// (`-----BEGIN PUBLIC KEY-----MFkw…==-----END PUBLIC KEY-----`).
+fn ebay_key(text: &[u8]) -> Result<p256::ecdsa::VerifyingKey, String> {
+    use p256::pkcs8::DecodePublicKey;
+    let text = std::str::from_utf8(text).map_err(|_| "the public key must be text".to_string())?;
+    let body: String = text
+        .replace("-----BEGIN PUBLIC KEY-----", "")
+        .replace("-----END PUBLIC KEY-----", "")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    let der = decode_base64(&body).ok_or("the public key must be PEM or base64 DER")?;
+    p256::ecdsa::VerifyingKey::from_public_key_der(&der)
+        .map_err(|_| "not a P-256 public key".to_string())
 }

@@ -1,6 +1,6 @@
 //! HMAC presets whose header layout the template scheme cannot express: Box's two
-//! keys, DocuSign's numbered headers, Netlify's JWS over the body's hash, Recharge's
-//! plain SHA-256 of secret and body.
+//! keys, DocuSign's numbered headers, Worldline's key ID, Netlify's JWS over the body's
+//! hash, Recharge's plain SHA-256 of secret and body.
 
 use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
 use crate::provider::catalogue::Auth;
@@ -32,6 +32,34 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 .map(box_keys)
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(Scheme::Special(Special::Box { keys }))
+        },
+    },
+    PresetSpec {
+        name: "worldline",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 base64 over body, secret chosen by X-GCS-KeyId",
+        headers: "X-GCS-Signature, X-GCS-KeyId",
+        credential: "{ key_id, secret } per key",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/type")),
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            let keys = b
+                .creds
+                .iter()
+                .map(|c| {
+                    Ok((
+                        c.part_str("key_id")?.to_owned(),
+                        MacKey::new(Algorithm::Sha256, c.part("secret")?),
+                    ))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::Worldline { keys }))
         },
     },
     PresetSpec {

@@ -4,14 +4,14 @@
 
 use http::HeaderName;
 
-use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec, full, kv, plain, plain_list};
+use super::{Build, DefaultId as Id, EventTypeAt as Type, PresetSpec, full, kv, plain, plain_list};
 use crate::provider::catalogue::{Auth, CredentialAt};
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::hmac_scheme::{HmacScheme, SigFormat, TimestampSource};
 use crate::provider::mac::Algorithm::{Sha1, Sha256, Sha512};
 use crate::provider::mac::Encoding::{Base64 as B64, Base64Url, Hex};
-use crate::provider::mac::{Algorithm, MacKey, decode_base64};
+use crate::provider::mac::{Algorithm, Encoding, MacKey, decode_base64};
 use crate::provider::timestamp::TsFormat::{Iso8601, Millis, Seconds};
 use crate::provider::{Scheme, Template};
 
@@ -1250,7 +1250,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, hmac-sha256-hex=",
         headers: "X-Hmac-Signature",
-        credential: "string, in NFKD form (as EasyPost normalises it)",
+        credential: "string (normalised to NFKD at load, as EasyPost's libraries do)",
         credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Json("/description")),
@@ -1259,7 +1259,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
-        build: |b| b.body("x-hmac-signature", "hmac-sha256-hex=", Hex, Sha256),
+        build: build_easypost,
     },
     PresetSpec {
         name: "nylas",
@@ -1390,4 +1390,78 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         extra_methods: &[],
         build: |b| b.body("x-twitter-webhooks-signature", "sha256=", B64, Sha256),
     },
+    // Third round: FastSpring's "Message Security" page (X-FS-Signature: base64
+    // HMAC-SHA256 of the payload under the webhook's HMAC SHA256 Secret). Each POST
+    // batches events in `events[]`.
+    PresetSpec {
+        name: "fastspring",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 base64 over body",
+        headers: "X-FS-Signature",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Custom(CustomId::GocardlessEvents),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| b.body("x-fs-signature", "", B64, Sha256),
+    },
+    // Third round: Airwallex's "Listen for webhook events" page and its code examples
+    // (x-signature: hex HMAC-SHA256 of x-timestamp followed by the payload). The page
+    // gives no window and no unit for x-timestamp, so the preset checks none.
+    PresetSpec {
+        name: "airwallex",
+        auth: Auth::Signature,
+        scheme: "HMAC-SHA256 hex over ts + body",
+        headers: "x-signature, x-timestamp",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Json("/id"),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        build: |b| {
+            Ok(full(
+                "x-signature",
+                plain(""),
+                Hex,
+                Template::parse("{timestamp}{body}")?,
+                TimestampSource::Header(hdr("x-timestamp")),
+                Millis,
+                None,
+                b.sha256()?,
+            ))
+        },
+    },
 ];
+
+/// EasyPost's client libraries key the HMAC with the NFKD form of the webhook secret
+/// (`sécret` and `se\u{301}cret` are one secret), so the route does the same at load:
+/// a secret pasted from the dashboard in another normal form still verifies.
+fn build_easypost(b: &Build<'_>) -> Result<Scheme, String> {
+    let normaliser = icu_normalizer::DecomposingNormalizerBorrowed::new_nfkd();
+    let keys = b
+        .texts()?
+        .into_iter()
+        .map(|t| {
+            let text = std::str::from_utf8(t)
+                .map_err(|_| "the EasyPost webhook secret must be UTF-8 text".to_string())?;
+            Ok(MacKey::new(
+                Algorithm::Sha256,
+                normaliser.normalize(text).as_bytes(),
+            ))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Scheme::Hmac(HmacScheme::body(
+        "x-hmac-signature",
+        "hmac-sha256-hex=",
+        Encoding::Hex,
+        keys,
+    )))
+}

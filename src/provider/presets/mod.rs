@@ -309,5 +309,75 @@ pub(super) fn plain(prefix: &str) -> SigFormat {
     }
 }
 
+/// Where the scheme of a preset added (or changed) in the third round was read, and where its
+/// vectors come from (`docs/providers.md` lists them).
+#[derive(Debug)]
+pub struct Source {
+    pub preset: &'static str,
+    /// The provider's documentation or SDK the scheme was read from.
+    pub scheme: &'static str,
+    /// `official: …` for the provider's own messages, else how they were generated.
+    pub vectors: &'static str,
+}
+
+/// The third round's presets, in catalogue order.
+pub const SOURCES: &[Source] = &[
+    Source {
+        preset: "aws_sns",
+        scheme: "Amazon SNS Developer Guide, \"Verifying the signatures of Amazon SNS messages\" and \"Parsing message formats\"; AWS's message validators (aws-php-sns-message-validator `src/MessageValidator.php`, aws-js-sns-message-validator)",
+        vectors: "official: the four SNS notifications (SignatureVersion 1 and 2, with and without Subject) and the SNS certificate of aws-php-sns-message-validator `tests/FunctionalValidationsTest.php`; subscription and unsubscribe confirmations generated under a test certificate",
+    },
+    Source {
+        preset: "easypost",
+        scheme: "EasyPost client libraries' validate-webhook (the secret is normalised to NFKD before it keys the HMAC: easypost-python, easypost-node, easypost-php, easypost-ruby, easypost-csharp)",
+        vectors: "official: the libraries' validate-webhook test (secret \"sécret\", signature e93977c8…) over the first event-body fixture of EasyPost/examples; the others generated",
+    },
+    Source {
+        preset: "stytch",
+        scheme: "Stytch \"Webhooks\" guide: webhooks are sent through Svix and verified as Svix documents (svix-id, svix-timestamp, svix-signature)",
+        vectors: "Svix's published verification example (the scheme owner's, not Stytch's own); the others generated",
+    },
+    Source {
+        preset: "render",
+        scheme: "Render's example receiver (render-examples/webhook-receiver `app.ts`): webhook-id, webhook-timestamp, webhook-signature, checked with the Standard Webhooks library; \"Render Webhooks\" docs",
+        vectors: "Svix's published verification example under webhook-* names (the scheme owner's, not Render's own); the others generated",
+    },
+    Source {
+        preset: "pleo",
+        scheme: "Pleo \"Webhooks: authentication and authorisation\" (HMAC signature-based: webhook-id, webhook-timestamp, webhook-signature `v1,…`)",
+        vectors: "Svix's published verification example, which Pleo's page reproduces under webhook-* names; the others generated",
+    },
+    Source {
+        preset: "plivo",
+        scheme: "Plivo's SDKs: plivo-python `plivo/utils/signature_v3.py` (V3) and `plivo/utils/__init__.py` `validate_signature` (V2); plivo-go `utils.go`",
+        vectors: "official: plivo-go `utils_test.go` TestValidateSignatureV3Pass1-4 (POST and GET, with and without a query) and the V2 test of plivo-python `tests/resources/test_signature.py` / plivo-go; the rotation case generated",
+    },
+    Source {
+        preset: "worldline",
+        scheme: "Worldline Connect SDKs' webhooks helper (Worldline-Global-Collect/connect-sdk-php `WebhooksHelper`: X-GCS-Signature, base64 HMAC-SHA256 of the body under the secret X-GCS-KeyId names)",
+        vectors: "official: Worldline-Global-Collect/connect-sdk-php `tests/Worldline/Connect/Sdk/V1/Webhooks/WebhooksHelperTest.php` (valid, invalid body, invalid secret, invalid signature, unknown key id); the two-key cases reuse its signature",
+    },
+    Source {
+        preset: "fastspring",
+        scheme: "FastSpring developer docs, \"Message Security\" (X-FS-Signature: base64 HMAC-SHA256 of the payload under the HMAC SHA256 Secret)",
+        vectors: "generated with that scheme (FastSpring publishes no test vector)",
+    },
+    Source {
+        preset: "airwallex",
+        scheme: "Airwallex developer docs, \"Listen for webhook events\" and its code examples (x-signature: hex HMAC-SHA256 of x-timestamp + payload)",
+        vectors: "generated with that scheme (Airwallex publishes no test vector)",
+    },
+    Source {
+        preset: "circle",
+        scheme: "Circle developer docs, \"How-to: Verify webhook signatures\" (v2 notifications: ECDSA_SHA_256 over the body, X-Circle-Signature base64, X-Circle-Key-Id; public key as base64 DER from the notifications publicKey endpoint); Circle Wallets' notification quickstart (the endpoint answers HEAD)",
+        vectors: "generated with that scheme under a key made for the vectors (the docs' example is not complete enough to verify)",
+    },
+    Source {
+        preset: "ebay",
+        scheme: "eBay's event-notification SDKs (eBay/event-notification-nodejs-sdk `lib/validator.js`: X-EBAY-SIGNATURE is base64 JSON {alg, kid, signature, digest}, ECDSA with SHA-1 over the message; the challenge answer is hex SHA-256 of challenge code + verification token + endpoint)",
+        vectors: "official: eBay/event-notification-nodejs-sdk `test/test.json` (VALID signature, message and one-line PEM key; its SIGNATURE_MISMATCH header); the tampered, unknown-kid and challenge cases generated",
+    },
+];
+
 #[cfg(test)]
 mod tests;

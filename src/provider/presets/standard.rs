@@ -1,7 +1,7 @@
 //! Standard Webhooks and the Svix-hosted providers that send it under `svix-*`
 //! headers ([`StandardScheme`]): HMAC-SHA256 (`v1`) or Ed25519 (`v1a`) over
-//! `id.timestamp.body`. OpenAI, Polar, Replicate, Brex, Lithic and incident.io send it
-//! under the spec's own `webhook-*` names.
+//! `id.timestamp.body`. OpenAI, Polar, Replicate, Brex, Lithic, incident.io, Render and
+//! Pleo send it under the spec's own `webhook-*` names; Stytch under `svix-*`.
 
 use super::{Build, DefaultId as Id, EventTypeAt as Type, PresetSpec};
 use crate::provider::Scheme;
@@ -52,6 +52,14 @@ pub(super) const PRESETS: &[PresetSpec] = &[
     webhook("brex"),
     webhook("lithic"),
     webhook("incident_io"),
+    // Third round. Stytch documents its webhooks as sent by Svix; its payload has no
+    // `type` field (the event is source.object_type.action).
+    untyped(svix("stytch")),
+    // Render's own example receiver verifies `webhook-*` headers with the Standard
+    // Webhooks library; its payload carries `type` (`deploy_ended`, …).
+    webhook("render"),
+    // Pleo documents `webhook-id`, `webhook-timestamp` and `webhook-signature: v1,…`.
+    untyped(webhook("pleo")),
 ];
 
 const CREDENTIAL: &str = "whsec_<base64> (or whpk_<base64> public key)";
@@ -94,6 +102,12 @@ const fn webhook(name: &'static str) -> PresetSpec {
         extra_methods: &[],
         build: |b| build(b, "webhook"),
     }
+}
+
+/// A row whose provider documents no event-type field.
+const fn untyped(mut spec: PresetSpec) -> PresetSpec {
+    spec.event_type = None;
+    spec
 }
 
 /// Polar's SDK base64-encodes the secret before handing it to a Standard Webhooks

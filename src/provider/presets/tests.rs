@@ -17,7 +17,9 @@ fn sample(shape: &str) -> Credential {
         )
     };
     match shape {
-        "string" | "user:password" | "string, in NFKD form (as EasyPost normalises it)" => {
+        "string"
+        | "user:password"
+        | "string (normalised to NFKD at load, as EasyPost's libraries do)" => {
             text("sample-secret")
         }
         "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
@@ -47,6 +49,28 @@ fn sample(shape: &str) -> Credential {
         ]),
         "{ webhook_id, cert_pem }" => parts(&[
             ("webhook_id", "WH-1"),
+            ("cert_pem", include_str!("test_cert.pem")),
+        ]),
+        "auth token, or { auth_token, accept_v2 = \"true\" }" => text("sample-token"),
+        "{ key_id, secret } per key" => parts(&[("key_id", "k1"), ("secret", "s")]),
+        // eBay's SDK test key, on one line as eBay's API returns it.
+        "{ key_id, public_key, verification_token? } per key (PEM, one line accepted)" => parts(&[
+            ("key_id", "k1"),
+            (
+                "public_key",
+                "-----BEGIN PUBLIC KEY-----MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEZhhxXKtR+TOvtDbgTPCkSof02qgBB7IsYOyf76ilExJ/upAa/vKIKheOoCyOpcLmi4t0b4uepb7LLjmMr90FUg==-----END PUBLIC KEY-----",
+            ),
+        ]),
+        // SendGrid's test key from the vectors, under a key ID.
+        "{ key_id, public_key } per key (base64 DER or PEM)" => parts(&[
+            ("key_id", "k1"),
+            (
+                "public_key",
+                "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAECHtwM9GQGOHZKIv3kaymX4Xk1/oJ4o2QqtbjYCsorArpfOkTSBDcN87+q3wY/BkBLpTUklGyvMDDHXudGcKDQw==",
+            ),
+        ]),
+        "{ topic_arn, cert_pem?, confirm? } per topic" => parts(&[
+            ("topic_arn", "arn:aws:sns:us-east-1:123456789012:orders"),
             ("cert_pem", include_str!("test_cert.pem")),
         ]),
         other => panic!("no sample credential for the shape {other:?}: add one here"),
@@ -144,5 +168,23 @@ fn token_presets_verify_no_signature() {
             .verifier(&[sample(p.spec().credential)], None, None)
             .expect("builds");
         assert!(matches!(v.scheme(), Scheme::Special(_)), "{}", p.name());
+    }
+}
+
+#[test]
+fn every_source_names_a_preset_once() {
+    let mut seen = HashSet::new();
+    for s in SOURCES {
+        assert!(
+            Preset::parse(s.preset).is_some(),
+            "{} is no preset",
+            s.preset
+        );
+        assert!(seen.insert(s.preset), "{} is listed twice", s.preset);
+        assert!(
+            !s.scheme.is_empty() && !s.vectors.is_empty(),
+            "{}",
+            s.preset
+        );
     }
 }

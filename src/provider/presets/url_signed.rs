@@ -1,5 +1,5 @@
 //! Presets whose signature covers the URL the provider called (Twilio, HubSpot,
-//! Contentful, Mandrill): a route needs `public_url` (HubSpot's v1 signs no URL, so a
+//! Contentful, Mandrill, Plivo): a route needs `public_url` (HubSpot's v1 signs no URL, so a
 //! HubSpot route without it verifies v1 only).
 
 use http::Method;
@@ -31,6 +31,32 @@ pub(super) const PRESETS: &[PresetSpec] = &[
             Ok(Scheme::Special(Special::Twilio {
                 keys: b.keys(Sha1)?,
             }))
+        },
+    },
+    PresetSpec {
+        name: "plivo",
+        auth: Auth::Signature,
+        scheme: "V3: HMAC-SHA256 base64 over URL + sorted params + nonce; V2 (URL + nonce, body not covered) only for tokens with accept_v2",
+        headers: "X-Plivo-Signature-V3, -V3-Nonce (X-Plivo-Signature-V2, -V2-Nonce)",
+        credential: "auth token, or { auth_token, accept_v2 = \"true\" }",
+        credential_at: &[],
+        // No event ID: the nonce changes per request, so a delivery is deduplicated on
+        // the signed URL and canonical parameters (the nonce is never used as a key).
+        event_id: Id::Header(&["x-plivo-signature-v3-nonce", "x-plivo-signature-v2-nonce"]),
+        event_type: None,
+        tolerance: None,
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: true,
+        // Answer and callback URLs may be configured with GET.
+        extra_methods: &[Method::GET],
+        build: |b| {
+            let keys = b
+                .creds
+                .iter()
+                .map(plivo_key)
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::Plivo { keys }))
         },
     },
     PresetSpec {
@@ -93,3 +119,31 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         },
     },
 ];
+
+/// A Plivo credential: the auth token, or `{ auth_token, accept_v2 = "true" }` to also
+/// accept V2 signatures (which cover neither the body nor the query).
+fn plivo_key(
+    c: &crate::provider::Credential,
+) -> Result<(crate::provider::mac::MacKey, bool), String> {
+    use crate::provider::Credential;
+    use crate::provider::mac::{Algorithm, MacKey};
+    match c {
+        Credential::Text(t) => Ok((MacKey::new(Algorithm::Sha256, t.expose()), false)),
+        Credential::Parts(parts) => {
+            if let Some(other) = parts
+                .keys()
+                .find(|k| !matches!(k.as_str(), "auth_token" | "accept_v2"))
+            {
+                return Err(format!(
+                    "unknown part `{other}` (plivo takes auth_token and accept_v2)"
+                ));
+            }
+            let v2 = match parts.get("accept_v2").map(|s| s.expose()) {
+                None | Some(b"false") => false,
+                Some(b"true") => true,
+                Some(_) => return Err("accept_v2 must be \"true\" or \"false\"".into()),
+            };
+            Ok((MacKey::new(Algorithm::Sha256, c.part("auth_token")?), v2))
+        }
+    }
+}

@@ -141,3 +141,53 @@ pub(super) fn verify_paypal(
     check_window(TsFormat::Iso8601.parse_ms(time)?, now, tol)?;
     Ok(i)
 }
+
+/// Circle (v2 notifications): `X-Circle-Signature` is a base64 DER ECDSA P-256 /
+/// SHA-256 signature of the body by the key `X-Circle-Key-Id` names; a key ID the
+/// route does not hold is refused.
+pub(super) fn verify_circle(
+    keys: &[(String, p256::ecdsa::VerifyingKey)],
+    req: &Inbound<'_>,
+) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let name = "x-circle-signature";
+    let sig = decode_base64(need(hs, name)?)
+        .and_then(|der| p256::ecdsa::Signature::from_der(&der).ok())
+        .ok_or_else(|| VerifyError::Malformed(name.into()))?;
+    let sig = sig.normalize_s();
+    let key_id = need(hs, "x-circle-key-id")?;
+    first(keys, |(id, key)| {
+        id == key_id && key.verify(req.body, &sig).is_ok()
+    })
+}
+
+/// eBay: `X-EBAY-SIGNATURE` is base64 of JSON `{alg, kid, signature, digest}`; the
+/// signature is ECDSA P-256 with SHA-1 (the `digest` eBay's SDKs verify with) over the
+/// body, by the key `kid` names. A key ID the route does not hold is refused.
+pub(super) fn verify_ebay(
+    keys: &[(String, p256::ecdsa::VerifyingKey)],
+    req: &Inbound<'_>,
+) -> Result<usize, VerifyError> {
+    use p256::ecdsa::signature::hazmat::PrehashVerifier as _;
+    use sha1::Digest as _;
+    let name = "x-ebay-signature";
+    let bad = || VerifyError::Malformed(name.into());
+    let header: Value = decode_base64(need(req.headers, name)?)
+        .and_then(|j| serde_json::from_slice(&j).ok())
+        .ok_or_else(bad)?;
+    let field = |k: &str| header.get(k).and_then(Value::as_str).ok_or_else(bad);
+    if !field("alg")?.eq_ignore_ascii_case("ecdsa")
+        || !field("digest")?.eq_ignore_ascii_case("sha1")
+    {
+        return Err(bad());
+    }
+    let kid = field("kid")?;
+    let sig = decode_base64(field("signature")?)
+        .and_then(|der| p256::ecdsa::Signature::from_der(&der).ok())
+        .ok_or_else(bad)?
+        .normalize_s();
+    let digest = sha1::Sha1::digest(req.body);
+    first(keys, |(id, key)| {
+        id == kid && key.verify_prehash(&digest, &sig).is_ok()
+    })
+}

@@ -163,3 +163,29 @@ pub(super) fn sign_recharge(
         hex::encode(recharge_digest(s, req.body)),
     )])
 }
+
+/// Worldline: `X-GCS-Signature` is the base64 HMAC-SHA256 of the body under the secret
+/// whose ID `X-GCS-KeyId` names; a key ID the route does not hold is refused.
+pub(super) fn verify_worldline(
+    keys: &[(String, MacKey)],
+    req: &Inbound<'_>,
+) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let sig = decode_base64(need(hs, "x-gcs-signature")?)
+        .ok_or_else(|| VerifyError::Malformed("x-gcs-signature".into()))?;
+    let key_id = need(hs, "x-gcs-keyid")?;
+    first(keys, |(id, k)| {
+        ct_eq(id.as_bytes(), key_id.as_bytes()) && k.tag(&[req.body]).matches(&sig)
+    })
+}
+
+pub(super) fn sign_worldline(
+    keys: &[(String, MacKey)],
+    req: &Inbound<'_>,
+) -> Option<Vec<(HeaderName, String)>> {
+    let (id, key) = keys.first()?;
+    Some(vec![
+        (h("x-gcs-signature"), b64(key, &[req.body])),
+        (h("x-gcs-keyid"), id.clone()),
+    ])
+}

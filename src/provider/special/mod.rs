@@ -15,11 +15,15 @@ use super::{Inbound, VerifyError, header_once};
 use crate::secret::Secret;
 
 mod asymmetric;
+mod aws_sns;
 mod body_embedded;
 mod header_hmac;
 mod token;
 mod url_signed;
 
+pub use url_signed::plivo_v3_string;
+
+pub use aws_sns::AwsSns;
 pub use token::basic_auth_header;
 
 /// The key data of a special scheme, one entry per configured credential.
@@ -39,11 +43,19 @@ pub enum Special {
     Contentful {
         keys: Vec<MacKey>,
     },
+    /// Plivo: each auth token, and whether it accepts V2 signatures.
+    Plivo {
+        keys: Vec<(MacKey, bool)>,
+    },
     Box {
         keys: Vec<(Option<MacKey>, Option<MacKey>)>,
     },
     DocuSign {
         keys: Vec<MacKey>,
+    },
+    /// Worldline: each secret with the key ID `X-GCS-KeyId` names it by.
+    Worldline {
+        keys: Vec<(String, MacKey)>,
     },
     Discord {
         keys: Vec<ed25519_dalek::VerifyingKey>,
@@ -55,12 +67,22 @@ pub enum Special {
     SendGrid {
         keys: Vec<p256::ecdsa::VerifyingKey>,
     },
+    /// eBay: each public key with the `kid` its signature header names it by.
+    Ebay {
+        keys: Vec<(String, p256::ecdsa::VerifyingKey)>,
+    },
+    /// Circle: each public key with the key ID `X-Circle-Key-Id` names it by.
+    Circle {
+        keys: Vec<(String, p256::ecdsa::VerifyingKey)>,
+    },
     Plaid {
         keys: Vec<(String, p256::ecdsa::VerifyingKey)>,
     },
     PayPal {
         keys: Vec<(String, rsa::pkcs1v15::VerifyingKey<Sha256>)>,
     },
+    /// Amazon SNS: RSA over the canonical fields, per configured topic.
+    AwsSns(AwsSns),
     Netlify {
         keys: Vec<MacKey>,
     },
@@ -224,15 +246,20 @@ impl Special {
             Self::Mandrill { keys } => url_signed::verify_mandrill(keys, req),
             Self::HubSpot { keys, raw } => url_signed::verify_hubspot(keys, raw, req, now, tol),
             Self::Contentful { keys } => url_signed::verify_contentful(keys, req, now, tol),
+            Self::Plivo { keys } => url_signed::verify_plivo(keys, req),
             Self::Box { keys } => header_hmac::verify_box(keys, req, now, tol),
             Self::DocuSign { keys } => header_hmac::verify_docusign(keys, req),
+            Self::Worldline { keys } => header_hmac::verify_worldline(keys, req),
             Self::Netlify { keys } => header_hmac::verify_netlify(keys, req),
             Self::Recharge { secrets } => header_hmac::verify_recharge(secrets, req),
             Self::Discord { keys } => asymmetric::verify_discord(keys, req, now, tol),
             Self::Telnyx { keys } => asymmetric::verify_telnyx(keys, req, now, tol),
             Self::SendGrid { keys } => asymmetric::verify_sendgrid(keys, req, now, tol),
+            Self::Circle { keys } => asymmetric::verify_circle(keys, req),
+            Self::Ebay { keys } => asymmetric::verify_ebay(keys, req),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
             Self::PayPal { keys } => asymmetric::verify_paypal(keys, req, now, tol),
+            Self::AwsSns(sns) => sns.verify(req, now, tol),
             Self::Mailgun { keys } => body_embedded::verify_mailgun(keys, req, now, tol),
             Self::Adyen { keys } => body_embedded::verify_adyen(keys, req),
             Self::Braintree { keys } => body_embedded::verify_braintree(keys, req),
@@ -254,8 +281,10 @@ impl Special {
             Self::Mandrill { keys } => url_signed::sign_mandrill(keys, req),
             Self::HubSpot { keys, raw } => url_signed::sign_hubspot(keys, raw, req, now),
             Self::Contentful { keys } => url_signed::sign_contentful(keys, req, now),
+            Self::Plivo { keys } => url_signed::sign_plivo(keys, req),
             Self::Box { keys } => header_hmac::sign_box(keys, req, now),
             Self::DocuSign { keys } => header_hmac::sign_docusign(keys, req),
+            Self::Worldline { keys } => header_hmac::sign_worldline(keys, req),
             Self::Netlify { keys } => header_hmac::sign_netlify(keys, req),
             Self::Recharge { secrets } => header_hmac::sign_recharge(secrets, req),
             Self::Monday { keys } => token::sign_monday(keys, now),
