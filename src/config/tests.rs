@@ -808,7 +808,7 @@ fn the_readme_fanout_example_is_valid() {
 }
 
 #[test]
-fn a_destination_timeout_is_checked_against_the_lease_where_it_applies() {
+fn a_destination_timeout_is_not_held_to_the_sync_claims_lease() {
     let base = FANOUT.replace("upstream_timeout = \"4s\"\n", "").replace(
         "backend = \"disk\"\n",
         "backend = \"disk\"\ninflight_ttl = \"8s\"\n",
@@ -818,19 +818,15 @@ fn a_destination_timeout_is_checked_against_the_lease_where_it_applies() {
             "[[routes.destinations]]\nname = \"d{t}\"\nupstream = \"http://127.0.0.1:3001/\"\nupstream_timeout = \"{t}\"\n"
         )
     };
-    // Every destination sets a timeout within the lease: the route's built-in 10 s
-    // default applies nowhere.
-    check(&format!("{base}{}{}", own("5s"), own("6s"))).expect("valid");
-    // One inherits the 10 s default: that one is refused, at its own name.
-    let inherits = errors(&format!(
+    // A queue route's destinations hold leases of their own (their timeout and a
+    // margin, renewed while an attempt runs), never a claim of inflight_ttl: a
+    // timeout past it, set or inherited (the built-in 10 s), is valid.
+    check(&format!("{base}{}{}", own("5s"), own("20s"))).expect("valid");
+    check(&format!(
         "{base}{}[[routes.destinations]]\nname = \"plain\"\nupstream = \"http://127.0.0.1:3002/\"\n",
         own("5s")
-    ));
-    assert!(
-        inherits.contains("routes[0].destinations[1].upstream_timeout: store.inflight_ttl (8s)"),
-        "{inherits}"
-    );
-    assert!(!inherits.contains("destinations[0]"), "{inherits}");
+    ))
+    .expect("an inherited timeout past inflight_ttl is valid on a queue route");
 }
 
 #[test]
@@ -871,4 +867,22 @@ fn no_route_shares_the_queues_key_space() {
         "{e}"
     );
     check(&ROUTE.replace("name = \"stripe\"", "name = \"q2\"")).expect("another name");
+}
+
+#[test]
+fn a_queue_routes_timeout_is_not_held_to_the_sync_claims_lease() {
+    let store = "[store]\nbackend = \"disk\"\npath = \"q.db\"\ninflight_ttl = \"30s\"\n";
+    let queue = format!("{store}{ROUTE}delivery = \"queue\"\nupstream_timeout = \"60s\"\n");
+    let cfg = check(&queue).expect("a queue route's attempts have leases of their own");
+    assert_eq!(
+        cfg.routes[0].destinations[0].upstream_timeout,
+        std::time::Duration::from_secs(60)
+    );
+    let sync = format!("{store}{ROUTE}upstream_timeout = \"60s\"\n");
+    assert!(
+        errors(&sync)
+            .contains("store.inflight_ttl (30s) must be longer than upstream_timeout (1m)"),
+        "{}",
+        errors(&sync)
+    );
 }

@@ -538,8 +538,11 @@ impl Validator<'_> {
             &k("upstream_timeout"),
             defaults.upstream_timeout,
         );
-        // An inherited timeout was checked where it was written.
-        if store.inflight_ttl <= upstream_timeout
+        // An inherited timeout was checked where it was written. A queue route's
+        // attempts hold a lease of their own (their timeout and a margin, renewed while
+        // they run), never a claim of `inflight_ttl`: only a sync forward needs it longer.
+        if delivery == Delivery::Sync
+            && store.inflight_ttl <= upstream_timeout
             && (keys.upstream_timeout.is_some() || (defaults.is_builtin && check_default))
         {
             let line = keys
