@@ -67,7 +67,7 @@ impl Capture {
         let (max_files, max_bytes) = (cfg.max_files.max(1), cfg.max_bytes);
         // A directory that cannot be made is logged, not fatal: every write then fails
         // and is counted, and deliveries are served as usual.
-        if let Err(e) = private_dir(&dir) {
+        if let Err(e) = crate::files::private_dir(&dir) {
             tracing::warn!(dir = %dir.display(), error = %e, "capture directory unavailable; captures will be dropped");
         }
         let (tx, mut rx) = mpsc::channel::<Replay>(QUEUE);
@@ -91,7 +91,7 @@ impl Capture {
             while let Some(r) = rx.blocking_recv() {
                 writer_queued.fetch_sub(body_len(&r), Ordering::Relaxed);
                 let json = r.to_json();
-                if free_space(&dir).is_some_and(|free| free < reserve.saturating_add(json.len() as u64)) {
+                if crate::files::free_space(&dir).is_some_and(|free| free < reserve.saturating_add(json.len() as u64)) {
                     count(&writer_counts, "low_space");
                     continue;
                 }
@@ -331,27 +331,6 @@ fn compact(r: &mut Replay) {
         r.body_base64 = Some(base64::engine::general_purpose::STANDARD.encode(body.as_bytes()));
         r.body = None;
     }
-}
-
-/// Free bytes on the filesystem of `dir`, when it can be read.
-fn free_space(dir: &Path) -> Option<u64> {
-    let st = rustix::fs::statvfs(dir).ok()?;
-    Some(st.f_bavail.saturating_mul(st.f_frsize))
-}
-
-/// Creates `dir` (and its parents) readable by its owner only: captures hold bodies
-/// and headers of real deliveries.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    std::fs::create_dir_all(dir)
 }
 
 fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf> {

@@ -38,6 +38,7 @@ pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod dedup;
+mod files;
 pub mod forward;
 mod log_format;
 pub mod provider;

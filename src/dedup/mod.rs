@@ -490,6 +490,14 @@ impl Store {
         }
     }
 
+    /// Whether an enqueue does not read the route's claims (its dedup keys): on Redis a
+    /// queue's records are its own (they share the route's cluster slot, the claims do
+    /// not), while the disk store's enqueue reads the claim first. A record kept only as
+    /// a claim (a filtered event) is then looked up before the enqueue.
+    pub fn queue_skips_claims(&self) -> bool {
+        matches!(self, Self::Redis(_))
+    }
+
     /// `memory`, `disk` or `redis`, for logs.
     pub fn kind(&self) -> &'static str {
         match self {

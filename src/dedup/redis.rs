@@ -571,6 +571,33 @@ fn collect_policies(v: &redis::Value, out: &mut Vec<String>) {
     }
 }
 
+/// Runs a script, then `WAIT` for `n` replicas for at most `t`, in one pipeline: the
+/// script is loaded first (a pipeline does not retry NOSCRIPT), and `WAIT` follows it on
+/// the same connection, so it waits for that script's writes. The script's reply, and
+/// how many replicas acknowledged them.
+pub(super) async fn invoke_then_wait<T: redis::FromRedisValue>(
+    c: &mut AnyConn,
+    script: &redis::Script,
+    inv: &redis::ScriptInvocation<'_>,
+    (n, t): (u32, Duration),
+) -> redis::RedisResult<(T, i64)> {
+    let (_sha, reply, acked): (String, T, i64) = redis::pipe()
+        .load_script(script)
+        .invoke_script(inv)
+        .cmd("WAIT")
+        .arg(n)
+        .arg(millis(t))
+        .query_async(c)
+        .await?;
+    Ok((reply, acked))
+}
+
+/// The error of a write fewer than `n` replicas acknowledged (`acked`): it may have
+/// been applied on the primary.
+pub(super) fn too_few_replicas(what: &'static str, acked: i64, n: u32) -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::Client, what, format!("{acked} of {n}")))
+}
+
 pub(super) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
@@ -604,29 +631,22 @@ impl DedupStore for RedisStore {
                         c.set_options::<_, _, Option<String>>(key.as_str(), record, opts)
                             .await
                     }
-                    Some((n, t)) => {
-                        // The script is loaded first: a pipeline does not retry NOSCRIPT.
+                    Some(wait) => {
                         let mut inv = claim_wait.prepare_invoke();
                         inv.key(key.as_str()).arg(record).arg(lease_ms);
-                        let (_sha, prev, acked): (String, Option<String>, i64) = redis::pipe()
-                            .load_script(claim_wait)
-                            .invoke_script(&inv)
-                            .cmd("WAIT")
-                            .arg(n)
-                            .arg(millis(t))
-                            .query_async(&mut c)
-                            .await?;
+                        let (prev, acked): (Option<String>, i64) =
+                            invoke_then_wait(&mut c, claim_wait, &inv, wait).await?;
                         let done = prev.as_deref().is_some_and(|v| v.starts_with("d|"));
-                        if (prev.is_none() || done) && acked < i64::from(n) {
-                            return Err(redis::RedisError::from((
-                                redis::ErrorKind::Client,
+                        if (prev.is_none() || done) && acked < i64::from(wait.0) {
+                            return Err(too_few_replicas(
                                 if done {
                                     "the done record of a copy not acknowledged by enough replicas"
                                 } else {
                                     "claim not acknowledged by enough replicas"
                                 },
-                                format!("{acked} of {n}"),
-                            )));
+                                acked,
+                                wait.0,
+                            ));
                         }
                         Ok(prev)
                     }
@@ -678,27 +698,21 @@ impl DedupStore for RedisStore {
                     .arg(done)
                     .arg(millis(ttl))
                     .arg(if wait.is_some() { "1" } else { "0" });
-                let Some((n, t)) = wait else {
+                let Some(wait) = wait else {
                     return inv.invoke_async(&mut c).await;
                 };
                 // With min_replicas_ack the done record must reach replicas too: until
                 // it does, settling goes on (and retries write it again), so a primary
                 // lost meanwhile does not bring back the in-flight record and let a
                 // later copy through.
-                let (_sha, applied, acked): (String, i64, i64) = redis::pipe()
-                    .load_script(script)
-                    .invoke_script(&inv)
-                    .cmd("WAIT")
-                    .arg(n)
-                    .arg(millis(t))
-                    .query_async(&mut c)
-                    .await?;
-                if applied == 1 && acked < i64::from(n) {
-                    return Err(redis::RedisError::from((
-                        redis::ErrorKind::Client,
+                let (applied, acked): (i64, i64) =
+                    invoke_then_wait(&mut c, script, &inv, wait).await?;
+                if applied == 1 && acked < i64::from(wait.0) {
+                    return Err(too_few_replicas(
                         "done record not acknowledged by enough replicas",
-                        format!("{acked} of {n}"),
-                    )));
+                        acked,
+                        wait.0,
+                    ));
                 }
                 Ok(applied)
             })

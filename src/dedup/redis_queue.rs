@@ -88,7 +88,7 @@ use std::time::Duration;
 use rand::Rng as _;
 use redis::Script;
 
-use super::redis::{RedisStore, millis};
+use super::redis::{RedisStore, invoke_then_wait, millis, too_few_replicas};
 use super::{Claim, StoreError};
 use crate::queue::{
     Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
@@ -1011,33 +1011,25 @@ impl QueueStore for RedisStore {
         let wait = self.replica_wait();
         let reply: redis::Value = self
             .run(|mut c| async move {
-                let Some((n, t)) = wait else {
+                let Some(wait) = wait else {
                     return inv.invoke_async(&mut c).await;
                 };
-                // As a claim does: WAIT in the same pipeline, so it follows the script
-                // on the same connection. The script is loaded first (a pipeline does
-                // not retry NOSCRIPT).
-                let (_sha, reply, acked): (String, redis::Value, i64) = redis::pipe()
-                    .load_script(&ENQUEUE_SCRIPT)
-                    .invoke_script(inv)
-                    .cmd("WAIT")
-                    .arg(n)
-                    .arg(millis(t))
-                    .query_async(&mut c)
-                    .await?;
+                // As a claim does: WAIT in the same pipeline, after the script.
+                let (reply, acked): (redis::Value, i64) =
+                    invoke_then_wait(&mut c, &ENQUEUE_SCRIPT, inv, wait).await?;
                 // A copy of a stored event is held to the same bound as the first: it
                 // wrote the event's fingerprint again, and is answered only once
                 // replicas hold that write (and so the event).
                 let corrupt = matches!(reply, redis::Value::Int(i) if i < 0);
-                if !corrupt && acked < i64::from(n) {
-                    return Err(redis::RedisError::from((
-                        redis::ErrorKind::Client,
+                if !corrupt && acked < i64::from(wait.0) {
+                    return Err(too_few_replicas(
                         match reply {
                             redis::Value::Int(0) => "enqueue not acknowledged by enough replicas",
                             _ => "the stored event of a copy not acknowledged by enough replicas",
                         },
-                        format!("{acked} of {n}"),
-                    )));
+                        acked,
+                        wait.0,
+                    ));
                 }
                 Ok(reply)
             })

@@ -540,6 +540,7 @@ impl Job {
                 return (Answer::StoreUnavailable, Some(why));
             }
             if self.route.filters_events()
+                && st.store.queue_skips_claims()
                 && let Some(copy) = self.filtered_before().await
             {
                 return copy;

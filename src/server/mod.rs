@@ -530,6 +530,25 @@ impl AppState {
     }
 }
 
+/// HTTP/1.1 and HTTP/2 as both listeners serve them: the request head bounded in time
+/// and size, HTTP/2 streams per connection bounded.
+fn http_builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Without a timer the header read timeout is silently off (slowloris).
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(server.header_read_timeout)
+        .max_headers(server.max_headers)
+        .max_buf_size(server.max_header_bytes);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(server.max_concurrent_streams)
+        .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
+    builder
+}
+
 /// Serves the admin endpoints on `listener` until `shutdown` resolves, with the
 /// public listener's deadlines (a silent connection is closed after
 /// `header_read_timeout`, an idle one after `idle_timeout`) and at most `max`
@@ -548,14 +567,7 @@ pub(crate) async fn serve_admin<H, Fut>(
         + 'static,
     Fut: Future<Output = respond::Resp> + Send + 'static,
 {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(state.server.header_read_timeout)
-        .max_headers(state.server.max_headers)
-        .max_buf_size(state.server.max_header_bytes);
-    builder.http2().timer(TokioTimer::new());
+    let builder = http_builder(&state.server);
     let connections = Arc::new(tokio::sync::Semaphore::new(max));
     let closing = tokio_util::sync::CancellationToken::new();
     let open = TaskTracker::new();
@@ -592,19 +604,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Without a timer the header read timeout is silently off (slowloris).
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(state.server.header_read_timeout)
-        .max_headers(state.server.max_headers)
-        .max_buf_size(state.server.max_header_bytes);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(state.server.max_concurrent_streams)
-        .max_header_list_size(u32::try_from(state.server.max_header_bytes).unwrap_or(u32::MAX));
+    let builder = http_builder(&state.server);
     let connections = Arc::new(tokio::sync::Semaphore::new(state.server.max_connections));
     let open = TaskTracker::new();
     let closing = tokio_util::sync::CancellationToken::new();

@@ -181,8 +181,7 @@ impl Shared {
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let st = rustix::fs::statvfs(dir).ok()?;
-        let free = st.f_bavail.saturating_mul(st.f_frsize);
+        let free = crate::files::free_space(dir)?;
         (free < self.min_free).then_some(free)
     }
 }
@@ -362,14 +361,14 @@ impl DiskStore {
     /// events already stored can still be settled and delivered.
     pub fn open_with(path: &Path, min_free: u64) -> anyhow::Result<Self> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            private_dir(dir)
+            crate::files::private_dir(dir)
                 .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         }
         let db = open_file(path)
             .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
         // Queued events hold bodies and headers (credentials among them): the file is
         // its owner's only, whoever created it.
-        owner_only(path)
+        crate::files::owner_only(path)
             .map_err(|e| anyhow::anyhow!("cannot restrict {} to its owner: {e}", path.display()))?;
         // The table exists from the start, so reads never race its creation.
         let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -864,36 +863,6 @@ fn held_reply(db: &Database, op: &Op) -> Option<Reply> {
         }
         _ => None,
     }
-}
-
-/// Creates a folder (and its parents) readable by its owner only (0700): the store's
-/// file holds queued events' bodies and headers.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    std::fs::create_dir_all(dir)
-}
-
-/// Makes a file readable and writable by its owner only (0600).
-fn owner_only(path: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(path)?.permissions().mode() & 0o777;
-        if mode != 0o600 {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = path;
-    Ok(())
 }
 
 /// Applies a batch in one write transaction and commits it durably.
