@@ -974,6 +974,7 @@ fn shell_quote(s: &str) -> String {
 
 /// Runs the gateway until SIGTERM or SIGINT; SIGHUP reloads the config.
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let mut signals = crate::shutdown::Signals::install();
     raise_open_files(&cfg);
     let listeners = Listeners::bind(&cfg.server).await?;
     let app = App::build(&cfg, Clock::System)?;
@@ -990,20 +991,16 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
         );
     }
     #[cfg(unix)]
-    tokio::spawn({
+    if let Some(mut hup) = signals.take_hangup() {
         let state = app.state().clone();
-        async move {
-            use tokio::signal::unix::{SignalKind, signal};
-            let Ok(mut hup) = signal(SignalKind::hangup()) else {
-                return;
-            };
+        tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 tracing::info!("SIGHUP received: reloading the config");
                 let _ = state.reload().await;
             }
-        }
-    });
-    app.run(listeners, crate::shutdown::signal()).await
+        });
+    }
+    app.run(listeners, signals.stopped()).await
 }
 
 /// Raises the soft limit on open files to the hard one (where the system allows it):
