@@ -11,8 +11,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use hookgate::config;
-use hookgate::dedup::{DedupKey, DedupStore, MemoryStore, RedisStore, Store};
 use hookgate::provider::{Fingerprint, Inbound, accept};
+use hookgate::store::{DedupKey, DedupStore, MemoryStore, RedisStore, Store};
 
 /// A route of `provider` and a delivery for it, from the provider vectors (tests/vectors/) where the
 /// scheme needs keys only the vectors have (Ed25519, ECDSA).

@@ -27,10 +27,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hookgate::dedup::{Claim, DedupKey, DedupStore as _, DiskStore, MemoryStore};
 use hookgate::queue::{
     Attempt, Envelope, Finish, QueueRef, QueueStore as _, StoredEvent, Target, now_ms,
 };
+use hookgate::store::{Claim, DedupKey, DedupStore as _, DiskStore, MemoryStore};
 
 type AnyResult<T> = anyhow::Result<T>;
 

@@ -16,8 +16,8 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 
 use crate::config::{Config, ServerConfig};
-use crate::dedup::Store;
 use crate::server::{self, AppState, Clock};
+use crate::store::Store;
 
 /// The sockets a gateway serves: the public listener and, when configured, the admin
 /// one. Bound before the gateway is built, so a port in use is reported first.

@@ -1039,7 +1039,7 @@ fn raise_open_files(cfg: &Config) {
 /// gateway's reloads check instead.
 async fn check_stranded(cfg: &Config) -> String {
     use crate::config::Backend;
-    use crate::dedup::{DiskStore, Store};
+    use crate::store::{DiskStore, Store};
     let store = match &cfg.store.backend {
         Backend::Memory => return String::new(),
         Backend::Disk { path } if !path.exists() => return String::new(),

@@ -15,9 +15,9 @@
 //!   [`server::respond::Answer`] into status, headers and body.
 //! - [`provider`]: signature schemes and the preset catalogue (one declaration per
 //!   preset), turning a request into a [`provider::VerifiedDelivery`].
-//! - [`dedup`]: the store contracts ([`dedup::DedupStore`], and
+//! - [`store`]: the store contracts ([`store::DedupStore`], and
 //!   [`queue::QueueStore`] for durable delivery) with their memory, disk and Redis
-//!   implementations; [`dedup::Store::connect`] picks one from the config.
+//!   implementations; [`store::Store::connect`] picks one from the config.
 //! - [`queue`]: durable delivery's types — the stored event, its status, the retry
 //!   schedule, rate limits; [`server::worker`] delivers queued events.
 //! - [`forward`]: the pooled upstream client.
@@ -37,7 +37,6 @@ pub mod app;
 pub mod capture;
 pub mod cli;
 pub mod config;
-pub mod dedup;
 mod files;
 pub mod forward;
 mod log_format;
@@ -48,6 +47,7 @@ pub mod secret;
 pub mod server;
 pub mod shutdown;
 pub mod sign;
+pub mod store;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;

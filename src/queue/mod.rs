@@ -36,7 +36,7 @@
 //! A dead event under `on_dead = "block"` keeps its place, and its line waits.
 //!
 //! Both durable stores implement [`QueueStore`]: the disk store in its database file
-//! (`dedup/disk/queue.rs`), Redis in Streams with a consumer group (`dedup/redis_queue.rs`).
+//! (`store/disk/queue.rs`), Redis in Streams with a consumer group (`store/redis/queue.rs`).
 //! The memory store has no queue: a queue that a restart empties would promise the
 //! provider what it cannot keep, so `hookgate check` refuses queue routes on it.
 
@@ -45,7 +45,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dedup::{Claim, StoreError};
+use crate::store::{Claim, StoreError};
 
 /// Where an event is in its delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]

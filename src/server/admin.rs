@@ -41,9 +41,9 @@ use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
 use super::AppState;
-use crate::dedup::{DedupKey, DedupStore};
 use crate::provider::EventId;
 use crate::queue::{QueueStore as _, State, Target};
+use crate::store::{DedupKey, DedupStore};
 
 use super::respond::{Resp, admin as json};
 
@@ -366,7 +366,7 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
         .routes
         .values()
         .find(|r| r.name == route)
-        .filter(|_| !matches!(state.store(), crate::dedup::Store::Memory(_)))
+        .filter(|_| !matches!(state.store(), crate::store::Store::Memory(_)))
     else {
         return json(
             StatusCode::NOT_FOUND,

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use super::{AppState, Routing};
 use crate::config::Delivery;
-use crate::dedup::DedupStore as _;
-use crate::dedup::redis::policy_evicts;
+use crate::store::DedupStore as _;
+use crate::store::redis::policy_evicts;
 
 /// What the gateway last learnt of the store's eviction policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +90,7 @@ impl AppState {
 
     /// Reads the policy again and remembers it; a change is logged. A store that does
     /// not answer leaves what was known.
-    pub(crate) async fn check_eviction(&self) -> Result<(), crate::dedup::StoreError> {
+    pub(crate) async fn check_eviction(&self) -> Result<(), crate::store::StoreError> {
         let read = match tokio::time::timeout(Duration::from_secs(2), self.store.maxmemory_policy())
             .await
         {
@@ -99,7 +99,7 @@ impl AppState {
                 self.eviction.store(Arc::new(Policy::NotRedis));
                 return Ok(());
             }
-            Err(_) => return Err(crate::dedup::StoreError::Timeout(Duration::from_secs(2))),
+            Err(_) => return Err(crate::store::StoreError::Timeout(Duration::from_secs(2))),
         };
         let now = match read {
             Ok(p) => Policy::Known(p),

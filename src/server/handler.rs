@@ -25,10 +25,10 @@ use tracing::Instrument as _;
 use super::respond::{self, Answer, Outcome, Resp, UpstreamFailure};
 use super::{AppState, Routing};
 use crate::config::{Delivery, Destination, OnError, Route};
-use crate::dedup::{Claim, DedupKey, DedupStore, Settled, Token};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
 use crate::queue::{Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent};
+use crate::store::{Claim, DedupKey, DedupStore, Settled, Token};
 use crate::telemetry::RouteMetrics;
 
 /// What the log line of a delivery says besides the outcome.

@@ -32,8 +32,8 @@ use arc_swap::ArcSwap;
 
 use crate::capture::Capture;
 use crate::config::{self, Backend, Config, ConfigErrors, Route, ServerConfig, StoreConfig};
-use crate::dedup::Store;
 use crate::forward::Forwarder;
+use crate::store::Store;
 use crate::telemetry::{Metrics, ResultLabel};
 
 /// Where the gateway reads the time from when it checks signed timestamps.

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::{AppState, Routing};
 use crate::config::{Config, Delivery, Route};
-use crate::dedup::{Store, StoreError};
 use crate::queue::{Depth, QueueRef, QueueStore as _};
+use crate::store::{Store, StoreError};
 use crate::telemetry::QueueLabel;
 
 /// A stored queue that holds undelivered events.

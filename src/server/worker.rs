@@ -188,7 +188,7 @@ async fn take_bounded(
     dest: &Destination,
     max: usize,
     lease: Duration,
-) -> Result<Vec<(Leased, Option<String>, Option<Instant>)>, crate::dedup::StoreError> {
+) -> Result<Vec<(Leased, Option<String>, Option<Instant>)>, crate::store::StoreError> {
     let store = state.store();
     let shared = store.shares_slots();
     let Some(limit) = &dest.rate_limit else {

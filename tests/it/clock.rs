@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hookgate::dedup::RedisStore;
 use hookgate::queue::{QueueRef, QueueStore as _, RateLimit};
+use hookgate::store::RedisStore;
 
 use crate::process::{BIN, signed, write_config};
 use crate::support::{RedisServer, Upstream, eventually, free_port, post, stripe_body};

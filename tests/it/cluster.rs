@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
-use hookgate::dedup::{Claim, DedupKey, DedupStore, RedisStore, Store};
+use hookgate::store::{Claim, DedupKey, DedupStore, RedisStore, Store};
 
 use crate::support::redis::RedisCluster;
 use crate::support::{TestGateway, Upstream, post, stripe_body};

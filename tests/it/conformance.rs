@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hookgate::dedup::{
+use hookgate::store::{
     Claim, DedupKey, DedupStore, DiskStore, MemoryStore, RedisStore, Settled, Store, Token,
 };
 

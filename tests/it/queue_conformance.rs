@@ -6,13 +6,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hookgate::dedup::Claim;
-use hookgate::dedup::RedisStore;
-use hookgate::dedup::redis::RedisOptions;
 use hookgate::queue::{
     Attempt, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, State, StoredEvent,
     StoredHeader, Target, now_ms,
 };
+use hookgate::store::Claim;
+use hookgate::store::RedisStore;
+use hookgate::store::redis::RedisOptions;
 
 use crate::support::RedisServer;
 use crate::support::redis::RedisCluster;
@@ -1086,7 +1086,7 @@ async fn the_redis_queue_keeps_its_layout_and_recovers_its_group() {
     );
     assert!(matches!(
         s.show(&q, "evt_bad").await,
-        Err(hookgate::dedup::StoreError::Corrupt(_))
+        Err(hookgate::store::StoreError::Corrupt(_))
     ));
     // Due in the stream, it is set aside (reported once), and the route moves on.
     let _: String = server.cmd(
@@ -1098,7 +1098,7 @@ async fn the_redis_queue_keeps_its_layout_and_recovers_its_group() {
     );
     assert!(matches!(
         s.take_due(&q, 10, LONG).await,
-        Err(hookgate::dedup::StoreError::Corrupt(k)) if k == key("ev:evt_bad")
+        Err(hookgate::store::StoreError::Corrupt(k)) if k == key("ev:evt_bad")
     ));
     let _: i64 = server.cmd(
         redis::cmd("HSET")
@@ -1210,7 +1210,7 @@ async fn an_enqueue_without_replica_acks_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_contract_holds_on_the_disk_store() {
     let dir = tempfile::tempdir().expect("dir");
-    let s = hookgate::dedup::DiskStore::open(&dir.path().join("q.db")).expect("open");
+    let s = hookgate::store::DiskStore::open(&dir.path().join("q.db")).expect("open");
     queue_conforms(&s).await;
     // One process owns the file: the same handle takes over an expired lease.
     queue_lease_moves(&s, &s).await;
@@ -1224,7 +1224,7 @@ async fn the_disk_queue_survives_a_reopen() {
     let ordered = queue("reopen-ordered");
     let seq = queue("reopen-seq");
     {
-        let s = hookgate::dedup::DiskStore::open(&path).expect("open");
+        let s = hookgate::store::DiskStore::open(&path).expect("open");
         let ev = |i: u32| event(&format!("evt_r{i}"), b"body", now_ms());
         assert_eq!(enqueue(&s, &q, &ev(0)).await, Enqueued::Queued);
         let leased = take_one(&s, &q, "evt_r0").await;
@@ -1258,7 +1258,7 @@ async fn the_disk_queue_survives_a_reopen() {
     // The writer thread lets go of the file once the last handle is dropped.
     let mut reopened = None;
     for _ in 0..100 {
-        if let Ok(s) = hookgate::dedup::DiskStore::open(&path) {
+        if let Ok(s) = hookgate::store::DiskStore::open(&path) {
             reopened = Some(s);
             break;
         }

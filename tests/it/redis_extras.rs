@@ -5,8 +5,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::free_port;
-use hookgate::dedup::redis::RedisOptions;
-use hookgate::dedup::{Claim, DedupKey, DedupStore, RedisStore, Store};
+use hookgate::store::redis::RedisOptions;
+use hookgate::store::{Claim, DedupKey, DedupStore, RedisStore, Store};
 
 struct Proc(Child);
 

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use hookgate::dedup::redis::RedisOptions;
-use hookgate::dedup::{Claim, DedupKey, DedupStore, RedisStore, Store};
+use hookgate::store::redis::RedisOptions;
+use hookgate::store::{Claim, DedupKey, DedupStore, RedisStore, Store};
 
 use crate::support::{
     RedisServer, TestGateway, Upstream, eventually, store_toml, stripe_body, stripe_config,

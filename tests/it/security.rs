@@ -1022,12 +1022,12 @@ async fn the_disk_store_file_and_folder_are_their_owners_only() {
     gw.stop().await;
     // A file left readable by an earlier version is restricted when it is opened.
     let old = dir.path().join("old.db");
-    drop(hookgate::dedup::DiskStore::open(&old).expect("open"));
+    drop(hookgate::store::DiskStore::open(&old).expect("open"));
     std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     let mut reopened = None;
     for _ in 0..50 {
         // The first handle's writer lets go of the file as it stops.
-        if let Ok(s) = hookgate::dedup::DiskStore::open(&old) {
+        if let Ok(s) = hookgate::store::DiskStore::open(&old) {
             reopened = Some(s);
             break;
         }

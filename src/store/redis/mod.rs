@@ -16,6 +16,8 @@ use redis::{
     AsyncCommands, Client, ExistenceCheck, IntoConnectionInfo, Script, SetExpiry, SetOptions,
 };
 
+mod queue;
+
 use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 
 /// Turns an in-flight record into a done record if this claim still holds the key, or
@@ -86,7 +88,7 @@ enum Target {
 /// share their route's hash tag), so the cluster routes it (scripts included) to the
 /// key's slot.
 #[derive(Clone)]
-pub(super) enum AnyConn {
+enum AnyConn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
     Sentinel(redis::aio::MultiplexedConnection),
@@ -146,8 +148,8 @@ struct Inner {
     complete: Script,
     release: Script,
     claim_wait: Script,
-    /// The queue's per-store state (`redis_queue.rs`).
-    queue: super::redis_queue::QueueState,
+    /// The queue's per-store state (`queue.rs`).
+    queue: queue::QueueState,
 }
 
 /// A Redis-backed store.
@@ -255,7 +257,7 @@ impl RedisStore {
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
                 claim_wait: Script::new(CLAIM_WAIT),
-                queue: super::redis_queue::QueueState::new(),
+                queue: queue::QueueState::new(),
             }),
         })
     }
@@ -284,7 +286,7 @@ impl RedisStore {
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
                 claim_wait: Script::new(CLAIM_WAIT),
-                queue: super::redis_queue::QueueState::new(),
+                queue: queue::QueueState::new(),
             }),
         })
     }
@@ -316,7 +318,7 @@ impl RedisStore {
                 complete: Script::new(COMPLETE),
                 release: Script::new(RELEASE),
                 claim_wait: Script::new(CLAIM_WAIT),
-                queue: super::redis_queue::QueueState::new(),
+                queue: queue::QueueState::new(),
             }),
         })
     }
@@ -349,17 +351,17 @@ impl RedisStore {
     }
 
     /// The queue's per-store state.
-    pub(super) fn queue_state(&self) -> &super::redis_queue::QueueState {
+    fn queue_state(&self) -> &queue::QueueState {
         &self.inner.queue
     }
 
     /// `(replicas, timeout)` when writes must reach replicas (`min_replicas_ack`).
-    pub(super) fn replica_wait(&self) -> Option<(u32, Duration)> {
+    fn replica_wait(&self) -> Option<(u32, Duration)> {
         self.inner.wait
     }
 
     /// Runs one store call under the timeout, counting consecutive timeouts.
-    pub(super) async fn run<T, F>(&self, f: impl FnOnce(AnyConn) -> F) -> Result<T, StoreError>
+    async fn run<T, F>(&self, f: impl FnOnce(AnyConn) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {
@@ -575,7 +577,7 @@ fn collect_policies(v: &redis::Value, out: &mut Vec<String>) {
 /// script is loaded first (a pipeline does not retry NOSCRIPT), and `WAIT` follows it on
 /// the same connection, so it waits for that script's writes. The script's reply, and
 /// how many replicas acknowledged them.
-pub(super) async fn invoke_then_wait<T: redis::FromRedisValue>(
+async fn invoke_then_wait<T: redis::FromRedisValue>(
     c: &mut AnyConn,
     script: &redis::Script,
     inv: &redis::ScriptInvocation<'_>,
@@ -594,11 +596,11 @@ pub(super) async fn invoke_then_wait<T: redis::FromRedisValue>(
 
 /// The error of a write fewer than `n` replicas acknowledged (`acked`): it may have
 /// been applied on the primary.
-pub(super) fn too_few_replicas(what: &'static str, acked: i64, n: u32) -> redis::RedisError {
+fn too_few_replicas(what: &'static str, acked: i64, n: u32) -> redis::RedisError {
     redis::RedisError::from((redis::ErrorKind::Client, what, format!("{acked} of {n}")))
 }
 
-pub(super) fn millis(d: Duration) -> u64 {
+fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 

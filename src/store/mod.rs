@@ -15,7 +15,6 @@
 pub mod disk;
 pub mod memory;
 pub mod redis;
-mod redis_queue;
 
 use std::fmt;
 use std::future::Future;

@@ -21,11 +21,11 @@ use redb::{ReadableTable, Table, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use super::{DiskStore, EXPIRY, Op, Reply, backend, decode, encode, expiry, index_expiry, now_ms};
-use crate::dedup::{Claim, DedupKey, Record, StoreError, Token};
 use crate::queue::{
     Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
     Status, StoredEvent, Summary, Target,
 };
+use crate::store::{Claim, DedupKey, Record, StoreError, Token};
 
 /// Events (envelope and body) under a sequence number in acceptance order: consecutive
 /// enqueues append to the same pages instead of each copying a page of its own.

@@ -31,7 +31,7 @@
 //! keeps its `order_key` (`on_dead = "block"`) keeps its place, and the line waits
 //! until it is retried and delivered, or purged. An operator's retry of an event that
 //! waits behind another queues it without a stream entry: it goes in its turn. This is
-//! the disk store's line index (`RouteIndex` in `dedup/disk/queue.rs`) kept in Redis.
+//! the disk store's line index (`RouteIndex` in `store/disk/queue.rs`) kept in Redis.
 //!
 //! An undelivered event's hash has no expiry; a delivered one drops its body and
 //! expires after `dedup_ttl`, so copies within the window are still duplicates.
@@ -88,12 +88,12 @@ use std::time::Duration;
 use rand::Rng as _;
 use redis::Script;
 
-use super::redis::{RedisStore, invoke_then_wait, millis, too_few_replicas};
-use super::{Claim, StoreError};
+use super::{RedisStore, invoke_then_wait, millis, too_few_replicas};
 use crate::queue::{
     Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
     Status, StoredEvent, Summary, Target, now_ms,
 };
+use crate::store::{Claim, StoreError};
 
 // Out of memory: every script but ENQUEUE is flagged `allow-oom` (Redis 7), so a Redis
 // at `maxmemory` (with `maxmemory-policy noeviction`) refuses new events (503) but
