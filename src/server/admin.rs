@@ -16,6 +16,8 @@
 //!   `delivery = "queue"` route (`hookgate events` calls them);
 //! - `DELETE /handshakes/<route>` — forgets it, so the next set-up request may hand
 //!   over a new one (refused with 409 until then).
+//! - `GET /ui/` — the inspector page (`ui.rs`): the delivery log, queues and routes in
+//!   a browser; it asks for the token itself.
 //!
 //! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
 //! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
@@ -146,6 +148,11 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
         return json(status, serde_json::json!({ "status": why }));
     }
     let path = req.uri().path().to_owned();
+    // The inspector page: its assets hold nothing secret and must load to ask for the
+    // token, so they come before the token check (and after the guard above).
+    if let Some(page) = super::ui::serve(req.method(), &path) {
+        return page;
+    }
     let probe = req.method() == Method::GET && matches!(path.as_str(), "/healthz" | "/readyz");
     if !probe && !authorized(&state, &req) {
         let mut r = json(

@@ -12,6 +12,7 @@ mod limits;
 pub mod listen;
 pub mod respond;
 pub(crate) mod stranded;
+mod ui;
 pub mod worker;
 use crate::tls;
 

@@ -19,6 +19,7 @@ mod destinations;
 mod docs;
 mod eviction;
 mod fuzz;
+mod inspector;
 mod limits;
 mod malformed;
 mod on_dead;

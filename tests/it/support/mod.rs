@@ -1,6 +1,7 @@
 //! Test support: a real Redis, a stub upstream, an in-process gateway, and a client
 //! that sends real signed HTTP requests.
 
+pub mod browser;
 pub mod redis;
 
 use std::net::SocketAddr;

@@ -1,0 +1,180 @@
+//! The inspector page, served by the admin listener at `/ui/`: the delivery log's list
+//! (with live updates), one delivery's detail and replay, the queues and their dead
+//! letters with retry and purge, and the routes overview.
+//!
+//! The page is plain HTML, CSS and JavaScript embedded in the binary: it works offline
+//! and needs no build step. It holds no data of its own: its script reads the admin
+//! endpoints (`/deliveries`, `/deliveries/stream`, `/events/<route>`, `/overview`) with
+//! `fetch`, sending `Authorization: Bearer <token>` when the operator gave one (kept in
+//! the tab's `sessionStorage`, never in a cookie, so no other site can make the browser
+//! send it) and `X-Requested-By: hookgate` on every POST, as the admin guard asks.
+//!
+//! The assets themselves carry nothing secret, so they are served before the token is
+//! checked (the page must load to ask for it), but after the guard that refuses other
+//! sites and hosts. Every answer carries a Content-Security-Policy that allows only the
+//! listener's own scripts, styles and connections (no inline script or style, no
+//! framing), and `X-Content-Type-Options: nosniff`.
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Method, Response, StatusCode};
+use http_body_util::Full;
+
+use super::respond::Resp;
+
+const INDEX: &str = include_str!("ui/index.html");
+const SCRIPT: &str = include_str!("ui/app.js");
+const STYLE: &str = include_str!("ui/app.css");
+const ICON: &[u8] = include_bytes!("ui/icon.svg");
+
+/// Only the listener's own assets and endpoints; nothing inline, nothing framed.
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                   connect-src 'self'; base-uri 'none'; form-action 'self'; \
+                   frame-ancestors 'none'; object-src 'none'";
+
+/// The page's answer to a request for `path`, or `None` when the path is not the
+/// page's (the other admin endpoints then answer it).
+pub(crate) fn serve(method: &Method, path: &str) -> Option<Resp> {
+    if path != "/ui" && !path.starts_with("/ui/") {
+        return None;
+    }
+    if method != Method::GET && method != Method::HEAD {
+        return Some(asset(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"the inspector page answers GET only\n"),
+        ));
+    }
+    let (ctype, body): (&str, Bytes) = match path {
+        // A relative asset URL in the page resolves against `/ui/`, not `/`.
+        "/ui" => {
+            let mut r = asset(
+                StatusCode::MOVED_PERMANENTLY,
+                "text/plain; charset=utf-8",
+                Bytes::from_static(b"the inspector is at /ui/\n"),
+            );
+            r.headers_mut()
+                .insert(header::LOCATION, HeaderValue::from_static("/ui/"));
+            return Some(r);
+        }
+        "/ui/" | "/ui/index.html" => (
+            "text/html; charset=utf-8",
+            Bytes::from_static(INDEX.as_bytes()),
+        ),
+        "/ui/app.js" => (
+            "text/javascript; charset=utf-8",
+            Bytes::from_static(SCRIPT.as_bytes()),
+        ),
+        "/ui/app.css" => (
+            "text/css; charset=utf-8",
+            Bytes::from_static(STYLE.as_bytes()),
+        ),
+        "/ui/icon.svg" => ("image/svg+xml", Bytes::from_static(ICON)),
+        _ => {
+            return Some(asset(
+                StatusCode::NOT_FOUND,
+                "text/plain; charset=utf-8",
+                Bytes::from_static(b"no such page: the inspector is at /ui/\n"),
+            ));
+        }
+    };
+    let mut r = asset(StatusCode::OK, ctype, body);
+    if method == Method::HEAD {
+        *r.body_mut() = Full::new(Bytes::new());
+    }
+    Some(r)
+}
+
+fn asset(status: StatusCode, ctype: &'static str, body: Bytes) -> Resp {
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    // The older form of frame-ancestors, for browsers that read only this.
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    // The assets change with the binary: a browser asks again rather than keep an
+    // old script beside a new listener.
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_and_its_assets_carry_a_strict_policy() {
+        for path in [
+            "/ui/",
+            "/ui/app.js",
+            "/ui/app.css",
+            "/ui/icon.svg",
+            "/ui/nope",
+        ] {
+            let r = serve(&Method::GET, path).expect("the page's path");
+            let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
+                .to_str()
+                .expect("ascii");
+            assert!(csp.contains("default-src 'self'"), "{path}: {csp}");
+            assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+            assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+            assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        }
+        let r = serve(&Method::GET, "/ui").expect("the page's path");
+        assert_eq!(r.status(), StatusCode::MOVED_PERMANENTLY);
+        assert_eq!(r.headers()[header::LOCATION], "/ui/");
+        assert!(serve(&Method::GET, "/uix").is_none());
+        assert!(serve(&Method::GET, "/deliveries").is_none());
+        assert_eq!(
+            serve(&Method::POST, "/ui/").map(|r| r.status()),
+            Some(StatusCode::METHOD_NOT_ALLOWED)
+        );
+    }
+
+    #[test]
+    fn the_page_has_no_inline_script_or_style() {
+        // The policy would block them: the page would load without its behaviour.
+        assert!(!INDEX.contains("<script>"));
+        assert!(!INDEX.contains("style="));
+        assert!(!INDEX.contains("<style"));
+        // No inline event handlers (`onclick=`, `onload=`, …).
+        for (at, _) in INDEX.match_indices(" on") {
+            let name: String = INDEX[at + 3..]
+                .chars()
+                .take_while(char::is_ascii_alphabetic)
+                .collect();
+            assert!(
+                !INDEX[at + 3 + name.len()..].starts_with('='),
+                "an inline handler at byte {at}"
+            );
+        }
+        assert!(INDEX.contains(r#"<script src="app.js" defer></script>"#));
+        // And reaches no other host.
+        for text in [INDEX, SCRIPT, STYLE] {
+            assert!(!text.contains("http://") && !text.contains("https://"));
+        }
+        // Content from deliveries is written as text, never parsed as markup.
+        assert!(!SCRIPT.contains("innerHTML"));
+        assert!(!SCRIPT.contains("insertAdjacentHTML"));
+    }
+}
