@@ -6,10 +6,12 @@
 //! and stop the server when they like.
 
 pub mod admin;
+pub mod deliveries;
 pub(crate) mod eviction;
 mod handler;
 mod limits;
 pub mod listen;
+pub(crate) mod recorder;
 pub mod respond;
 pub(crate) mod stranded;
 pub mod worker;
@@ -141,6 +143,8 @@ pub struct AppState {
     /// The queues `hookgate_queue_stranded` counted last (`stranded.rs`), so that one no
     /// longer stranded is set back to 0.
     pub(crate) stranded_seen: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The delivery log's recorder (`recorder.rs`; the admin API in `deliveries.rs`).
+    pub(crate) recorder: recorder::Recorder,
 }
 
 /// When a connection with no request in progress is closed: `header_read_timeout`
@@ -377,6 +381,7 @@ impl AppState {
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
         let mut metrics = Metrics::new();
         metrics.register_store(&store.metrics());
+        let recorder = recorder::Recorder::new(cfg, &store, &mut metrics)?;
         let policy = match &store {
             Store::Redis(_) => eviction::Policy::Unknown,
             Store::Memory(_) | Store::Disk(_) => eviction::Policy::NotRedis,
@@ -418,6 +423,7 @@ impl AppState {
             deliveries: tokio::sync::Notify::new(),
             eviction: ArcSwap::from_pointee(policy),
             stranded_seen: std::sync::Mutex::default(),
+            recorder,
         })
     }
 
