@@ -198,6 +198,32 @@ impl Activity {
     }
 }
 
+/// A response body that keeps its request in progress until it is sent.
+struct Tracked<B> {
+    body: B,
+    _busy: InProgress,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 impl Drop for InProgress {
     fn drop(&mut self) {
         let mut st = self.0.lock();
@@ -209,7 +235,7 @@ impl Drop for InProgress {
 /// Serves one connection until it ends, the gateway shuts down (`closing`), or it sits
 /// idle past its deadline (see [`Activity`]). A connection asked to close that does not
 /// within `shutdown_grace` (idle) is dropped.
-async fn serve_connection<I, H, Fut>(
+async fn serve_connection<I, H, Fut, B>(
     state: Arc<AppState>,
     builder: &auto::Builder<TokioExecutor>,
     io: I,
@@ -223,7 +249,9 @@ async fn serve_connection<I, H, Fut>(
         + Send
         + Sync
         + 'static,
-    Fut: Future<Output = respond::Resp> + Send + 'static,
+    Fut: Future<Output = http::Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let activity = Arc::new(Activity::new());
     let svc = {
@@ -233,8 +261,8 @@ async fn serve_connection<I, H, Fut>(
             let handle = handle.clone();
             async move {
                 let resp = handle(st, req, peer).await;
-                drop(busy);
-                Ok::<_, std::convert::Infallible>(resp)
+                // In progress until its body is sent (a live stream's too).
+                Ok::<_, std::convert::Infallible>(resp.map(|body| Tracked { body, _busy: busy }))
             }
         })
     };
@@ -559,7 +587,7 @@ fn http_builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
 /// public listener's deadlines (a silent connection is closed after
 /// `header_read_timeout`, an idle one after `idle_timeout`) and at most `max`
 /// connections open: silent connections cannot use up the process's descriptors.
-pub(crate) async fn serve_admin<H, Fut>(
+pub(crate) async fn serve_admin<H, Fut, B>(
     state: Arc<AppState>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
@@ -571,7 +599,9 @@ pub(crate) async fn serve_admin<H, Fut>(
         + Send
         + Sync
         + 'static,
-    Fut: Future<Output = respond::Resp> + Send + 'static,
+    Fut: Future<Output = http::Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let builder = http_builder(&state.server);
     let connections = Arc::new(tokio::sync::Semaphore::new(max));

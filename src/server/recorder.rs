@@ -241,6 +241,30 @@ impl Recorder {
         }
     }
 
+    /// Records a delivery the gateway made itself (an operator's replay): counted
+    /// and queued like any other, never rate-limited.
+    pub(crate) fn push(&self, record: DeliveryRecord) {
+        lock(&self.counts)
+            .entry((
+                record.route.clone(),
+                record.outcome.clone(),
+                minute_of(record.received_at),
+            ))
+            .and_modify(|n| *n += 1)
+            .or_insert(1);
+        self.enqueue(record);
+    }
+
+    fn enqueue(&self, record: DeliveryRecord) {
+        let size = approx_size(&record);
+        if self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUED_BYTES
+            || self.tx.try_send(Arc::new(record)).is_err()
+        {
+            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+            self.metrics.count("dropped_full", 1);
+        }
+    }
+
     /// What the log needs of a request before the pipeline takes it.
     pub(crate) fn seen<B>(
         state: &AppState,
@@ -316,14 +340,7 @@ impl Recorder {
         let (parts, body) = resp.into_parts();
         let answer = full_bytes(body);
         let record = self.build(state, seen, &done, parts.status.as_u16(), &answer);
-        let size = approx_size(&record);
-        if self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUED_BYTES {
-            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
-            self.metrics.count("dropped_full", 1);
-        } else if self.tx.try_send(Arc::new(record)).is_err() {
-            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
-            self.metrics.count("dropped_full", 1);
-        }
+        self.enqueue(record);
         Resp::from_parts(parts, http_body_util::Full::new(answer))
     }
 
@@ -392,7 +409,7 @@ impl Recorder {
         };
         let queue = done
             .queue
-            .then(|| done.event_id)
+            .then_some(done.event_id)
             .flatten()
             .map(|id| QueueLink {
                 route: done.route.to_owned(),

@@ -86,6 +86,9 @@ struct Keys {
     counts: String,
 }
 
+/// One route's part of a batch: `(id, json)` records and `(field, n)` counts.
+type RouteBatch = (Vec<(String, Vec<u8>)>, Vec<(String, u64)>);
+
 /// IDs read per route and list request at most.
 const CHUNK: usize = 1_000;
 
@@ -122,7 +125,7 @@ impl RedisLog {
         let share = self.share(routes);
         // An empty batch enforces the bounds on every route (records age out of an
         // idle one); a batch touches only the routes it has records or counts of.
-        let mut per_route: HashMap<&str, (Vec<(String, Vec<u8>)>, Vec<(String, u64)>)> =
+        let mut per_route: HashMap<&str, RouteBatch> =
             if batch.records.is_empty() && batch.counts.is_empty() {
                 routes
                     .iter()
