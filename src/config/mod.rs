@@ -315,7 +315,11 @@ pub struct Config {
     pub store: StoreConfig,
     pub routes: Vec<Route>,
     pub capture: Option<CaptureConfig>,
+    /// `[log]`: the delivery log the admin listener shows (`/deliveries`).
+    pub log: LogConfig,
 }
+
+pub use validate::log::{LogBodies, LogConfig};
 
 /// Every problem found in a config file, one per line.
 #[derive(Debug, Clone, PartialEq, Eq)]

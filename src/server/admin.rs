@@ -143,18 +143,17 @@ fn host_is_ours(host: &str, names: &[String]) -> bool {
             || names.iter().any(|n| n == name))
 }
 
-async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
-    if let Some((status, why)) = browser_refusal(&state, &req) {
-        return json(status, serde_json::json!({ "status": why }));
+/// The answer to a request the guard refuses (another site, no token), if it does.
+fn guard(state: &AppState, req: &Request<Incoming>) -> Option<Resp> {
+    if let Some((status, why)) = browser_refusal(state, req) {
+        return Some(json(status, serde_json::json!({ "status": why })));
     }
-    let path = req.uri().path().to_owned();
-    // The inspector page: its assets hold nothing secret and must load to ask for the
-    // token, so they come before the token check (and after the guard above).
-    if let Some(page) = super::ui::serve(req.method(), &path) {
-        return page;
-    }
-    let probe = req.method() == Method::GET && matches!(path.as_str(), "/healthz" | "/readyz");
-    if !probe && !authorized(&state, &req) {
+    let path = req.uri().path();
+    let probe = req.method() == Method::GET && matches!(path, "/healthz" | "/readyz");
+    // The inspector page's assets hold nothing secret and must load to ask for the
+    // token: they come after the guard above but need no token.
+    let page = super::ui::is_page(path);
+    if !probe && !page && !authorized(state, req) {
         let mut r = json(
             StatusCode::UNAUTHORIZED,
             serde_json::json!({ "status": "an admin token is required (Authorization: Bearer …)" }),
@@ -163,9 +162,19 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
             header::WWW_AUTHENTICATE,
             header::HeaderValue::from_static("Bearer"),
         );
-        return r;
+        return Some(r);
     }
+    None
+}
+
+async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
+    if let Some(refused) = guard(&state, &req) {
+        return refused;
+    }
+    let path = req.uri().path().to_owned();
     match (req.method(), path.as_str()) {
+        (_, p) if super::deliveries::serves(p) => super::deliveries::handle(&state, req).await,
+        (method, p) if super::ui::is_page(p) => super::ui::serve(method, p),
         (&Method::GET, "/healthz") => json(StatusCode::OK, serde_json::json!({ "status": "ok" })),
         (&Method::GET, "/readyz") => {
             let ping = tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await;
@@ -531,7 +540,7 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
 }
 
 /// One event's record in one destination, as `GET /events/<route>/<id>` shows it.
-fn event_json(
+pub(super) fn event_json(
     route: &str,
     destination: Option<String>,
     env: &crate::queue::Envelope,
@@ -569,7 +578,13 @@ pub async fn run(
         listener,
         shutdown,
         ADMIN_CONNECTIONS,
-        |st, req, _peer| handle(st, req),
+        |st, req, _peer| async move {
+            // The delivery log's live stream answers with a streaming body.
+            if super::deliveries::is_stream(&req) && guard(&st, &req).is_none() {
+                return super::deliveries::stream(&st, &req);
+            }
+            handle(st, req).await.map(http_body_util::Either::Left)
+        },
     )
     .await;
 }

@@ -41,8 +41,13 @@ struct Seen {
     event_type: Option<String>,
     detail: Option<String>,
     secret_index: Option<usize>,
-    /// The raw body, kept only when capturing.
+    /// The raw body (for the capture and the delivery log).
     body: Option<Bytes>,
+    /// For the delivery log (`recorder.rs`): why it was refused, the provider's own
+    /// unsigned ID, whether the route queues.
+    reason: Option<String>,
+    provider_delivery_id: Option<String>,
+    queue: bool,
     /// The route's metric handles, resolved once per request.
     metrics: Option<Arc<RouteMetrics>>,
 }
@@ -150,6 +155,7 @@ pub(super) async fn handle(
                     headers,
                 )
             });
+        let logged = super::recorder::Recorder::seen(&state, &req, peer, received_at);
         let mut seen = Seen::default();
         let limit = state.server.request_timeout;
         // `seen` is the delivery's log record, filled in as the pipeline goes, so that
@@ -160,13 +166,13 @@ pub(super) async fn handle(
             Err(_) => Answer::RequestTimeout,
         };
         let outcome = answer.outcome();
-        let resp = respond::response(answer);
+        let mut resp = respond::response(answer);
         // Refused requests (anyone can send them) only when `[capture] refused = true`.
         let verified = seen.event_id.is_some() || outcome == Outcome::Handshake;
         if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request)
             && capture.wants_outcome(verified)
         {
-            let body = seen.body.take().unwrap_or_default();
+            let body = seen.body.clone().unwrap_or_default();
             let mut r =
                 crate::replay::Replay::new(&method, &path, query.as_deref(), headers, &body);
             r.received_at = received_at;
@@ -183,6 +189,14 @@ pub(super) async fn handle(
         let status = resp.status().as_u16();
         let elapsed = started.elapsed();
         let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        if let Some(route) = seen.route.as_deref() {
+            resp = state.recorder.record(
+                &state,
+                logged,
+                seen_done(&seen, route, outcome, elapsed_us, state.server.max_body),
+                resp,
+            );
+        }
         let route = seen.route.as_deref().unwrap_or("-");
         let event_id = seen.event_id.as_deref().unwrap_or("-");
         let event_type = seen.event_type.as_deref().unwrap_or("-");
@@ -220,6 +234,33 @@ pub(super) async fn handle(
     }
     .instrument(span)
     .await
+}
+
+/// What the delivery log records of a request's end.
+fn seen_done<'a>(
+    seen: &'a Seen,
+    route: &'a str,
+    outcome: Outcome,
+    duration_us: u64,
+    max_body: usize,
+) -> super::recorder::Done<'a> {
+    super::recorder::Done {
+        route,
+        provider: seen.provider,
+        outcome,
+        event_id: seen.event_id.as_deref(),
+        provider_delivery_id: seen.provider_delivery_id.as_deref(),
+        event_type: seen.event_type.as_deref(),
+        secret_index: seen.secret_index,
+        body: seen.body.as_ref().filter(|_| seen.event_id.is_some()),
+        reason: seen
+            .reason
+            .clone()
+            .or_else(|| super::recorder::outcome_reason(outcome, max_body)),
+        duration_us,
+        queue: seen.queue,
+        replay_of: None,
+    }
 }
 
 async fn pipeline(
@@ -292,9 +333,8 @@ async fn pipeline(
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         return Answer::Overloaded;
     };
-    if state.capture.is_some() {
-        seen.body = Some(body.clone());
-    }
+    seen.body = Some(body.clone());
+    seen.queue = route.delivery == Delivery::Queue;
     let query = parts.uri.query().map(str::to_owned);
     let url = route.public_url.as_ref().map(|u| match &query {
         Some(q) => format!("{u}?{q}"),
@@ -351,6 +391,8 @@ async fn pipeline(
                     .spend(&route.name, client, route.failure_budget);
             }
             seen.detail = Some(rejection.to_string());
+            let source = route.event_id.to_string();
+            seen.reason = Some(super::recorder::reason(&rejection, seen.provider, &source));
             return Answer::Rejected(rejection);
         }
     };
@@ -402,7 +444,12 @@ async fn pipeline(
         RunToCompletion::new(state.settles.track_future(job.run().in_current_span())).await;
     // The provider's own ID, when unsigned, is only named in the log: the key is the
     // signed bytes' digest.
-    seen.detail = detail.or_else(|| unsigned_id.map(|id| format!("unsigned provider id {id}")));
+    seen.detail = detail.or_else(|| {
+        unsigned_id
+            .as_ref()
+            .map(|id| format!("unsigned provider id {id}"))
+    });
+    seen.provider_delivery_id = unsigned_id;
     match (fixed, answer.outcome()) {
         (
             Some(reply),

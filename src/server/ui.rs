@@ -32,18 +32,19 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
                    connect-src 'self'; base-uri 'none'; form-action 'self'; \
                    frame-ancestors 'none'; object-src 'none'";
 
-/// The page's answer to a request for `path`, or `None` when the path is not the
-/// page's (the other admin endpoints then answer it).
-pub(crate) fn serve(method: &Method, path: &str) -> Option<Resp> {
-    if path != "/ui" && !path.starts_with("/ui/") {
-        return None;
-    }
+/// Whether `path` is the page's (`/ui` and below): [`serve`] answers it.
+pub(crate) fn is_page(path: &str) -> bool {
+    path == "/ui" || path.starts_with("/ui/")
+}
+
+/// The page's answer to a request for `path` (one [`is_page`] takes).
+pub(crate) fn serve(method: &Method, path: &str) -> Resp {
     if method != Method::GET && method != Method::HEAD {
-        return Some(asset(
+        return asset(
             StatusCode::METHOD_NOT_ALLOWED,
             "text/plain; charset=utf-8",
             Bytes::from_static(b"the inspector page answers GET only\n"),
-        ));
+        );
     }
     let (ctype, body): (&str, Bytes) = match path {
         // A relative asset URL in the page resolves against `/ui/`, not `/`.
@@ -55,7 +56,7 @@ pub(crate) fn serve(method: &Method, path: &str) -> Option<Resp> {
             );
             r.headers_mut()
                 .insert(header::LOCATION, HeaderValue::from_static("/ui/"));
-            return Some(r);
+            return r;
         }
         "/ui/" | "/ui/index.html" => (
             "text/html; charset=utf-8",
@@ -71,18 +72,18 @@ pub(crate) fn serve(method: &Method, path: &str) -> Option<Resp> {
         ),
         "/ui/icon.svg" => ("image/svg+xml", Bytes::from_static(ICON)),
         _ => {
-            return Some(asset(
+            return asset(
                 StatusCode::NOT_FOUND,
                 "text/plain; charset=utf-8",
                 Bytes::from_static(b"no such page: the inspector is at /ui/\n"),
-            ));
+            );
         }
     };
     let mut r = asset(StatusCode::OK, ctype, body);
     if method == Method::HEAD {
         *r.body_mut() = Full::new(Bytes::new());
     }
-    Some(r)
+    r
 }
 
 fn asset(status: StatusCode, ctype: &'static str, body: Bytes) -> Resp {
@@ -131,7 +132,8 @@ mod tests {
             "/ui/icon.svg",
             "/ui/nope",
         ] {
-            let r = serve(&Method::GET, path).expect("the page's path");
+            assert!(is_page(path));
+            let r = serve(&Method::GET, path);
             let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
                 .to_str()
                 .expect("ascii");
@@ -140,14 +142,14 @@ mod tests {
             assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
             assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
         }
-        let r = serve(&Method::GET, "/ui").expect("the page's path");
+        let r = serve(&Method::GET, "/ui");
         assert_eq!(r.status(), StatusCode::MOVED_PERMANENTLY);
         assert_eq!(r.headers()[header::LOCATION], "/ui/");
-        assert!(serve(&Method::GET, "/uix").is_none());
-        assert!(serve(&Method::GET, "/deliveries").is_none());
+        assert!(!is_page("/uix"));
+        assert!(!is_page("/deliveries"));
         assert_eq!(
-            serve(&Method::POST, "/ui/").map(|r| r.status()),
-            Some(StatusCode::METHOD_NOT_ALLOWED)
+            serve(&Method::POST, "/ui/").status(),
+            StatusCode::METHOD_NOT_ALLOWED
         );
     }
 

@@ -13,6 +13,7 @@
 //! same conformance suite (`tests/it/conformance.rs`).
 
 pub mod disk;
+pub mod log;
 pub mod memory;
 pub mod redis;
 

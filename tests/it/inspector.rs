@@ -34,7 +34,12 @@ async fn the_page_is_embedded_and_served_with_a_strict_policy() {
         let r = http.get(gw.admin_url(path)).send().await.expect("asset");
         assert_eq!(r.status(), 200, "{path}");
         let h = r.headers().clone();
-        assert!(h["content-type"].to_str().unwrap_or_default().starts_with(ctype));
+        assert!(
+            h["content-type"]
+                .to_str()
+                .unwrap_or_default()
+                .starts_with(ctype)
+        );
         let csp = h["content-security-policy"].to_str().unwrap_or_default();
         assert!(csp.contains("default-src 'self'"), "{csp}");
         assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
@@ -86,7 +91,8 @@ async fn a_dead_event_retried_from_the_page_reaches_the_upstream() {
     up.set_status(200);
 
     let b = Browser::start(1280, 800).await;
-    b.goto(&gw.admin_url("/ui/#/queues/stripe?state=dead")).await;
+    b.goto(&gw.admin_url("/ui/#/queues/stripe?state=dead"))
+        .await;
     let row = format!("tr[data-event-id=\"{id}\"]");
     let text = b.wait_text(&row, "dead").await;
     assert!(text.contains(id), "{text}");
@@ -115,7 +121,9 @@ async fn with_an_admin_token_the_page_shows_only_the_prompt_until_given_it() {
     let up = Upstream::start().await;
     let store = "[server]\nadmin_token = \"inspector-test-token\"\n[store]\nbackend = \"memory\"";
     let gw = TestGateway::start(&stripe_config(&up, store, "")).await;
-    let r = gw.deliver("stripe", &stripe_body("evt_private"), "evt_private").await;
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_private"), "evt_private")
+        .await;
     assert_eq!(r.outcome(), "forwarded", "{}", r.body);
 
     let b = Browser::start(1280, 800).await;
@@ -124,7 +132,10 @@ async fn with_an_admin_token_the_page_shows_only_the_prompt_until_given_it() {
     let page = b.page_text().await;
     // The header and the prompt; no navigation, no data.
     for absent in ["Deliveries", "Queues", "Routes", "evt_private", "stripe"] {
-        assert!(!page.contains(absent), "{absent:?} shown before the token:\n{page}");
+        assert!(
+            !page.contains(absent),
+            "{absent:?} shown before the token:\n{page}"
+        );
     }
     let shown = b
         .script(
@@ -140,8 +151,9 @@ async fn with_an_admin_token_the_page_shows_only_the_prompt_until_given_it() {
     b.fill("#token", "not-the-token\u{E007}").await;
     b.wait_text("#login-error", "refused").await;
     assert!(b.text("#main").await.is_none());
-    // The right one opens it, and is kept for this tab only.
-    b.fill("#token", "inspector-test-token\u{E007}").await;
+    // The right one opens it, typed with the keyboard alone (the refused token is
+    // selected, so typing replaces it), and is kept for this tab only.
+    b.keys("inspector-test-token\u{E007}").await;
     b.wait_text("nav", "Deliveries").await;
     let kept = b
         .script(
@@ -151,6 +163,18 @@ async fn with_an_admin_token_the_page_shows_only_the_prompt_until_given_it() {
         .await;
     assert_eq!(kept, serde_json::json!(["inspector-test-token", ""]));
     assert!(b.text("#login").await.is_none());
+    // The keyboard reaches the links, and shows where it is.
+    b.keys("\u{E004}\u{E004}").await;
+    let focus = b
+        .script(
+            "const e = document.activeElement; \
+             return [e.tagName, e.matches(':focus-visible'), getComputedStyle(e).outlineStyle];",
+            serde_json::json!([]),
+        )
+        .await;
+    assert_eq!(focus[0], "A", "{focus}");
+    assert_eq!(focus[1], true, "{focus}");
+    assert_ne!(focus[2], "none", "{focus}");
     drop(b);
     gw.stop().await;
 }
@@ -163,7 +187,9 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     let up = Upstream::start().await;
     let gw = TestGateway::start(&stripe_config(&up, "[store]\nbackend = \"memory\"", "")).await;
     // One before the page opens: the list shows it from the log.
-    let r = gw.deliver("stripe", &stripe_body("evt_before"), "evt_before").await;
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_before"), "evt_before")
+        .await;
     assert_eq!(r.outcome(), "forwarded", "{}", r.body);
 
     let b = Browser::start(1280, 800).await;
@@ -171,8 +197,11 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     b.wait_text("#deliveries", "evt_before").await;
     b.wait_text("#live", "Live").await;
     // Loaded once: a reload would lose this mark.
-    b.script("window.__loadedOnce = true; return null;", serde_json::json!([]))
-        .await;
+    b.script(
+        "window.__loadedOnce = true; return null;",
+        serde_json::json!([]),
+    )
+    .await;
 
     // A signed delivery, then a refused one, while the page is open.
     let body = stripe_body("evt_live");
@@ -188,9 +217,17 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     let r = crate::support::post(&url, &signed, body.clone().into_bytes()).await;
     assert_eq!(r.outcome(), "forwarded", "{}", r.body);
     let row = b
-        .wait_text_for("#deliveries tr:first-child", "evt_live", Duration::from_secs(2))
+        .wait_text_for(
+            "#deliveries tr:first-child",
+            "evt_live",
+            Duration::from_secs(2),
+        )
         .await;
-    assert!(sent.elapsed() < Duration::from_secs(2), "{:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        sent.elapsed()
+    );
     assert!(row.contains("forwarded"), "{row}");
     let mut headers = gw.sign("stripe", &body, "evt_refused");
     for (n, v) in &mut headers {
@@ -200,16 +237,21 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     }
     let r = crate::support::post(&url, &headers, body.clone().into_bytes()).await;
     assert_eq!(r.status, 401, "{}", r.body);
-    b.wait_text("#deliveries tr:first-child", "bad_signature").await;
+    b.wait_text("#deliveries tr:first-child", "bad_signature")
+        .await;
     let reloaded = b
-        .script("return window.__loadedOnce === true;", serde_json::json!([]))
+        .script(
+            "return window.__loadedOnce === true;",
+            serde_json::json!([]),
+        )
         .await;
     assert_eq!(reloaded, true, "the list updated without a reload");
     b.screenshot(&docs("inspector-list.png")).await;
 
     // The forwarded delivery's detail: the body, pretty and raw, and the signature
     // header redacted.
-    b.click("#deliveries tr[data-event-id=\"evt_live\"] a").await;
+    b.click("#deliveries tr[data-event-id=\"evt_live\"] a")
+        .await;
     let detail = b.wait_text("#body", "\"amount\": 2000").await;
     assert!(detail.contains("\"id\": \"evt_live\""), "{detail}");
     b.click("#body .view-raw").await;

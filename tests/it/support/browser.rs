@@ -64,7 +64,8 @@ impl Browser {
         let mut ready = false;
         for _ in 0..200 {
             if let Ok(r) = browser.http.get(format!("{base}/status")).send().await
-                && let Ok(v) = r.json::<Value>().await
+                && let Ok(text) = r.text().await
+                && let Ok(v) = serde_json::from_str::<Value>(&text)
                 && v["value"]["ready"] == true
             {
                 ready = true;
@@ -93,7 +94,9 @@ impl Browser {
             "browserName": "chrome",
             "goog:chromeOptions": { "binary": CHROMIUM, "args": args },
         }}});
-        let v = browser.call("POST", &format!("{base}/session"), Some(caps)).await;
+        let v = browser
+            .call("POST", &format!("{base}/session"), Some(caps))
+            .await;
         let id = v["sessionId"]
             .as_str()
             .unwrap_or_else(|| panic!("no WebDriver session: {v}"))
@@ -107,11 +110,16 @@ impl Browser {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
         let mut req = self.http.request(method, url);
         if let Some(b) = body {
-            req = req.json(&b);
+            req = req
+                .header("content-type", "application/json")
+                .body(b.to_string());
         }
         let resp = req.send().await.expect("chromedriver answers");
         let status = resp.status();
-        let v: Value = resp.json().await.expect("chromedriver answers JSON");
+        let text = resp.text().await.expect("chromedriver's answer");
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+            panic!("chromedriver answered {status} without JSON ({e}): {text}")
+        });
         assert!(
             status.is_success(),
             "WebDriver {url}: {status}: {}",
@@ -209,17 +217,6 @@ impl Browser {
         let id = self.element(css).await;
         self.command("POST", &format!("/element/{id}/click"), Some(json!({})))
             .await;
-    }
-
-    /// Types `text` into the element `css` matches.
-    pub async fn type_into(&self, css: &str, text: &str) {
-        let id = self.element(css).await;
-        self.command(
-            "POST",
-            &format!("/element/{id}/value"),
-            Some(json!({ "text": text })),
-        )
-        .await;
     }
 
     /// Empties the field `css` matches and types `text` into it.
