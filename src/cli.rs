@@ -15,6 +15,7 @@ use crate::secret::Secret;
 use crate::server::Clock;
 use crate::telemetry::{self, LogFormat};
 
+mod deliveries;
 mod providers;
 pub(crate) mod text;
 
@@ -543,6 +544,12 @@ pub enum Command {
         #[command(subcommand)]
         action: EventsAction,
     },
+    /// The delivery log: list, show, follow (`tail`) and replay what the gateway
+    /// received, through the admin listener of a running gateway.
+    Deliveries {
+        #[command(subcommand)]
+        action: deliveries::DeliveriesAction,
+    },
     /// Make an Ed25519 key pair for testing a route whose provider signs with one
     /// (discord, telnyx, standard_webhooks v1a): the public key goes into the route's
     /// `secrets`, the private key to `hookgate sign --private-key`.
@@ -702,6 +709,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Events { action } => events(action).await,
+        Command::Deliveries { action } => deliveries::run(action).await,
         Command::Keygen => {
             let key = crate::sign::PrivateKey::generate();
             println!(

@@ -119,7 +119,7 @@ async fn a_dead_event_retried_from_the_page_reaches_the_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_an_admin_token_the_page_shows_only_the_prompt_until_given_it() {
     let up = Upstream::start().await;
-    let store = "[server]\nadmin_token = \"inspector-test-token\"\n[store]\nbackend = \"memory\"";
+    let store = "[server]\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"inspector-test-token\"\n[store]\nbackend = \"memory\"";
     let gw = TestGateway::start(&stripe_config(&up, store, "")).await;
     let r = gw
         .deliver("stripe", &stripe_body("evt_private"), "evt_private")
@@ -265,7 +265,7 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     assert!(!headers.contains("v1="), "{headers}");
     assert!(!b.page_text().await.contains(&signature));
     b.click("#body .view-pretty").await;
-    b.screenshot(&docs("inspector-detail.png")).await;
+    b.full_page_screenshot(&docs("inspector-detail.png")).await;
 
     // The refused one: its reason, no body kept, nothing to replay.
     b.goto(&gw.admin_url("/ui/#/deliveries?outcome=bad_signature"))

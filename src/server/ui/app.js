@@ -264,7 +264,7 @@
   }
 
   function setView(...nodes) {
-    $('view').replaceChildren(...nodes);
+    $('view').replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false));
   }
 
   async function loadRoutes(signal) {
@@ -478,13 +478,13 @@
     if (Array.isArray(d.destinations) && d.destinations.length) {
       nodes.push(el('h2', {}, 'Destinations'));
       const cards = el('div', { class: 'cards', id: 'destinations' });
-      for (const dest of d.destinations) cards.append(destinationCard(d.queue ? d.queue.route : d.route, d.queue ? d.queue.event_id : d.event_id, dest, () => route()));
+      for (const dest of d.destinations) cards.append(destinationCard(d.queue ? d.queue.route : d.route, d.queue ? d.queue.event_id : d.event_id, dest, () => route(true)));
       nodes.push(cards);
     }
 
     nodes.push(el('h2', {}, 'Replay'));
-    if (d.body === null || d.body === undefined) {
-      nodes.push(el('p', { class: 'note' }, 'Nothing to replay: no body was kept for this delivery.'));
+    if (d.body === null || d.body === undefined || d.body_truncated) {
+      nodes.push(el('p', { class: 'note' }, 'Nothing to replay: the whole body was not kept for this delivery.'));
     } else {
       const form = el('form', { class: 'bar', id: 'replay' });
       let pick = null;
@@ -632,12 +632,12 @@
       el('button', { type: 'button', id: 'retry-dead', on: { click: async () => {
         const rr = await api('POST', base + '/retry?all_dead=true' + scope);
         say(rr.ok ? rr.data.retried + ' dead event(s) queued again.' : failure(rr, 'Retry'), !rr.ok);
-        if (rr.ok) route();
+        if (rr.ok) route(true);
       } } }, 'Retry every dead event'),
       confirmButton('Purge every dead event', 'Press again to purge them all', 'danger', async () => {
         const rr = await api('POST', base + '/purge?all_dead=true' + scope);
         say(rr.ok ? rr.data.purged + ' dead event(s) purged.' : failure(rr, 'Purge'), !rr.ok);
-        if (rr.ok) route();
+        if (rr.ok) route(true);
       }));
     const events = (r.data && r.data.events) || [];
     const tbody = el('tbody', { id: 'events' });
@@ -648,14 +648,14 @@
         actions.append(el('button', { type: 'button', class: 'secondary retry', 'aria-label': 'Retry ' + e.event_id, on: { click: async () => {
           const rr = await api('POST', base + '/retry' + eq);
           say(rr.ok ? 'Queued again: ' + e.event_id + '.' : failure(rr, 'Retry'), !rr.ok);
-          if (rr.ok) route();
+          if (rr.ok) route(true);
         } } }, 'Retry'), ' ');
       }
       if (e.state !== 'delivered') {
         const p = confirmButton('Purge', 'Confirm purge', 'danger purge', async () => {
           const rr = await api('POST', base + '/purge' + eq);
           say(rr.ok ? 'Purged: ' + e.event_id + '.' : failure(rr, 'Purge'), !rr.ok);
-          if (rr.ok) route();
+          if (rr.ok) route(true);
         });
         p.setAttribute('aria-label', 'Purge ' + e.event_id);
         actions.append(p);
@@ -696,7 +696,7 @@
     const d = r.data;
     const dests = Array.isArray(d.destinations) && d.destinations.length ? d.destinations : [d];
     const cards = el('div', { class: 'cards', id: 'destinations' });
-    for (const x of dests) cards.append(destinationCard(routeName, eventId, x, () => route()));
+    for (const x of dests) cards.append(destinationCard(routeName, eventId, x, () => route(true)));
     setView(title, back, el('div', { class: 'panel' }, facts([
       ['Route', routeName],
       ['Event type', d.event_type],
@@ -753,7 +753,9 @@
   // --- navigation -------------------------------------------------------------------------
 
   let lastSection = null;
-  function route() {
+  // Shows the view the address names; `keepStatus` keeps the line that says what an
+  // action just did.
+  function route(keepStatus) {
     if (leave) leave();
     const controller = new AbortController();
     leave = () => controller.abort();
@@ -767,7 +769,7 @@
     for (const a of document.querySelectorAll('nav a')) {
       if (a.dataset.section === section) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
     }
-    say('');
+    if (keepStatus !== true) say('');
     let job;
     switch (parts[0]) {
       case 'delivery': job = deliveryView(parts.slice(1).join('/'), controller.signal); break;
@@ -829,7 +831,7 @@
       token = null;
       needToken(null);
     });
-    window.addEventListener('hashchange', route);
+    window.addEventListener('hashchange', () => route());
     let ok = false;
     try { ok = await probe(); } catch (e) {
       say('The admin listener did not answer: ' + e.message, true);

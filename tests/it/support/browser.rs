@@ -274,6 +274,26 @@ impl Browser {
     }
 }
 
+impl Browser {
+    /// Saves the whole page, top to bottom, at the window's width; the window is
+    /// given back its size after.
+    pub async fn full_page_screenshot(&self, path: &Path) {
+        let size = self
+            .script(
+                "window.scrollTo(0, 0); return [window.innerWidth, window.innerHeight, \
+                 document.documentElement.scrollHeight, window.outerWidth - window.innerWidth, \
+                 window.outerHeight - window.innerHeight];",
+                json!([]),
+            )
+            .await;
+        let n = |i: usize| u32::try_from(size[i].as_u64().unwrap_or(0)).unwrap_or(0);
+        let (w, h, full, dw, dh) = (n(0), n(1), n(2), n(3), n(4));
+        self.resize(w + dw, full.max(h) + dh).await;
+        self.screenshot(path).await;
+        self.resize(w + dw, h + dh).await;
+    }
+}
+
 impl Drop for Browser {
     fn drop(&mut self) {
         // Ending the session closes Chromium; then chromedriver goes. A plain request

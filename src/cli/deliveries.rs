@@ -1,0 +1,701 @@
+//! `hookgate deliveries list|show|tail|replay`: the delivery log of a running gateway,
+//! through its admin listener (`GET /deliveries`, `/deliveries/<id>`,
+//! `/deliveries/stream`, `POST /deliveries/<id>/replay`), with the same filters as the
+//! API. Everything printed from a record came from outside (a provider's request, an
+//! upstream's answer), so it goes through [`printable`] first.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use serde_json::Value;
+
+use super::text::printable;
+use super::{AdminArgs, admin_call, admin_failed, enc};
+
+/// The filters `list` and `tail` take (the API's query parameters).
+#[derive(Debug, Default, clap::Args)]
+pub struct Filters {
+    /// Only this route's deliveries.
+    #[arg(long)]
+    route: Option<String>,
+    /// Only deliveries with this outcome (as in the `hookgate-outcome` header:
+    /// forwarded, duplicate, bad_signature, …).
+    #[arg(long)]
+    outcome: Option<String>,
+    /// Only events of this type.
+    #[arg(long)]
+    event_type: Option<String>,
+    /// Only deliveries of this event.
+    #[arg(long)]
+    event_id: Option<String>,
+    /// Received at or after: Unix milliseconds, RFC 3339, or an age such as `15m`.
+    #[arg(long)]
+    since: Option<String>,
+    /// Received before: Unix milliseconds, RFC 3339, or an age such as `1h`.
+    #[arg(long)]
+    before: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeliveriesAction {
+    /// Recorded deliveries, newest first.
+    List {
+        #[command(flatten)]
+        filters: Filters,
+        /// At most this many (pages through the log beyond 500).
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Print the records as the admin listener's JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// One delivery in full: the request with its headers (credentials redacted), the
+    /// body, why it was refused, what the gateway answered and, on a queue route, each
+    /// destination's state and attempts.
+    Show {
+        /// The delivery's ID (as `list` prints it).
+        delivery_id: String,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Print new deliveries as they arrive, until interrupted.
+    Tail {
+        #[command(flatten)]
+        filters: Filters,
+        /// One JSON record a line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Send a recorded delivery again, as an operator's deliberate repeat with the same
+    /// Idempotency-Key: to the route's upstream, or on a queue route into its
+    /// destinations' queues (or one's). The replay is recorded too.
+    Replay {
+        /// The delivery's ID (as `list` prints it).
+        delivery_id: String,
+        /// On a queue route, only this destination.
+        #[arg(long)]
+        destination: Option<String>,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+}
+
+/// Records the API answers at most in one page.
+const PAGE: usize = 500;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// A time bound as the API takes it: an age (`15m`) becomes Unix milliseconds; Unix
+/// milliseconds and RFC 3339 go as given (the admin listener checks them).
+fn bound(v: &str, now_ms: u64) -> String {
+    let v = v.trim();
+    if v.parse::<u64>().is_err()
+        && let Ok(age) = humantime::parse_duration(v)
+    {
+        let age = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
+        return now_ms.saturating_sub(age).to_string();
+    }
+    v.to_owned()
+}
+
+impl Filters {
+    /// The query string (without `?`).
+    fn query(&self, now_ms: u64) -> String {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("route", &self.route),
+            ("outcome", &self.outcome),
+            ("event_type", &self.event_type),
+            ("event_id", &self.event_id),
+        ] {
+            if let Some(v) = v {
+                q.append_pair(k, v);
+            }
+        }
+        for (k, v) in [("since", &self.since), ("before", &self.before)] {
+            if let Some(v) = v {
+                q.append_pair(k, &bound(v, now_ms));
+            }
+        }
+        q.finish()
+    }
+}
+
+/// Runs one `hookgate deliveries …` command; the exit code.
+pub(super) async fn run(action: DeliveriesAction) -> anyhow::Result<i32> {
+    match action {
+        DeliveriesAction::List {
+            filters,
+            limit,
+            json,
+            admin,
+        } => list(&filters, limit, json, &admin).await,
+        DeliveriesAction::Show {
+            delivery_id,
+            json,
+            admin,
+        } => {
+            let path = format!("/deliveries/{}", enc(&delivery_id));
+            let (ok, body) = admin_call(&admin, None, reqwest::Method::GET, &path).await?;
+            if !ok {
+                return Ok(admin_failed(&body));
+            }
+            if json {
+                println!("{}", printable(body.trim_end()));
+                return Ok(0);
+            }
+            let v: Value = serde_json::from_str(&body).context("the admin listener's answer")?;
+            print!("{}", details(&v, now_ms()));
+            Ok(0)
+        }
+        DeliveriesAction::Tail {
+            filters,
+            json,
+            admin,
+        } => tail(&filters, json, &admin).await,
+        DeliveriesAction::Replay {
+            delivery_id,
+            destination,
+            json,
+            admin,
+        } => {
+            let mut path = format!("/deliveries/{}/replay", enc(&delivery_id));
+            if let Some(d) = &destination {
+                let _ = write!(path, "?destination={}", enc(d));
+            }
+            let (ok, body) = admin_call(&admin, None, reqwest::Method::POST, &path).await?;
+            if !ok {
+                return Ok(admin_failed(&body));
+            }
+            let v: Value = serde_json::from_str(&body).context("the admin listener's answer")?;
+            if json {
+                println!("{}", printable(body.trim_end()));
+            } else {
+                println!(
+                    "replayed {} as {}: {} {}",
+                    printable(&delivery_id),
+                    printable(v["delivery_id"].as_str().unwrap_or("-")),
+                    printable(v["outcome"].as_str().unwrap_or("-")),
+                    v["status"]
+                        .as_u64()
+                        .map(|s| s.to_string())
+                        .unwrap_or_default()
+                );
+            }
+            Ok(0)
+        }
+    }
+}
+
+async fn list(
+    filters: &Filters,
+    limit: usize,
+    json: bool,
+    admin: &AdminArgs,
+) -> anyhow::Result<i32> {
+    let query = filters.query(now_ms());
+    let mut records: Vec<Value> = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut more = false;
+    while records.len() < limit {
+        let want = (limit - records.len()).min(PAGE);
+        let mut path = format!("/deliveries?limit={want}");
+        if !query.is_empty() {
+            let _ = write!(path, "&{query}");
+        }
+        if let Some(c) = &cursor {
+            let _ = write!(path, "&cursor={}", enc(c));
+        }
+        let (ok, body) =
+            admin_call(admin, filters.route.as_deref(), reqwest::Method::GET, &path).await?;
+        if !ok {
+            return Ok(admin_failed(&body));
+        }
+        let v: Value = serde_json::from_str(&body).context("the admin listener's answer")?;
+        let page = v["deliveries"].as_array().cloned().unwrap_or_default();
+        let got = page.len();
+        records.extend(page);
+        cursor = v["next_cursor"].as_str().map(str::to_owned);
+        more = cursor.is_some();
+        if cursor.is_none() || got == 0 {
+            break;
+        }
+    }
+    if json {
+        let out = serde_json::json!({ "deliveries": records, "next_cursor": cursor });
+        println!("{}", printable(&out.to_string()));
+        return Ok(0);
+    }
+    let mut out = String::new();
+    if records.is_empty() {
+        out.push_str("no deliveries match\n");
+    } else {
+        out.push_str(&header());
+        for r in &records {
+            out.push_str(&row(r));
+        }
+        let _ = write!(out, "{} delivery(ies), newest first", records.len());
+        if more {
+            let last = records
+                .last()
+                .and_then(|r| r["received_at"].as_u64())
+                .unwrap_or(0);
+            let _ = write!(
+                out,
+                "; older ones: --limit {} or --before {last}",
+                limit * 2
+            );
+        }
+        out.push('\n');
+    }
+    print!("{out}");
+    Ok(0)
+}
+
+/// The admin listener's base URL and the token to send, from `--admin` or the config.
+fn endpoint(
+    admin: &AdminArgs,
+    route: Option<&str>,
+) -> anyhow::Result<(String, Option<crate::secret::Secret>)> {
+    let mut token = admin
+        .admin_token
+        .clone()
+        .map(|t| crate::secret::Secret::new(t.into_bytes()));
+    let base = match &admin.admin {
+        Some(a) => a.clone(),
+        None => {
+            let cfg = crate::config::load_only(&admin.config, route)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let addr = cfg.server.admin_listen.with_context(|| {
+                format!(
+                    "{} sets no server.admin_listen; pass --admin URL",
+                    admin.config.display()
+                )
+            })?;
+            token = token.or(cfg.server.admin_token);
+            format!("http://{addr}")
+        }
+    };
+    Ok((base.trim_end_matches('/').to_owned(), token))
+}
+
+/// Follows `GET /deliveries/stream`, printing each new record; reconnects when the
+/// stream breaks, until interrupted.
+async fn tail(filters: &Filters, json: bool, admin: &AdminArgs) -> anyhow::Result<i32> {
+    let (base, token) = endpoint(admin, filters.route.as_deref())?;
+    let query = filters.query(now_ms());
+    let url = if query.is_empty() {
+        format!("{base}/deliveries/stream")
+    } else {
+        format!("{base}/deliveries/stream?{query}")
+    };
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(5))
+        .build()?;
+    let mut first = true;
+    let mut stdout = std::io::stdout();
+    loop {
+        let mut req = http.get(&url).header("accept", "text/event-stream");
+        if let Some(t) = &token {
+            let mut value = b"Bearer ".to_vec();
+            value.extend_from_slice(t.expose());
+            let mut value = reqwest::header::HeaderValue::from_bytes(&value)
+                .context("the admin token is not a valid header value")?;
+            value.set_sensitive(true);
+            req = req.header(reqwest::header::AUTHORIZATION, value);
+        }
+        let mut resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) if first => {
+                return Err(e)
+                    .with_context(|| format!("cannot reach the admin listener at {base}"));
+            }
+            Err(_) => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if !resp.status().is_success() {
+            let body = resp.text().await.unwrap_or_default();
+            return Ok(admin_failed(&body));
+        }
+        if first && !json {
+            print!("{}", header());
+            let _ = stdout.flush();
+        }
+        first = false;
+        let mut buf: Vec<u8> = Vec::new();
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            buf.extend_from_slice(&chunk);
+            while let Some(end) = find_blank_line(&buf) {
+                let block = String::from_utf8_lossy(&buf[..end.0]).into_owned();
+                buf.drain(..end.1);
+                if let Some(data) = delivery_event(&block) {
+                    let line = if json {
+                        match serde_json::from_str::<Value>(&data) {
+                            Ok(v) => format!("{}\n", printable(&v.to_string())),
+                            Err(_) => continue,
+                        }
+                    } else {
+                        match serde_json::from_str::<Value>(&data) {
+                            Ok(v) => row(&v),
+                            Err(_) => continue,
+                        }
+                    };
+                    // A closed pipe (`| head`) ends the command.
+                    if stdout.write_all(line.as_bytes()).is_err() || stdout.flush().is_err() {
+                        return Ok(0);
+                    }
+                }
+            }
+        }
+        eprintln!("hookgate: the delivery stream ended; reconnecting");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Where the first event of an event stream ends: (its end, where the next begins).
+fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
+    let lf = buf
+        .windows(2)
+        .position(|w| w == b"\n\n")
+        .map(|i| (i, i + 2));
+    let crlf = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, i + 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The data of a `delivery` event, if the block is one (comments and other events are
+/// skipped).
+fn delivery_event(block: &str) -> Option<String> {
+    let mut event = "message";
+    let mut data: Vec<&str> = Vec::new();
+    for line in block.lines() {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => event = value,
+            "data" => data.push(value),
+            _ => {}
+        }
+    }
+    (event == "delivery" && !data.is_empty()).then(|| data.join("\n"))
+}
+
+fn time(ms: u64) -> String {
+    humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// A field of a record, printable, `-` when absent.
+fn field(v: &Value, k: &str) -> String {
+    match &v[k] {
+        Value::String(s) => printable(s).into_owned(),
+        Value::Null => "-".to_owned(),
+        other => printable(&other.to_string()).into_owned(),
+    }
+}
+
+/// At most `n` characters of `s`, with `…` when cut.
+fn fit(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        return s.to_owned();
+    }
+    let head: String = s.chars().take(n.saturating_sub(1)).collect();
+    format!("{head}…")
+}
+
+fn header() -> String {
+    format!(
+        "{:<24} {:<22} {:<14} {:<18} {:>6} {:<24} {}\n",
+        "RECEIVED", "DELIVERY", "ROUTE", "OUTCOME", "STATUS", "EVENT TYPE", "EVENT ID"
+    )
+}
+
+/// One record as a line of `list` and `tail`.
+fn row(r: &Value) -> String {
+    format!(
+        "{:<24} {:<22} {:<14} {:<18} {:>6} {:<24} {}\n",
+        r["received_at"].as_u64().map(time).unwrap_or_default(),
+        field(r, "delivery_id"),
+        fit(&field(r, "route"), 14),
+        fit(&field(r, "outcome"), 18),
+        field(r, "status"),
+        fit(&field(r, "event_type"), 24),
+        field(r, "event_id"),
+    )
+}
+
+fn ago(at_ms: u64, now_ms: u64) -> String {
+    let d = Duration::from_secs(now_ms.saturating_sub(at_ms) / 1000);
+    if d.is_zero() {
+        "just now".to_owned()
+    } else {
+        format!("{} ago", humantime::format_duration(d))
+    }
+}
+
+/// Lines of text from outside, each made printable and indented.
+fn block(out: &mut String, text: &str) {
+    for line in text.lines() {
+        let _ = writeln!(out, "  {}", printable(line));
+    }
+}
+
+/// A body as `show` prints it: pretty when it is JSON.
+fn pretty(text: &str) -> String {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| text.to_owned())
+}
+
+/// What `hookgate deliveries show` prints.
+fn details(v: &Value, now_ms: u64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "delivery {} on route {} ({})",
+        field(v, "delivery_id"),
+        field(v, "route"),
+        field(v, "provider")
+    );
+    if let Some(at) = v["received_at"].as_u64() {
+        let _ = writeln!(
+            out,
+            "received:  {} ({}) from {}",
+            time(at),
+            ago(at, now_ms),
+            field(v, "peer")
+        );
+    }
+    let took = v["duration_us"]
+        .as_u64()
+        .map(|us| format!(" in {:.1} ms", us as f64 / 1000.0))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "outcome:   {}, answered {}{took}",
+        field(v, "outcome"),
+        field(v, "status")
+    );
+    if v["reason"].is_string() {
+        let _ = writeln!(out, "refused:   {}", field(v, "reason"));
+    }
+    if v["event_id"].is_string() {
+        let kind = if v["event_type"].is_string() {
+            format!(" ({})", field(v, "event_type"))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "event:     {}{kind}", field(v, "event_id"));
+    }
+    if v["provider_delivery_id"].is_string() {
+        let _ = writeln!(
+            out,
+            "provider's delivery ID: {}",
+            field(v, "provider_delivery_id")
+        );
+    }
+    if v["secret"].is_string() {
+        let _ = writeln!(out, "secret:    {}", field(v, "secret"));
+    }
+    if v["replay_of"].is_string() {
+        let _ = writeln!(out, "replay of: {}", field(v, "replay_of"));
+    }
+    if v["queue"].is_object() {
+        let _ = writeln!(
+            out,
+            "queued:    event {} on route {} (hookgate events show --route {} --event-id {})",
+            field(&v["queue"], "event_id"),
+            field(&v["queue"], "route"),
+            field(&v["queue"], "route"),
+            field(&v["queue"], "event_id")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "request:   {} {}",
+        field(v, "method"),
+        field(v, "path")
+    );
+    let headers = v["headers"].as_array().cloned().unwrap_or_default();
+    if !headers.is_empty() {
+        let _ = writeln!(out, "headers:");
+        for h in &headers {
+            let _ = writeln!(
+                out,
+                "  {}: {}",
+                printable(h[0].as_str().unwrap_or("")),
+                printable(h[1].as_str().unwrap_or(""))
+            );
+        }
+    }
+    let size = v["body_bytes"].as_u64().unwrap_or(0);
+    match v["body"].as_str() {
+        None => {
+            let why = if v["reason"].is_string() {
+                "refused deliveries are recorded without it"
+            } else {
+                "not kept: log.bodies = \"none\""
+            };
+            let _ = writeln!(out, "body:      {size} bytes, {why}");
+        }
+        Some(body) => {
+            let mut notes = Vec::new();
+            if v["body_truncated"] == true {
+                notes.push("cut at log.max_body");
+            }
+            if v["body_base64"] == true {
+                notes.push("base64: not UTF-8");
+            }
+            let notes = if notes.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", notes.join(", "))
+            };
+            let _ = writeln!(out, "body ({size} bytes{notes}):");
+            if v["body_base64"] == true {
+                block(&mut out, body);
+            } else {
+                block(&mut out, &pretty(body));
+            }
+        }
+    }
+    if let Some(answer) = v["answer"].as_str().filter(|a| !a.is_empty()) {
+        let _ = writeln!(out, "answer:");
+        block(&mut out, &pretty(answer));
+    }
+    if let Some(dests) = v["destinations"].as_array() {
+        let _ = writeln!(out, "destinations:");
+        for d in dests {
+            let name = if d["destination"].is_string() {
+                field(d, "destination")
+            } else {
+                field(&v["queue"], "route")
+            };
+            let count = match &d["attempts"] {
+                Value::Array(a) => a.len() as u64,
+                n => n.as_u64().unwrap_or(0),
+            };
+            let dead = if d["dead_reason"].is_string() {
+                format!(" (dead: {})", field(d, "dead_reason"))
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "  {name}: {}, {count} attempt(s){dead}",
+                field(d, "state")
+            );
+            let history = match &d["attempts"] {
+                Value::Array(a) => a.clone(),
+                _ => d["history"].as_array().cloned().unwrap_or_default(),
+            };
+            for a in &history {
+                let status = a["status"]
+                    .as_u64()
+                    .map(|s| format!(" {s}"))
+                    .unwrap_or_default();
+                let error = if a["error"].is_string() {
+                    format!(": {}", field(a, "error"))
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(
+                    out,
+                    "    - {} {}{status}{error} ({} ms)",
+                    a["at_ms"].as_u64().map(time).unwrap_or_default(),
+                    field(a, "result"),
+                    a["duration_ms"].as_u64().unwrap_or(0)
+                );
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_age_becomes_milliseconds_and_other_bounds_go_as_given() {
+        assert_eq!(bound("15m", 1_000_000), (1_000_000 - 900_000).to_string());
+        assert_eq!(bound("1764590000123", 5), "1764590000123");
+        assert_eq!(bound("2026-12-01T14:02:00Z", 5), "2026-12-01T14:02:00Z");
+        let f = Filters {
+            route: Some("a b".into()),
+            outcome: Some("bad_signature".into()),
+            since: Some("1s".into()),
+            ..Filters::default()
+        };
+        assert_eq!(
+            f.query(10_000),
+            "route=a+b&outcome=bad_signature&since=9000"
+        );
+    }
+
+    #[test]
+    fn an_event_stream_is_cut_into_delivery_events() {
+        let buf = b": keepalive\n\nevent: delivery\ndata: {\"a\":1}\n\nrest";
+        let (end, next) = find_blank_line(buf).expect("a whole block");
+        assert_eq!(delivery_event(&String::from_utf8_lossy(&buf[..end])), None);
+        let rest = &buf[next..];
+        let (end, _) = find_blank_line(rest).expect("a second block");
+        assert_eq!(
+            delivery_event(&String::from_utf8_lossy(&rest[..end])).as_deref(),
+            Some("{\"a\":1}")
+        );
+        assert_eq!(find_blank_line(b"event: delivery\ndata: {"), None);
+    }
+
+    #[test]
+    fn show_prints_outside_text_without_its_control_characters() {
+        let v = serde_json::json!({
+            "delivery_id": "01-aa", "route": "stripe", "provider": "stripe",
+            "received_at": 1_000u64, "peer": "127.0.0.1:1", "method": "POST", "path": "/s",
+            "headers": [["stripe-signature", "[redacted]"], ["x-evil", "a\u{1b}[2Jb"]],
+            "body": "{\"id\":\"evt\\u001b]0;x\\u0007\",\"n\":1}", "body_bytes": 30,
+            "outcome": "bad_signature", "status": 401, "reason": "no configured secret matched",
+            "answer": "{\"error\":\"invalid signature\"}", "event_id": "evt\u{1b}]0;x\u{7}",
+        });
+        let text = details(&v, 2_000);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text}"
+        );
+        assert!(
+            text.contains("refused:   no configured secret matched"),
+            "{text}"
+        );
+        assert!(text.contains("stripe-signature: [redacted]"), "{text}");
+        assert!(text.contains("x-evil: a\\u001b[2Jb"), "{text}");
+        assert!(text.contains("\"n\": 1"), "pretty JSON: {text}");
+        assert!(text.contains("answered 401"), "{text}");
+    }
+}
