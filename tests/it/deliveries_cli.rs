@@ -39,8 +39,11 @@ async fn deliveries_commands_list_show_follow_and_replay_the_log() {
     std::fs::write(
         &cfg,
         format!(
-            "[server]\nadmin_listen = \"{}\"\nadmin_token = \"{TOKEN}\"\n",
-            gw.admin
+            "[server]\nadmin_listen = \"{}\"\nadmin_token = \"{TOKEN}\"\n\
+             [[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\n\
+             secrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
+            gw.admin,
+            up.url("/hooks/stripe")
         ),
     )
     .expect("config");
