@@ -91,6 +91,17 @@ pub enum DeliveriesAction {
     },
 }
 
+/// A delivery ID in a path: the characters IDs are made of go as they are (the
+/// admin listener takes the path's ID as written), anything else percent-encoded.
+fn path_id(id: &str) -> String {
+    const KEEP: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'_')
+        .remove(b'.')
+        .remove(b'~');
+    percent_encoding::utf8_percent_encode(id, KEEP).to_string()
+}
+
 /// Records the API answers at most in one page.
 const PAGE: usize = 500;
 
@@ -151,7 +162,7 @@ pub(super) async fn run(action: DeliveriesAction) -> anyhow::Result<i32> {
             json,
             admin,
         } => {
-            let path = format!("/deliveries/{}", enc(&delivery_id));
+            let path = format!("/deliveries/{}", path_id(&delivery_id));
             let (ok, body) = admin_call(&admin, None, reqwest::Method::GET, &path).await?;
             if !ok {
                 return Ok(admin_failed(&body));
@@ -175,7 +186,7 @@ pub(super) async fn run(action: DeliveriesAction) -> anyhow::Result<i32> {
             json,
             admin,
         } => {
-            let mut path = format!("/deliveries/{}/replay", enc(&delivery_id));
+            let mut path = format!("/deliveries/{}/replay", path_id(&delivery_id));
             if let Some(d) = &destination {
                 let _ = write!(path, "?destination={}", enc(d));
             }
