@@ -91,6 +91,13 @@ async fn a_dead_event_retried_from_the_page_reaches_the_upstream() {
     up.set_status(200);
 
     let b = Browser::start(1280, 800).await;
+    // The delivery's detail shows its destination's state and attempts.
+    b.goto(&gw.admin_url(&format!("/ui/#/deliveries?event_id={id}")))
+        .await;
+    b.wait_text("#deliveries", id).await;
+    b.click("#deliveries tr:first-child a").await;
+    let dests = b.wait_text("#destinations", "dead").await;
+    assert!(dests.contains("http_5xx"), "{dests}");
     b.goto(&gw.admin_url("/ui/#/queues/stripe?state=dead"))
         .await;
     let row = format!("tr[data-event-id=\"{id}\"]");
