@@ -307,7 +307,8 @@
   }
 
   async function deliveriesView(params, signal) {
-    const routes = await loadRoutes(signal);
+    // The route names, for the route filter's suggestions.
+    await loadRoutes(signal);
     const form = el('form', { class: 'filters', 'aria-label': 'Filters' });
     const field = (name, label, input) => el('div', { class: 'field' }, el('label', { for: 'f-' + name }, label), input);
     const val = (k) => params.get(k) || '';
@@ -364,7 +365,6 @@
     const empty = el('p', { class: 'empty', hidden: true }, 'No deliveries match.');
     const more = el('button', { type: 'button', class: 'secondary', hidden: true }, 'Older deliveries');
     setView(heading('Deliveries'), form, el('div', { class: 'bar' }, live, count), table, empty, el('div', { class: 'bar' }, more));
-    if (routes === null) say('');
 
     const seen = new Set();
     const shown = () => {
