@@ -446,6 +446,13 @@ impl Recorder {
     }
 }
 
+impl AppState {
+    /// What the delivery log counts against `log.max_size` now.
+    pub async fn delivery_log_size(&self) -> Result<u64, crate::store::StoreError> {
+        self.recorder.log.size(&route_names(self)).await
+    }
+}
+
 /// What the pipeline found out about a request, for its record.
 #[derive(Debug)]
 pub(crate) struct Done<'a> {
