@@ -345,10 +345,11 @@ async fn old_records_go_after_keep_on_redis() {
     old_records_go_after_keep(Backend::redis()).await;
 }
 
-/// The margin the store may take beyond `max_size` (README, "The delivery log").
+/// The margin the store may take beyond `max_size`, as the README states it ("The
+/// delivery log"): measured 1.54 × max_size for the file, 1.11 × for Redis.
 const MAX_SIZE: u64 = 1 << 20;
-const DISK_MARGIN: u64 = 2 << 20;
-const REDIS_MARGIN: u64 = 1 << 20;
+const DISK_MARGIN: u64 = MAX_SIZE / 2 + (1 << 20);
+const REDIS_MARGIN: u64 = MAX_SIZE / 4 + (512 << 10);
 
 /// Writes ten times `max_size` of copies of one delivery (60 KiB bodies): the log
 /// keeps the newest within `max_size`, and the space is given back.
@@ -385,9 +386,14 @@ async fn the_disk_file_stays_within_max_size_plus_the_margin() {
     let file = dir.path().join("hookgate.db");
     let log = "max_size = \"1MiB\"\nmax_body = \"64KiB\"";
     let gw = TestGateway::start(&config(&backend, &up, log, "")).await;
-    for round in 0..3 {
+    eprintln!(
+        "the empty disk file is {} bytes",
+        std::fs::metadata(&file).expect("file").len()
+    );
+    for round in 0..5 {
         write_far_past_max_size(&gw).await;
         let len = std::fs::metadata(&file).expect("file").len();
+        eprintln!("round {round}: the disk file is {len} bytes");
         assert!(
             len <= MAX_SIZE + DISK_MARGIN,
             "round {round}: the file is {len} bytes"
@@ -420,6 +426,7 @@ async fn redis_memory_stays_within_max_size_plus_the_margin() {
     for round in 0..3 {
         write_far_past_max_size(&gw).await;
         let grown = used().saturating_sub(before);
+        eprintln!("round {round}: Redis used_memory grew by {grown} bytes");
         assert!(
             grown <= MAX_SIZE + REDIS_MARGIN,
             "round {round}: Redis grew by {grown} bytes"
