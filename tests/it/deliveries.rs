@@ -434,3 +434,69 @@ async fn redis_memory_stays_within_max_size_plus_the_margin() {
     }
     gw.stop().await;
 }
+
+/// On a queue route the record links the stored event, shows each destination's
+/// state, and a replay queues the event again for delivery.
+async fn queue_route_records_link_their_event_and_replay(backend: Backend) {
+    let up = Upstream::start().await;
+    let route = "delivery = \"queue\"\nretry = { max_attempts = 5, initial = \"50ms\", max_delay = \"100ms\", max_age = \"1h\" }";
+    let gw = TestGateway::start(&config(&backend, &up, "", route)).await;
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_q_1"), "evt_q_1")
+        .await;
+    assert_eq!(r.outcome(), "queued", "{}", r.body);
+    assert!(
+        crate::support::eventually(Duration::from_secs(5), || up.count() == 1).await,
+        "delivered"
+    );
+    let listed = list_at_least(&gw, "?outcome=queued", 1).await;
+    let id = listed[0]["delivery_id"].as_str().expect("id").to_owned();
+    assert_eq!(listed[0]["queue"]["event_id"], "evt_q_1");
+    assert_eq!(listed[0]["queue"]["route"], "stripe");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let shown = loop {
+        let (status, shown) = admin(&gw, "GET", &format!("/deliveries/{id}")).await;
+        assert_eq!(status, 200, "{shown}");
+        if shown["destinations"][0]["state"] == "delivered" {
+            break shown;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{shown}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(shown["destinations"][0]["destination"], "stripe", "{shown}");
+    assert!(
+        shown["destinations"][0]["attempts"].as_u64() >= Some(1),
+        "{shown}"
+    );
+
+    let (status, _) = admin(
+        &gw,
+        "POST",
+        &format!("/deliveries/{id}/replay?destination=nope"),
+    )
+    .await;
+    assert_eq!(status, 404);
+    let (status, replayed) = admin(&gw, "POST", &format!("/deliveries/{id}/replay")).await;
+    assert_eq!(status, 200, "{replayed}");
+    assert_eq!(replayed["outcome"], "queued");
+    assert!(
+        crate::support::eventually(Duration::from_secs(5), || up.count() == 2).await,
+        "the replay reaches the upstream again"
+    );
+    let received = up.received();
+    assert_eq!(received[1].header("idempotency-key"), Some("evt_q_1"));
+    assert_eq!(received[1].body, received[0].body);
+    let replays = list_at_least(&gw, "?outcome=queued", 2).await;
+    assert_eq!(replays[0]["replay_of"], id.as_str());
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_route_records_link_their_event_and_replay_on_disk() {
+    queue_route_records_link_their_event_and_replay(Backend::disk()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_route_records_link_their_event_and_replay_on_redis() {
+    queue_route_records_link_their_event_and_replay(Backend::redis()).await;
+}
