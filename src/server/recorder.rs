@@ -354,13 +354,23 @@ impl Recorder {
     ) -> DeliveryRecord {
         let keep_body = self.cfg.bodies == LogBodies::Verified && done.event_id.is_some();
         let body = done.body.filter(|_| keep_body);
+        // The body goes through the capture's redaction only where the preset has a
+        // credential in it (redacted whole, then cut to max_body); else it is not copied.
+        let in_body = done.provider.is_some_and(|p| {
+            p.credential_locations().iter().any(|l| {
+                matches!(
+                    l,
+                    crate::provider::catalogue::CredentialAt::Json(_)
+                        | crate::provider::catalogue::CredentialAt::JsonEach(..)
+                )
+            })
+        });
         let mut r = crate::replay::Replay::new(
             &seen.method,
             &seen.path,
             seen.query.as_deref(),
             seen.headers,
-            // Redacted whole (a JSON credential field), then cut to max_body.
-            body.map(|b| &b[..]).unwrap_or_default(),
+            body.filter(|_| in_body).map(|b| &b[..]).unwrap_or_default(),
         );
         crate::capture::redact(&mut r, done.provider);
         let signature_headers = routing_signature_headers(state, &seen.path);
@@ -376,8 +386,14 @@ impl Recorder {
         let body_bytes = body.map_or(0, |b| b.len() as u64);
         let (text, base64, truncated) = match body {
             None => (None, false, false),
-            Some(_) => {
-                let full = r.body_bytes();
+            Some(raw) => {
+                let redacted;
+                let full: &[u8] = if in_body {
+                    redacted = r.body_bytes();
+                    &redacted
+                } else {
+                    raw
+                };
                 let cut = full.len() > self.cfg.max_body;
                 let kept = &full[..full.len().min(self.cfg.max_body)];
                 match std::str::from_utf8(kept) {
