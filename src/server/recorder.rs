@@ -197,7 +197,11 @@ impl Recorder {
                         }
                     }
                 } else if rx.is_closed() && rx.is_empty() && stop.is_cancelled() {
-                    rec.write(&state, std::mem::take(&mut batch), 0).await;
+                    // Stopping: the last counts, then done.
+                    batch.counts = std::mem::take(&mut *lock(&rec.counts));
+                    if !batch.counts.is_empty() {
+                        rec.write(&state, batch).await;
+                    }
                     return;
                 }
                 rec.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
@@ -212,12 +216,12 @@ impl Recorder {
                 if idle {
                     retained = Instant::now();
                 }
-                rec.write(&state, batch, bytes).await;
+                rec.write(&state, batch).await;
             }
         });
     }
 
-    async fn write(&self, state: &AppState, batch: Batch, _bytes: u64) {
+    async fn write(&self, state: &AppState, batch: Batch) {
         let routes = route_names(state);
         let records = batch.records.clone();
         let counts = batch.counts.clone();
