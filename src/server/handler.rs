@@ -253,6 +253,7 @@ fn seen_done<'a>(
         event_type: seen.event_type.as_deref(),
         secret_index: seen.secret_index,
         body: seen.body.as_ref().filter(|_| seen.event_id.is_some()),
+        body_len: seen.body.as_ref().map_or(0, |b| b.len() as u64),
         reason: seen
             .reason
             .clone()

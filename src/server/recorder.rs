@@ -387,7 +387,7 @@ impl Recorder {
                 *value = REDACTED.to_owned();
             }
         }
-        let body_bytes = body.map_or(0, |b| b.len() as u64);
+        let body_bytes = done.body_len;
         let (text, base64, truncated) = match body {
             None => (None, false, false),
             Some(raw) => {
@@ -485,6 +485,8 @@ pub(crate) struct Done<'a> {
     pub secret_index: Option<usize>,
     /// The raw body, verified deliveries only.
     pub body: Option<&'a Bytes>,
+    /// The body's size, refused or not (0 when it was never read).
+    pub body_len: u64,
     pub reason: Option<String>,
     pub duration_us: u64,
     /// Whether the route queues its deliveries.

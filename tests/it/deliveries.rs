@@ -195,6 +195,7 @@ async fn the_log_shows_and_replays_deliveries(backend: Backend) {
     let refused_id = forged_rec["delivery_id"].as_str().expect("id");
     let (_, refused) = admin(&gw, "GET", &format!("/deliveries/{refused_id}")).await;
     assert!(refused["body"].is_null(), "{refused}");
+    assert_eq!(refused["body_bytes"], body.len(), "its size is still told");
     assert_eq!(header(&refused, "stripe-signature"), Some("[redacted]"));
     let (status, _) = admin(&gw, "GET", "/deliveries/0000000000ff-00000000").await;
     assert_eq!(status, 404);
@@ -510,4 +511,60 @@ async fn queue_route_records_link_their_event_and_replay_on_disk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_route_records_link_their_event_and_replay_on_redis() {
     queue_route_records_link_their_event_and_replay(Backend::redis()).await;
+}
+
+/// `max_body` cuts what is kept, `bodies = "none"` keeps nothing (and nothing to
+/// replay), and a provider's unsigned delivery ID is shown beside the signed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_are_cut_at_max_body_or_not_kept_and_unsigned_ids_are_shown() {
+    let up = Upstream::start().await;
+    let github = format!(
+        "[[routes]]\nname = \"github\"\npath = \"/gh\"\nprovider = \"github\"\nsecrets = [\"gh-secret\"]\nupstream = \"{}\"\n",
+        up.url("/gh")
+    );
+    let gw = TestGateway::start(&format!(
+        "{}\n{github}",
+        config(&Backend::Memory, &up, "max_body = \"16\"", "")
+    ))
+    .await;
+    let body = stripe_body("evt_cut");
+    gw.deliver("stripe", &body, "evt_cut").await;
+    let gh_body = r#"{"action":"opened","number":1}"#;
+    let r = gw.deliver("github", gh_body, "d-0001").await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let all = list_at_least(&gw, "", 2).await;
+    let gh = all
+        .iter()
+        .find(|r| r["route"] == "github")
+        .expect("the github delivery");
+    assert_eq!(gh["provider_delivery_id"], "d-0001", "{gh}");
+    assert_ne!(gh["event_id"], "d-0001", "deduplicated on the signed bytes");
+    assert_eq!(
+        list_at_least(&gw, "?event_id=d-0001", 1).await.len(),
+        1,
+        "found by the provider's ID"
+    );
+    let cut = all
+        .iter()
+        .find(|r| r["route"] == "stripe")
+        .expect("the stripe delivery");
+    let id = cut["delivery_id"].as_str().expect("id");
+    let (_, shown) = admin(&gw, "GET", &format!("/deliveries/{id}")).await;
+    assert_eq!(shown["body"], &body[..16]);
+    assert_eq!(shown["body_truncated"], true);
+    assert_eq!(shown["body_bytes"], body.len());
+    let (status, _) = admin(&gw, "POST", &format!("/deliveries/{id}/replay")).await;
+    assert_eq!(status, 409, "a cut body is not replayed");
+    gw.stop().await;
+
+    let gw = TestGateway::start(&config(&Backend::Memory, &up, "bodies = \"none\"", "")).await;
+    gw.deliver("stripe", &body, "evt_none").await;
+    let all = list_at_least(&gw, "", 1).await;
+    let id = all[0]["delivery_id"].as_str().expect("id");
+    let (_, shown) = admin(&gw, "GET", &format!("/deliveries/{id}")).await;
+    assert!(shown["body"].is_null(), "{shown}");
+    assert_eq!(shown["body_bytes"], body.len());
+    let (status, _) = admin(&gw, "POST", &format!("/deliveries/{id}/replay")).await;
+    assert_eq!(status, 409);
+    gw.stop().await;
 }
