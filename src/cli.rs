@@ -100,7 +100,7 @@ async fn events(action: EventsAction) -> anyhow::Result<i32> {
                 return Ok(admin_failed(&body));
             }
             let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            let events: Vec<crate::queue::Summary> =
+            let events: Vec<crate::store::Summary> =
                 serde_json::from_value(v["events"].clone()).unwrap_or_default();
             // A sync route stores nothing: "0 event(s)" would read as an empty queue.
             let sync = v["delivery"].as_str() == Some("sync");
@@ -283,7 +283,7 @@ fn ago(at_ms: u64, now_ms: u64) -> String {
 
 /// The table `hookgate events list` prints. Event IDs are shortened (`sig-d592421c…`);
 /// `events show|retry|purge` take any unique prefix.
-fn events_table(events: &[crate::queue::Summary], now_ms: u64) -> String {
+fn events_table(events: &[crate::store::Summary], now_ms: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     // A destination column on a route with named destinations.
@@ -461,7 +461,7 @@ pub enum EventsAction {
         destination: Option<String>,
         /// Only events in this state.
         #[arg(long, value_enum)]
-        state: Option<crate::queue::State>,
+        state: Option<crate::store::State>,
         /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: usize,
@@ -1119,7 +1119,7 @@ pub fn describe(cfg: &Config) -> String {
     );
     for r in &cfg.routes {
         let primary = r.primary();
-        let single = r.destinations.len() == 1 && primary.name == r.name;
+        let single = r.only_own_destination();
         let upstream = if single {
             format!(
                 "{} (timeout {})",

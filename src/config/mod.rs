@@ -181,6 +181,11 @@ pub struct StoreConfig {
     pub max_records: usize,
 }
 
+impl StoreConfig {
+    /// `max_records` when unset.
+    pub const DEFAULT_MAX_RECORDS: usize = 1_000_000;
+}
+
 /// One validated `[[routes]]` entry.
 #[derive(Debug, Clone)]
 pub struct Route {
@@ -212,6 +217,12 @@ impl Route {
     /// The first destination: a sync route's only one, where it forwards.
     pub fn primary(&self) -> &Arc<Destination> {
         &self.destinations[0]
+    }
+
+    /// Whether the route's one destination is its own ([`is_own_destination`]): the
+    /// route has `upstream`, or a single destination named after it.
+    pub fn only_own_destination(&self) -> bool {
+        self.destinations.len() == 1 && is_own_destination(&self.name, &self.primary().name)
     }
 
     /// The destination of this name.
@@ -249,6 +260,14 @@ impl Route {
             .cloned()
             .collect()
     }
+}
+
+/// Whether `destination` is its route's own: the destination a route's `upstream`
+/// makes, named after the route. Its queue is the one the route had before it had
+/// destinations (`QueueRef::name` is the route's name), and deliveries to it carry no
+/// `Hookgate-Destination` header. The one place this test is written.
+pub fn is_own_destination(route: &str, destination: &str) -> bool {
+    destination == route
 }
 
 /// One upstream of a route and how deliveries to it are paced.

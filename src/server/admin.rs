@@ -42,8 +42,7 @@ use tokio::net::TcpListener;
 
 use super::AppState;
 use crate::provider::EventId;
-use crate::queue::{QueueStore as _, State, Target};
-use crate::store::{DedupKey, DedupStore};
+use crate::store::{DedupKey, DedupStore, QueueStore as _, State, Target};
 
 use super::respond::{Resp, admin as json};
 
@@ -373,7 +372,7 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
             serde_json::json!({ "error": format!("no queue route named {route:?} (delivery = \"queue\" on a disk or Redis store)") }),
         );
     };
-    let named = !(config.destinations.len() == 1 && config.primary().name == route);
+    let named = !config.only_own_destination();
     let destinations: Vec<String> = match params.get("destination") {
         None => config.destinations.iter().map(|d| d.name.clone()).collect(),
         Some(d) if config.destination(d).is_some() => vec![d.clone()],
@@ -527,8 +526,8 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
 fn event_json(
     route: &str,
     destination: Option<String>,
-    env: &crate::queue::Envelope,
-    status: &crate::queue::Status,
+    env: &crate::store::Envelope,
+    status: &crate::store::Status,
 ) -> serde_json::Value {
     serde_json::json!({
         "route": route,

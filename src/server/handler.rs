@@ -27,8 +27,10 @@ use super::{AppState, Routing};
 use crate::config::{Delivery, Destination, OnError, Route};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
-use crate::queue::{Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent};
-use crate::store::{Claim, DedupKey, DedupStore, Settled, Token};
+use crate::store::{
+    Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, StoredEvent,
+    Token,
+};
 use crate::telemetry::RouteMetrics;
 
 /// What the log line of a delivery says besides the outcome.

@@ -72,12 +72,8 @@ impl Routing {
         &'a self,
         route: &'a str,
         destination: &'a str,
-    ) -> crate::queue::QueueRef<'a> {
-        crate::queue::QueueRef {
-            prefix: &self.store_cfg.key_prefix,
-            route,
-            destination,
-        }
+    ) -> crate::store::QueueRef<'a> {
+        crate::store::QueueRef::new(&self.store_cfg.key_prefix, route, destination)
     }
 
     fn new(cfg: &Config) -> Self {
@@ -500,7 +496,7 @@ impl AppState {
     /// still hold their key's line (they died under `on_dead = "block"`) give it to the
     /// next event, as a skip would have. Run at start and after each reload.
     pub(crate) async fn release_blocked_lines(&self) {
-        use crate::queue::QueueStore as _;
+        use crate::store::QueueStore as _;
         if matches!(self.store, Store::Memory(_)) {
             return;
         }

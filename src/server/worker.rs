@@ -38,7 +38,8 @@ use super::{AppState, Routing};
 use crate::config::{Delivery, Destination, Route};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::EventId;
-use crate::queue::{Attempt, Finish, Leased, OnDead, QueueRef, QueueStore as _, now_ms};
+use crate::queue::{OnDead, now_ms};
+use crate::store::{Attempt, Finish, Leased, Pacing as _, QueueRef, QueueStore as _};
 use crate::telemetry::{DestinationLabel, DestinationOutcome, DestinationResult};
 
 /// How often each queue route is looked at when nothing wakes the loop: retries that

@@ -171,7 +171,7 @@ impl Validator<'_> {
         let max_records = self.count(
             &st.max_records,
             "store.max_records",
-            crate::store::MemoryStore::DEFAULT_MAX_RECORDS,
+            StoreConfig::DEFAULT_MAX_RECORDS,
             1,
         );
         let store = StoreConfig {

@@ -859,7 +859,7 @@ fn held_reply(db: &Database, op: &Op) -> Option<Reply> {
             queue::held_copy(&dedup, &status, q, now)
                 .ok()
                 .flatten()
-                .map(|c| Reply::Queue(queue::QReply::Enqueued(crate::queue::Enqueued::Existing(c))))
+                .map(|c| Reply::Queue(queue::QReply::Enqueued(crate::store::Enqueued::Existing(c))))
         }
         _ => None,
     }

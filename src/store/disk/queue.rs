@@ -21,11 +21,11 @@ use redb::{ReadableTable, Table, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use super::{DiskStore, EXPIRY, Op, Reply, backend, decode, encode, expiry, index_expiry, now_ms};
-use crate::queue::{
-    Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
-    Status, StoredEvent, Summary, Target,
+use crate::queue::RateLimit;
+use crate::store::{
+    Claim, DedupKey, Depth, Enqueued, Envelope, Fanout, Finish, Leased, Pacing, QueueRef,
+    QueueStore, Record, State, Status, StoreError, StoredEvent, Summary, Target, Token,
 };
-use crate::store::{Claim, DedupKey, Record, StoreError, Token};
 
 /// Events (envelope and body) under a sequence number in acceptance order: consecutive
 /// enqueues append to the same pages instead of each copying a page of its own.
@@ -1588,7 +1588,9 @@ impl QueueStore for DiskStore {
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         Ok(self.index().depth(&space(q)))
     }
+}
 
+impl Pacing for DiskStore {
     async fn rate_take(
         &self,
         q: &QueueRef<'_>,
@@ -1650,7 +1652,7 @@ mod tests {
     async fn a_failed_read_in_take_due_gives_the_event_back_instead_of_setting_it_aside() {
         let dir = tempfile::tempdir().expect("dir");
         let s = DiskStore::open(&dir.path().join("h.db")).expect("open");
-        let q = QueueRef::route("t:", "r");
+        let q = QueueRef::new("t:", "r", "r");
         let ttl = Duration::from_secs(60);
         s.enqueue(&q, &event("e1"), ttl).await.expect("enqueue");
         FAILING_READS.with(|n| n.set(1));

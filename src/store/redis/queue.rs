@@ -89,11 +89,11 @@ use rand::Rng as _;
 use redis::Script;
 
 use super::{RedisStore, invoke_then_wait, millis, too_few_replicas};
-use crate::queue::{
-    Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
-    Status, StoredEvent, Summary, Target, now_ms,
+use crate::queue::{RateLimit, now_ms};
+use crate::store::{
+    Claim, Depth, Enqueued, Envelope, Fanout, Finish, Leased, Pacing, QueueRef, QueueStore, State,
+    Status, StoreError, StoredEvent, Summary, Target,
 };
-use crate::store::{Claim, StoreError};
 
 // Out of memory: every script but ENQUEUE is flagged `allow-oom` (Redis 7), so a Redis
 // at `maxmemory` (with `maxmemory-policy noeviction`) refuses new events (503) but
@@ -657,7 +657,7 @@ impl Keys {
                 "{}q:{{{}}}{}:",
                 q.prefix,
                 q.route,
-                match q.destination == q.route {
+                match q.is_own() {
                     true => String::new(),
                     false => format!("/{}", q.destination),
                 }
@@ -1335,90 +1335,6 @@ impl QueueStore for RedisStore {
         }
     }
 
-    async fn rate_take(
-        &self,
-        q: &QueueRef<'_>,
-        limit: &RateLimit,
-    ) -> Result<Result<String, Duration>, StoreError> {
-        let k = Keys::new(q);
-        let token = self.fresh_token();
-        let mut inv = RATE_SCRIPT.prepare_invoke();
-        inv.key(k.rate())
-            .key(k.pause())
-            .key(k.clock())
-            .arg(limit.count)
-            .arg(millis(limit.counted_over()))
-            .arg(&token);
-        let inv = &inv;
-        let wait: i64 = self
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
-        Ok(if wait <= 0 {
-            Ok(token)
-        } else {
-            Err(Duration::from_millis(u64::try_from(wait).unwrap_or(1)))
-        })
-    }
-
-    async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
-        self.zrem(Keys::new(q).rate(), token).await
-    }
-
-    async fn slot_take(
-        &self,
-        q: &QueueRef<'_>,
-        max: usize,
-        want: usize,
-        lease: Duration,
-    ) -> Result<Vec<String>, StoreError> {
-        let k = Keys::new(q);
-        let prefix = self.fresh_token();
-        let mut inv = SLOT_SCRIPT.prepare_invoke();
-        inv.key(k.busy())
-            .key(k.clock())
-            .arg(max)
-            .arg(millis(lease).max(1))
-            .arg(&prefix)
-            .arg(want);
-        let inv = &inv;
-        let taken: i64 = self
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
-        Ok((1..=taken.max(0))
-            .map(|i| format!("{prefix}:{i}"))
-            .collect())
-    }
-
-    async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
-        self.zrem(Keys::new(q).busy(), token).await
-    }
-
-    async fn slot_renew(
-        &self,
-        q: &QueueRef<'_>,
-        token: &str,
-        lease: Duration,
-    ) -> Result<(), StoreError> {
-        let k = Keys::new(q);
-        let mut inv = SLOT_RENEW_SCRIPT.prepare_invoke();
-        inv.key(k.busy())
-            .key(k.clock())
-            .arg(token)
-            .arg(millis(lease));
-        let inv = &inv;
-        self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
-            .await
-    }
-
-    async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
-        let k = Keys::new(q);
-        let mut inv = PAUSE_SCRIPT.prepare_invoke();
-        inv.key(k.pause()).key(k.clock()).arg(millis(wait).max(1));
-        let inv = &inv;
-        self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
-            .await
-    }
-
     async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
         let k = Keys::new(q);
         let mut inv = FORGET_SCRIPT.prepare_invoke();
@@ -1525,13 +1441,99 @@ impl QueueStore for RedisStore {
     }
 }
 
+impl Pacing for RedisStore {
+    async fn rate_take(
+        &self,
+        q: &QueueRef<'_>,
+        limit: &RateLimit,
+    ) -> Result<Result<String, Duration>, StoreError> {
+        let k = Keys::new(q);
+        let token = self.fresh_token();
+        let mut inv = RATE_SCRIPT.prepare_invoke();
+        inv.key(k.rate())
+            .key(k.pause())
+            .key(k.clock())
+            .arg(limit.count)
+            .arg(millis(limit.counted_over()))
+            .arg(&token);
+        let inv = &inv;
+        let wait: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(if wait <= 0 {
+            Ok(token)
+        } else {
+            Err(Duration::from_millis(u64::try_from(wait).unwrap_or(1)))
+        })
+    }
+
+    async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
+        self.zrem(Keys::new(q).rate(), token).await
+    }
+
+    async fn slot_take(
+        &self,
+        q: &QueueRef<'_>,
+        max: usize,
+        want: usize,
+        lease: Duration,
+    ) -> Result<Vec<String>, StoreError> {
+        let k = Keys::new(q);
+        let prefix = self.fresh_token();
+        let mut inv = SLOT_SCRIPT.prepare_invoke();
+        inv.key(k.busy())
+            .key(k.clock())
+            .arg(max)
+            .arg(millis(lease).max(1))
+            .arg(&prefix)
+            .arg(want);
+        let inv = &inv;
+        let taken: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok((1..=taken.max(0))
+            .map(|i| format!("{prefix}:{i}"))
+            .collect())
+    }
+
+    async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
+        self.zrem(Keys::new(q).busy(), token).await
+    }
+
+    async fn slot_renew(
+        &self,
+        q: &QueueRef<'_>,
+        token: &str,
+        lease: Duration,
+    ) -> Result<(), StoreError> {
+        let k = Keys::new(q);
+        let mut inv = SLOT_RENEW_SCRIPT.prepare_invoke();
+        inv.key(k.busy())
+            .key(k.clock())
+            .arg(token)
+            .arg(millis(lease));
+        let inv = &inv;
+        self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
+            .await
+    }
+
+    async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
+        let k = Keys::new(q);
+        let mut inv = PAUSE_SCRIPT.prepare_invoke();
+        inv.key(k.pause()).key(k.clock()).arg(millis(wait).max(1));
+        let inv = &inv;
+        self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
+            .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_key_of_a_route_carries_its_hash_tag() {
-        let k = Keys::new(&QueueRef::route("hg:", "stripe"));
+        let k = Keys::new(&QueueRef::new("hg:", "stripe", "stripe"));
         for key in [
             k.ev("evt_1"),
             k.stream(),
@@ -1548,11 +1550,7 @@ mod tests {
 
     #[test]
     fn a_named_destination_keeps_the_route_hash_tag() {
-        let q = QueueRef {
-            prefix: "hg:",
-            route: "stripe",
-            destination: "billing",
-        };
+        let q = QueueRef::new("hg:", "stripe", "billing");
         let k = Keys::new(&q);
         for key in [
             k.ev("evt_1"),
@@ -1571,7 +1569,7 @@ mod tests {
         // The route's own destination keeps the keys it had before destinations.
         assert_ne!(
             k.stream(),
-            Keys::new(&QueueRef::route("hg:", "stripe")).stream()
+            Keys::new(&QueueRef::new("hg:", "stripe", "stripe")).stream()
         );
     }
 
