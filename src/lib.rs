@@ -15,11 +15,15 @@
 //!   [`server::respond::Answer`] into status, headers and body.
 //! - [`provider`]: signature schemes and the preset catalogue (one declaration per
 //!   preset), turning a request into a [`provider::VerifiedDelivery`].
-//! - [`store`]: the store contracts ([`store::DedupStore`], and
-//!   [`queue::QueueStore`] for durable delivery) with their memory, disk and Redis
-//!   implementations; [`store::Store::connect`] picks one from the config.
-//! - [`queue`]: durable delivery's types — the stored event, its status, the retry
-//!   schedule, rate limits; [`server::worker`] delivers queued events.
+//! - [`store`]: one layer for everything stored. Its contracts — claims
+//!   ([`store::DedupStore`]), the queue of durable delivery ([`store::QueueStore`], with
+//!   the stored event, its status and a destination's [`store::QueueRef`]) and pacing
+//!   ([`store::Pacing`]: rate limits, concurrency slots, pauses) — and their memory,
+//!   disk and Redis implementations, each backend with a claims half and a queue half;
+//!   [`store::Store::connect`] picks one from the config.
+//! - [`queue`]: delivery policy only — the retry schedule, rate limits, `on_dead`, the
+//!   order key — which [`config`] reads without touching storage;
+//!   [`server::worker`] delivers queued events.
 //! - [`forward`]: the pooled upstream client.
 //! - [`config`]: the TOML file as data — parsed, then validated section by section;
 //!   it depends on nothing that serves ([`tls`] loads certificates for both).

@@ -2,8 +2,8 @@
 //! tried again ([`RetryPolicy`]), how fast deliveries start ([`RateLimit`]), and what a
 //! dead event does to the events of its `order_by` key behind it ([`OnDead`],
 //! [`order_key`]). `config` reads these; what is stored, and the queue contract, are
-//! in [`crate::store`] (`store/queue.rs`, `store/pacing.rs`). This module imports
-//! neither.
+//! in the store layer (`store/queue.rs`, `store/pacing.rs`), which reads these too. This
+//! module depends on neither.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

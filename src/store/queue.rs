@@ -1,8 +1,8 @@
 //! The queue contract (`delivery = "queue"`) and what it stores: the event is stored
 //! with its claim in one atomic, durable step, the provider is answered at once, and
-//! delivery workers ([`crate::server::worker`]) forward it until the upstream
-//! acknowledges it with a 2xx. When to try again, how fast, and in what order is
-//! delivery policy, in [`crate::queue`].
+//! delivery workers (`server/worker.rs`) forward it until the upstream acknowledges it
+//! with a 2xx. When to try again, how fast, and in what order is delivery policy, in
+//! `queue/`.
 //!
 //! ```text
 //! enqueue(route, event)      absent or expired        -> stored as queued, 200 queued
@@ -560,7 +560,8 @@ impl<'a> Fanout<'a> {
 }
 
 /// The retry schedule applied to a stored event. It lives here, beside [`Status`], so
-/// that [`crate::queue`] (delivery policy) knows nothing of storage.
+/// that `queue/` (delivery policy, where [`RetryPolicy::next_try`] decides) knows
+/// nothing of storage.
 impl RetryPolicy {
     /// What follows a failed attempt: retry at a time, or dead with a reason.
     /// `retry_after` is the upstream's own `Retry-After`, honoured up to `max_delay`.
