@@ -12,7 +12,9 @@
 //!
 //! - [`server`]: the listeners ([`server::listen`] is the one accept loop) and the
 //!   per-request pipeline; [`server::respond`] is the one table that turns every
-//!   [`server::respond::Answer`] into status, headers and body.
+//!   [`server::respond::Answer`] into status, headers and body. The admin listener
+//!   parses each request once and answers from a table of its own, one function per
+//!   endpoint.
 //! - [`provider`]: signature schemes and the preset catalogue (one declaration per
 //!   preset), turning a request into a [`provider::VerifiedDelivery`].
 //! - [`store`]: one layer for everything stored. Its contracts — claims
@@ -30,8 +32,8 @@
 //! - [`capture`], [`replay`], [`sign`]: capturing deliveries, replay files, signing.
 //! - `testing` (with the `testing` feature): a gateway and a recording upstream for
 //!   your own test suites; a production build carries none of it.
-//! - [`cli`], [`telemetry`], [`shutdown`]: the binary's plumbing; [`upstream`]: the
-//!   demo handler of `hookgate upstream`.
+//! - [`cli`] (a file per command), [`telemetry`], [`shutdown`]: the binary's plumbing;
+//!   [`upstream`]: the demo handler of `hookgate upstream`.
 
 // The public listener's per-connection future nests the whole delivery pipeline; proving
 // it `Send` needs more than the default depth of 128.
