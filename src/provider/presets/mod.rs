@@ -6,9 +6,9 @@
 //! `docs/providers.md` all read the same row.
 //!
 //! Rows are grouped by scheme family, one module each; `FAMILIES` lists the modules
-//! in the order the catalogue (and its generated table) shows them. Every field of a
-//! row is required, so a half-declared preset does not compile, and the tests below
-//! check that names are unique and every row builds a verifier.
+//! in the order the catalogue (and its generated table) shows them. A row names what
+//! is its own and takes the common rest from [`BASE`] with struct-update syntax; the
+//! tests check that names are unique, every row describes itself and builds a verifier.
 //!
 //! Adding an HMAC preset is one row in `hmac.rs` (plus its line in the README's
 //! provider list and the regenerated `docs/providers.md`, which tests enforce).
@@ -67,6 +67,28 @@ pub struct PresetSpec {
     /// Builds the scheme, with its keys, from the route's credentials.
     pub build: fn(&Build<'_>) -> Result<Scheme, String>,
 }
+
+/// The fields most signature presets share: a string credential that travels in no
+/// request, no event type, no window, no handshake, no fixed reply, POST only. A row
+/// sets its own `name`, `scheme`, `headers`, `event_id` and `build` and what else
+/// differs, and takes the rest with `..BASE`; a row that forgets one of the five is
+/// caught by the catalogue tests (the placeholders are empty or refuse to build).
+pub(super) const BASE: PresetSpec = PresetSpec {
+    name: "",
+    auth: Auth::Signature,
+    scheme: "",
+    headers: "",
+    credential: "string",
+    credential_at: &[],
+    event_id: DefaultId::BodySha256,
+    event_type: None,
+    tolerance: None,
+    handshake: Handshake::None,
+    reply: None,
+    needs_public_url: false,
+    extra_methods: &[],
+    build: |_| Err("a preset row without its own build".into()),
+};
 
 /// Where a preset's event ID is, as a constant (see [`EventIdSource`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
