@@ -956,6 +956,214 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         },
         ..BASE
     },
+    // Fourth round. Each row cites, in `SOURCES`, the provider's page or SDK its
+    // scheme was read from and where its vectors come from.
+    PresetSpec {
+        name: "clearbit",
+        scheme: "HMAC-SHA1 hex over body, sha1= (API key)",
+        headers: "X-Request-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-request-signature", "sha1=", Hex, Sha1),
+        ..BASE
+    },
+    PresetSpec {
+        name: "nango",
+        scheme: "HMAC-SHA256 hex over body (environment secret key)",
+        headers: "X-Nango-Hmac-Sha256",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/type")),
+        build: |b| b.body("x-nango-hmac-sha256", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "commercelayer",
+        scheme: "HMAC-SHA256 base64 over body (shared secret)",
+        headers: "X-CommerceLayer-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Header("x-commercelayer-topic")),
+        build: |b| b.body("x-commercelayer-signature", "", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "rutter",
+        scheme: "HMAC-SHA256 base64 over body, sha256= (client secret)",
+        headers: "X-Rutter-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-rutter-signature", "sha256=", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "bolt",
+        scheme: "HMAC-SHA256 base64 over body (signing secret)",
+        headers: "X-Bolt-Hmac-Sha256",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-bolt-hmac-sha256", "", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "checkout",
+        scheme: "HMAC-SHA256 hex over body (the webhook's signature key)",
+        headers: "Cko-Signature",
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/type")),
+        build: |b| b.body("cko-signature", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "onfido",
+        scheme: "HMAC-SHA256 hex over body (webhook token)",
+        headers: "X-SHA2-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/payload/action")),
+        build: |b| b.body("x-sha2-signature", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "helpscout",
+        scheme: "HMAC-SHA1 base64 over body (secret key)",
+        headers: "X-HelpScout-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Header("x-helpscout-event")),
+        build: |b| b.body("x-helpscout-signature", "", B64, Sha1),
+        ..BASE
+    },
+    // Port documents no unit for x-port-timestamp and no window: the preset checks none.
+    PresetSpec {
+        name: "port",
+        scheme: "HMAC-SHA256 base64 over ts.body, v1, (client secret)",
+        headers: "x-port-signature, x-port-timestamp",
+        event_id: Id::BodySha256,
+        build: |b| {
+            Ok(full(
+                "x-port-signature",
+                plain("v1,"),
+                B64,
+                Template::parse("{timestamp}.{body}")?,
+                TimestampSource::Header(hdr("x-port-timestamp")),
+                Millis,
+                None,
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "dwolla",
+        scheme: "HMAC-SHA256 hex over body (webhook secret)",
+        headers: "X-Request-Signature-SHA-256",
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/topic")),
+        build: |b| b.body("x-request-signature-sha-256", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "merge",
+        scheme: "HMAC-SHA256 base64url over body (signature key)",
+        headers: "X-Merge-Webhook-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/hook/event")),
+        build: |b| b.body("x-merge-webhook-signature", "", Base64Url, Sha256),
+        ..BASE
+    },
+    // ElevenLabs' example handler refuses a timestamp older than 30 minutes.
+    PresetSpec {
+        name: "elevenlabs",
+        scheme: "HMAC-SHA256 hex over t.body, v0=",
+        headers: "ElevenLabs-Signature (t=,v0=)",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/type")),
+        tolerance: Some(1800),
+        build: |b| {
+            Ok(full(
+                "elevenlabs-signature",
+                kv(&[','], "t", "v0"),
+                Hex,
+                Template::parse("{timestamp}.{body}")?,
+                TimestampSource::SignatureHeader,
+                Seconds,
+                None,
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "snyk",
+        scheme: "HMAC-SHA256 hex over body, sha256=",
+        headers: "X-Hub-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Header("x-snyk-event")),
+        build: |b| b.body("x-hub-signature", "sha256=", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "line",
+        scheme: "HMAC-SHA256 base64 over body (channel secret)",
+        headers: "X-Line-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-line-signature", "", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "greenhouse",
+        scheme: "HMAC-SHA256 hex over body, \"sha256 \" (secret key)",
+        headers: "Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/action")),
+        build: |b| b.body("signature", "sha256 ", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "attio",
+        scheme: "HMAC-SHA256 hex over body (webhook secret)",
+        headers: "Attio-Signature | X-Attio-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/events/0/event_type")),
+        build: |b| {
+            let mut s = HmacScheme::body("attio-signature", "", Hex, b.sha256()?);
+            s.headers.push(hdr("x-attio-signature"));
+            Ok(Scheme::Hmac(s))
+        },
+        ..BASE
+    },
+    // Cashfree documents no unit for x-webhook-timestamp and no window: the preset
+    // checks none.
+    PresetSpec {
+        name: "cashfree",
+        scheme: "HMAC-SHA256 base64 over ts + body (client secret)",
+        headers: "x-webhook-signature, x-webhook-timestamp",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/type")),
+        build: |b| {
+            Ok(full(
+                "x-webhook-signature",
+                plain(""),
+                B64,
+                Template::parse("{timestamp}{body}")?,
+                TimestampSource::Header(hdr("x-webhook-timestamp")),
+                Millis,
+                None,
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "coinify",
+        scheme: "HMAC-SHA256 hex over body (shared secret)",
+        headers: "X-Coinify-Webhook-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-coinify-webhook-signature", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "loop_returns",
+        scheme: "HMAC-SHA256 base64 over body (webhook secret)",
+        headers: "X-Loop-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-loop-signature", "", B64, Sha256),
+        ..BASE
+    },
 ];
 
 /// EasyPost's client libraries key the HMAC with the NFKD form of the webhook secret

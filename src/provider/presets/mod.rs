@@ -342,7 +342,7 @@ pub struct Source {
     pub vectors: &'static str,
 }
 
-/// The third round's presets, in catalogue order.
+/// The presets of the third and fourth rounds, in the order they were added.
 pub const SOURCES: &[Source] = &[
     Source {
         preset: "aws_sns",
@@ -398,6 +398,106 @@ pub const SOURCES: &[Source] = &[
         preset: "ebay",
         scheme: "eBay's event-notification SDKs (eBay/event-notification-nodejs-sdk `lib/validator.js`: X-EBAY-SIGNATURE is base64 JSON {alg, kid, signature, digest}, ECDSA with SHA-1 over the message; the challenge answer is hex SHA-256 of challenge code + verification token + endpoint)",
         vectors: "official: eBay/event-notification-nodejs-sdk `test/test.json` (VALID signature, message and one-line PEM key; its SIGNATURE_MISMATCH header); the tampered, unknown-kid and challenge cases generated",
+    },
+    Source {
+        preset: "clearbit",
+        scheme: "clearbit/clearbit-ruby `lib/clearbit/webhook_signature.rb` (X-Request-Signature: `sha1=` + hex HMAC-SHA1 of the body under the API key)",
+        vectors: "official: clearbit-ruby `spec/lib/clearbit/webhook_signature_spec.rb` (key clearbit_key, body A-OK and its tampered body; the signature is what the spec's helper computes); the others generated",
+    },
+    Source {
+        preset: "nango",
+        scheme: "Nango's \"Receive webhooks from Nango\" and NangoHQ/nango `packages/node-client` `verifyIncomingWebhookRequest` (X-Nango-Hmac-Sha256: hex HMAC-SHA256 of the body under the environment's secret key; the legacy X-Nango-Signature alone is refused)",
+        vectors: "official: NangoHQ/nango `packages/node-client/lib/index.unit.test.ts` (secret test-secret-key, its body, the HMAC header, the legacy-only and invalid-signature cases); the wrong-secret case generated",
+    },
+    Source {
+        preset: "commercelayer",
+        scheme: "Commerce Layer's \"Callbacks security\" (X-CommerceLayer-Signature: base64 HMAC-SHA256 of the raw body under the webhook's shared secret; the topic in X-CommerceLayer-Topic)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "rutter",
+        scheme: "Rutter's \"Webhook Security\" (X-Rutter-Signature: `sha256=` + base64 HMAC-SHA256 of the payload under the organization's client secret)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "bolt",
+        scheme: "Bolt's \"How to Verify Webhooks\" (X-Bolt-Hmac-Sha256: base64 HMAC-SHA256 of the payload under the signing secret); the bytes are verified before any parsing",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "checkout",
+        scheme: "Checkout.com's \"Set up your webhook receiver\" (Cko-Signature: hex HMAC-SHA256 of the raw body under the webhook's signature key)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "onfido",
+        scheme: "onfido/onfido-node `WebhookEventVerifier` (X-SHA2-Signature: hex HMAC-SHA256 of the raw body under the webhook token)",
+        vectors: "official: onfido/onfido-node `test/webhook-event-verifier.test.ts` (token, event body, valid signature a0082d74… and the invalid b0082d74…); the others generated",
+    },
+    Source {
+        preset: "helpscout",
+        scheme: "Help Scout's \"Webhooks\" developer page (X-HelpScout-Signature: base64 HMAC-SHA1 of the body under the secret key; the event in X-HelpScout-Event)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "port",
+        scheme: "Port's \"Validating webhook signatures\" (x-port-signature: `v1,` + base64 HMAC-SHA256 of `x-port-timestamp.body` under the client secret; no unit or window documented, so none is checked)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "dwolla",
+        scheme: "Dwolla's \"Validating webhooks\" (X-Request-Signature-SHA-256: hex HMAC-SHA256 of the body under the subscription's secret)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "merge",
+        scheme: "Merge's \"Merge webhooks sent to you\" (X-Merge-Webhook-Signature: base64url HMAC-SHA256 of the payload under the organization's signature key)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "elevenlabs",
+        scheme: "ElevenLabs' webhooks guide (ElevenLabs-Signature: `t=timestamp,v0=` + hex HMAC-SHA256 of `timestamp.body`; its example refuses a timestamp older than 30 minutes)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "snyk",
+        scheme: "Snyk's \"Validation and versioning of payloads\" (X-Hub-Signature: `sha256=` + hex HMAC-SHA256 of the body under the webhook secret; the event in X-Snyk-Event)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "line",
+        scheme: "LINE's \"Verify webhook signature\" (developers.line.biz) and @line/bot-sdk `validateSignature` (X-Line-Signature: base64 HMAC-SHA256 of the body under the channel secret)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "greenhouse",
+        scheme: "Greenhouse's web hooks documentation (developers.greenhouse.io: `Signature: sha256 <hex>`, HMAC-SHA256 of the whole body under the web hook's secret key)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "attio",
+        scheme: "Attio's \"Webhooks\" guide (Attio-Signature, duplicated as X-Attio-Signature: hex HMAC-SHA256 of the body under the webhook secret)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "cashfree",
+        scheme: "Cashfree's \"Webhook signature verification\" (x-webhook-signature: base64 HMAC-SHA256 of x-webhook-timestamp followed by the raw body under the client secret; no window documented, so none is checked)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "coinify",
+        scheme: "Coinify's \"Webhook Signature\" (X-Coinify-Webhook-Signature: lowercase hex HMAC-SHA256 of the body under the shared secret)",
+        vectors: "official: Coinify's published example (secret my-shared-secret, payload {\"examplePayload\":true}, signature bcdbb89e…); the others generated",
+    },
+    Source {
+        preset: "loop_returns",
+        scheme: "Loop's \"HMAC calculation\" (X-Loop-Signature: base64 HMAC-SHA256 of the JSON payload under the webhook secret)",
+        vectors: "generated with that scheme (the provider publishes no test vector)",
+    },
+    Source {
+        preset: "telegram",
+        scheme: "The Telegram Bot API's setWebhook (`secret_token`, sent back in X-Telegram-Bot-Api-Secret-Token; the update itself is not signed)",
+        vectors: "generated with that scheme: the configured token, another token, none",
     },
 ];
 
