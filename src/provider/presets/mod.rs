@@ -412,22 +412,22 @@ pub const SOURCES: &[Source] = &[
     Source {
         preset: "commercelayer",
         scheme: "Commerce Layer's \"Callbacks security\" (X-CommerceLayer-Signature: base64 HMAC-SHA256 of the raw body under the webhook's shared secret; the topic in X-CommerceLayer-Topic)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "rutter",
         scheme: "Rutter's \"Webhook Security\" (X-Rutter-Signature: `sha256=` + base64 HMAC-SHA256 of the payload under the organization's client secret)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "bolt",
         scheme: "Bolt's \"How to Verify Webhooks\" (X-Bolt-Hmac-Sha256: base64 HMAC-SHA256 of the payload under the signing secret); the bytes are verified before any parsing",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "checkout",
         scheme: "Checkout.com's \"Set up your webhook receiver\" (Cko-Signature: hex HMAC-SHA256 of the raw body under the webhook's signature key)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "onfido",
@@ -437,52 +437,52 @@ pub const SOURCES: &[Source] = &[
     Source {
         preset: "helpscout",
         scheme: "Help Scout's \"Webhooks\" developer page (X-HelpScout-Signature: base64 HMAC-SHA1 of the body under the secret key; the event in X-HelpScout-Event)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "port",
         scheme: "Port's \"Validating webhook signatures\" (x-port-signature: `v1,` + base64 HMAC-SHA256 of `x-port-timestamp.body` under the client secret; no unit or window documented, so none is checked)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "dwolla",
         scheme: "Dwolla's \"Validating webhooks\" (X-Request-Signature-SHA-256: hex HMAC-SHA256 of the body under the subscription's secret)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "merge",
         scheme: "Merge's \"Merge webhooks sent to you\" (X-Merge-Webhook-Signature: base64url HMAC-SHA256 of the payload under the organization's signature key)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "elevenlabs",
         scheme: "ElevenLabs' webhooks guide (ElevenLabs-Signature: `t=timestamp,v0=` + hex HMAC-SHA256 of `timestamp.body`; its example refuses a timestamp older than 30 minutes)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "snyk",
         scheme: "Snyk's \"Validation and versioning of payloads\" (X-Hub-Signature: `sha256=` + hex HMAC-SHA256 of the body under the webhook secret; the event in X-Snyk-Event)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "line",
         scheme: "LINE's \"Verify webhook signature\" (developers.line.biz) and @line/bot-sdk `validateSignature` (X-Line-Signature: base64 HMAC-SHA256 of the body under the channel secret)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "greenhouse",
         scheme: "Greenhouse's web hooks documentation (developers.greenhouse.io: `Signature: sha256 <hex>`, HMAC-SHA256 of the whole body under the web hook's secret key)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "attio",
         scheme: "Attio's \"Webhooks\" guide (Attio-Signature, duplicated as X-Attio-Signature: hex HMAC-SHA256 of the body under the webhook secret)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "cashfree",
         scheme: "Cashfree's \"Webhook signature verification\" (x-webhook-signature: base64 HMAC-SHA256 of x-webhook-timestamp followed by the raw body under the client secret; no window documented, so none is checked)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "coinify",
@@ -492,7 +492,7 @@ pub const SOURCES: &[Source] = &[
     Source {
         preset: "loop_returns",
         scheme: "Loop's \"HMAC calculation\" (X-Loop-Signature: base64 HMAC-SHA256 of the JSON payload under the webhook secret)",
-        vectors: "generated with that scheme (the provider publishes no test vector)",
+        vectors: "generated with that scheme (no published test vector was found)",
     },
     Source {
         preset: "telegram",
