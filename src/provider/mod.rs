@@ -725,6 +725,54 @@ mod tests {
     }
 
     #[test]
+    fn body_fields_read_the_id_the_type_and_order_keys_in_one_walk() {
+        let id = EventIdSource::parse("json:/id").expect("id");
+        let ty = EventTypeSource::parse("json:/type").expect("type");
+        let customer = EventTypeSource::parse("json:/data/customer").expect("order_by");
+        let tenant = EventTypeSource::parse("header:x-tenant").expect("order_by");
+        let by_id = EventTypeSource::parse("json:/id").expect("order_by");
+        let fields = BodyFields::new(
+            &id,
+            Some(&ty),
+            [None, Some(&customer), Some(&tenant), Some(&by_id)],
+        );
+        assert_eq!(fields.pointers.read(b"{}").len(), 3, "each pointer once");
+        let body = br#"{"id":"evt_1","type":"invoice.paid","data":{"customer":"cus_9"}}"#;
+        let values = fields.read(body);
+        assert_eq!(fields.event_id(&values), Some(Some("evt_1")));
+        assert_eq!(fields.event_type(&values), Some(Some("invoice.paid")));
+        assert_eq!(fields.order_by(0, &values), None, "no order_by");
+        assert_eq!(fields.order_by(1, &values), Some(Some("cus_9")));
+        assert_eq!(
+            fields.order_by(2, &values),
+            None,
+            "a header is not read here"
+        );
+        assert_eq!(fields.order_by(3, &values), Some(Some("evt_1")));
+        assert_eq!(fields.order_by(4, &values), None);
+        // A field the body lacks was read, and is absent.
+        let values = fields.read(br#"{"id":"evt_2"}"#);
+        assert_eq!(fields.event_type(&values), Some(None));
+        // Values never read leave the reader to read for itself.
+        assert_eq!(fields.event_id(&BodyValues::default()), None);
+        // A route that reads nothing from bodies never walks them.
+        let none = BodyFields::new(&EventIdSource::BodySha256, None, [None]);
+        assert!(none.pointers.is_empty());
+        assert_eq!(none.read(body), BodyValues::default());
+        // The values agree with each source read on its own.
+        let h = HeaderMap::new();
+        let values = fields.read(body);
+        assert_eq!(
+            id.extract_read(&h, body, fields.event_id(&values)),
+            id.extract_with_origin(&h, body)
+        );
+        assert_eq!(
+            ty.extract_read(&h, body, fields.event_type(&values)),
+            ty.extract(&h, body)
+        );
+    }
+
+    #[test]
     fn duplicated_headers_are_refused() {
         let mut h = HeaderMap::new();
         let name = HeaderName::from_static("x-sig");
