@@ -1,12 +1,14 @@
-//! The life of one delivery (see the README's "How a delivery is handled"):
+//! The life of one delivery (see the README's "How a delivery is handled"), in three
+//! stages over one request context: `admit`, `verify` and the `job`:
 //!
 //! ```text
-//! route by path (404) → method (405) → read body ≤ max_body (413, 408)
-//!   → verify signature and timestamp (401) or answer a handshake → event ID (400)
-//!   → claim ─ Claimed  → forward → 2xx: complete, else release → relay / 502 / 504
-//!            ─ Done     → 200 duplicate, or 422 when the body differs
-//!            ─ InFlight → 409 + Retry-After
-//!            ─ error    → 503 + Retry-After, or forward unclaimed (on_error = "forward")
+//! admit:  route by path (404) → method (405) → read body ≤ max_body (413, 408)
+//! verify: signature and timestamp (401) or answer a handshake → event ID (400)
+//!           → event type → the destinations its filters leave
+//! job:    claim ─ Claimed  → forward → 2xx: complete, else release → relay / 502 / 504
+//!               ─ Done     → 200 duplicate, or 422 when the body differs
+//!               ─ InFlight → 409 + Retry-After
+//!               ─ error    → 503 + Retry-After, or forward unclaimed (on_error = "forward")
 //! queue routes: → enqueue (claim + event, one durable step) ─ Queued → 200 queued
 //!                                    (delivered by server::worker), else as a claim
 //! ```
