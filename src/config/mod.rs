@@ -211,6 +211,9 @@ pub struct Route {
     /// Where its events go: the route's `upstream` (one destination named after the
     /// route), or its `[[routes.destinations]]` (queue routes). Never empty.
     pub destinations: Vec<Arc<Destination>>,
+    /// The JSON fields of a body it reads once the signature has passed (event ID,
+    /// event type, `order_by` keys), in one walk.
+    pub body_fields: crate::provider::BodyFields,
 }
 
 impl Route {

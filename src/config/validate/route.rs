@@ -207,14 +207,19 @@ impl Validator<'_> {
         if self.errors.len() > errors_before || !missing.is_empty() {
             return None;
         }
-        let verifier = verifier?;
+        let (verifier, event_id) = (verifier?, event_id?);
+        let body_fields = crate::provider::BodyFields::new(
+            &event_id,
+            event_type.as_ref(),
+            destinations.iter().map(|d| d.order_by.as_ref()),
+        );
         Some(Route {
             name,
             path,
             // Unless set, what the preset needs: POST and its handshake's method.
             methods: methods.unwrap_or_else(|| verifier.default_methods()),
             verifier,
-            event_id: event_id?,
+            event_id,
             event_type,
             events,
             tolerance,
@@ -230,6 +235,7 @@ impl Validator<'_> {
             .unwrap_or(u32::MAX),
             delivery,
             destinations,
+            body_fields,
         })
     }
 
