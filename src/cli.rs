@@ -820,13 +820,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
                     // Only this route's `${VAR}`s (and the server's) need to be set.
                     let cfg = config::load_only(&config, Some(&name))
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
-                    let r = cfg
-                        .routes
-                        .iter()
-                        .find(|r| r.name == name)
-                        .with_context(|| {
-                            format!("no route named {name:?} in {}", config.display())
-                        })?;
+                    let r = cfg.route(&name).with_context(|| {
+                        format!("no route named {name:?} in {}", config.display())
+                    })?;
                     public_url = public_url.or_else(|| r.public_url.clone());
                     replay_path = replay_path.or_else(|| Some(r.path.clone()));
                     route_name = Some(r.name.clone());

@@ -645,7 +645,8 @@ impl<'a> Fanout<'a> {
 }
 
 /// Per-key order (`order_by`): what a dead event does to the events behind it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnDead {
     /// The next event of the key goes on (the default): one bad event does not stop
     /// its key for good; the dead one waits for an operator.

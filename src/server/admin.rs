@@ -287,7 +287,7 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
                 .decode_utf8_lossy()
                 .into_owned();
             let routing = state.routing();
-            if !routing.routes.values().any(|r| r.name == route) || raw_id.is_empty() {
+            if routing.route(&route).is_none() || raw_id.is_empty() {
                 return json(
                     StatusCode::NOT_FOUND,
                     serde_json::json!({ "error": "no such route" }),
@@ -296,9 +296,8 @@ async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
             let id = EventId::new(&raw_id);
             let key = DedupKey::new(&routing.store_cfg.key_prefix, &route, id.as_str());
             let queue_route = routing
-                .routes
-                .values()
-                .find(|r| r.name == route && r.delivery == crate::config::Delivery::Queue);
+                .route(&route)
+                .filter(|r| r.delivery == crate::config::Delivery::Queue);
             let forgotten = if let Some(r) = queue_route {
                 // A queue route: its destinations' delivered records are what answer
                 // copies.
@@ -363,9 +362,7 @@ async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> R
     let routing = state.routing();
     // Any configured route: one a reload switched back to sync may still hold events.
     let Some(config) = routing
-        .routes
-        .values()
-        .find(|r| r.name == route)
+        .route(&route)
         .filter(|_| !matches!(state.store(), crate::store::Store::Memory(_)))
     else {
         return json(

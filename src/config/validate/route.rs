@@ -8,7 +8,7 @@ use toml::Spanned;
 
 use super::Validator;
 use crate::config::raw::{RawCredential, RawRetry, RawRoute};
-use crate::config::{Backend, Delivery, Destination, Route, StoreConfig};
+use crate::config::{Backend, Delivery, Destination, OnError, Route, StoreConfig};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
 use crate::provider::{
     Credential, EventFilter, EventIdSource, EventTypeSource, HmacOptions, Preset, Verifier,
@@ -23,7 +23,7 @@ struct PacingKeys<'a> {
     concurrency: &'a Option<Spanned<i64>>,
     rate_limit: &'a Option<Spanned<String>>,
     order_by: &'a Option<Spanned<String>>,
-    on_dead: &'a Option<Spanned<String>>,
+    on_dead: &'a Option<Spanned<OnDead>>,
 }
 
 /// Those keys validated: a destination's, or the route's (its destinations' defaults).
@@ -96,30 +96,7 @@ impl Validator<'_> {
         let errors_before = self.errors.len();
 
         let name = r.name.get_ref().clone();
-        if !missing.contains(&"name")
-            && (name.is_empty()
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)))
-        {
-            self.err(
-                &r.name,
-                &k("name"),
-                format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
-            );
-        } else if name == QUEUE_KEYS {
-            // A route's dedup keys are `<prefix><route>:<event id>`, and every queue's
-            // keys are `<prefix>q:{<route>}…`: a route named `q` would share key space
-            // with the queues, and an event ID from outside could name a queue's key.
-            // Route names hold no ':', so no other name can.
-            self.err(
-                &r.name,
-                &k("name"),
-                format_args!(
-                    "{name:?} is reserved: the queues' keys start with \"{QUEUE_KEYS}:\" (choose another name)"
-                ),
-            );
-        }
+        self.route_name(&r.name, missing, &k);
         let path = r.path.get_ref().clone();
         if !missing.contains(&"path") && !path.starts_with('/') || path.contains(['?', '#', ' ']) {
             self.err(
@@ -128,39 +105,8 @@ impl Validator<'_> {
                 format_args!("{path:?} must start with '/' and hold no query"),
             );
         }
-        let methods: Option<Vec<Method>> = r.methods.as_ref().map(|ms| {
-            ms.iter()
-                .filter_map(|m| {
-                    match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
-                        Ok(mm) => Some(mm),
-                        Err(_) => {
-                            self.err(
-                                m,
-                                &k("methods"),
-                                format_args!("{:?} is not an HTTP method", m.get_ref()),
-                            );
-                            None
-                        }
-                    }
-                })
-                .collect()
-        });
-
-        let preset = Preset::parse(r.provider.get_ref());
-        if preset.is_none() && !missing.contains(&"provider") {
-            self.err(
-                &r.provider,
-                &k("provider"),
-                format_args!(
-                    "unknown provider {:?}{}; known: {}",
-                    r.provider.get_ref(),
-                    Preset::nearest(r.provider.get_ref())
-                        .map(|n| format!(" (did you mean {n:?}?)"))
-                        .unwrap_or_default(),
-                    Preset::NAMES.join(", ")
-                ),
-            );
-        }
+        let methods = self.methods(&r, &k);
+        let preset = self.preset(&r, missing, &k);
         let opts = r.hmac.as_ref().map(|h| h.get_ref());
         if let (Some(h), Some(p)) = (&r.hmac, preset)
             && p != Preset::HMAC
@@ -194,12 +140,12 @@ impl Validator<'_> {
             event_type.is_some() || preset.is_none(),
         );
 
-        let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
         let public_url = self.public_url(&r, preset, opts, &k);
 
         let verifier = self.verifier(&r, preset, opts, &secrets, tolerance, &k);
         let delivery = self.delivery(&r, store, &k);
         let destinations = self.destinations(&r, delivery, event_type.is_some(), store, &k);
+        let on_error = self.on_error(&r, store, &destinations, &k);
 
         if let Some(v) = &verifier {
             self.order_keys_are_signed(&r, v, &k);
@@ -231,6 +177,77 @@ impl Validator<'_> {
             delivery,
             destinations,
         })
+    }
+
+    /// A route's name: letters, digits, '-', '_' and '.', and not the queues' prefix.
+    fn route_name(&mut self, n: &Spanned<String>, missing: &[&str], k: &dyn Fn(&str) -> String) {
+        let name = n.get_ref();
+        if !missing.contains(&"name")
+            && (name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)))
+        {
+            self.err(
+                n,
+                &k("name"),
+                format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
+            );
+        } else if name == QUEUE_KEYS {
+            // A route's dedup keys are `<prefix><route>:<event id>`, and every queue's
+            // keys are `<prefix>q:{<route>}…`: a route named `q` would share key space
+            // with the queues, and an event ID from outside could name a queue's key.
+            // Route names hold no ':', so no other name can.
+            self.err(
+                n,
+                &k("name"),
+                format_args!(
+                    "{name:?} is reserved: the queues' keys start with \"{QUEUE_KEYS}:\" (choose another name)"
+                ),
+            );
+        }
+    }
+
+    /// `methods`, if written: HTTP methods.
+    fn methods(&mut self, r: &RawRoute, k: &dyn Fn(&str) -> String) -> Option<Vec<Method>> {
+        let ms = r.methods.as_ref()?;
+        let mut out = Vec::new();
+        for m in ms {
+            match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                Ok(mm) => out.push(mm),
+                Err(_) => self.err(
+                    m,
+                    &k("methods"),
+                    format_args!("{:?} is not an HTTP method", m.get_ref()),
+                ),
+            }
+        }
+        Some(out)
+    }
+
+    /// `provider`: a preset's name (the nearest one suggested).
+    fn preset(
+        &mut self,
+        r: &RawRoute,
+        missing: &[&str],
+        k: &dyn Fn(&str) -> String,
+    ) -> Option<Preset> {
+        let preset = Preset::parse(r.provider.get_ref());
+        if preset.is_none() && !missing.contains(&"provider") {
+            self.err(
+                &r.provider,
+                &k("provider"),
+                format_args!(
+                    "unknown provider {:?}{}; known: {}",
+                    r.provider.get_ref(),
+                    Preset::nearest(r.provider.get_ref())
+                        .map(|n| format!(" (did you mean {n:?}?)"))
+                        .unwrap_or_default(),
+                    Preset::NAMES.join(", ")
+                ),
+            );
+        }
+        preset
     }
 
     /// `order_by = "header:NAME"` only on a header the signature covers: anyone who
@@ -278,26 +295,45 @@ impl Validator<'_> {
         store: &StoreConfig,
         k: &dyn Fn(&str) -> String,
     ) -> Delivery {
-        match r.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
-            None | Some((_, "sync")) => Delivery::Sync,
-            Some((d, "queue")) => {
-                if matches!(store.backend, Backend::Memory) {
-                    self.err(
-                        d,
-                        &k("delivery"),
-                        "\"queue\" needs a durable store: set [store] backend = \"disk\" (or \"redis\"); the memory store would lose queued events on a restart",
-                    );
-                }
-                Delivery::Queue
-            }
-            Some((d, other)) => {
+        let Some(d) = &r.delivery else {
+            return Delivery::Sync;
+        };
+        if *d.get_ref() == Delivery::Queue && matches!(store.backend, Backend::Memory) {
+            self.err(
+                d,
+                &k("delivery"),
+                "\"queue\" needs a durable store: set [store] backend = \"disk\" (or \"redis\"); the memory store would lose queued events on a restart",
+            );
+        }
+        *d.get_ref()
+    }
+
+    /// `on_error`, the route's or else `store.on_error`. A forward without a claim
+    /// reaches one upstream, past any key's line: a queue route with several
+    /// destinations, or with `order_by`, cannot fail open. Written on such a route,
+    /// `"forward"` is an error; inherited from `[store]`, the route rejects (503 +
+    /// `Retry-After`: the provider retries).
+    fn on_error(
+        &mut self,
+        r: &RawRoute,
+        store: &StoreConfig,
+        destinations: &[Arc<Destination>],
+        k: &dyn Fn(&str) -> String,
+    ) -> OnError {
+        let fans_out_or_orders =
+            destinations.len() > 1 || destinations.first().is_some_and(|d| d.order_by.is_some());
+        match &r.on_error {
+            Some(o) if *o.get_ref() == OnError::Forward && fans_out_or_orders => {
                 self.err(
-                    d,
-                    &k("delivery"),
-                    format_args!("{other:?}: use \"sync\" or \"queue\""),
+                    o,
+                    &k("on_error"),
+                    "\"forward\" does not apply to a route with several destinations or order_by: a forward without a claim would reach one upstream, or pass its key's line; leave it out (the provider retries on 503)",
                 );
-                Delivery::Sync
+                OnError::Reject
             }
+            Some(o) => *o.get_ref(),
+            None if fans_out_or_orders => OnError::Reject,
+            None => store.on_error,
         }
     }
 
@@ -517,19 +553,10 @@ impl Validator<'_> {
                 }
             },
         };
-        let on_dead = match keys.on_dead.as_ref().map(|d| (d, d.get_ref().as_str())) {
-            None => defaults.on_dead,
-            Some((_, "skip")) => OnDead::Skip,
-            Some((_, "block")) => OnDead::Block,
-            Some((d, other)) => {
-                self.err(
-                    d,
-                    &k("on_dead"),
-                    format_args!("{other:?}: use \"skip\" or \"block\""),
-                );
-                OnDead::Skip
-            }
-        };
+        let on_dead = keys
+            .on_dead
+            .as_ref()
+            .map_or(defaults.on_dead, |d| *d.get_ref());
         if let (Some(d), None) = (keys.on_dead, &order_by) {
             self.err(d, &k("on_dead"), "is only used with order_by");
         }
