@@ -7,7 +7,7 @@ use http::Method;
 use toml::Spanned;
 
 use super::Validator;
-use crate::config::raw::{RawCredential, RawRetry, RawRoute};
+use crate::config::raw::{RawCredential, RawDestination, RawRetry, RawRoute};
 use crate::config::{Backend, Delivery, Destination, OnError, Route, StoreConfig};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
 use crate::provider::{
@@ -389,22 +389,8 @@ impl Validator<'_> {
                 "missing: set upstream = \"http://…\" (or [[routes.destinations]] on a queue route)",
             ),
             (None, Some(ds)) => {
-                if ds.get_ref().len() > 1 && delivery != Delivery::Queue {
-                    self.err(ds, &k("destinations"), "several destinations need delivery = \"queue\": a sync forward relays one upstream's answer to the provider");
-                }
-                if ds.get_ref().is_empty() {
-                    self.err(ds, &k("destinations"), "at least one destination is needed");
-                }
-                for (field, set) in [
-                    ("rate_limit", r.rate_limit.as_ref().map(toml::Spanned::span)),
-                    ("order_by", r.order_by.as_ref().map(toml::Spanned::span)),
-                    ("on_dead", r.on_dead.as_ref().map(toml::Spanned::span)),
-                ] {
-                    if let Some(span) = set {
-                        let line = self.line(span);
-                        self.err_at(line, &k(field), "set it on each [[routes.destinations]] that needs it");
-                    }
-                }
+                self.several_destinations_need_a_queue(ds, delivery, k);
+                self.per_destination_keys_are_not_the_routes(r, k);
                 for (j, d) in ds.get_ref().iter().enumerate() {
                     let dk = |field: &str| k(&format!("destinations[{j}].{field}"));
                     let name = d.name.get_ref();
@@ -446,6 +432,53 @@ impl Validator<'_> {
         out
     }
 
+    /// A sync forward relays one upstream's answer: several destinations are a
+    /// queue's. And a route lists at least one.
+    fn several_destinations_need_a_queue(
+        &mut self,
+        ds: &Spanned<Vec<RawDestination>>,
+        delivery: Delivery,
+        k: &dyn Fn(&str) -> String,
+    ) {
+        if ds.get_ref().len() > 1 && delivery != Delivery::Queue {
+            self.err(ds, &k("destinations"), "several destinations need delivery = \"queue\": a sync forward relays one upstream's answer to the provider");
+        }
+        if ds.get_ref().is_empty() {
+            self.err(ds, &k("destinations"), "at least one destination is needed");
+        }
+    }
+
+    /// `rate_limit`, `order_by` and `on_dead` are no defaults for destinations: each
+    /// destination that needs one sets it.
+    fn per_destination_keys_are_not_the_routes(
+        &mut self,
+        r: &RawRoute,
+        k: &dyn Fn(&str) -> String,
+    ) {
+        for (field, set) in [
+            ("rate_limit", r.rate_limit.as_ref().map(Spanned::span)),
+            ("order_by", r.order_by.as_ref().map(Spanned::span)),
+            ("on_dead", r.on_dead.as_ref().map(Spanned::span)),
+        ] {
+            if let Some(span) = set {
+                let line = self.line(span);
+                self.err_at(
+                    line,
+                    &k(field),
+                    "set it on each [[routes.destinations]] that needs it",
+                );
+            }
+        }
+    }
+
+    /// `on_dead` says what a dead event does to its key's line: without `order_by`
+    /// there is none.
+    fn on_dead_needs_order_by(&mut self, keys: &PacingKeys<'_>, k: &dyn Fn(&str) -> String) {
+        if let Some(d) = keys.on_dead {
+            self.err(d, &k("on_dead"), "is only used with order_by");
+        }
+    }
+
     /// `events = ["invoice.*", …]`, which needs the route to know the event type.
     pub(super) fn event_filter(
         &mut self,
@@ -482,47 +515,9 @@ impl Validator<'_> {
         name_line: usize,
     ) -> Pacing {
         if delivery == Delivery::Sync {
-            let queue_only = [
-                ("retry", keys.retry.as_ref().map(Spanned::span)),
-                ("concurrency", keys.concurrency.as_ref().map(Spanned::span)),
-                ("rate_limit", keys.rate_limit.as_ref().map(Spanned::span)),
-                ("order_by", keys.order_by.as_ref().map(Spanned::span)),
-                ("on_dead", keys.on_dead.as_ref().map(Spanned::span)),
-            ];
-            for (field, span) in queue_only {
-                if let Some(span) = span {
-                    let line = self.line(span);
-                    self.err_at(line, &k(field), "is only used with delivery = \"queue\" (a sync forward happens while the provider waits)");
-                }
-            }
+            self.queue_keys_only_on_queue_routes(keys, k);
         }
-        let retry = match keys.retry {
-            None => defaults.retry,
-            Some(raw) => {
-                let d = defaults.retry;
-                let raw_ref = raw.get_ref();
-                let attempts = self.count(
-                    &raw_ref.max_attempts,
-                    &k("retry.max_attempts"),
-                    d.max_attempts as usize,
-                    1,
-                );
-                let retry = RetryPolicy {
-                    max_attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-                    initial: self.duration(&raw_ref.initial, &k("retry.initial"), d.initial),
-                    max_delay: self.duration(
-                        &raw_ref.max_delay,
-                        &k("retry.max_delay"),
-                        d.max_delay,
-                    ),
-                    max_age: self.duration(&raw_ref.max_age, &k("retry.max_age"), d.max_age),
-                };
-                if retry.max_delay < retry.initial {
-                    self.err(raw, &k("retry.max_delay"), "must be at least retry.initial");
-                }
-                retry
-            }
-        };
+        let retry = self.retry(keys.retry, k, defaults.retry);
         let concurrency = self.count(keys.concurrency, &k("concurrency"), defaults.concurrency, 1);
         if let Some(c) = keys.concurrency
             && concurrency > 1024
@@ -557,34 +552,17 @@ impl Validator<'_> {
             .on_dead
             .as_ref()
             .map_or(defaults.on_dead, |d| *d.get_ref());
-        if let (Some(d), None) = (keys.on_dead, &order_by) {
-            self.err(d, &k("on_dead"), "is only used with order_by");
+        if order_by.is_none() {
+            self.on_dead_needs_order_by(keys, k);
         }
         let upstream_timeout = self.duration(
             keys.upstream_timeout,
             &k("upstream_timeout"),
             defaults.upstream_timeout,
         );
-        // An inherited timeout was checked where it was written. A queue route's
-        // attempts hold a lease of their own (their timeout and a margin, renewed while
-        // they run), never a claim of `inflight_ttl`: only a sync forward needs it longer.
-        if delivery == Delivery::Sync
-            && store.inflight_ttl <= upstream_timeout
-            && (keys.upstream_timeout.is_some() || (defaults.is_builtin && check_default))
-        {
-            let line = keys
-                .upstream_timeout
-                .as_ref()
-                .map_or(name_line, |t| self.line(t.span()));
-            self.err_at(
-                line,
-                &k("upstream_timeout"),
-                format_args!(
-                    "store.inflight_ttl ({}) must be longer than upstream_timeout ({}), or a claim could expire while its forward is still running",
-                    humantime::format_duration(store.inflight_ttl),
-                    humantime::format_duration(upstream_timeout)
-                ),
-            );
+        // An inherited timeout was checked where it was written.
+        if keys.upstream_timeout.is_some() || (defaults.is_builtin && check_default) {
+            self.sync_forward_fits_its_claim(keys, k, delivery, store, upstream_timeout, name_line);
         }
         let forward_signer = match keys.forward_secret {
             None => defaults.forward_signer.clone(),
@@ -600,6 +578,87 @@ impl Validator<'_> {
             on_dead,
             is_builtin: keys.upstream_timeout.is_none() && defaults.is_builtin && !check_default,
         }
+    }
+
+    /// Pacing keys are a queue's: a sync forward happens while the provider waits.
+    fn queue_keys_only_on_queue_routes(
+        &mut self,
+        keys: &PacingKeys<'_>,
+        k: &dyn Fn(&str) -> String,
+    ) {
+        let queue_only = [
+            ("retry", keys.retry.as_ref().map(Spanned::span)),
+            ("concurrency", keys.concurrency.as_ref().map(Spanned::span)),
+            ("rate_limit", keys.rate_limit.as_ref().map(Spanned::span)),
+            ("order_by", keys.order_by.as_ref().map(Spanned::span)),
+            ("on_dead", keys.on_dead.as_ref().map(Spanned::span)),
+        ];
+        for (field, span) in queue_only {
+            if let Some(span) = span {
+                let line = self.line(span);
+                self.err_at(line, &k(field), "is only used with delivery = \"queue\" (a sync forward happens while the provider waits)");
+            }
+        }
+    }
+
+    /// `retry = { … }` over the defaults given.
+    fn retry(
+        &mut self,
+        raw: &Option<Spanned<RawRetry>>,
+        k: &dyn Fn(&str) -> String,
+        d: RetryPolicy,
+    ) -> RetryPolicy {
+        let Some(raw) = raw else {
+            return d;
+        };
+        let raw_ref = raw.get_ref();
+        let attempts = self.count(
+            &raw_ref.max_attempts,
+            &k("retry.max_attempts"),
+            d.max_attempts as usize,
+            1,
+        );
+        let retry = RetryPolicy {
+            max_attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            initial: self.duration(&raw_ref.initial, &k("retry.initial"), d.initial),
+            max_delay: self.duration(&raw_ref.max_delay, &k("retry.max_delay"), d.max_delay),
+            max_age: self.duration(&raw_ref.max_age, &k("retry.max_age"), d.max_age),
+        };
+        if retry.max_delay < retry.initial {
+            self.err(raw, &k("retry.max_delay"), "must be at least retry.initial");
+        }
+        retry
+    }
+
+    /// A sync forward runs under a claim of `store.inflight_ttl`, which must outlast
+    /// it. A queue route's attempts hold a lease of their own (their timeout and a
+    /// margin, renewed while they run), never such a claim: the rule is not theirs.
+    /// Called for a timeout written here, or the built-in one where it is used.
+    fn sync_forward_fits_its_claim(
+        &mut self,
+        keys: &PacingKeys<'_>,
+        k: &dyn Fn(&str) -> String,
+        delivery: Delivery,
+        store: &StoreConfig,
+        upstream_timeout: Duration,
+        name_line: usize,
+    ) {
+        if delivery != Delivery::Sync || store.inflight_ttl > upstream_timeout {
+            return;
+        }
+        let line = keys
+            .upstream_timeout
+            .as_ref()
+            .map_or(name_line, |t| self.line(t.span()));
+        self.err_at(
+            line,
+            &k("upstream_timeout"),
+            format_args!(
+                "store.inflight_ttl ({}) must be longer than upstream_timeout ({}), or a claim could expire while its forward is still running",
+                humantime::format_duration(store.inflight_ttl),
+                humantime::format_duration(upstream_timeout)
+            ),
+        );
     }
 
     /// The route's credentials: each a text, or a table of named parts.
