@@ -954,4 +954,9 @@ fn values_outside_a_choice_name_the_choices() {
         dead.contains("cfg.toml:12: routes[0].on_dead: \"later\": use \"skip\" or \"block\""),
         "{dead}"
     );
+    let number = errors(&format!("{ROUTE}on_error = 3\n"));
+    assert!(
+        number.contains("cfg.toml:8: routes[0].on_error: invalid type, expected a string"),
+        "{number}"
+    );
 }

@@ -112,6 +112,11 @@ pub(super) fn redact_unexpected(message: &str) -> String {
     if let Some(listed) = choices(message) {
         return listed;
     }
+    // What the TOML deserializer says of an enum's key written as a number, a boolean
+    // or a list: every choice in this file is a string.
+    if message == "wanted string or table" {
+        return "invalid type, expected a string".to_owned();
+    }
     if !(message.starts_with("invalid type: ") || message.starts_with("invalid value: ")) {
         return message.to_owned();
     }
