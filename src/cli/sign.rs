@@ -137,9 +137,7 @@ fn signer(args: &SignArgs, private_key: Option<&PrivateKey>) -> anyhow::Result<S
             let cfg =
                 config::load_only(&args.config, Some(name)).map_err(|e| anyhow::anyhow!("{e}"))?;
             let r = cfg
-                .routes
-                .iter()
-                .find(|r| r.name == *name)
+                .route(name)
                 .with_context(|| format!("no route named {name:?} in {}", args.config.display()))?;
             Ok(Signer {
                 verifier: r.verifier.clone(),

@@ -11,6 +11,7 @@ mod size;
 mod toml_errors;
 mod validate;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,7 +31,8 @@ use toml_errors::{
 use validate::Validator;
 
 /// What to do when the store cannot be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnError {
     /// Answer 503 with `Retry-After`: the provider retries later and nothing is lost.
     Reject,
@@ -39,9 +41,11 @@ pub enum OnError {
 }
 
 /// How a route hands a verified event to its upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Delivery {
     /// Forward while the provider waits and relay the upstream's answer (the default).
+    #[default]
     Sync,
     /// Store the event durably, answer 200 `queued` at once, and deliver it with
     /// retries until the upstream answers 2xx (or it is dead).
@@ -335,8 +339,43 @@ pub struct Config {
     pub source: PathBuf,
     pub server: ServerConfig,
     pub store: StoreConfig,
+    /// In the order the file lists them; [`Config::route`] finds one by name.
     pub routes: Vec<Route>,
     pub capture: Option<CaptureConfig>,
+    /// Each route's place in `routes`, by name (names are unique).
+    by_name: HashMap<String, usize>,
+}
+
+impl Config {
+    fn new(
+        source: PathBuf,
+        server: ServerConfig,
+        store: StoreConfig,
+        routes: Vec<Route>,
+        capture: Option<CaptureConfig>,
+    ) -> Self {
+        let by_name = routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.name.clone(), i))
+            .collect();
+        Self {
+            source,
+            server,
+            store,
+            routes,
+            capture,
+            by_name,
+        }
+    }
+
+    /// The route of this name.
+    pub fn route(&self, name: &str) -> Option<&Route> {
+        self.by_name
+            .get(name)
+            .and_then(|&i| self.routes.get(i))
+            .filter(|r| r.name == name)
+    }
 }
 
 /// Every problem found in a config file, one per line.

@@ -5,6 +5,7 @@
 //! in the store layer (`store/queue.rs`, `store/pacing.rs`), which reads these too. This
 //! module depends on neither.
 
+use serde::Deserialize;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A route's `rate_limit = "50/s"` (or `"/m"`): at most `count` deliveries start in
@@ -46,7 +47,8 @@ impl RateLimit {
 }
 
 /// Per-key order (`order_by`): what a dead event does to the events behind it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnDead {
     /// The next event of the key goes on (the default): one bad event does not stop
     /// its key for good; the dead one waits for an operator.

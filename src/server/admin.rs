@@ -379,15 +379,14 @@ async fn forget(state: &AppState, req: &AdminRequest) -> AdminAnswer {
         return AdminAnswer::BadRequest(error("use DELETE /keys/<route>/<event id>"));
     };
     let routing = state.routing();
-    if !routing.routes.values().any(|r| r.name == *route) || raw_id.is_empty() {
+    if routing.route(route).is_none() || raw_id.is_empty() {
         return AdminAnswer::NotFound(error("no such route"));
     }
     let id = EventId::new(&raw_id);
     let key = DedupKey::new(&routing.store_cfg.key_prefix, route, id.as_str());
     let queue_route = routing
-        .routes
-        .values()
-        .find(|r| r.name == *route && r.delivery == crate::config::Delivery::Queue);
+        .route(route)
+        .filter(|r| r.delivery == crate::config::Delivery::Queue);
     let forgotten = if let Some(r) = queue_route {
         // A queue route: its destinations' delivered records are what answer copies.
         let mut any = Ok(false);
@@ -467,9 +466,7 @@ impl<'a> Queues<'a> {
         let routing = state.routing();
         // Any configured route: one a reload switched back to sync may still hold events.
         let Some(config) = routing
-            .routes
-            .values()
-            .find(|r| r.name == route)
+            .route(route)
             .filter(|_| !matches!(state.store(), crate::store::Store::Memory(_)))
             .cloned()
         else {

@@ -708,20 +708,8 @@ impl Job {
                 (Answer::Queued { event_id }, None)
             }
             Ok(Enqueued::Existing(earlier)) => (copy_of(earlier, &fp, &event_id), None),
-            // A forward without a claim reaches one upstream, past any key's line:
-            // with several destinations, or per-key order, the provider is asked to
-            // retry instead.
-            Err(e)
-                if self.ctx.route.destinations.len() > 1
-                    || self.ctx.route.primary().order_by.is_some() =>
-            {
-                (
-                    Answer::StoreUnavailable,
-                    Some(format!(
-                        "{e}; not forwarded without a claim: the route has several destinations or per-key order"
-                    )),
-                )
-            }
+            // A route with several destinations or per-key order never forwards
+            // without a claim (validation sets or refuses `on_error` there).
             // An enqueue that may have run (a timeout, a connection lost after the call
             // was sent) may have stored the event: forwarded now, the queue would
             // deliver it again. The provider's retry finds it, or stores it.
