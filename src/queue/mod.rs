@@ -45,7 +45,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Claim, StoreError};
+use crate::store::{AttemptResult, Claim, StoreError};
 
 /// Where an event is in its delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -204,8 +204,8 @@ pub struct Attempt {
     /// The upstream's status, when it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    /// `delivered`, `http_4xx`, `http_5xx`, `timeout`, `connect` or `broken`.
-    pub result: String,
+    /// How it ended (stored as `delivered`, `http_4xx`, `http_5xx`, …).
+    pub result: AttemptResult,
     /// The error, when there was no answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -361,7 +361,7 @@ impl Summary {
             attempts: status.attempts,
             received_at_ms: envelope.received_at_ms,
             next_at_ms: status.next_at_ms,
-            last_result: status.history.last().map(|a| a.result.clone()),
+            last_result: status.history.last().map(|a| a.result.to_string()),
         }
     }
 }
@@ -847,7 +847,7 @@ mod tests {
         let a = Attempt {
             at_ms: 1,
             status: Some(503),
-            result: "http_5xx".into(),
+            result: AttemptResult::Http5xx,
             error: None,
             duration_ms: 3,
         };

@@ -12,6 +12,7 @@
 //! finisher cannot overwrite the claim of a newer copy. Both implementations run the
 //! same conformance suite (`tests/it/conformance.rs`).
 
+mod attempt;
 pub mod disk;
 pub mod memory;
 pub mod redis;
@@ -27,6 +28,7 @@ use crate::queue::{
     Status, StoredEvent, Summary, Target,
 };
 
+pub use self::attempt::AttemptResult;
 pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
 pub use self::redis::RedisStore;

@@ -1275,7 +1275,7 @@ fn summary(id: &str, rec: &StatusRecord) -> Summary {
         attempts: rec.status.attempts,
         received_at_ms: rec.rx,
         next_at_ms: rec.status.next_at_ms,
-        last_result: rec.status.history.last().map(|a| a.result.clone()),
+        last_result: rec.status.history.last().map(|a| a.result.to_string()),
     }
 }
 
