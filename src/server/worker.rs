@@ -530,6 +530,15 @@ async fn send(
     })
 }
 
+/// How long a rate slot's grant may take to come back: half the limiter's slack
+/// ([`RateLimit::SLACK`]), the rest is for the request to reach the upstream. The
+/// limiter counts a delivery from when its slot is granted; on a loaded machine the
+/// store's answer can take longer than that, and deliveries granted in different
+/// windows would then reach the upstream in the same one. A late grant stays counted
+/// (it only makes the limit stricter) and a fresh one is asked for, for up to the
+/// limit's window; past it the delivery goes with the slot it has.
+const RATE_FRESH: Duration = Duration::from_millis(50);
+
 /// A slot of the destination's `rate_limit`, taken just before the request is sent,
 /// waiting for it as long as the limit (or a pause the upstream asked for) says: the
 /// lease is kept meanwhile ([`keep_lease`]), so no other worker takes the event, and
@@ -537,9 +546,17 @@ async fn send(
 /// again. `None` when the gateway stops first: the event is tried after its lease.
 async fn rate_slot(to: &Target<'_>, limit: &RateLimit, stop: &CancellationToken) -> Option<String> {
     let mut backoff = RATE_BACKOFF;
+    let mut late_since: Option<Instant> = None;
     loop {
+        let asked = Instant::now();
         let wait = match to.state.store().rate_take(&to.q, limit).await {
-            Ok(Ok(token)) => return Some(token),
+            Ok(Ok(token)) if asked.elapsed() <= RATE_FRESH => return Some(token),
+            Ok(Ok(token)) => {
+                if late_since.get_or_insert(asked).elapsed() >= limit.window {
+                    return Some(token);
+                }
+                continue;
+            }
             Ok(Err(wait)) => {
                 backoff = RATE_BACKOFF;
                 wait
