@@ -115,7 +115,7 @@ fn attempt(result: &str) -> Attempt {
     Attempt {
         at_ms: now_ms(),
         status: Some(503),
-        result: result.into(),
+        result: result.parse().expect("an attempt result"),
         error: None,
         duration_ms: 12,
     }

@@ -497,18 +497,11 @@ impl Metrics {
             }
             for d in &r.destinations {
                 let (route, destination) = (r.name.clone(), d.name.clone());
-                for result in [
-                    "delivered",
-                    "http_4xx",
-                    "http_5xx",
-                    "timeout",
-                    "connect",
-                    "broken",
-                ] {
+                for result in crate::store::AttemptResult::ALL {
                     drop(self.delivery_attempts.get_or_create(&DestinationResult {
                         route: route.clone(),
                         destination: destination.clone(),
-                        result: result.into(),
+                        result: result.to_string(),
                     }));
                 }
                 for outcome in ["delivered", "dead"] {

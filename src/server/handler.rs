@@ -25,6 +25,7 @@ use hyper::body::{Body, Incoming};
 use tracing::Instrument as _;
 
 use super::respond::{self, Answer, Outcome, Resp, UpstreamFailure};
+use super::retry::{Backoff, retry_until};
 use super::{AppState, Routing};
 use crate::config::{Delivery, Destination, OnError, Route};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
@@ -894,13 +895,12 @@ async fn settle(
     tracker.spawn(
         async move {
             let deadline = Instant::now() + routing.store_cfg.inflight_ttl;
-            let mut delay = Duration::from_millis(50);
-            while Instant::now() + delay < deadline {
-                tokio::time::sleep(delay).await;
-                if settle_once(&st, &routing, &key, &token, &fp, acknowledged).await {
-                    return;
-                }
-                delay = (delay * 2).min(Duration::from_secs(1));
+            let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+            // The first try was the request's own: the next comes after a wait.
+            tokio::time::sleep(backoff.next_wait()).await;
+            let once = || async { settle_once(&st, &routing, &key, &token, &fp, acknowledged).await.then_some(()).ok_or(()) };
+            if retry_until(deadline, backoff, once).await.is_ok() {
+                return;
             }
             tracing::error!(
                 key = %key,

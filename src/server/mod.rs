@@ -11,6 +11,7 @@ mod handler;
 mod limits;
 pub mod listen;
 pub mod respond;
+mod retry;
 pub(crate) mod stranded;
 pub mod worker;
 use crate::tls;

@@ -22,6 +22,7 @@
 //! finisher cannot overwrite the claim of a newer copy. Every implementation runs the
 //! same conformance suites (`tests/it/conformance.rs`, `tests/it/queue_conformance.rs`).
 
+mod attempt;
 pub mod disk;
 pub mod memory;
 mod pacing;
@@ -36,6 +37,7 @@ use rand::Rng as _;
 
 use crate::queue::RateLimit;
 
+pub use self::attempt::AttemptResult;
 pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
 pub use self::pacing::Pacing;

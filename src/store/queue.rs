@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Claim, StoreError};
+use super::{AttemptResult, Claim, StoreError};
 use crate::queue::RetryPolicy;
 
 /// Where an event is in its delivery.
@@ -208,8 +208,8 @@ pub struct Attempt {
     /// The upstream's status, when it answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    /// `delivered`, `http_4xx`, `http_5xx`, `timeout`, `connect` or `broken`.
-    pub result: String,
+    /// How it ended (stored as `delivered`, `http_4xx`, `http_5xx`, …).
+    pub result: AttemptResult,
     /// The error, when there was no answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -365,7 +365,7 @@ impl Summary {
             attempts: status.attempts,
             received_at_ms: envelope.received_at_ms,
             next_at_ms: status.next_at_ms,
-            last_result: status.history.last().map(|a| a.result.clone()),
+            last_result: status.history.last().map(|a| a.result.to_string()),
         }
     }
 }
@@ -654,7 +654,7 @@ mod tests {
         let a = Attempt {
             at_ms: 1,
             status: Some(503),
-            result: "http_5xx".into(),
+            result: AttemptResult::Http5xx,
             error: None,
             duration_ms: 3,
         };

@@ -64,7 +64,7 @@ fn attempt(result: &str, status: Option<u16>) -> Attempt {
     Attempt {
         at_ms: now_ms(),
         status,
-        result: result.into(),
+        result: result.parse().expect("an attempt result"),
         error: None,
         duration_ms: 5,
     }

@@ -82,6 +82,7 @@
 //! claimed) until removed with `XGROUP DELCONSUMER`.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
@@ -808,6 +809,28 @@ impl RedisStore {
         .await
     }
 
+    /// Pages through a queue's dead events, [`CHUNK`] at a time, oldest first: `act`
+    /// acts on a page and returns how many events it counts and how many of the page
+    /// left the dead index (requeued, purged, gone), so that the next page starts after
+    /// those that stayed. Returns the count over every page.
+    async fn each_dead_page<F, Fut>(&self, k: &Keys, mut act: F) -> Result<u64, StoreError>
+    where
+        F: FnMut(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<(u64, u64), StoreError>>,
+    {
+        let (mut total, mut from) = (0, 0usize);
+        loop {
+            let page = self.index_page(&k.dead(), from, CHUNK).await?;
+            if page.is_empty() {
+                return Ok(total);
+            }
+            let len = page.len();
+            let (n, left) = act(page).await?;
+            total += n;
+            from += len.saturating_sub(usize::try_from(left).unwrap_or(usize::MAX));
+        }
+    }
+
     /// Requeues those of `ids` that `eligible` accepts, each by compare-and-set on its
     /// status, re-reading the ones that changed meanwhile up to [`CAS_TRIES`] times.
     /// Returns `(requeued, dropped from the indexes as gone)`.
@@ -1318,19 +1341,13 @@ impl QueueStore for RedisStore {
                 Ok(n)
             }
             Target::AllDead => {
-                // Page through the dead index: requeued and gone events leave it, so
-                // the next page starts after those that stayed.
-                let (mut total, mut from) = (0, 0usize);
-                loop {
-                    let page = self.index_page(&k.dead(), from, CHUNK).await?;
-                    if page.is_empty() {
-                        return Ok(total);
-                    }
-                    let (n, gone) = self.requeue(&k, &page, |s| s.state == State::Dead).await?;
-                    total += n;
-                    let left = usize::try_from(n + gone).unwrap_or(usize::MAX);
-                    from += page.len().saturating_sub(left);
-                }
+                // Requeued and gone events leave the dead index.
+                let k = &k;
+                self.each_dead_page(k, |page| async move {
+                    let (n, gone) = self.requeue(k, &page, |s| s.state == State::Dead).await?;
+                    Ok((n, n + gone))
+                })
+                .await
             }
         }
     }
@@ -1351,35 +1368,24 @@ impl QueueStore for RedisStore {
         match target {
             Target::One(id) => Ok(self.purge_ids(&k, std::slice::from_ref(id), "any").await?.0),
             Target::AllDead => {
-                let (mut total, mut from) = (0, 0usize);
-                loop {
-                    let page = self.index_page(&k.dead(), from, CHUNK).await?;
-                    if page.is_empty() {
-                        return Ok(total);
-                    }
-                    let (n, dropped) = self.purge_ids(&k, &page, "dead").await?;
-                    total += n;
-                    let left = usize::try_from(dropped).unwrap_or(usize::MAX);
-                    from += page.len().saturating_sub(left);
-                }
+                let k = &k;
+                self.each_dead_page(
+                    k,
+                    |page| async move { self.purge_ids(k, &page, "dead").await },
+                )
+                .await
             }
         }
     }
 
     async fn release_blocked(&self, q: &QueueRef<'_>) -> Result<u64, StoreError> {
-        let k = Keys::new(q);
-        let (mut total, mut from) = (0, 0usize);
-        loop {
-            // Released events stay dead, in the index: the next page starts after.
-            let page = self.index_page(&k.dead(), from, CHUNK).await?;
-            if page.is_empty() {
-                return Ok(total);
-            }
-            from += page.len();
+        let k = &Keys::new(q);
+        // Released events stay dead, in the index: none leaves it.
+        self.each_dead_page(k, |page| async move {
             let mut inv = RELEASE_BLOCKED_SCRIPT.prepare_invoke();
             inv.key(k.stream()).key(k.delayed()).arg(k.ev_prefix());
             let mut any = false;
-            for (id, (status, lease)) in page.iter().zip(self.status_lease(&k, &page).await?) {
+            for (id, (status, lease)) in page.iter().zip(self.status_lease(k, &page).await?) {
                 let Some(raw) = status else { continue };
                 if lease.is_some() {
                     continue;
@@ -1392,14 +1398,16 @@ impl QueueStore for RedisStore {
                 inv.key(k.ev(id)).arg(id).arg(raw).arg(to_json(&st)?);
                 any = true;
             }
-            if any {
-                let inv = &inv;
-                let n: u64 = self
-                    .run(|mut c| async move { inv.invoke_async(&mut c).await })
-                    .await?;
-                total += n;
+            if !any {
+                return Ok((0, 0));
             }
-        }
+            let inv = &inv;
+            let n: u64 = self
+                .run(|mut c| async move { inv.invoke_async(&mut c).await })
+                .await?;
+            Ok((n, 0))
+        })
+        .await
     }
 
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
