@@ -27,10 +27,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hookgate::queue::{
-    Attempt, Envelope, Finish, QueueRef, QueueStore as _, StoredEvent, Target, now_ms,
+use hookgate::queue::now_ms;
+use hookgate::store::{
+    Attempt, Claim, DedupKey, DedupStore as _, DiskStore, Envelope, Finish, MemoryStore, QueueRef,
+    QueueStore as _, StoredEvent, Target,
 };
-use hookgate::store::{Claim, DedupKey, DedupStore as _, DiskStore, MemoryStore};
 
 type AnyResult<T> = anyhow::Result<T>;
 
@@ -43,7 +44,7 @@ const TTL: Duration = Duration::from_secs(24 * 3600);
 const LEASE: Duration = Duration::from_secs(60);
 
 fn queue() -> QueueRef<'static> {
-    QueueRef::route(PREFIX, ROUTE)
+    QueueRef::new(PREFIX, ROUTE, ROUTE)
 }
 
 /// `--name value` from the arguments, parsed, or `default`.
@@ -114,7 +115,7 @@ fn attempt(result: &str) -> Attempt {
     Attempt {
         at_ms: now_ms(),
         status: Some(503),
-        result: result.into(),
+        result: result.parse().expect("an attempt result"),
         error: None,
         duration_ms: 12,
     }

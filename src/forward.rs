@@ -206,7 +206,7 @@ impl Forwarder {
         // Named destinations only; never one the sender wrote.
         let destination = HeaderName::from_static("hookgate-destination");
         h.remove(&destination);
-        if to.name != route.name
+        if !crate::config::is_own_destination(&route.name, &to.name)
             && let Ok(v) = HeaderValue::from_str(&to.name)
         {
             h.insert(destination, v);

@@ -12,22 +12,28 @@
 //!
 //! - [`server`]: the listeners ([`server::listen`] is the one accept loop) and the
 //!   per-request pipeline; [`server::respond`] is the one table that turns every
-//!   [`server::respond::Answer`] into status, headers and body.
+//!   [`server::respond::Answer`] into status, headers and body. The admin listener
+//!   parses each request once and answers from a table of its own, one function per
+//!   endpoint.
 //! - [`provider`]: signature schemes and the preset catalogue (one declaration per
 //!   preset), turning a request into a [`provider::VerifiedDelivery`].
-//! - [`store`]: the store contracts ([`store::DedupStore`], and
-//!   [`queue::QueueStore`] for durable delivery) with their memory, disk and Redis
-//!   implementations; [`store::Store::connect`] picks one from the config.
-//! - [`queue`]: durable delivery's types — the stored event, its status, the retry
-//!   schedule, rate limits; [`server::worker`] delivers queued events.
+//! - [`store`]: one layer for everything stored. Its contracts — claims
+//!   ([`store::DedupStore`]), the queue of durable delivery ([`store::QueueStore`], with
+//!   the stored event, its status and a destination's [`store::QueueRef`]) and pacing
+//!   ([`store::Pacing`]: rate limits, concurrency slots, pauses) — and their memory,
+//!   disk and Redis implementations, each backend with a claims half and a queue half;
+//!   [`store::Store::connect`] picks one from the config.
+//! - [`queue`]: delivery policy only — the retry schedule, rate limits, `on_dead`, the
+//!   order key — which [`config`] reads without touching storage;
+//!   [`server::worker`] delivers queued events.
 //! - [`forward`]: the pooled upstream client.
 //! - [`config`]: the TOML file as data — parsed, then validated section by section;
 //!   it depends on nothing that serves ([`tls`] loads certificates for both).
 //! - [`capture`], [`replay`], [`sign`]: capturing deliveries, replay files, signing.
 //! - `testing` (with the `testing` feature): a gateway and a recording upstream for
 //!   your own test suites; a production build carries none of it.
-//! - [`cli`], [`telemetry`], [`shutdown`]: the binary's plumbing; [`upstream`]: the
-//!   demo handler of `hookgate upstream`.
+//! - [`cli`] (a file per command), [`telemetry`], [`shutdown`]: the binary's plumbing;
+//!   [`upstream`]: the demo handler of `hookgate upstream`.
 
 // The public listener's per-connection future nests the whole delivery pipeline; proving
 // it `Send` needs more than the default depth of 128.

@@ -4,7 +4,8 @@
 use tracing_subscriber::EnvFilter;
 
 /// The log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     Pretty,
     Json,
@@ -496,18 +497,11 @@ impl Metrics {
             }
             for d in &r.destinations {
                 let (route, destination) = (r.name.clone(), d.name.clone());
-                for result in [
-                    "delivered",
-                    "http_4xx",
-                    "http_5xx",
-                    "timeout",
-                    "connect",
-                    "broken",
-                ] {
+                for result in crate::store::AttemptResult::ALL {
                     drop(self.delivery_attempts.get_or_create(&DestinationResult {
                         route: route.clone(),
                         destination: destination.clone(),
-                        result: result.into(),
+                        result: result.to_string(),
                     }));
                 }
                 for outcome in ["delivered", "dead"] {

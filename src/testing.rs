@@ -422,9 +422,7 @@ impl Gateway {
 
     fn route(&self, name: &str) -> &crate::config::Route {
         self.config
-            .routes
-            .iter()
-            .find(|r| r.name == name)
+            .route(name)
             .unwrap_or_else(|| panic!("no route {name}"))
     }
 

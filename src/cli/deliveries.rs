@@ -12,8 +12,9 @@ use anyhow::Context as _;
 use clap::Subcommand;
 use serde_json::Value;
 
+use super::AdminArgs;
+use super::admin::{admin_call, admin_failed, admin_request, enc};
 use super::text::printable;
-use super::{AdminArgs, admin_call, admin_failed, enc};
 
 /// The filters `list` and `tail` take (the API's query parameters).
 #[derive(Debug, Default, clap::Args)]
@@ -279,59 +280,21 @@ async fn list(
     Ok(0)
 }
 
-/// The admin listener's base URL and the token to send, from `--admin` or the config.
-fn endpoint(
-    admin: &AdminArgs,
-    route: Option<&str>,
-) -> anyhow::Result<(String, Option<crate::secret::Secret>)> {
-    let mut token = admin
-        .admin_token
-        .clone()
-        .map(|t| crate::secret::Secret::new(t.into_bytes()));
-    let base = match &admin.admin {
-        Some(a) => a.clone(),
-        None => {
-            let cfg = crate::config::load_only(&admin.config, route)
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let addr = cfg.server.admin_listen.with_context(|| {
-                format!(
-                    "{} sets no server.admin_listen; pass --admin URL",
-                    admin.config.display()
-                )
-            })?;
-            token = token.or(cfg.server.admin_token);
-            format!("http://{addr}")
-        }
-    };
-    Ok((base.trim_end_matches('/').to_owned(), token))
-}
-
 /// Follows `GET /deliveries/stream`, printing each new record; reconnects when the
 /// stream breaks, until interrupted.
 async fn tail(filters: &Filters, json: bool, admin: &AdminArgs) -> anyhow::Result<i32> {
-    let (base, token) = endpoint(admin, filters.route.as_deref())?;
     let query = filters.query(now_ms());
-    let url = if query.is_empty() {
-        format!("{base}/deliveries/stream")
+    let path = if query.is_empty() {
+        "/deliveries/stream".to_owned()
     } else {
-        format!("{base}/deliveries/stream?{query}")
+        format!("/deliveries/stream?{query}")
     };
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(5))
-        .build()?;
     let mut first = true;
     let mut stdout = std::io::stdout();
     loop {
-        let mut req = http.get(&url).header("accept", "text/event-stream");
-        if let Some(t) = &token {
-            let mut value = b"Bearer ".to_vec();
-            value.extend_from_slice(t.expose());
-            let mut value = reqwest::header::HeaderValue::from_bytes(&value)
-                .context("the admin token is not a valid header value")?;
-            value.set_sensitive(true);
-            req = req.header(reqwest::header::AUTHORIZATION, value);
-        }
+        let (req, base) =
+            admin_request(admin, filters.route.as_deref(), reqwest::Method::GET, &path)?;
+        let req = req.header("accept", "text/event-stream");
         let mut resp = match req.send().await {
             Ok(r) => r,
             Err(e) if first => {

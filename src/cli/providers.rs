@@ -6,6 +6,32 @@ use std::fmt::Write as _;
 use crate::provider::Preset;
 use crate::provider::catalogue::{Auth, Info};
 
+#[derive(Debug, clap::Args)]
+pub struct ProvidersArgs {
+    /// A preset's name, or a word to look for (`challenge`, `ed25519`, `svix`).
+    #[arg(value_name = "NAME-OR-WORD")]
+    query: Option<String>,
+    /// Print the whole catalogue as Markdown (`docs/providers.md`).
+    #[arg(long, conflicts_with = "query")]
+    markdown: bool,
+}
+
+/// `hookgate providers`: the exit code.
+pub(super) fn run(args: ProvidersArgs) -> i32 {
+    if args.markdown {
+        print!("{}", crate::provider::catalogue::markdown_table());
+        return 0;
+    }
+    let (out, found) = report(args.query.as_deref());
+    if found {
+        print!("{out}");
+        0
+    } else {
+        eprint!("{out}");
+        1
+    }
+}
+
 /// What `hookgate providers` prints for `query`, and whether it found anything.
 pub(crate) fn report(query: Option<&str>) -> (String, bool) {
     let Some(q) = query.map(str::trim).filter(|q| !q.is_empty()) else {

@@ -11,6 +11,7 @@ mod size;
 mod toml_errors;
 mod validate;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -30,7 +31,8 @@ use toml_errors::{
 use validate::Validator;
 
 /// What to do when the store cannot be reached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnError {
     /// Answer 503 with `Retry-After`: the provider retries later and nothing is lost.
     Reject,
@@ -39,9 +41,11 @@ pub enum OnError {
 }
 
 /// How a route hands a verified event to its upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Delivery {
     /// Forward while the provider waits and relay the upstream's answer (the default).
+    #[default]
     Sync,
     /// Store the event durably, answer 200 `queued` at once, and deliver it with
     /// retries until the upstream answers 2xx (or it is dead).
@@ -181,6 +185,11 @@ pub struct StoreConfig {
     pub max_records: usize,
 }
 
+impl StoreConfig {
+    /// `max_records` when unset.
+    pub const DEFAULT_MAX_RECORDS: usize = 1_000_000;
+}
+
 /// One validated `[[routes]]` entry.
 #[derive(Debug, Clone)]
 pub struct Route {
@@ -206,12 +215,21 @@ pub struct Route {
     /// Where its events go: the route's `upstream` (one destination named after the
     /// route), or its `[[routes.destinations]]` (queue routes). Never empty.
     pub destinations: Vec<Arc<Destination>>,
+    /// The JSON fields of a body it reads once the signature has passed (event ID,
+    /// event type, `order_by` keys), in one walk.
+    pub body_fields: crate::provider::BodyFields,
 }
 
 impl Route {
     /// The first destination: a sync route's only one, where it forwards.
     pub fn primary(&self) -> &Arc<Destination> {
         &self.destinations[0]
+    }
+
+    /// Whether the route's one destination is its own ([`is_own_destination`]): the
+    /// route has `upstream`, or a single destination named after it.
+    pub fn only_own_destination(&self) -> bool {
+        self.destinations.len() == 1 && is_own_destination(&self.name, &self.primary().name)
     }
 
     /// The destination of this name.
@@ -249,6 +267,14 @@ impl Route {
             .cloned()
             .collect()
     }
+}
+
+/// Whether `destination` is its route's own: the destination a route's `upstream`
+/// makes, named after the route. Its queue is the one the route had before it had
+/// destinations (`QueueRef::name` is the route's name), and deliveries to it carry no
+/// `Hookgate-Destination` header. The one place this test is written.
+pub fn is_own_destination(route: &str, destination: &str) -> bool {
+    destination == route
 }
 
 /// One upstream of a route and how deliveries to it are paced.
@@ -313,10 +339,47 @@ pub struct Config {
     pub source: PathBuf,
     pub server: ServerConfig,
     pub store: StoreConfig,
+    /// In the order the file lists them; [`Config::route`] finds one by name.
     pub routes: Vec<Route>,
     pub capture: Option<CaptureConfig>,
     /// `[log]`: the delivery log the admin listener shows (`/deliveries`).
     pub log: LogConfig,
+    /// Each route's place in `routes`, by name (names are unique).
+    by_name: HashMap<String, usize>,
+}
+
+impl Config {
+    fn new(
+        source: PathBuf,
+        server: ServerConfig,
+        store: StoreConfig,
+        routes: Vec<Route>,
+        capture: Option<CaptureConfig>,
+        log: LogConfig,
+    ) -> Self {
+        let by_name = routes
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.name.clone(), i))
+            .collect();
+        Self {
+            source,
+            server,
+            store,
+            routes,
+            capture,
+            log,
+            by_name,
+        }
+    }
+
+    /// The route of this name.
+    pub fn route(&self, name: &str) -> Option<&Route> {
+        self.by_name
+            .get(name)
+            .and_then(|&i| self.routes.get(i))
+            .filter(|r| r.name == name)
+    }
 }
 
 pub use validate::log::{LogBodies, LogConfig};

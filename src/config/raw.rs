@@ -1,11 +1,17 @@
 //! The config file as written, before validation. Unknown keys are errors, collected
 //! while deserializing (`serde_ignored`) so that they are reported with every other one.
 //! Fields that need a post-parse check are `Spanned`, so the message can name the line.
+//! Keys with a fixed set of values are enums: a value outside the set is reported by
+//! serde, with its key and line, and its message lists the choices
+//! (`toml_errors::choices`).
 
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::{Delivery, OnError};
 use crate::provider::HmacOptions;
+use crate::queue::OnDead;
+use crate::telemetry::LogFormat;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct RawConfig {
@@ -48,7 +54,7 @@ pub(super) struct RawServer {
     pub body_timeout: Option<Spanned<String>>,
     pub header_read_timeout: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
-    pub log_format: Option<Spanned<String>>,
+    pub log_format: Option<LogFormat>,
     pub max_header_bytes: Option<Spanned<String>>,
     pub max_headers: Option<Spanned<i64>>,
     pub max_connections: Option<Spanned<i64>>,
@@ -64,6 +70,16 @@ pub(super) struct RawServer {
     pub max_body_bytes_in_flight: Option<Spanned<String>>,
 }
 
+/// `store.backend`: which store; its settings are the `[store]` keys beside it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum BackendKind {
+    #[default]
+    Memory,
+    Disk,
+    Redis,
+}
+
 #[derive(Debug, Deserialize)]
 pub(super) struct RawTls {
     pub cert: String,
@@ -72,7 +88,7 @@ pub(super) struct RawTls {
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawStore {
-    pub backend: Option<Spanned<String>>,
+    pub backend: Option<Spanned<BackendKind>>,
     pub url: Option<Spanned<String>>,
     pub path: Option<Spanned<String>>,
     pub min_free_space: Option<Spanned<String>>,
@@ -87,7 +103,7 @@ pub(super) struct RawStore {
     pub key_prefix: Option<String>,
     pub dedup_ttl: Option<Spanned<String>>,
     pub inflight_ttl: Option<Spanned<String>>,
-    pub on_error: Option<Spanned<String>>,
+    pub on_error: Option<OnError>,
     pub timeout: Option<Spanned<String>>,
 }
 
@@ -124,15 +140,15 @@ pub(super) struct RawRoute {
     pub public_url: Option<Spanned<String>>,
     pub forward_secret: Option<Spanned<String>>,
     pub methods: Option<Vec<Spanned<String>>>,
-    pub on_error: Option<Spanned<String>>,
+    pub on_error: Option<Spanned<OnError>>,
     pub hmac: Option<Spanned<HmacOptions>>,
     pub failure_budget: Option<Spanned<i64>>,
-    pub delivery: Option<Spanned<String>>,
+    pub delivery: Option<Spanned<Delivery>>,
     pub retry: Option<Spanned<RawRetry>>,
     pub concurrency: Option<Spanned<i64>>,
     pub rate_limit: Option<Spanned<String>>,
     pub order_by: Option<Spanned<String>>,
-    pub on_dead: Option<Spanned<String>>,
+    pub on_dead: Option<Spanned<OnDead>>,
     pub destinations: Option<Spanned<Vec<RawDestination>>>,
 }
 
@@ -148,7 +164,7 @@ pub(super) struct RawDestination {
     pub concurrency: Option<Spanned<i64>>,
     pub rate_limit: Option<Spanned<String>>,
     pub order_by: Option<Spanned<String>>,
-    pub on_dead: Option<Spanned<String>>,
+    pub on_dead: Option<Spanned<OnDead>>,
 }
 
 /// `retry = { max_attempts = 20, initial = "1s", max_delay = "1h", max_age = "72h" }`.

@@ -886,3 +886,117 @@ fn a_queue_routes_timeout_is_not_held_to_the_sync_claims_lease() {
         errors(&sync)
     );
 }
+
+#[test]
+fn the_log_has_defaults_per_store_and_located_errors() {
+    let memory = check(ROUTE).expect("valid");
+    assert_eq!(memory.log.max_size, 64 << 20);
+    assert_eq!(memory.log.keep, std::time::Duration::from_secs(3 * 86_400));
+    assert_eq!(memory.log.bodies, LogBodies::Verified);
+    assert_eq!(memory.log.max_body, 256 << 10);
+    let disk = check(&format!(
+        "[store]\nbackend = \"disk\"\npath = \"x.db\"\n{ROUTE}"
+    ))
+    .expect("valid");
+    assert_eq!(disk.log.max_size, 1 << 30);
+    let set = check(&format!(
+        "[log]\nkeep = \"2h\"\nmax_size = \"10MiB\"\nbodies = \"none\"\nmax_body = \"1KiB\"\n{ROUTE}"
+    ))
+    .expect("valid");
+    assert_eq!(set.log.keep, std::time::Duration::from_secs(7200));
+    assert_eq!(set.log.max_size, 10 << 20);
+    assert_eq!(set.log.bodies, LogBodies::None);
+    assert_eq!(set.log.max_body, 1024);
+
+    let e = errors(&format!(
+        "[log]\nkeep = \"soon\"\nmax_size = \"lots\"\nbodies = \"all\"\nmax_bodies = 1\n{ROUTE}"
+    ));
+    assert!(
+        e.contains("cfg.toml:2: log.keep: \"soon\" is not a duration"),
+        "{e}"
+    );
+    assert!(e.contains("cfg.toml:3: log.max_size: \"lots\""), "{e}");
+    assert!(
+        e.contains("cfg.toml:4: log.bodies: \"all\": use \"verified\" or \"none\""),
+        "{e}"
+    );
+    assert!(e.contains("cfg.toml:5: log.max_bodies: unknown key"), "{e}");
+    let e = errors(&format!(
+        "[log]\nmax_size = \"1MiB\"\nmax_body = \"512KiB\"\n{ROUTE}"
+    ));
+    assert!(e.contains("cfg.toml:3: log.max_body:"), "{e}");
+}
+
+#[test]
+fn on_error_forward_is_refused_where_a_forward_without_a_claim_cannot_go() {
+    let store = "[store]\nbackend = \"disk\"\npath = \"q.db\"\n";
+    let ordered = errors(&format!(
+        "{store}{ROUTE}delivery = \"queue\"\norder_by = \"json:/data/object/customer\"\non_error = \"forward\"\n"
+    ));
+    assert!(
+        ordered.contains("cfg.toml:13: routes[0].on_error: \"forward\" does not apply to a route with several destinations or order_by"),
+        "{ordered}"
+    );
+    let two = "[[routes.destinations]]\nname = \"a\"\nupstream = \"http://127.0.0.1:3001/\"\n[[routes.destinations]]\nname = \"b\"\nupstream = \"http://127.0.0.1:3002/\"\n";
+    let fanout = errors(&format!(
+        "{}on_error = \"forward\"\n{two}",
+        FANOUT.replace("retry = { max_attempts = 5 }\n", "")
+    ));
+    assert!(
+        fanout.contains("cfg.toml:12: routes[0].on_error: \"forward\" does not apply"),
+        "{fanout}"
+    );
+    // One destination with order_by is ordered too.
+    let one_ordered = errors(&format!(
+        "{FANOUT}on_error = \"forward\"\n[[routes.destinations]]\nname = \"a\"\nupstream = \"http://127.0.0.1:3001/\"\norder_by = \"json:/id\"\n"
+    ));
+    assert!(one_ordered.contains("routes[0].on_error"), "{one_ordered}");
+    // A plain queue route fails open as asked; inherited from [store], the others
+    // reject.
+    let inherited = check(&format!(
+        "{}{two}[[routes]]\nname = \"plain\"\npath = \"/plain\"\nprovider = \"stripe\"\nsecrets = [\"whsec_x\"]\ndelivery = \"queue\"\nupstream = \"http://127.0.0.1:3003/\"\n",
+        FANOUT.replace("backend = \"disk\"\n", "backend = \"disk\"\non_error = \"forward\"\n")
+    ))
+    .expect("store.on_error = \"forward\" with a fan-out route");
+    assert_eq!(inherited.store.on_error, OnError::Forward);
+    assert_eq!(
+        inherited.route("stripe").expect("stripe").on_error,
+        OnError::Reject
+    );
+    assert_eq!(
+        inherited.route("plain").expect("plain").on_error,
+        OnError::Forward
+    );
+    check(&format!(
+        "{store}{ROUTE}delivery = \"queue\"\non_error = \"forward\"\n"
+    ))
+    .expect("a plain queue route may fail open");
+}
+
+#[test]
+fn values_outside_a_choice_name_the_choices() {
+    let e = errors(&format!(
+        "[server]\nlog_format = \"xml\"\n[store]\nbackend = \"postgres\"\n{ROUTE}delivery = \"later\"\non_error = \"maybe\"\n"
+    ));
+    for want in [
+        "cfg.toml:2: server.log_format: \"xml\": use \"pretty\" or \"json\"",
+        "cfg.toml:4: store.backend: \"postgres\": use \"memory\", \"disk\" or \"redis\"",
+        "cfg.toml:12: routes[0].delivery: \"later\": use \"sync\" or \"queue\"",
+        "cfg.toml:13: routes[0].on_error: \"maybe\": use \"reject\" or \"forward\"",
+    ] {
+        assert!(e.contains(want), "expected {want:?} in:\n{e}");
+    }
+    assert_eq!(e.lines().count(), 4, "one line per problem:\n{e}");
+    let dead = errors(&format!(
+        "[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\norder_by = \"json:/id\"\non_dead = \"later\"\n"
+    ));
+    assert!(
+        dead.contains("cfg.toml:12: routes[0].on_dead: \"later\": use \"skip\" or \"block\""),
+        "{dead}"
+    );
+    let number = errors(&format!("{ROUTE}on_error = 3\n"));
+    assert!(
+        number.contains("cfg.toml:8: routes[0].on_error: invalid type, expected a string"),
+        "{number}"
+    );
+}

@@ -109,6 +109,14 @@ pub(super) fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> String 
 /// string "abc", expected a sequence` becomes `invalid type: string, expected a
 /// sequence`. Other messages quote only key names and are kept.
 pub(super) fn redact_unexpected(message: &str) -> String {
+    if let Some(listed) = choices(message) {
+        return listed;
+    }
+    // What the TOML deserializer says of an enum's key written as a number, a boolean
+    // or a list: every choice in this file is a string.
+    if message == "wanted string or table" {
+        return "invalid type, expected a string".to_owned();
+    }
     if !(message.starts_with("invalid type: ") || message.starts_with("invalid value: ")) {
         return message.to_owned();
     }
@@ -125,6 +133,28 @@ pub(super) fn redact_unexpected(message: &str) -> String {
         Some(e) => format!("{kind}, expected {e}"),
         None => kind.to_owned(),
     }
+}
+
+/// A value outside an enum's set, in this file's words: serde's "unknown variant
+/// `later`, expected `sync` or `queue`" (or "expected one of `a`, `b`, `c`") becomes
+/// `"later": use "sync" or "queue"` (`use "a", "b" or "c"`). `None` for any other
+/// message.
+pub(super) fn choices(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown variant `")?;
+    let (value, expected) = rest.rsplit_once("`, expected ")?;
+    let expected = expected.strip_prefix("one of ").unwrap_or(expected);
+    let names: Vec<String> = expected
+        .split(['`', ','])
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && *n != "or")
+        .map(|n| format!("{n:?}"))
+        .collect();
+    let listed = match names.split_last() {
+        None => return None,
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    };
+    Some(format!("{value:?}: use {listed}"))
 }
 
 /// The path of the innermost value written at byte `pos`: the key (or array element)

@@ -264,7 +264,7 @@ pub fn markdown_table() -> String {
     s.push_str(
         "\n## What the token presets protect against\n\n\
          `gitlab`, `okta`, `postmark`, `chargebee`, `pipedrive`, `figma`, `mailchimp`,\n\
-         `msgraph` and `monday` are marked *token*: the provider signs nothing, or (monday)\n\
+         `msgraph`, `monday` and `telegram` are marked *token*: the provider signs nothing, or (monday)\n\
          signs a JWT that does not cover the body. hookgate compares the shared value it\n\
          offers (a header, Basic auth, a passcode or clientState in the body, a query token,\n\
          or the JWT) in constant time. That stops anyone who does not know the value. It\n\
@@ -298,7 +298,7 @@ pub fn markdown_table() -> String {
     );
     s.push_str(AWS_SNS);
     s.push_str(
-        "\n## Sources of the presets added or changed in the third round\n\n\
+        "\n## Sources of the presets added or changed in the third and fourth rounds\n\n\
          Each row names where the scheme was read and where its test vectors\n\
          (`tests/vectors/vectors.json`) come from: *official* vectors are the provider's\n\
          own published messages or SDK test data; the others were generated with the\n\
@@ -324,15 +324,18 @@ const LEFT_OUT: &str = "\n## Named for the third round and left out\n\n\
     - Svix-sent, not confirmed from the provider's own material: `beehiiv`, `guesty`,\n\
       `nash`, `psifi`, `safebase`, `sardine`.\n\
     - Own schemes not confirmed from the provider's documentation or SDK: `adobe_sign`,\n\
-      `checkbook`, `nango`, `orum`, `pandadoc`, `port`, `rutter`, `vapi`, `veriff`, `vgs`,\n\
-      `airship`, `bolt`, `clearbit`, `go1`, `hostedhooks`, `orbit`, `signal_sciences`,\n\
-      `trendmicro_conformity`, `vmware`, `bigcommerce`, `fireblocks`, `fusionauth`,\n\
-      `tiktok_shop`, `courier`, `commercelayer`, `solidgate`, `wix`.\n\
+      `checkbook`, `orum`, `vapi`, `vgs`, `airship`, `go1`, `hostedhooks`, `orbit`,\n\
+      `signal_sciences`, `trendmicro_conformity`, `vmware`, `bigcommerce`, `fireblocks`,\n\
+      `fusionauth`, `tiktok_shop`, `solidgate`, `wix`.\n\
     - Confirmed in part only: `front` (two schemes and a challenge whose reply is not\n\
       documented in full), `linkedin` (the challenge is documented, the event signature's\n\
       exact input is not), `hygraph` (signs a JSON re-serialisation of the body),\n\
       `smartcar` (its SDK signs a re-serialised body; the VERIFY event's shape is not\n\
-      documented in the SDK), `strava` (signs nothing; only a subscription handshake).\n";
+      documented in the SDK), `strava` (signs nothing; only a subscription handshake),\n\
+      `courier` (its page concatenates the timestamp and the body without saying whether a\n\
+      separator stands between them), `veriff` (the header and key are documented, the\n\
+      signature's encoding is not in the pages read), `pandadoc` (the signature travels in\n\
+      the URL query, which the HMAC verifier does not read).\n";
 
 const AWS_SNS: &str = "\n## AWS SNS\n\n\
     SNS signs the message's fields, not the body's bytes: `Message`, `MessageId`,\n\

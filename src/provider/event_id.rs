@@ -6,6 +6,7 @@
 //! newlines, in the order they appear. A retry of the same batch carries the same IDs,
 //! so it gets the same key; `Hookgate-Event-Id` carries that key.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use http::{HeaderMap, HeaderName};
@@ -13,6 +14,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::header_once;
+use super::json_pointer::Pointer;
 
 /// Extractors for providers whose event ID is a list or a composite of fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,7 +181,7 @@ pub enum EventIdSource {
     /// The first of these headers present.
     Header(Vec<HeaderName>),
     /// A JSON pointer into the body (`/data/id`); strings and integers are used.
-    Json(String),
+    Json(Pointer),
     /// The SHA-256 of the raw body: identical bodies are the same event.
     BodySha256,
     /// A provider-specific list or composite (see [`CustomId`]).
@@ -199,7 +201,7 @@ impl EventIdSource {
             if !ptr.is_empty() && !ptr.starts_with('/') {
                 return Err(format!("json pointer {ptr:?} must start with '/'"));
             }
-            return Ok(Self::Json(ptr.to_string()));
+            return Ok(Self::Json(ptr.into()));
         }
         if s == "body-sha256" {
             return Ok(Self::BodySha256);
@@ -226,14 +228,37 @@ impl EventIdSource {
         headers: &HeaderMap,
         body: &[u8],
     ) -> Option<(EventId, Option<HeaderName>)> {
-        let (raw, origin) = match self {
+        self.extract_read(headers, body, None)
+    }
+
+    /// The JSON pointer it reads, if any: a route reads it in the same walk over the
+    /// body as its event type (`provider::BodyFields`).
+    pub fn json_pointer(&self) -> Option<&Pointer> {
+        match self {
+            Self::Json(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// [`extract_with_origin`](Self::extract_with_origin), with the value at
+    /// [`json_pointer`](Self::json_pointer) already read when `read` is `Some`.
+    pub fn extract_read(
+        &self,
+        headers: &HeaderMap,
+        body: &[u8],
+        read: Option<Option<&str>>,
+    ) -> Option<(EventId, Option<HeaderName>)> {
+        let (raw, origin): (Cow<'_, str>, _) = match self {
             Self::Header(names) => names.iter().find_map(|n| {
                 header_once(headers, n)
                     .ok()
-                    .map(|v| (v.to_owned(), Some(n.clone())))
+                    .map(|v| (Cow::Borrowed(v), Some(n.clone())))
             })?,
-            Self::Json(ptr) => (super::hmac_scheme::json_scalar(body, ptr)?, None),
-            Self::BodySha256 => (body_sha256_hex(body), None),
+            Self::Json(ptr) => match read {
+                Some(value) => (Cow::Borrowed(value?), None),
+                None => (Cow::Owned(ptr.read(body)?), None),
+            },
+            Self::BodySha256 => (Cow::Owned(body_sha256_hex(body)), None),
             Self::Custom(c) => {
                 let origin = c.header_used(body);
                 return Some((EventId::from_list(&c.extract(headers, body)?)?, origin));

@@ -3,11 +3,12 @@
 //! The type is read from the verified delivery and shown in its log line, its replay
 //! file and a queued event's record.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use http::{HeaderMap, HeaderName};
 
-use super::json_pointer;
+use super::json_pointer::Pointer;
 use super::presets::EventTypeAt;
 
 /// Longest event type kept; a longer one is cut (it is a label, not a key).
@@ -17,10 +18,10 @@ const MAX_LEN: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventTypeSource {
     Header(HeaderName),
-    Json(String),
+    Json(Pointer),
     /// A header, then `.` and a JSON field when the body has it (GitHub's
     /// `X-GitHub-Event` and `action`: `pull_request.opened`).
-    HeaderAndJson(HeaderName, String),
+    HeaderAndJson(HeaderName, Pointer),
 }
 
 impl EventTypeSource {
@@ -33,7 +34,7 @@ impl EventTypeSource {
         }
         if let Some(pointer) = s.strip_prefix("json:") {
             if pointer.is_empty() || pointer.starts_with('/') {
-                return Ok(Self::Json(pointer.to_owned()));
+                return Ok(Self::Json(pointer.into()));
             }
             return Err(format!(
                 "{pointer:?} is not a JSON pointer (it starts with '/')"
@@ -46,9 +47,9 @@ impl EventTypeSource {
     pub fn of(at: EventTypeAt) -> Self {
         match at {
             EventTypeAt::Header(h) => Self::Header(HeaderName::from_static(h)),
-            EventTypeAt::Json(p) => Self::Json(p.to_owned()),
+            EventTypeAt::Json(p) => Self::Json(p.into()),
             EventTypeAt::HeaderAndJson(h, p) => {
-                Self::HeaderAndJson(HeaderName::from_static(h), p.to_owned())
+                Self::HeaderAndJson(HeaderName::from_static(h), p.into())
             }
         }
     }
@@ -58,9 +59,9 @@ impl EventTypeSource {
         self.extract_read(headers, body, None)
     }
 
-    /// The JSON pointer it reads, if any: the handler reads it in the same pass over
-    /// the body as the event ID (`json_pointer::also_read`).
-    pub fn json_pointer(&self) -> Option<&str> {
+    /// The JSON pointer it reads, if any: a route reads it in the same walk over the
+    /// body as its event ID (`provider::BodyFields`).
+    pub fn json_pointer(&self) -> Option<&Pointer> {
         match self {
             Self::Json(p) | Self::HeaderAndJson(_, p) => Some(p),
             Self::Header(_) => None,
@@ -73,7 +74,7 @@ impl EventTypeSource {
         &self,
         headers: &HeaderMap,
         body: &[u8],
-        read: Option<Option<String>>,
+        read: Option<Option<&str>>,
     ) -> Option<String> {
         let raw = self.raw_read(headers, body, read)?;
         let clean: String = raw
@@ -87,32 +88,36 @@ impl EventTypeSource {
     /// The value as the delivery has it, not cleaned or cut (an `order_by` key: two
     /// keys must stay two keys).
     pub fn raw(&self, headers: &HeaderMap, body: &[u8]) -> Option<String> {
-        self.raw_read(headers, body, None)
+        self.raw_read(headers, body, None).map(Cow::into_owned)
     }
 
-    fn raw_read(
+    /// [`raw`](Self::raw), with the value at [`json_pointer`](Self::json_pointer)
+    /// already read when `read` is `Some`; borrowed where it can be.
+    pub fn raw_read<'a>(
         &self,
-        headers: &HeaderMap,
+        headers: &'a HeaderMap,
         body: &[u8],
-        read: Option<Option<String>>,
-    ) -> Option<String> {
-        let json = |p: &str| read.unwrap_or_else(|| json_pointer::scalar(body, p));
+        read: Option<Option<&'a str>>,
+    ) -> Option<Cow<'a, str>> {
+        let json = |p: &Pointer| match read {
+            Some(value) => value.map(Cow::Borrowed),
+            None => p.read(body).map(Cow::Owned),
+        };
         let header = |h: &HeaderName| {
             headers
                 .get(h)
                 .and_then(|v| v.to_str().ok())
                 .map(str::trim)
                 .filter(|v| !v.is_empty())
-                .map(str::to_owned)
         };
         let raw = match self {
-            Self::Header(h) => header(h)?,
+            Self::Header(h) => Cow::Borrowed(header(h)?),
             Self::Json(p) => json(p)?,
             Self::HeaderAndJson(h, p) => {
                 let first = header(h)?;
                 match json(p) {
-                    Some(second) if !second.is_empty() => format!("{first}.{second}"),
-                    _ => first,
+                    Some(second) if !second.is_empty() => Cow::Owned(format!("{first}.{second}")),
+                    _ => Cow::Borrowed(first),
                 }
             }
         };

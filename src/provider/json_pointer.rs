@@ -1,120 +1,126 @@
-//! Reading one scalar out of a JSON body by JSON pointer without building the whole
-//! document: the parser walks the body once, skips everything off the path with
-//! `IgnoredAny`, and allocates only the value it returns. (A full `serde_json::Value`
+//! Reading scalars out of a JSON body by JSON pointer without building the whole
+//! document: the parser walks the body once, skips everything off the paths with
+//! `IgnoredAny`, and allocates only the values it returns. (A full `serde_json::Value`
 //! costs an allocation per key and value, on every delivery.)
+//!
+//! A route's pointers are parsed once, when the config is loaded ([`Pointer`]), and
+//! everything a delivery needs from its body is read in one walk ([`Pointers::read`]):
+//! the walk is the largest part of a delivery's own work after the signature
+//! (docs/performance.md).
 
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+/// A JSON pointer (RFC 6901), split into its unescaped reference tokens once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pointer {
+    text: String,
+    /// `None`: the text is not a pointer (it does not start with `/`), and finds
+    /// nothing.
+    tokens: Option<Vec<String>>,
+}
+
+impl Pointer {
+    /// Parses a pointer; a string that is not one finds nothing.
+    pub fn new(text: &str) -> Self {
+        let tokens = if text.is_empty() {
+            Some(Vec::new())
+        } else {
+            text.strip_prefix('/').map(|rest| {
+                rest.split('/')
+                    .map(|t| t.replace("~1", "/").replace("~0", "~"))
+                    .collect()
+            })
+        };
+        Self {
+            text: text.to_owned(),
+            tokens,
+        }
+    }
+
+    /// The pointer as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The string or integer it points at in `body`, as text (one walk; see [`scalar`]).
+    pub fn read(&self, body: &[u8]) -> Option<String> {
+        walk(body, std::slice::from_ref(self)).pop().flatten()
+    }
+}
+
+impl From<&str> for Pointer {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
+impl From<String> for Pointer {
+    fn from(text: String) -> Self {
+        Self::new(&text)
+    }
+}
+
+impl fmt::Display for Pointer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Pointers read together, in one walk over a body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pointers(Vec<Pointer>);
+
+impl Pointers {
+    /// Adds a pointer and returns its place in what [`read`](Self::read) returns; a
+    /// pointer already in the set keeps its place (it is read once).
+    pub fn add(&mut self, pointer: &Pointer) -> usize {
+        if let Some(i) = self.0.iter().position(|p| p.text == pointer.text) {
+            return i;
+        }
+        self.0.push(pointer.clone());
+        self.0.len() - 1
+    }
+
+    /// Whether there is nothing to read.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The scalar at each pointer, in the order they were added, in one walk over the
+    /// body (each as [`scalar`] would read it alone). Without pointers the body is not
+    /// walked and nothing is allocated.
+    pub fn read(&self, body: &[u8]) -> Vec<Option<String>> {
+        if self.0.is_empty() {
+            return Vec::new();
+        }
+        walk(body, &self.0)
+    }
+}
+
 /// The string or integer at `pointer` (RFC 6901), as text; `None` if the body is not
 /// JSON, the path does not exist, or the value is not a string or an integer.
-///
-/// Inside [`also_read`] on the same body, the first call also reads the pointers it
-/// asks for, in the same pass.
 pub fn scalar(body: &[u8], pointer: &str) -> Option<String> {
-    let also = ALSO.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        match slot.as_mut() {
-            Some(a) if a.found.is_none() && a.is(body) => Some(a.pointers.clone()),
-            _ => None,
-        }
-    });
-    let Some(also) = also else {
-        return scalars(body, &[pointer]).pop().flatten();
-    };
-    let mut wanted: Vec<&str> = Vec::with_capacity(1 + also.len());
-    wanted.push(pointer);
-    wanted.extend(also.iter().map(String::as_str));
-    let mut found = scalars(body, &wanted);
-    let extras = found.split_off(1);
-    ALSO.with(|cell| {
-        if let Some(a) = cell.borrow_mut().as_mut() {
-            a.found = Some(extras);
-        }
-    });
-    found.pop().flatten()
-}
-
-/// Runs `f` (verification, which reads the event ID), and returns with its result the
-/// scalars at `pointers` of `body` if they were read in the same pass over the body as
-/// the first [`scalar`] `f` read from it; `None` if `f` read nothing from that body (a
-/// refused delivery is not walked for them). A delivery's event type is read this way,
-/// so a JSON body is walked once, not twice (the walk is the largest part of a
-/// delivery's own work after the signature; docs/performance.md).
-pub fn also_read<T>(
-    body: &[u8],
-    pointers: &[&str],
-    f: impl FnOnce() -> T,
-) -> (T, Option<Vec<Option<String>>>) {
-    if pointers.is_empty() {
-        return (f(), None);
-    }
-    ALSO.with(|cell| {
-        *cell.borrow_mut() = Some(Also {
-            at: body.as_ptr() as usize,
-            len: body.len(),
-            pointers: pointers.iter().map(|p| (*p).to_owned()).collect(),
-            found: None,
-        });
-    });
-    // Cleared even if `f` panics, so a later body at the same address never reads it.
-    struct Clear;
-    impl Drop for Clear {
-        fn drop(&mut self) {
-            ALSO.with(|cell| *cell.borrow_mut() = None);
-        }
-    }
-    let clear = Clear;
-    let out = f();
-    let found = ALSO.with(|cell| cell.borrow_mut().take().and_then(|a| a.found));
-    drop(clear);
-    (out, found)
-}
-
-/// Pointers to read with the next walk over one body (see [`also_read`]).
-struct Also {
-    /// The body's address and length: the walk must be over these very bytes.
-    at: usize,
-    len: usize,
-    pointers: Vec<String>,
-    found: Option<Vec<Option<String>>>,
-}
-
-impl Also {
-    fn is(&self, body: &[u8]) -> bool {
-        self.at == body.as_ptr() as usize && self.len == body.len()
-    }
-}
-
-thread_local! {
-    static ALSO: std::cell::RefCell<Option<Also>> = const { std::cell::RefCell::new(None) };
+    Pointer::new(pointer).read(body)
 }
 
 /// The scalars at several pointers, in one pass over the body: each as [`scalar`]
 /// would read it alone (the last of repeated keys wins; `None` for all when the body
 /// is not JSON).
 pub fn scalars(body: &[u8], pointers: &[&str]) -> Vec<Option<String>> {
+    let pointers: Vec<Pointer> = pointers.iter().map(|p| Pointer::new(p)).collect();
+    walk(body, &pointers)
+}
+
+/// One walk over `body` reading every pointer of `pointers`.
+fn walk(body: &[u8], pointers: &[Pointer]) -> Vec<Option<String>> {
     let none = || vec![None; pointers.len()];
     // A string that is not a pointer finds nothing; the others are still read.
-    let tokens: Vec<Option<Vec<String>>> = pointers
-        .iter()
-        .map(|p| {
-            if p.is_empty() {
-                return Some(Vec::new());
-            }
-            Some(
-                p.strip_prefix('/')?
-                    .split('/')
-                    .map(|t| t.replace("~1", "/").replace("~0", "~"))
-                    .collect(),
-            )
-        })
-        .collect();
-    let paths: Vec<(usize, &[String])> = tokens
+    let paths: Vec<(usize, &[String])> = pointers
         .iter()
         .enumerate()
-        .filter_map(|(i, t)| t.as_deref().map(|t| (i, t)))
+        .filter_map(|(i, p)| p.tokens.as_deref().map(|t| (i, t)))
         .collect();
     let out = std::cell::RefCell::new(none());
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -360,20 +366,28 @@ mod tests {
     }
 
     #[test]
-    fn also_read_takes_the_same_pass_or_one_of_its_own() {
-        let body = br#"{"id":"evt_1","type":"invoice.paid"}"#;
-        // The walk `f` makes reads the type too.
-        let (id, also) = super::also_read(body, &["/type"], || scalar(body, "/id"));
-        assert_eq!(id.as_deref(), Some("evt_1"));
-        assert_eq!(also, Some(vec![Some("invoice.paid".to_owned())]));
-        // `f` reads another body (or none): nothing is read from this one.
-        let other = br#"{"id":"evt_2","type":"other"}"#.to_vec();
-        let (id, also) = super::also_read(body, &["/type"], || scalar(&other, "/id"));
-        assert_eq!(id.as_deref(), Some("evt_2"));
-        assert_eq!(also, None);
-        // Nothing is left behind for a later walk.
-        let (_, none) = super::also_read(body, &[], || ());
-        assert!(none.is_none());
-        assert_eq!(scalar(body, "/id").as_deref(), Some("evt_1"));
+    fn a_set_of_pointers_is_read_in_one_walk_each_once() {
+        let body = br#"{"id":"evt_1","type":"invoice.paid","data":{"k":"v"}}"#;
+        let mut set = super::Pointers::default();
+        assert!(set.is_empty());
+        assert_eq!(set.read(body), Vec::<Option<String>>::new());
+        let id = set.add(&"/id".into());
+        let ty = set.add(&"/type".into());
+        assert_eq!(
+            set.add(&"/id".into()),
+            id,
+            "a pointer already added keeps its place"
+        );
+        let k = set.add(&super::Pointer::new("/data/k"));
+        let read = set.read(body);
+        assert_eq!(read.len(), 3);
+        assert_eq!(read[id].as_deref(), Some("evt_1"));
+        assert_eq!(read[ty].as_deref(), Some("invoice.paid"));
+        assert_eq!(read[k].as_deref(), Some("v"));
+        assert_eq!(set.read(b"not json"), [None, None, None]);
+        let p = super::Pointer::new("/a~1b");
+        assert_eq!(p.to_string(), "/a~1b");
+        assert_eq!(p.read(br#"{"a/b":7}"#).as_deref(), Some("7"));
+        assert_eq!(super::Pointer::new("nope").read(br#"{"nope":1}"#), None);
     }
 }

@@ -550,6 +550,83 @@ pub enum Rejection {
     NoEventId,
 }
 
+/// What a route reads from a delivery's JSON body besides its signature: the event ID,
+/// the event type and each destination's `order_by` key, where they are JSON fields.
+/// Built when the config is loaded (the pointers are parsed then), and read in one walk
+/// over the body once the signature has passed ([`accept_reading`]), so a body is
+/// walked once however many fields the route takes from it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BodyFields {
+    pointers: json_pointer::Pointers,
+    event_id: Option<usize>,
+    event_type: Option<usize>,
+    /// Per destination, in the route's order: where its `order_by` key's JSON part is.
+    order_by: Vec<Option<usize>>,
+}
+
+/// The values one walk over a body found for a route's [`BodyFields`] (none when the
+/// route reads nothing from bodies, or the body was not walked).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BodyValues(Vec<Option<String>>);
+
+impl BodyFields {
+    /// The fields of a route with this event ID, event type and destinations'
+    /// `order_by` (in the route's order of destinations).
+    pub fn new<'a>(
+        event_id: &EventIdSource,
+        event_type: Option<&EventTypeSource>,
+        order_by: impl IntoIterator<Item = Option<&'a EventTypeSource>>,
+    ) -> Self {
+        let mut pointers = json_pointer::Pointers::default();
+        let event_id = event_id.json_pointer().map(|p| pointers.add(p));
+        let event_type = event_type
+            .and_then(EventTypeSource::json_pointer)
+            .map(|p| pointers.add(p));
+        let order_by = order_by
+            .into_iter()
+            .map(|o| {
+                o.and_then(EventTypeSource::json_pointer)
+                    .map(|p| pointers.add(p))
+            })
+            .collect();
+        Self {
+            pointers,
+            event_id,
+            event_type,
+            order_by,
+        }
+    }
+
+    /// Reads every field in one walk over `body`; without fields, nothing is walked or
+    /// allocated.
+    pub fn read(&self, body: &[u8]) -> BodyValues {
+        BodyValues(self.pointers.read(body))
+    }
+
+    /// The event ID's JSON field as `values` has it; `None` when it was not read there
+    /// (the ID is not a JSON field, or the body was not walked).
+    pub fn event_id<'v>(&self, values: &'v BodyValues) -> Option<Option<&'v str>> {
+        values.at(self.event_id)
+    }
+
+    /// The event type's JSON field as `values` has it (see [`event_id`](Self::event_id)).
+    pub fn event_type<'v>(&self, values: &'v BodyValues) -> Option<Option<&'v str>> {
+        values.at(self.event_type)
+    }
+
+    /// The JSON field of the `order_by` key of the route's destination at `index`, as
+    /// `values` has it (see [`event_id`](Self::event_id)).
+    pub fn order_by<'v>(&self, index: usize, values: &'v BodyValues) -> Option<Option<&'v str>> {
+        values.at(self.order_by.get(index).copied().flatten())
+    }
+}
+
+impl BodyValues {
+    fn at(&self, index: Option<usize>) -> Option<Option<&str>> {
+        index.and_then(|i| self.0.get(i)).map(Option::as_deref)
+    }
+}
+
 /// Verifies a request and takes its event ID.
 pub fn accept(
     verifier: &Verifier,
@@ -557,12 +634,28 @@ pub fn accept(
     req: &Inbound<'_>,
     now: u64,
 ) -> Result<Accepted, Rejection> {
+    accept_reading(verifier, id_source, &BodyFields::default(), req, now).map(|(a, _)| a)
+}
+
+/// [`accept`] for a route whose [`BodyFields`] are `fields`: once the signature has
+/// passed, they are read in one walk over the body (a refused delivery is never
+/// walked), the event ID among them, and returned with the delivery.
+pub fn accept_reading(
+    verifier: &Verifier,
+    id_source: &EventIdSource,
+    fields: &BodyFields,
+    req: &Inbound<'_>,
+    now: u64,
+) -> Result<(Accepted, BodyValues), Rejection> {
     let secret_index = match verifier.verify(req, now)? {
         Verdict::Authentic { secret_index } => secret_index,
-        Verdict::Handshake(reply) => return Ok(Accepted::Handshake(reply)),
+        Verdict::Handshake(reply) => {
+            return Ok((Accepted::Handshake(reply), BodyValues::default()));
+        }
     };
+    let values = fields.read(req.body);
     let (event_id, origin) = id_source
-        .extract_with_origin(req.headers, req.body)
+        .extract_read(req.headers, req.body, fields.event_id(&values))
         .ok_or(Rejection::NoEventId)?;
     // An ID from a header the signature does not cover is the sender's choice: the
     // delivery is deduplicated on the signed bytes instead, so the same signed body
@@ -576,13 +669,14 @@ pub fn accept(
         _ => (event_id, None),
     };
     let fingerprint = Fingerprint::of(req.body);
-    Ok(Accepted::Delivery(VerifiedDelivery {
+    let delivery = VerifiedDelivery {
         event_id,
         unsigned_id,
         transmission_id: verifier.transmission_id(req),
         fingerprint,
         secret_index,
-    }))
+    };
+    Ok((Accepted::Delivery(delivery), values))
 }
 
 #[cfg(test)]
@@ -633,6 +727,54 @@ mod tests {
         assert!(Template::parse("{bdy}").is_err());
         assert!(Template::parse("{timestamp}").is_err());
         assert!(Template::parse("{body").is_err());
+    }
+
+    #[test]
+    fn body_fields_read_the_id_the_type_and_order_keys_in_one_walk() {
+        let id = EventIdSource::parse("json:/id").expect("id");
+        let ty = EventTypeSource::parse("json:/type").expect("type");
+        let customer = EventTypeSource::parse("json:/data/customer").expect("order_by");
+        let tenant = EventTypeSource::parse("header:x-tenant").expect("order_by");
+        let by_id = EventTypeSource::parse("json:/id").expect("order_by");
+        let fields = BodyFields::new(
+            &id,
+            Some(&ty),
+            [None, Some(&customer), Some(&tenant), Some(&by_id)],
+        );
+        assert_eq!(fields.pointers.read(b"{}").len(), 3, "each pointer once");
+        let body = br#"{"id":"evt_1","type":"invoice.paid","data":{"customer":"cus_9"}}"#;
+        let values = fields.read(body);
+        assert_eq!(fields.event_id(&values), Some(Some("evt_1")));
+        assert_eq!(fields.event_type(&values), Some(Some("invoice.paid")));
+        assert_eq!(fields.order_by(0, &values), None, "no order_by");
+        assert_eq!(fields.order_by(1, &values), Some(Some("cus_9")));
+        assert_eq!(
+            fields.order_by(2, &values),
+            None,
+            "a header is not read here"
+        );
+        assert_eq!(fields.order_by(3, &values), Some(Some("evt_1")));
+        assert_eq!(fields.order_by(4, &values), None);
+        // A field the body lacks was read, and is absent.
+        let values = fields.read(br#"{"id":"evt_2"}"#);
+        assert_eq!(fields.event_type(&values), Some(None));
+        // Values never read leave the reader to read for itself.
+        assert_eq!(fields.event_id(&BodyValues::default()), None);
+        // A route that reads nothing from bodies never walks them.
+        let none = BodyFields::new(&EventIdSource::BodySha256, None, [None]);
+        assert!(none.pointers.is_empty());
+        assert_eq!(none.read(body), BodyValues::default());
+        // The values agree with each source read on its own.
+        let h = HeaderMap::new();
+        let values = fields.read(body);
+        assert_eq!(
+            id.extract_read(&h, body, fields.event_id(&values)),
+            id.extract_with_origin(&h, body)
+        );
+        assert_eq!(
+            ty.extract_read(&h, body, fields.event_type(&values)),
+            ty.extract(&h, body)
+        );
     }
 
     #[test]

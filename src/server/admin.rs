@@ -15,7 +15,9 @@
 //!   `POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true` — the queue of a
 //!   `delivery = "queue"` route (`hookgate events` calls them);
 //! - `DELETE /handshakes/<route>` — forgets it, so the next set-up request may hand
-//!   over a new one (refused with 409 until then).
+//!   over a new one (refused with 409 until then);
+//! - `GET /deliveries`, `/deliveries/<id>`, `/deliveries/stream`, `/overview` and
+//!   `POST /deliveries/<id>/replay` — the delivery log (`deliveries.rs`);
 //! - `GET /ui/` — the inspector page (`ui.rs`): the delivery log, queues and routes in
 //!   a browser; it asks for the token itself.
 //!
@@ -32,6 +34,7 @@
 //! command line sends `X-Requested-By: hookgate`. Connections are bounded (`ADMIN_CONNECTIONS`)
 //! and closed when silent or idle, as the public listener's are.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,10 +45,10 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
-use super::AppState;
+use super::{AppState, Routing};
+use crate::config::Route;
 use crate::provider::EventId;
-use crate::queue::{QueueStore as _, State, Target};
-use crate::store::{DedupKey, DedupStore};
+use crate::store::{DedupKey, DedupStore, QueueStore as _, State, StoreError, Target};
 
 use super::respond::{Resp, admin as json};
 
@@ -143,214 +146,56 @@ fn host_is_ours(host: &str, names: &[String]) -> bool {
             || names.iter().any(|n| n == name))
 }
 
-/// The answer to a request the guard refuses (another site, no token), if it does.
-fn guard(state: &AppState, req: &Request<Incoming>) -> Option<Resp> {
-    if let Some((status, why)) = browser_refusal(state, req) {
-        return Some(json(status, serde_json::json!({ "status": why })));
-    }
-    let path = req.uri().path();
-    let probe = req.method() == Method::GET && matches!(path, "/healthz" | "/readyz");
-    // The inspector page's assets hold nothing secret and must load to ask for the
-    // token: they come after the guard above but need no token.
-    let page = super::ui::is_page(path);
-    if !probe && !page && !authorized(state, req) {
-        let mut r = json(
-            StatusCode::UNAUTHORIZED,
-            serde_json::json!({ "status": "an admin token is required (Authorization: Bearer …)" }),
-        );
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        return Some(r);
-    }
-    None
+/// One admin request, parsed once: which endpoint, its arguments and its query, each
+/// percent-decoded here and nowhere else.
+#[derive(Debug, PartialEq, Eq)]
+struct AdminRequest {
+    method: Method,
+    /// The path's first segment, as sent: `healthz`, `events`, `keys`, …
+    endpoint: String,
+    /// The path's later segments, each percent-decoded: a route, then an event ID or
+    /// an action. `/events/a%2Fb/x` has two (`a/b` and `x`); `/events/a/` has `a` and
+    /// an empty one.
+    args: Vec<String>,
+    /// The query's parameters, decoded (the last of a repeated name wins).
+    query: HashMap<String, String>,
 }
 
-async fn handle(state: Arc<AppState>, req: Request<Incoming>) -> Resp {
-    if let Some(refused) = guard(&state, &req) {
-        return refused;
+impl AdminRequest {
+    fn parse(method: &Method, uri: &http::Uri) -> Self {
+        let path = uri.path();
+        let path = path.strip_prefix('/').unwrap_or(path);
+        let (endpoint, args) = match path.split_once('/') {
+            Some((endpoint, rest)) => (endpoint, rest.split('/').map(decode).collect()),
+            None => (path, Vec::new()),
+        };
+        let query = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+            .into_owned()
+            .collect();
+        Self {
+            method: method.clone(),
+            endpoint: endpoint.to_owned(),
+            args,
+            query,
+        }
     }
-    let path = req.uri().path().to_owned();
-    match (req.method(), path.as_str()) {
-        (_, p) if super::deliveries::serves(p) => super::deliveries::handle(&state, req).await,
-        (method, p) if super::ui::is_page(p) => super::ui::serve(method, p),
-        (&Method::GET, "/healthz") => json(StatusCode::OK, serde_json::json!({ "status": "ok" })),
-        (&Method::GET, "/readyz") => {
-            let ping = tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await;
-            match ping {
-                Ok(Ok(())) => {
-                    // The eviction policy, read again: Redis's config may change at
-                    // runtime. A failed read keeps what was known.
-                    if let Err(e) = state.check_eviction().await {
-                        tracing::warn!(error = %e, "readiness: the Redis maxmemory-policy could not be read");
-                    }
-                    let routing = state.routing();
-                    match (state.eviction_refusal(&routing), state.evicting_policy()) {
-                        (Some(_), policy) => json(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            serde_json::json!({
-                                "status": "the store may evict keys: queue routes are refused",
-                                "maxmemory_policy": policy,
-                                "fix": "set maxmemory-policy noeviction, or store.allow_eviction = true",
-                            }),
-                        ),
-                        (None, Some(policy)) => json(
-                            StatusCode::OK,
-                            serde_json::json!({
-                                "status": "ready",
-                                "store": state.store().kind(),
-                                "maxmemory_policy": policy,
-                                "warning": super::eviction::cost(&policy),
-                            }),
-                        ),
-                        (None, None) => json(
-                            StatusCode::OK,
-                            serde_json::json!({ "status": "ready", "store": state.store().kind() }),
-                        ),
-                    }
-                }
-                // The store's own error text goes to the log, not into an answer.
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "readiness: the store did not answer its ping");
-                    json(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        serde_json::json!({ "status": "store unavailable" }),
-                    )
-                }
-                Err(_) => {
-                    tracing::warn!("readiness: the store's ping timed out");
-                    json(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        serde_json::json!({ "status": "store unavailable" }),
-                    )
-                }
-            }
-        }
-        (&Method::GET, "/metrics") => {
-            super::worker::gauges(&state).await;
-            let mut r = Response::new(Full::new(Bytes::from(state.metrics.render())));
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-            );
-            r
-        }
-        (&Method::GET, p) if p.starts_with("/handshakes/") => {
-            let route = &p["/handshakes/".len()..];
-            let handed = state
-                .handed_secrets
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(route)
-                .cloned();
-            match handed {
-                Some(h) => json(
-                    StatusCode::OK,
-                    serde_json::json!({
-                        "route": route,
-                        "secret": String::from_utf8_lossy(h.secret.expose()),
-                        "received_at": h.received_at,
-                    }),
-                ),
-                None => json(
-                    StatusCode::NOT_FOUND,
-                    serde_json::json!({ "status": "no secret handed over on this route" }),
-                ),
-            }
-        }
-        (&Method::DELETE, p) if p.starts_with("/handshakes/") => {
-            let route = percent_encoding::percent_decode_str(&p["/handshakes/".len()..])
-                .decode_utf8_lossy()
-                .into_owned();
-            let cleared = state.clear_handed_secret(&route);
-            tracing::info!(
-                route,
-                cleared,
-                "handed-over secret cleared on request: the next set-up request may hand over a new one"
-            );
-            json(
-                StatusCode::OK,
-                serde_json::json!({ "route": route, "cleared": cleared }),
-            )
-        }
-        (&Method::POST, "/reload") => match state.reload().await {
-            Ok(n) => json(
-                StatusCode::OK,
-                serde_json::json!({ "status": "reloaded", "routes": n }),
-            ),
-            Err(e) => json(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({ "status": "refused", "errors": e.0 }),
-            ),
-        },
-        (method, p) if p.starts_with("/events/") => {
-            let query = req.uri().query().unwrap_or_default().to_owned();
-            events(&state, method, &p["/events/".len()..], &query).await
-        }
-        (&Method::DELETE, p) if p.starts_with("/keys/") => {
-            let rest = &p["/keys/".len()..];
-            let Some((route, raw_id)) = rest.split_once('/') else {
-                return json(
-                    StatusCode::BAD_REQUEST,
-                    serde_json::json!({ "error": "use DELETE /keys/<route>/<event id>" }),
-                );
-            };
-            let route = percent_encoding::percent_decode_str(route)
-                .decode_utf8_lossy()
-                .into_owned();
-            let raw_id = percent_encoding::percent_decode_str(raw_id)
-                .decode_utf8_lossy()
-                .into_owned();
-            let routing = state.routing();
-            if !routing.routes.values().any(|r| r.name == route) || raw_id.is_empty() {
-                return json(
-                    StatusCode::NOT_FOUND,
-                    serde_json::json!({ "error": "no such route" }),
-                );
-            }
-            let id = EventId::new(&raw_id);
-            let key = DedupKey::new(&routing.store_cfg.key_prefix, &route, id.as_str());
-            let queue_route = routing
-                .routes
-                .values()
-                .find(|r| r.name == route && r.delivery == crate::config::Delivery::Queue);
-            let forgotten = if let Some(r) = queue_route {
-                // A queue route: its destinations' delivered records are what answer
-                // copies.
-                let mut any = Ok(false);
-                for d in &r.destinations {
-                    let q = routing.queue(&route, &d.name);
-                    match state.store().forget_delivered(&q, id.as_str()).await {
-                        Ok(f) => any = any.map(|a| a || f),
-                        Err(e) => any = Err(e),
-                    }
-                }
-                any
-            } else {
-                state.store().forget(&key).await
-            };
-            match forgotten {
-                Ok(existed) => {
-                    tracing::info!(route, event_id = %id, existed, "key forgotten on request: the next delivery of this event is forwarded");
-                    json(
-                        StatusCode::OK,
-                        serde_json::json!({ "route": route, "event_id": id.as_str(), "forgotten": existed }),
-                    )
-                }
-                Err(e) => {
-                    tracing::warn!(route, event_id = %id, error = %e, "forgetting a key failed: the store did not answer");
-                    json(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        serde_json::json!({ "error": "dedup store unavailable, retry later" }),
-                    )
-                }
-            }
-        }
-        _ => json(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({ "error": "not found" }),
-        ),
+
+    /// Everything after the endpoint, decoded: `/handshakes/<route>`'s route.
+    fn rest(&self) -> String {
+        self.args.join("/")
+    }
+
+    /// Everything after the route, decoded, if the path goes on past it: the event ID
+    /// of `/keys/<route>/<event id>` and `/events/<route>/<event id>`, or an action.
+    fn after_route(&self) -> Option<String> {
+        (self.args.len() > 1).then(|| self.args[1..].join("/"))
+    }
+
+    /// `/healthz` and `/readyz`, which probes call without a token.
+    fn is_probe(&self) -> bool {
+        self.method == Method::GET
+            && self.args.is_empty()
+            && matches!(self.endpoint.as_str(), "healthz" | "readyz")
     }
 }
 
@@ -360,6 +205,245 @@ fn decode(s: &str) -> String {
         .into_owned()
 }
 
+/// Every answer the admin listener gives; [`response`] is the table that writes each.
+#[derive(Debug)]
+enum AdminAnswer {
+    /// 200 with the endpoint's JSON body.
+    Ok(serde_json::Value),
+    /// 200 with the metrics in Prometheus text format.
+    Metrics(String),
+    /// 400: the request names nothing the endpoint can act on.
+    BadRequest(serde_json::Value),
+    /// 401 with `WWW-Authenticate: Bearer`: the admin token is missing or wrong.
+    Unauthorized,
+    /// 421 or 403: a request a web page may have sent through an operator's browser.
+    Refused(StatusCode, String),
+    /// 404: no such endpoint, route or event.
+    NotFound(serde_json::Value),
+    /// 503: not ready, or the store did not answer (its error text is in the log).
+    Unavailable(serde_json::Value),
+}
+
+/// `{"error": why}`, the body of most refusals.
+fn error(why: impl Into<String>) -> serde_json::Value {
+    serde_json::json!({ "error": why.into() })
+}
+
+fn response(answer: AdminAnswer) -> Resp {
+    match answer {
+        AdminAnswer::Ok(body) => json(StatusCode::OK, body),
+        AdminAnswer::Metrics(text) => {
+            let mut r = Response::new(Full::new(Bytes::from(text)));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        AdminAnswer::BadRequest(body) => json(StatusCode::BAD_REQUEST, body),
+        AdminAnswer::Unauthorized => {
+            let mut r = json(
+                StatusCode::UNAUTHORIZED,
+                serde_json::json!({ "status": "an admin token is required (Authorization: Bearer …)" }),
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            r
+        }
+        AdminAnswer::Refused(status, why) => json(status, serde_json::json!({ "status": why })),
+        AdminAnswer::NotFound(body) => json(StatusCode::NOT_FOUND, body),
+        AdminAnswer::Unavailable(body) => json(StatusCode::SERVICE_UNAVAILABLE, body),
+    }
+}
+
+/// The one guard ahead of every endpoint: a request a web page may have sent is
+/// refused, then one without the admin token (but the probes').
+fn guard(state: &AppState, http: &Request<Incoming>, req: &AdminRequest) -> Option<AdminAnswer> {
+    if let Some((status, why)) = browser_refusal(state, http) {
+        return Some(AdminAnswer::Refused(status, why));
+    }
+    // The inspector page's assets hold nothing secret and must load to ask for the
+    // token: past the check above, they need none (`handle` answers every such path
+    // from the page, and nothing else).
+    let page = super::ui::is_page(http.uri().path());
+    (!req.is_probe() && !page && !authorized(state, http)).then_some(AdminAnswer::Unauthorized)
+}
+
+async fn handle(state: Arc<AppState>, http: Request<Incoming>) -> Resp {
+    let req = AdminRequest::parse(http.method(), http.uri());
+    if let Some(refused) = guard(&state, &http, &req) {
+        return response(refused);
+    }
+    // The inspector page (`ui.rs`).
+    if super::ui::is_page(http.uri().path()) {
+        return super::ui::serve(http.method(), http.uri().path());
+    }
+    // The delivery log's endpoints (`deliveries.rs`).
+    if super::deliveries::serves(http.uri().path()) {
+        return super::deliveries::handle(&state, http).await;
+    }
+    response(dispatch(&state, &req).await)
+}
+
+/// Which endpoint answers: one line each.
+async fn dispatch(state: &AppState, req: &AdminRequest) -> AdminAnswer {
+    let bare = req.args.is_empty();
+    match (&req.method, req.endpoint.as_str()) {
+        (&Method::GET, "healthz") if bare => AdminAnswer::Ok(serde_json::json!({ "status": "ok" })),
+        (&Method::GET, "readyz") if bare => readyz(state).await,
+        (&Method::GET, "metrics") if bare => metrics(state).await,
+        (&Method::POST, "reload") if bare => reload(state).await,
+        (&Method::GET, "handshakes") if !bare => handed_secret(state, &req.rest()),
+        (&Method::DELETE, "handshakes") if !bare => clear_handed_secret(state, &req.rest()),
+        (&Method::DELETE, "keys") if !bare => forget(state, req).await,
+        (_, "events") if !bare => events(state, req).await,
+        _ => AdminAnswer::NotFound(error("not found")),
+    }
+}
+
+/// `GET /readyz`: the store answers a PING, and evicts nothing queue routes need.
+async fn readyz(state: &AppState) -> AdminAnswer {
+    let ping = tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await;
+    match ping {
+        Ok(Ok(())) => {}
+        // The store's own error text goes to the log, not into an answer.
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: the store did not answer its ping");
+            return AdminAnswer::Unavailable(serde_json::json!({ "status": "store unavailable" }));
+        }
+        Err(_) => {
+            tracing::warn!("readiness: the store's ping timed out");
+            return AdminAnswer::Unavailable(serde_json::json!({ "status": "store unavailable" }));
+        }
+    }
+    // The eviction policy, read again: Redis's config may change at runtime. A failed
+    // read keeps what was known.
+    if let Err(e) = state.check_eviction().await {
+        tracing::warn!(error = %e, "readiness: the Redis maxmemory-policy could not be read");
+    }
+    let routing = state.routing();
+    match (state.eviction_refusal(&routing), state.evicting_policy()) {
+        (Some(_), policy) => AdminAnswer::Unavailable(serde_json::json!({
+            "status": "the store may evict keys: queue routes are refused",
+            "maxmemory_policy": policy,
+            "fix": "set maxmemory-policy noeviction, or store.allow_eviction = true",
+        })),
+        (None, Some(policy)) => AdminAnswer::Ok(serde_json::json!({
+            "status": "ready",
+            "store": state.store().kind(),
+            "maxmemory_policy": policy,
+            "warning": super::eviction::cost(&policy),
+        })),
+        (None, None) => {
+            AdminAnswer::Ok(serde_json::json!({ "status": "ready", "store": state.store().kind() }))
+        }
+    }
+}
+
+/// `GET /metrics`.
+async fn metrics(state: &AppState) -> AdminAnswer {
+    super::worker::gauges(state).await;
+    AdminAnswer::Metrics(state.metrics.render())
+}
+
+/// `POST /reload`: re-reads the config file, as SIGHUP does.
+async fn reload(state: &AppState) -> AdminAnswer {
+    match state.reload().await {
+        Ok(n) => AdminAnswer::Ok(serde_json::json!({ "status": "reloaded", "routes": n })),
+        Err(e) => {
+            AdminAnswer::BadRequest(serde_json::json!({ "status": "refused", "errors": e.0 }))
+        }
+    }
+}
+
+/// `GET /handshakes/<route>`: the secret a provider handed over on the route.
+fn handed_secret(state: &AppState, route: &str) -> AdminAnswer {
+    let handed = state
+        .handed_secrets
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(route)
+        .cloned();
+    match handed {
+        Some(h) => AdminAnswer::Ok(serde_json::json!({
+            "route": route,
+            "secret": String::from_utf8_lossy(h.secret.expose()),
+            "received_at": h.received_at,
+        })),
+        None => AdminAnswer::NotFound(
+            serde_json::json!({ "status": "no secret handed over on this route" }),
+        ),
+    }
+}
+
+/// `DELETE /handshakes/<route>`: the next set-up request may hand over a new secret.
+fn clear_handed_secret(state: &AppState, route: &str) -> AdminAnswer {
+    let cleared = state.clear_handed_secret(route);
+    tracing::info!(
+        route,
+        cleared,
+        "handed-over secret cleared on request: the next set-up request may hand over a new one"
+    );
+    AdminAnswer::Ok(serde_json::json!({ "route": route, "cleared": cleared }))
+}
+
+/// `DELETE /keys/<route>/<event id>`: frees one key for a deliberate redelivery.
+async fn forget(state: &AppState, req: &AdminRequest) -> AdminAnswer {
+    let (route, Some(raw_id)) = (&req.args[0], req.after_route()) else {
+        return AdminAnswer::BadRequest(error("use DELETE /keys/<route>/<event id>"));
+    };
+    let routing = state.routing();
+    if routing.route(route).is_none() || raw_id.is_empty() {
+        return AdminAnswer::NotFound(error("no such route"));
+    }
+    let id = EventId::new(&raw_id);
+    let key = DedupKey::new(&routing.store_cfg.key_prefix, route, id.as_str());
+    let queue_route = routing
+        .route(route)
+        .filter(|r| r.delivery == crate::config::Delivery::Queue);
+    let forgotten = if let Some(r) = queue_route {
+        // A queue route: its destinations' delivered records are what answer copies.
+        let mut any = Ok(false);
+        for d in &r.destinations {
+            let q = routing.queue(route, &d.name);
+            match state.store().forget_delivered(&q, id.as_str()).await {
+                Ok(f) => any = any.map(|a| a || f),
+                Err(e) => any = Err(e),
+            }
+        }
+        any
+    } else {
+        state.store().forget(&key).await
+    };
+    match forgotten {
+        Ok(existed) => {
+            tracing::info!(route, event_id = %id, existed, "key forgotten on request: the next delivery of this event is forwarded");
+            AdminAnswer::Ok(
+                serde_json::json!({ "route": route, "event_id": id.as_str(), "forgotten": existed }),
+            )
+        }
+        Err(e) => {
+            tracing::warn!(route, event_id = %id, error = %e, "forgetting a key failed: the store did not answer");
+            AdminAnswer::Unavailable(error("dedup store unavailable, retry later"))
+        }
+    }
+}
+
+/// The route and destinations a queue endpoint acts on.
+struct Queues<'a> {
+    state: &'a AppState,
+    routing: Arc<Routing>,
+    route: &'a str,
+    config: Arc<Route>,
+    /// Every destination of the route, or the one `destination=NAME` names.
+    destinations: Vec<String>,
+    /// Whether answers name the destination (a route with several, or one named apart
+    /// from the route).
+    named: bool,
+}
+
 /// The queue endpoints (`hookgate events` calls them):
 /// - `GET /events/<route>?state=dead&limit=100` — events, oldest first;
 /// - `GET /events/<route>/<event id>` — one event: attempts, each result, next try;
@@ -367,184 +451,200 @@ fn decode(s: &str) -> String {
 /// - `POST /events/<route>/purge?event_id=ID` or `?all_dead=true` — delete.
 ///
 /// Each acts on every destination of the route, or on one with `destination=NAME`.
-async fn events(state: &AppState, method: &Method, rest: &str, query: &str) -> Resp {
-    let params: std::collections::HashMap<String, String> =
-        form_urlencoded::parse(query.as_bytes())
-            .into_owned()
-            .collect();
-    let (route, tail) = match rest.split_once('/') {
-        Some((r, t)) => (decode(r), Some(t)),
-        None => (decode(rest), None),
+async fn events(state: &AppState, req: &AdminRequest) -> AdminAnswer {
+    let queues = match Queues::of(state, req) {
+        Ok(q) => q,
+        Err(refused) => return refused,
     };
-    let routing = state.routing();
-    // Any configured route: one a reload switched back to sync may still hold events.
-    let Some(config) = routing
-        .routes
-        .values()
-        .find(|r| r.name == route)
-        .filter(|_| !matches!(state.store(), crate::store::Store::Memory(_)))
-    else {
-        return json(
-            StatusCode::NOT_FOUND,
-            serde_json::json!({ "error": format!("no queue route named {route:?} (delivery = \"queue\" on a disk or Redis store)") }),
-        );
-    };
-    let named = !(config.destinations.len() == 1 && config.primary().name == route);
-    let destinations: Vec<String> = match params.get("destination") {
-        None => config.destinations.iter().map(|d| d.name.clone()).collect(),
-        Some(d) if config.destination(d).is_some() => vec![d.clone()],
-        Some(d) => {
-            return json(
-                StatusCode::NOT_FOUND,
-                serde_json::json!({ "error": format!("route {route:?} has no destination {d:?}"), "destinations": config.destinations.iter().map(|d| d.name.clone()).collect::<Vec<_>>() }),
-            );
-        }
-    };
-    let store = state.store();
-    let target = || match (params.get("event_id"), params.get("all_dead")) {
-        (Some(id), None) if !id.is_empty() => Some(Target::One(id.clone())),
-        (None, Some(v)) if v == "true" || v == "1" => Some(Target::AllDead),
-        _ => None,
-    };
-    let result = match (method, tail) {
-        (&Method::GET, None) => {
-            let filter = match params.get("state").map(|s| (s, State::parse(s))) {
-                None => None,
-                Some((_, Some(s))) => Some(s),
-                Some((s, None)) => {
-                    return json(
-                        StatusCode::BAD_REQUEST,
-                        serde_json::json!({ "error": format!("state {s:?}: use queued, retrying, dead or delivered") }),
-                    );
-                }
-            };
-            let limit = params
-                .get("limit")
-                .and_then(|l| l.parse::<usize>().ok())
-                .unwrap_or(100);
-            let mut all = Vec::new();
-            let mut failed = None;
-            for d in &destinations {
-                let q = routing.queue(&route, d);
-                match store.list(&q, filter, limit).await {
-                    Ok(events) => all.extend(events.into_iter().map(|mut e| {
-                        e.destination = named.then(|| d.clone());
-                        e
-                    })),
-                    Err(e) => failed = Some(e),
-                }
-            }
-            all.sort_by_key(|e| e.received_at_ms);
-            all.truncate(limit);
-            match failed {
-                Some(e) => Err(e),
-                None => Ok(json(
-                    StatusCode::OK,
-                    serde_json::json!({ "route": route, "delivery": if config.delivery == crate::config::Delivery::Queue { "queue" } else { "sync" }, "events": all }),
-                )),
-            }
-        }
-        (&Method::GET, Some(id)) => {
-            let id = decode(id);
-            let mut found = Vec::new();
-            let mut failed = None;
-            for d in &destinations {
-                let q = routing.queue(&route, d);
-                match store.show(&q, &id).await {
-                    Ok(Some((env, status))) => found.push((d.clone(), env, status)),
-                    Ok(None) => {}
-                    Err(e) => failed = Some(e),
-                }
-            }
-            match (found.first(), failed) {
-                (_, Some(e)) => Err(e),
-                (None, None) => Ok(json(
-                    StatusCode::NOT_FOUND,
-                    serde_json::json!({ "error": "no such event on this route", "event_id": id }),
-                )),
-                // The first destination's record at the top (as on a route with one),
-                // and each destination's under `destinations`.
-                (Some((d, env, status)), None) => {
-                    let dest = |d: &str| named.then(|| d.to_owned());
-                    let mut body = event_json(&route, dest(d), env, status);
-                    if named {
-                        body["destinations"] = found
-                            .iter()
-                            .map(|(d, env, status)| event_json(&route, dest(d), env, status))
-                            .collect();
-                    }
-                    Ok(json(StatusCode::OK, body))
-                }
-            }
-        }
+    let tail = req.after_route();
+    let result = match (&req.method, tail.as_deref()) {
+        (&Method::GET, None) => list_events(&queues, &req.query).await,
+        (&Method::GET, Some(id)) => show_event(&queues, id).await,
         (&Method::POST, Some(action @ ("retry" | "purge"))) => {
-            let Some(t) = target() else {
-                return json(
-                    StatusCode::BAD_REQUEST,
-                    serde_json::json!({ "error": "name one event (event_id=ID) or all_dead=true" }),
-                );
-            };
-            let mut done = Ok(0);
-            for d in &destinations {
-                let q = routing.queue(&route, d);
-                let n = if action == "retry" {
-                    store.retry(&q, &t).await
-                } else {
-                    store.purge(&q, &t).await
-                };
-                done = match (done, n) {
-                    (Ok(a), Ok(b)) => Ok(a + b),
-                    (Err(e), _) | (_, Err(e)) => Err(e),
-                };
-            }
-            done.map(|n| {
-                let target = match &t {
-                    Target::One(id) => id.as_str(),
-                    Target::AllDead => "all_dead",
-                };
-                tracing::info!(
-                    route,
-                    action,
-                    events = n,
-                    target,
-                    "queue: operator {action}"
-                );
-                if action == "retry" {
-                    state.deliveries.notify_one();
-                }
-                let key = if action == "retry" {
-                    "retried"
-                } else {
-                    "purged"
-                };
-                json(
-                    StatusCode::OK,
-                    serde_json::json!({ "route": route, key: n }),
-                )
-            })
+            act_on_events(&queues, action, &req.query).await
         }
         _ => {
-            return json(
-                StatusCode::NOT_FOUND,
-                serde_json::json!({ "error": "use GET /events/<route>[/<event id>] or POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true" }),
-            );
+            return AdminAnswer::NotFound(error(
+                "use GET /events/<route>[/<event id>] or POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true",
+            ));
         }
     };
     result.unwrap_or_else(|e| {
-        tracing::warn!(route, error = %e, "queue: an admin request failed: the store did not answer");
-        json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            serde_json::json!({ "error": "store unavailable, retry later" }),
-        )
+        tracing::warn!(route = queues.route, error = %e, "queue: an admin request failed: the store did not answer");
+        AdminAnswer::Unavailable(error("store unavailable, retry later"))
     })
+}
+
+impl<'a> Queues<'a> {
+    /// The route `/events/<route>` names, or the answer that it has no queue.
+    fn of(state: &'a AppState, req: &'a AdminRequest) -> Result<Self, AdminAnswer> {
+        let route = req.args[0].as_str();
+        let routing = state.routing();
+        // Any configured route: one a reload switched back to sync may still hold events.
+        let Some(config) = routing
+            .route(route)
+            .filter(|_| !matches!(state.store(), crate::store::Store::Memory(_)))
+            .cloned()
+        else {
+            return Err(AdminAnswer::NotFound(error(format!(
+                "no queue route named {route:?} (delivery = \"queue\" on a disk or Redis store)"
+            ))));
+        };
+        let named = !config.only_own_destination();
+        let destinations: Vec<String> = match req.query.get("destination") {
+            None => config.destinations.iter().map(|d| d.name.clone()).collect(),
+            Some(d) if config.destination(d).is_some() => vec![d.clone()],
+            Some(d) => {
+                return Err(AdminAnswer::NotFound(
+                    serde_json::json!({ "error": format!("route {route:?} has no destination {d:?}"), "destinations": config.destinations.iter().map(|d| d.name.clone()).collect::<Vec<_>>() }),
+                ));
+            }
+        };
+        Ok(Self {
+            state,
+            routing,
+            route,
+            config,
+            destinations,
+            named,
+        })
+    }
+}
+
+/// `GET /events/<route>?state=…&limit=…`: events, oldest first.
+async fn list_events(
+    q: &Queues<'_>,
+    params: &HashMap<String, String>,
+) -> Result<AdminAnswer, StoreError> {
+    let filter = match params.get("state").map(|s| (s, State::parse(s))) {
+        None => None,
+        Some((_, Some(s))) => Some(s),
+        Some((s, None)) => {
+            return Ok(AdminAnswer::BadRequest(error(format!(
+                "state {s:?}: use queued, retrying, dead or delivered"
+            ))));
+        }
+    };
+    let limit = params
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .unwrap_or(100);
+    let mut all = Vec::new();
+    let mut failed = None;
+    for d in &q.destinations {
+        let queue = q.routing.queue(q.route, d);
+        match q.state.store().list(&queue, filter, limit).await {
+            Ok(events) => all.extend(events.into_iter().map(|mut e| {
+                e.destination = q.named.then(|| d.clone());
+                e
+            })),
+            Err(e) => failed = Some(e),
+        }
+    }
+    all.sort_by_key(|e| e.received_at_ms);
+    all.truncate(limit);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(AdminAnswer::Ok(
+            serde_json::json!({ "route": q.route, "delivery": if q.config.delivery == crate::config::Delivery::Queue { "queue" } else { "sync" }, "events": all }),
+        )),
+    }
+}
+
+/// `GET /events/<route>/<event id>`: one event, in each destination that holds it.
+async fn show_event(q: &Queues<'_>, id: &str) -> Result<AdminAnswer, StoreError> {
+    let mut found = Vec::new();
+    let mut failed = None;
+    for d in &q.destinations {
+        let queue = q.routing.queue(q.route, d);
+        match q.state.store().show(&queue, id).await {
+            Ok(Some((env, status))) => found.push((d.clone(), env, status)),
+            Ok(None) => {}
+            Err(e) => failed = Some(e),
+        }
+    }
+    match (found.first(), failed) {
+        (_, Some(e)) => Err(e),
+        (None, None) => Ok(AdminAnswer::NotFound(
+            serde_json::json!({ "error": "no such event on this route", "event_id": id }),
+        )),
+        // The first destination's record at the top (as on a route with one), and
+        // each destination's under `destinations`.
+        (Some((d, env, status)), None) => {
+            let dest = |d: &str| q.named.then(|| d.to_owned());
+            let mut body = event_json(q.route, dest(d), env, status);
+            if q.named {
+                body["destinations"] = found
+                    .iter()
+                    .map(|(d, env, status)| event_json(q.route, dest(d), env, status))
+                    .collect();
+            }
+            Ok(AdminAnswer::Ok(body))
+        }
+    }
+}
+
+/// `POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true`.
+async fn act_on_events(
+    q: &Queues<'_>,
+    action: &str,
+    params: &HashMap<String, String>,
+) -> Result<AdminAnswer, StoreError> {
+    let t = match (params.get("event_id"), params.get("all_dead")) {
+        (Some(id), None) if !id.is_empty() => Target::One(id.clone()),
+        (None, Some(v)) if v == "true" || v == "1" => Target::AllDead,
+        _ => {
+            return Ok(AdminAnswer::BadRequest(error(
+                "name one event (event_id=ID) or all_dead=true",
+            )));
+        }
+    };
+    let store = q.state.store();
+    // Every destination is tried, whichever failed.
+    let mut done = Ok(0);
+    for d in &q.destinations {
+        let queue = q.routing.queue(q.route, d);
+        let n = if action == "retry" {
+            store.retry(&queue, &t).await
+        } else {
+            store.purge(&queue, &t).await
+        };
+        done = match (done, n) {
+            (Ok(a), Ok(b)) => Ok(a + b),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+    }
+    let n = done?;
+    let target = match &t {
+        Target::One(id) => id.as_str(),
+        Target::AllDead => "all_dead",
+    };
+    tracing::info!(
+        route = q.route,
+        action,
+        events = n,
+        target,
+        "queue: operator {action}"
+    );
+    if action == "retry" {
+        q.state.deliveries.notify_one();
+    }
+    let key = if action == "retry" {
+        "retried"
+    } else {
+        "purged"
+    };
+    Ok(AdminAnswer::Ok(
+        serde_json::json!({ "route": q.route, key: n }),
+    ))
 }
 
 /// One event's record in one destination, as `GET /events/<route>/<id>` shows it.
 pub(super) fn event_json(
     route: &str,
     destination: Option<String>,
-    env: &crate::queue::Envelope,
-    status: &crate::queue::Status,
+    env: &crate::store::Envelope,
+    status: &crate::store::Status,
 ) -> serde_json::Value {
     serde_json::json!({
         "route": route,
@@ -578,13 +678,57 @@ pub async fn run(
         listener,
         shutdown,
         ADMIN_CONNECTIONS,
-        |st, req, _peer| async move {
+        |st, http, _peer| async move {
             // The delivery log's live stream answers with a streaming body.
-            if super::deliveries::is_stream(&req) && guard(&st, &req).is_none() {
-                return super::deliveries::stream(&st, &req);
+            if super::deliveries::is_stream(&http) {
+                let req = AdminRequest::parse(http.method(), http.uri());
+                if guard(&st, &http, &req).is_none() {
+                    return super::deliveries::stream(&st, &http);
+                }
             }
-            handle(st, req).await.map(http_body_util::Either::Left)
+            handle(st, http).await.map(http_body_util::Either::Left)
         },
     )
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(method: Method, uri: &str) -> AdminRequest {
+        AdminRequest::parse(&method, &uri.parse().expect("uri"))
+    }
+
+    #[test]
+    fn a_request_is_decoded_once_segment_by_segment() {
+        let r = parse(
+            Method::POST,
+            "/events/a%2Fb%20c/retry?event_id=evt%201&destination=x+y",
+        );
+        assert_eq!(r.endpoint, "events");
+        assert_eq!(r.args, ["a/b c", "retry"]);
+        assert_eq!(r.after_route().as_deref(), Some("retry"));
+        assert_eq!(r.query["event_id"], "evt 1");
+        assert_eq!(r.query["destination"], "x y");
+        // An event ID may hold slashes, sent as they are or encoded.
+        let r = parse(Method::DELETE, "/keys/stripe/a/b%2Fc");
+        assert_eq!(r.args[0], "stripe");
+        assert_eq!(r.after_route().as_deref(), Some("a/b/c"));
+        // Decoded once: an encoded percent sign stays one.
+        assert_eq!(parse(Method::GET, "/handshakes/a%2541").rest(), "a%41");
+    }
+
+    #[test]
+    fn only_the_bare_probe_paths_are_probes() {
+        assert!(parse(Method::GET, "/healthz").is_probe());
+        assert!(parse(Method::GET, "/readyz?x=1").is_probe());
+        assert!(!parse(Method::POST, "/readyz").is_probe());
+        assert!(!parse(Method::GET, "/healthz/").is_probe());
+        assert!(!parse(Method::GET, "/heal%74hz").is_probe());
+        let r = parse(Method::GET, "/events/a/");
+        assert_eq!(r.args, ["a", ""]);
+        assert_eq!(r.after_route().as_deref(), Some(""));
+        assert_eq!(parse(Method::GET, "/events/a").after_route(), None);
+    }
 }

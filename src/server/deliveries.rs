@@ -25,9 +25,9 @@ use hyper::body::Frame;
 use super::AppState;
 use super::respond::{Resp, admin as json};
 use crate::config::{Delivery, Route};
-use crate::queue::{Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent, Target};
 use crate::store::Store;
 use crate::store::log::{DeliveryRecord, LogQuery, minute_of, new_delivery_id};
+use crate::store::{Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent, Target};
 
 /// The frames of a live stream.
 pub(crate) type SseStream = std::pin::Pin<

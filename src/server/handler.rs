@@ -1,17 +1,19 @@
-//! The life of one delivery (see the README's "How a delivery is handled"):
+//! The life of one delivery (see the README's "How a delivery is handled"), in three
+//! stages over one request context: `admit`, `verify` and the `job`:
 //!
 //! ```text
-//! route by path (404) → method (405) → read body ≤ max_body (413, 408)
-//!   → verify signature and timestamp (401) or answer a handshake → event ID (400)
-//!   → claim ─ Claimed  → forward → 2xx: complete, else release → relay / 502 / 504
-//!            ─ Done     → 200 duplicate, or 422 when the body differs
-//!            ─ InFlight → 409 + Retry-After
-//!            ─ error    → 503 + Retry-After, or forward unclaimed (on_error = "forward")
+//! admit:  route by path (404) → method (405) → read body ≤ max_body (413, 408)
+//! verify: signature and timestamp (401) or answer a handshake → event ID (400)
+//!           → event type → the destinations its filters leave
+//! job:    claim ─ Claimed  → forward → 2xx: complete, else release → relay / 502 / 504
+//!               ─ Done     → 200 duplicate, or 422 when the body differs
+//!               ─ InFlight → 409 + Retry-After
+//!               ─ error    → 503 + Retry-After, or forward unclaimed (on_error = "forward")
 //! queue routes: → enqueue (claim + event, one durable step) ─ Queued → 200 queued
 //!                                    (delivered by server::worker), else as a claim
 //! ```
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -23,12 +25,15 @@ use hyper::body::{Body, Incoming};
 use tracing::Instrument as _;
 
 use super::respond::{self, Answer, Outcome, Resp, UpstreamFailure};
+use super::retry::{Backoff, retry_until};
 use super::{AppState, Routing};
 use crate::config::{Delivery, Destination, OnError, Route};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
-use crate::provider::{Accepted, Inbound, VerifiedDelivery, accept};
-use crate::queue::{Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent};
-use crate::store::{Claim, DedupKey, DedupStore, Settled, Token};
+use crate::provider::{Accepted, BodyValues, Inbound, VerifiedDelivery, accept_reading};
+use crate::store::{
+    Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, StoredEvent,
+    Token,
+};
 use crate::telemetry::RouteMetrics;
 
 /// What the log line of a delivery says besides the outcome.
@@ -253,6 +258,7 @@ fn seen_done<'a>(
         event_type: seen.event_type.as_deref(),
         secret_index: seen.secret_index,
         body: seen.body.as_ref().filter(|_| seen.event_id.is_some()),
+        body_len: seen.body.as_ref().map_or(0, |b| b.len() as u64),
         reason: seen
             .reason
             .clone()
@@ -263,15 +269,57 @@ fn seen_done<'a>(
     }
 }
 
+/// The stages of a request, like a proxy's phases over one per-request context:
+/// [`admit`] builds the context (route, method, limits, body), [`verify`] reads it
+/// (signature, event ID, event type, filter), and [`job`] hands it to the store and
+/// the upstream (claim and forward, or enqueue). Each stage ends the request with its
+/// answer or passes it on; `seen` is filled in as they go, for the log line.
 async fn pipeline(
     state: &Arc<AppState>,
     req: Request<Incoming>,
     peer: SocketAddr,
     seen: &mut Seen,
 ) -> Answer {
+    let ctx = match admit(state, req, peer, seen).await {
+        Ok(ctx) => ctx,
+        Err(answer) => return answer,
+    };
+    let verified = match verify(state, &ctx, seen) {
+        Ok(verified) => verified,
+        Err(answer) => return answer,
+    };
+    job(state, ctx, verified, seen).await
+}
+
+/// One admitted request: its route, its client and its whole body, with its share of
+/// the gateway's capacity. Built by [`admit`], read by [`verify`], owned by the [`Job`].
+struct Ctx {
+    routing: Arc<Routing>,
+    route: Arc<Route>,
+    route_metrics: Arc<RouteMetrics>,
+    /// The client as `server.trusted_proxies` tell it: whose budgets it spends.
+    client: IpAddr,
+    peer: SocketAddr,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+    query: Option<String>,
+    now: u64,
+    /// The delivery's share of `server.max_in_flight`, released when the job ends.
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Admit: the route (404), the method (405), the client's and the gateway's limits
+/// (429, 503), and the body under `max_body` and `body_timeout` (413, 408).
+async fn admit(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    seen: &mut Seen,
+) -> Result<Ctx, Answer> {
     let routing = state.routing();
     let Some(route) = routing.routes.get(req.uri().path()).cloned() else {
-        return Answer::NoRoute;
+        return Err(Answer::NoRoute);
     };
     seen.route = Some(route.name.clone());
     let route_metrics = state.metrics.route(&route.name);
@@ -284,7 +332,7 @@ async fn pipeline(
             .map(Method::as_str)
             .collect::<Vec<_>>()
             .join(", ");
-        return Answer::MethodNotAllowed { allow };
+        return Err(Answer::MethodNotAllowed { allow });
     }
 
     let client =
@@ -302,7 +350,7 @@ async fn pipeline(
         )
         .await
     else {
-        return Answer::ClientBusy;
+        return Err(Answer::ClientBusy);
     };
     // Bytes being received, over every client, are bounded too (many clients holding
     // large bodies open): the declared length, or the largest body without one.
@@ -320,32 +368,63 @@ async fn pipeline(
         .try_acquire_many_owned(u32::try_from(expected).unwrap_or(u32::MAX))
     else {
         seen.detail = Some("server.max_body_bytes_in_flight reached".into());
-        return Answer::Overloaded;
+        return Err(Answer::Overloaded);
     };
-    let body = match read_body(body, max_body, routing.server.body_timeout).await {
-        Ok(b) => b,
-        Err(answer) => return answer,
-    };
+    let body = read_body(body, max_body, routing.server.body_timeout).await?;
     drop(receiving);
     drop(reading);
     // Bounded, never queued: beyond server.max_in_flight the provider retries later.
     // The permit is held until the forward and its settle end, wherever they run.
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
-        return Answer::Overloaded;
+        return Err(Answer::Overloaded);
     };
     seen.body = Some(body.clone());
     seen.queue = route.delivery == Delivery::Queue;
-    let query = parts.uri.query().map(str::to_owned);
-    let url = route.public_url.as_ref().map(|u| match &query {
+    Ok(Ctx {
+        routing,
+        route,
+        route_metrics,
+        client,
+        peer,
+        method: parts.method,
+        query: parts.uri.query().map(str::to_owned),
+        headers: parts.headers,
+        body,
+        now: state.clock.now(),
+        _permit: permit,
+    })
+}
+
+/// What [`verify`] found in an admitted request.
+struct Verified {
+    delivery: VerifiedDelivery,
+    event_type: Option<String>,
+    /// The route's destinations this event goes to, when its type's filters leave
+    /// some out (`None`: all of them).
+    destinations: Option<Vec<Arc<Destination>>>,
+    /// The route's JSON fields, read in the walk that found the event ID: the job
+    /// takes its destinations' `order_by` keys from them.
+    fields: BodyValues,
+}
+
+/// Verify: the client's failure budget (429), the signature and timestamp (401) or a
+/// handshake, the event ID (400), the event type, and the destinations its filters
+/// leave.
+#[expect(
+    clippy::result_large_err,
+    reason = "an answer ends the request: returned once, as the async stages return theirs"
+)]
+fn verify(state: &Arc<AppState>, ctx: &Ctx, seen: &mut Seen) -> Result<Verified, Answer> {
+    let route = &ctx.route;
+    let url = route.public_url.as_ref().map(|u| match &ctx.query {
         Some(q) => format!("{u}?{q}"),
         None => u.clone(),
     });
-    let now = state.clock.now();
     let inbound = Inbound {
-        method: &parts.method,
-        headers: &parts.headers,
-        body: &body,
-        query: query.as_deref(),
+        method: &ctx.method,
+        headers: &ctx.headers,
+        body: &ctx.body,
+        query: ctx.query.as_deref(),
         url: url.as_deref(),
     };
     // Where verification is expensive (the asymmetric schemes), a client's failed
@@ -356,50 +435,38 @@ async fn pipeline(
     if budgeted
         && !state
             .budgets
-            .left(&route.name, client, route.failure_budget)
+            .left(&route.name, ctx.client, route.failure_budget)
     {
-        return Answer::RateLimited;
+        return Err(Answer::RateLimited);
     }
-    // The event type's JSON field is read in the same pass over the body as the event
-    // ID (one walk, not two).
-    let type_pointer = route.event_type.as_ref().and_then(|t| t.json_pointer());
-    let (accepted, mut type_read) =
-        crate::provider::json_pointer::also_read(&body, type_pointer.as_slice(), || {
-            accept(&route.verifier, &route.event_id, &inbound, now)
-        });
-    let delivery = match accepted {
-        Ok(Accepted::Delivery(d)) => d,
-        Ok(Accepted::Handshake(mut reply)) => {
-            if let Some(secret) = reply.handed_secret.take() {
-                let configured = route.secret_count > 0;
-                match state.keep_handed_secret(&route.name, configured, secret, now) {
-                    super::Handed::Kept => {}
-                    refused => {
-                        seen.detail = Some(format!("handed-over secret refused: {refused:?}"));
-                        return Answer::HandshakeRefused {
-                            route_has_secret: configured,
-                        };
-                    }
-                }
-            }
-            return Answer::Handshake(reply);
-        }
+    // The event ID, the event type and the order keys that are JSON fields are read in
+    // one walk over the body, after the signature (one walk, not one each).
+    let accepted = accept_reading(
+        &route.verifier,
+        &route.event_id,
+        &route.body_fields,
+        &inbound,
+        ctx.now,
+    );
+    let (delivery, fields) = match accepted {
+        Ok((Accepted::Delivery(d), fields)) => (d, fields),
+        Ok((Accepted::Handshake(reply), _)) => return Err(handshake(state, ctx, reply, seen)),
         Err(rejection) => {
             if budgeted && matches!(rejection, crate::provider::Rejection::Verify(_)) {
                 state
                     .budgets
-                    .spend(&route.name, client, route.failure_budget);
+                    .spend(&route.name, ctx.client, route.failure_budget);
             }
             seen.detail = Some(rejection.to_string());
             let source = route.event_id.to_string();
             seen.reason = Some(super::recorder::reason(&rejection, seen.provider, &source));
-            return Answer::Rejected(rejection);
+            return Err(Answer::Rejected(rejection));
         }
     };
     seen.event_id = Some(delivery.event_id().to_string());
-    seen.event_type = route.event_type.as_ref().and_then(|t| {
-        let read = type_read.as_mut().and_then(Vec::pop);
-        t.extract_read(&parts.headers, &body, read)
+    let event_type = route.event_type.as_ref().and_then(|t| {
+        let read = route.body_fields.event_type(&fields);
+        t.extract_read(&ctx.headers, &ctx.body, read)
     });
     // An event type the route does not take (its `events`, or no destination's) is
     // acknowledged and never forwarded or stored; its event ID is recorded as done for
@@ -408,38 +475,59 @@ async fn pipeline(
     // event. A type that cannot be read goes only where no filter applies: a filter
     // admits what it can see, nothing else.
     // `None`: every destination (the common case, no filter: nothing to collect).
-    let destinations: Option<Vec<Arc<Destination>>> =
-        match (&seen.event_type, route.filters_events()) {
-            (_, false) => None,
-            (Some(t), true) => Some(route.destinations_for(t)),
-            (None, true) => Some(route.destinations_for_untyped()),
-        };
+    let destinations = match (&event_type, route.filters_events()) {
+        (_, false) => None,
+        (Some(t), true) => Some(route.destinations_for(t)),
+        (None, true) => Some(route.destinations_for_untyped()),
+    };
+    seen.event_type.clone_from(&event_type);
     seen.secret_index = Some(delivery.secret_index());
     state
         .metrics
-        .matched_secret(&route_metrics, delivery.secret_index());
+        .matched_secret(&ctx.route_metrics, delivery.secret_index());
+    Ok(Verified {
+        delivery,
+        event_type,
+        destinations,
+        fields,
+    })
+}
 
+/// A handshake's answer, once a secret it hands over is kept (or refused).
+fn handshake(
+    state: &Arc<AppState>,
+    ctx: &Ctx,
+    mut reply: crate::provider::HandshakeReply,
+    seen: &mut Seen,
+) -> Answer {
+    if let Some(secret) = reply.handed_secret.take() {
+        let configured = ctx.route.secret_count > 0;
+        match state.keep_handed_secret(&ctx.route.name, configured, secret, ctx.now) {
+            super::Handed::Kept => {}
+            refused => {
+                seen.detail = Some(format!("handed-over secret refused: {refused:?}"));
+                return Answer::HandshakeRefused {
+                    route_has_secret: configured,
+                };
+            }
+        }
+    }
+    Answer::Handshake(reply)
+}
+
+/// The job: the verified delivery through the store and the upstream (claim and
+/// forward, or enqueue), and the route's fixed reply in place of the answer.
+async fn job(state: &Arc<AppState>, ctx: Ctx, verified: Verified, seen: &mut Seen) -> Answer {
     // From the claim on, the work must run to the end even if the provider hangs up
     // (hyper then drops this future): it runs inline, tracked so shutdown waits for
     // it, and moves to a task of its own only if it is dropped unfinished.
-    let fixed = route.verifier.fixed_reply().cloned();
+    let fixed = ctx.route.verifier.fixed_reply().cloned();
+    let unsigned_id = verified.delivery.unsigned_id().map(ToString::to_string);
     let job = Job {
-        event_type: seen.event_type.clone(),
-        destinations,
         state: state.clone(),
-        routing,
-        route,
-        route_metrics,
-        method: parts.method,
-        headers: parts.headers,
-        body,
-        query,
-        delivery,
-        peer,
-        now,
-        _permit: permit,
+        ctx,
+        verified,
     };
-    let unsigned_id = job.delivery.unsigned_id().map(ToString::to_string);
     let (answer, detail) =
         RunToCompletion::new(state.settles.track_future(job.run().in_current_span())).await;
     // The provider's own ID, when unsigned, is only named in the log: the key is the
@@ -549,44 +637,35 @@ async fn read_body(body: Incoming, max: usize, limit: Duration) -> Result<Bytes,
 /// A verified delivery on its way through the store and the upstream.
 struct Job {
     state: Arc<AppState>,
-    routing: Arc<Routing>,
-    route: Arc<Route>,
-    route_metrics: Arc<RouteMetrics>,
-    method: Method,
-    headers: HeaderMap,
-    body: Bytes,
-    query: Option<String>,
-    delivery: VerifiedDelivery,
-    peer: SocketAddr,
-    now: u64,
-    event_type: Option<String>,
-    /// The route's destinations this event goes to, when its type's filters leave
-    /// some out (`None`: all of them).
-    destinations: Option<Vec<Arc<Destination>>>,
-    /// The delivery's share of `server.max_in_flight`, released when the job ends.
-    _permit: tokio::sync::OwnedSemaphorePermit,
+    ctx: Ctx,
+    verified: Verified,
 }
 
 impl Job {
     async fn run(self) -> (Answer, Option<String>) {
         let st = &self.state;
-        let cfg = &self.routing.store_cfg;
-        if let Some(tx) = self.delivery.transmission_id()
+        let cfg = &self.ctx.routing.store_cfg;
+        if let Some(tx) = self.verified.delivery.transmission_id()
             && let Some(refused) = self.transmission_guard(tx.as_str()).await
         {
             return refused;
         }
-        if self.destinations.as_ref().is_some_and(Vec::is_empty) {
+        if self
+            .verified
+            .destinations
+            .as_ref()
+            .is_some_and(Vec::is_empty)
+        {
             return self.filter_out().await;
         }
-        if self.route.delivery == Delivery::Queue {
+        if self.ctx.route.delivery == Delivery::Queue {
             // Redis may evict queued events (maxmemory-policy): refused, not lost.
-            if let Some((why, known)) = st.eviction_refusal_or_unknown(&self.routing)
-                && (known || self.route.on_error == OnError::Reject)
+            if let Some((why, known)) = st.eviction_refusal_or_unknown(&self.ctx.routing)
+                && (known || self.ctx.route.on_error == OnError::Reject)
             {
                 return (Answer::StoreUnavailable, Some(why));
             }
-            if self.route.filters_events()
+            if self.ctx.route.filters_events()
                 && st.store.queue_skips_claims()
                 && let Some(copy) = self.filtered_before().await
             {
@@ -594,9 +673,9 @@ impl Job {
             }
             return self.enqueue().await;
         }
-        let id = self.delivery.event_id().as_str();
-        let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
-        let fp = self.delivery.fingerprint().short_hex();
+        let id = self.verified.delivery.event_id().as_str();
+        let key = DedupKey::new(&cfg.key_prefix, &self.ctx.route.name, id);
+        let fp = self.verified.delivery.fingerprint().short_hex();
         let t = Instant::now();
         let claim = st.store.claim(&key, &fp, cfg.inflight_ttl).await;
         st.metrics.store_call("claim", t.elapsed().as_secs_f64());
@@ -607,7 +686,7 @@ impl Job {
                 let detail = result.as_ref().err().map(ToString::to_string);
                 settle(
                     st.clone(),
-                    self.routing.clone(),
+                    self.ctx.routing.clone(),
                     key,
                     token,
                     fp,
@@ -617,7 +696,7 @@ impl Job {
                 (relayed(result, false), detail)
             }
             Ok(earlier) => (copy_of(earlier, &fp, id), None),
-            Err(e) => match self.route.on_error {
+            Err(e) => match self.ctx.route.on_error {
                 OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 OnError::Forward => {
                     st.unclaimed_forwards.fetch_add(1, Ordering::Relaxed);
@@ -633,44 +712,39 @@ impl Job {
     /// 200 `queued`; the route's workers deliver it (`server::worker`).
     async fn enqueue(self) -> (Answer, Option<String>) {
         let st = &self.state;
-        let cfg = &self.routing.store_cfg;
-        let id = self.delivery.event_id().as_str();
-        let fp = self.delivery.fingerprint().short_hex();
+        let cfg = &self.ctx.routing.store_cfg;
+        let id = self.verified.delivery.event_id().as_str();
+        let fp = self.verified.delivery.fingerprint().short_hex();
         let event = StoredEvent {
             envelope: Envelope {
                 event_id: id.to_owned(),
-                event_type: self.event_type.clone(),
+                event_type: self.verified.event_type.clone(),
                 fingerprint: fp.clone(),
-                method: self.method.as_str().to_owned(),
-                headers: Envelope::store_headers(&self.headers),
-                query: self.query.clone(),
-                peer: self.peer.ip().to_string(),
+                method: self.ctx.method.as_str().to_owned(),
+                headers: Envelope::store_headers(&self.ctx.headers),
+                query: self.ctx.query.clone(),
+                peer: self.ctx.peer.ip().to_string(),
                 received_at_ms: crate::queue::now_ms(),
             },
-            body: self.body.clone(),
+            body: self.ctx.body.clone(),
         };
         let fanout = Fanout {
             prefix: &cfg.key_prefix,
-            route: &self.route.name,
+            route: &self.ctx.route.name,
             all: self
+                .ctx
                 .route
                 .destinations
                 .iter()
                 .map(|d| d.name.as_str())
                 .collect(),
             to: self
+                .verified
                 .destinations
                 .as_deref()
-                .unwrap_or(&self.route.destinations)
+                .unwrap_or(&self.ctx.route.destinations)
                 .iter()
-                .map(|d| {
-                    let key = d
-                        .order_by
-                        .as_ref()
-                        .and_then(|o| o.raw(&self.headers, &self.body))
-                        .map(|v| crate::queue::order_key(&v));
-                    (d.name.as_str(), key)
-                })
+                .map(|d| (d.name.as_str(), self.order_key(d)))
                 .collect(),
         };
         let t = Instant::now();
@@ -683,19 +757,8 @@ impl Job {
                 (Answer::Queued { event_id }, None)
             }
             Ok(Enqueued::Existing(earlier)) => (copy_of(earlier, &fp, &event_id), None),
-            // A forward without a claim reaches one upstream, past any key's line:
-            // with several destinations, or per-key order, the provider is asked to
-            // retry instead.
-            Err(e)
-                if self.route.destinations.len() > 1 || self.route.primary().order_by.is_some() =>
-            {
-                (
-                    Answer::StoreUnavailable,
-                    Some(format!(
-                        "{e}; not forwarded without a claim: the route has several destinations or per-key order"
-                    )),
-                )
-            }
+            // A route with several destinations or per-key order never forwards
+            // without a claim (validation sets or refuses `on_error` there).
             // An enqueue that may have run (a timeout, a connection lost after the call
             // was sent) may have stored the event: forwarded now, the queue would
             // deliver it again. The provider's retry finds it, or stores it.
@@ -705,7 +768,7 @@ impl Job {
                     "{e}; not forwarded without a claim: the event may have been stored"
                 )),
             ),
-            Err(e) => match self.route.on_error {
+            Err(e) => match self.ctx.route.on_error {
                 OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 OnError::Forward => {
                     st.unclaimed_forwards.fetch_add(1, Ordering::Relaxed);
@@ -717,20 +780,34 @@ impl Job {
         }
     }
 
+    /// The event's key in `d`'s per-key order (`order_by`), if `d` has one: its JSON
+    /// part as read in the verifying walk over the body.
+    fn order_key(&self, d: &Arc<Destination>) -> Option<String> {
+        let order_by = d.order_by.as_ref()?;
+        let route = &self.ctx.route;
+        let read = route
+            .destinations
+            .iter()
+            .position(|r| Arc::ptr_eq(r, d))
+            .and_then(|i| route.body_fields.order_by(i, &self.verified.fields));
+        let raw = order_by.raw_read(&self.ctx.headers, &self.ctx.body, read)?;
+        Some(crate::queue::order_key(&raw))
+    }
+
     /// A delivery no destination takes: its event ID is recorded as done for the dedup
     /// window (claimed, then completed at once), and it is answered `filtered`. A copy
     /// already recorded is answered as such.
     async fn filter_out(&self) -> (Answer, Option<String>) {
         let st = &self.state;
-        let cfg = &self.routing.store_cfg;
-        let id = self.delivery.event_id().as_str();
-        let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
-        let fp = self.delivery.fingerprint().short_hex();
+        let cfg = &self.ctx.routing.store_cfg;
+        let id = self.verified.delivery.event_id().as_str();
+        let key = DedupKey::new(&cfg.key_prefix, &self.ctx.route.name, id);
+        let fp = self.verified.delivery.fingerprint().short_hex();
         let filtered = Answer::Filtered {
             event_id: id.to_owned(),
-            event_type: self.event_type.clone().unwrap_or_default(),
+            event_type: self.verified.event_type.clone().unwrap_or_default(),
         };
-        let untyped = self.event_type.is_none().then(|| {
+        let untyped = self.verified.event_type.is_none().then(|| {
             "no event type in the delivery: only destinations without a filter take it".to_owned()
         });
         match st.store.claim(&key, &fp, cfg.inflight_ttl).await {
@@ -742,7 +819,7 @@ impl Job {
                 (filtered, untyped)
             }
             Ok(earlier) => (copy_of(earlier, &fp, id), None),
-            Err(e) => match self.route.on_error {
+            Err(e) => match self.ctx.route.on_error {
                 OnError::Reject => (Answer::StoreUnavailable, Some(e.to_string())),
                 // Nothing is forwarded either way: acknowledge it, unrecorded.
                 OnError::Forward => (filtered, Some(format!("{e}; filtered, not recorded"))),
@@ -754,10 +831,10 @@ impl Job {
     /// the sync dedup key, which the Redis queue does not read) is a copy: the same
     /// signed bytes with another type header are not a new event.
     async fn filtered_before(&self) -> Option<(Answer, Option<String>)> {
-        let cfg = &self.routing.store_cfg;
-        let id = self.delivery.event_id().as_str();
-        let key = DedupKey::new(&cfg.key_prefix, &self.route.name, id);
-        let fp = self.delivery.fingerprint().short_hex();
+        let cfg = &self.ctx.routing.store_cfg;
+        let id = self.verified.delivery.event_id().as_str();
+        let key = DedupKey::new(&cfg.key_prefix, &self.ctx.route.name, id);
+        let fp = self.verified.delivery.fingerprint().short_hex();
         match self.state.store.peek(&key).await {
             Ok(Some(earlier)) => Some((copy_of(earlier, &fp, id), None)),
             Ok(None) => None,
@@ -771,9 +848,9 @@ impl Job {
     /// event's claim follows as usual. `None` means go on.
     async fn transmission_guard(&self, tx: &str) -> Option<(Answer, Option<String>)> {
         let st = &self.state;
-        let cfg = &self.routing.store_cfg;
-        let key = DedupKey::transmission(&cfg.key_prefix, &self.route.name, tx);
-        let fp = self.delivery.fingerprint().short_hex();
+        let cfg = &self.ctx.routing.store_cfg;
+        let key = DedupKey::transmission(&cfg.key_prefix, &self.ctx.route.name, tx);
+        let fp = self.verified.delivery.fingerprint().short_hex();
         match st.store.claim(&key, &fp, cfg.inflight_ttl).await {
             Ok(Claim::Claimed(token)) => {
                 // Kept for the dedup window whatever the forward does: a retry of this
@@ -791,11 +868,11 @@ impl Job {
             )),
             Ok(Claim::InFlight) => Some((
                 Answer::InFlight {
-                    event_id: self.delivery.event_id().to_string(),
+                    event_id: self.verified.delivery.event_id().to_string(),
                 },
                 None,
             )),
-            Err(e) => match self.route.on_error {
+            Err(e) => match self.ctx.route.on_error {
                 OnError::Reject => Some((Answer::StoreUnavailable, Some(e.to_string()))),
                 // The route chose availability over the store's checks.
                 OnError::Forward => None,
@@ -805,23 +882,23 @@ impl Job {
 
     async fn forward(&self) -> Result<UpstreamResponse, ForwardError> {
         let out = Outbound {
-            method: self.method.clone(),
-            headers: &self.headers,
-            body: self.body.clone(),
-            query: self.query.as_deref(),
-            event_id: self.delivery.event_id(),
-            peer: self.peer.ip(),
-            now: self.now,
+            method: self.ctx.method.clone(),
+            headers: &self.ctx.headers,
+            body: self.ctx.body.clone(),
+            query: self.ctx.query.as_deref(),
+            event_id: self.verified.delivery.event_id(),
+            peer: self.ctx.peer.ip(),
+            now: self.ctx.now,
         };
         let t = Instant::now();
         let result = self
             .state
             .forwarder
-            .send(&self.route, self.route.primary(), out)
+            .send(&self.ctx.route, self.ctx.route.primary(), out)
             .await;
         self.state
             .metrics
-            .upstream(&self.route_metrics, t.elapsed().as_secs_f64());
+            .upstream(&self.ctx.route_metrics, t.elapsed().as_secs_f64());
         result
     }
 }
@@ -866,13 +943,12 @@ async fn settle(
     tracker.spawn(
         async move {
             let deadline = Instant::now() + routing.store_cfg.inflight_ttl;
-            let mut delay = Duration::from_millis(50);
-            while Instant::now() + delay < deadline {
-                tokio::time::sleep(delay).await;
-                if settle_once(&st, &routing, &key, &token, &fp, acknowledged).await {
-                    return;
-                }
-                delay = (delay * 2).min(Duration::from_secs(1));
+            let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
+            // The first try was the request's own: the next comes after a wait.
+            tokio::time::sleep(backoff.next_wait()).await;
+            let once = || async { settle_once(&st, &routing, &key, &token, &fp, acknowledged).await.then_some(()).ok_or(()) };
+            if retry_until(deadline, backoff, once).await.is_ok() {
+                return;
             }
             tracing::error!(
                 key = %key,

@@ -13,6 +13,7 @@ mod limits;
 pub mod listen;
 pub(crate) mod recorder;
 pub mod respond;
+mod retry;
 pub(crate) mod stranded;
 mod ui;
 pub mod worker;
@@ -64,32 +65,34 @@ impl Clock {
 /// The part of the state a reload replaces: routes and the settings they use.
 #[derive(Debug)]
 pub struct Routing {
+    /// By path, as requests find them.
     pub(crate) routes: HashMap<String, Arc<Route>>,
+    /// The same routes by name, as the admin API finds them ([`Routing::route`]).
+    by_name: HashMap<String, Arc<Route>>,
     pub(crate) server: ServerConfig,
     pub(crate) store_cfg: StoreConfig,
 }
 
 impl Routing {
+    /// The route of this name.
+    pub(crate) fn route(&self, name: &str) -> Option<&Arc<Route>> {
+        self.by_name.get(name)
+    }
+
     /// A destination's queue in the configured store.
     pub(crate) fn queue<'a>(
         &'a self,
         route: &'a str,
         destination: &'a str,
-    ) -> crate::queue::QueueRef<'a> {
-        crate::queue::QueueRef {
-            prefix: &self.store_cfg.key_prefix,
-            route,
-            destination,
-        }
+    ) -> crate::store::QueueRef<'a> {
+        crate::store::QueueRef::new(&self.store_cfg.key_prefix, route, destination)
     }
 
     fn new(cfg: &Config) -> Self {
+        let all: Vec<Arc<Route>> = cfg.routes.iter().map(|r| Arc::new(r.clone())).collect();
         Self {
-            routes: cfg
-                .routes
-                .iter()
-                .map(|r| (r.path.clone(), Arc::new(r.clone())))
-                .collect(),
+            routes: all.iter().map(|r| (r.path.clone(), r.clone())).collect(),
+            by_name: all.into_iter().map(|r| (r.name.clone(), r)).collect(),
             server: cfg.server.clone(),
             store_cfg: cfg.store.clone(),
         }
@@ -535,7 +538,7 @@ impl AppState {
     /// still hold their key's line (they died under `on_dead = "block"`) give it to the
     /// next event, as a skip would have. Run at start and after each reload.
     pub(crate) async fn release_blocked_lines(&self) {
-        use crate::queue::QueueStore as _;
+        use crate::store::QueueStore as _;
         if matches!(self.store, Store::Memory(_)) {
             return;
         }

@@ -197,7 +197,11 @@ impl Recorder {
                         }
                     }
                 } else if rx.is_closed() && rx.is_empty() && stop.is_cancelled() {
-                    rec.write(&state, std::mem::take(&mut batch), 0).await;
+                    // Stopping: the last counts, then done.
+                    batch.counts = std::mem::take(&mut *lock(&rec.counts));
+                    if !batch.counts.is_empty() {
+                        rec.write(&state, batch).await;
+                    }
                     return;
                 }
                 rec.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
@@ -212,12 +216,12 @@ impl Recorder {
                 if idle {
                     retained = Instant::now();
                 }
-                rec.write(&state, batch, bytes).await;
+                rec.write(&state, batch).await;
             }
         });
     }
 
-    async fn write(&self, state: &AppState, batch: Batch, _bytes: u64) {
+    async fn write(&self, state: &AppState, batch: Batch) {
         let routes = route_names(state);
         let records = batch.records.clone();
         let counts = batch.counts.clone();
@@ -354,13 +358,23 @@ impl Recorder {
     ) -> DeliveryRecord {
         let keep_body = self.cfg.bodies == LogBodies::Verified && done.event_id.is_some();
         let body = done.body.filter(|_| keep_body);
+        // The body goes through the capture's redaction only where the preset has a
+        // credential in it (redacted whole, then cut to max_body); else it is not copied.
+        let in_body = done.provider.is_some_and(|p| {
+            p.credential_locations().iter().any(|l| {
+                matches!(
+                    l,
+                    crate::provider::catalogue::CredentialAt::Json(_)
+                        | crate::provider::catalogue::CredentialAt::JsonEach(..)
+                )
+            })
+        });
         let mut r = crate::replay::Replay::new(
             &seen.method,
             &seen.path,
             seen.query.as_deref(),
             seen.headers,
-            // Redacted whole (a JSON credential field), then cut to max_body.
-            body.map(|b| &b[..]).unwrap_or_default(),
+            body.filter(|_| in_body).map(|b| &b[..]).unwrap_or_default(),
         );
         crate::capture::redact(&mut r, done.provider);
         let signature_headers = routing_signature_headers(state, &seen.path);
@@ -373,11 +387,17 @@ impl Recorder {
                 *value = REDACTED.to_owned();
             }
         }
-        let body_bytes = body.map_or(0, |b| b.len() as u64);
+        let body_bytes = done.body_len;
         let (text, base64, truncated) = match body {
             None => (None, false, false),
-            Some(_) => {
-                let full = r.body_bytes();
+            Some(raw) => {
+                let redacted;
+                let full: &[u8] = if in_body {
+                    redacted = r.body_bytes();
+                    &redacted
+                } else {
+                    raw
+                };
                 let cut = full.len() > self.cfg.max_body;
                 let kept = &full[..full.len().min(self.cfg.max_body)];
                 match std::str::from_utf8(kept) {
@@ -446,6 +466,13 @@ impl Recorder {
     }
 }
 
+impl AppState {
+    /// What the delivery log counts against `log.max_size` now.
+    pub async fn delivery_log_size(&self) -> Result<u64, crate::store::StoreError> {
+        self.recorder.log.size(&route_names(self)).await
+    }
+}
+
 /// What the pipeline found out about a request, for its record.
 #[derive(Debug)]
 pub(crate) struct Done<'a> {
@@ -458,6 +485,8 @@ pub(crate) struct Done<'a> {
     pub secret_index: Option<usize>,
     /// The raw body, verified deliveries only.
     pub body: Option<&'a Bytes>,
+    /// The body's size, refused or not (0 when it was never read).
+    pub body_len: u64,
     pub reason: Option<String>,
     pub duration_us: u64,
     /// Whether the route queues its deliveries.

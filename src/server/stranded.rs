@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use super::{AppState, Routing};
 use crate::config::{Config, Delivery, Route};
-use crate::queue::{Depth, QueueRef, QueueStore as _};
-use crate::store::{Store, StoreError};
+use crate::store::{Depth, QueueRef, QueueStore as _, Store, StoreError};
 use crate::telemetry::QueueLabel;
 
 /// A stored queue that holds undelivered events.
@@ -59,11 +58,7 @@ async fn depth_of(
     route: &str,
     dest: &str,
 ) -> Result<Stranded, StoreError> {
-    let q = QueueRef {
-        prefix,
-        route,
-        destination: dest,
-    };
+    let q = QueueRef::new(prefix, route, dest);
     let depth = store.depth(&q).await?;
     Ok(Stranded {
         queue: q.name().into_owned(),

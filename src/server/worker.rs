@@ -7,21 +7,29 @@
 //! loop: for each queue route with free slots (route.concurrency):
 //!         take_due(free, lease = upstream_timeout + LEASE_MARGIN) → one task per event
 //!       sleep until woken (an event queued, an attempt ended) or POLL
-//! attempt: forward → 2xx: Delivered
-//!                  → else: Retry at backoff (or the upstream's Retry-After), or Dead
-//!                    once max_attempts or max_age is spent
-//!          → finish in the store (retried for the lease's length if the store fails)
+//! attempt, under a lease kept by keep_lease while it runs:
+//!   send:   a rate_limit slot (waited for) → enough lease left? → forward
+//!   decide: 2xx → Delivered; else Retry at backoff (or the upstream's Retry-After),
+//!           or Dead once max_attempts or max_age is spent   (pure: `decide`)
+//!   record: finish in the store (retried for the lease's length if the store fails)
 //! ```
 //!
 //! A lease keeps other workers (other replicas on Redis) off an event while it is
 //! tried. It belongs to the attempt: taken for this destination's `upstream_timeout`
-//! and `LEASE_MARGIN`, renewed every `RENEW_EVERY` while the attempt runs and while its
-//! result is recorded, and an attempt is sent only with at least its timeout of lease
-//! left. If this process dies (or stops renewing), the lease runs out and the event is
-//! tried again, with the same `Idempotency-Key`; if the lease is found lost while the
-//! request is still open (a pause longer than the lease, a purge), the request is
-//! abandoned. On shutdown the loop stops taking events, attempts in progress get
-//! `shutdown_grace`, and whatever is left stays stored for the next start.
+//! and `LEASE_MARGIN`, renewed every `RENEW_EVERY` while the attempt runs (a wait for
+//! a rate slot included) and while its result is recorded, and an attempt is sent
+//! only with at least its timeout of lease left. If this process dies (or stops
+//! renewing), the lease runs out and the event is tried again, with the same
+//! `Idempotency-Key`; if the lease is found lost while the request is still open (a
+//! pause longer than the lease, a purge), the request is abandoned. On shutdown the
+//! loop stops taking events, attempts waiting for a rate slot end unsent, attempts in
+//! progress get `shutdown_grace`, and whatever is left stays stored for the next
+//! start.
+//!
+//! The `rate_limit` slot is taken where it is spent, just before the request is sent:
+//! the limiter counts a delivery from when its slot is granted, so a slot taken
+//! earlier (before the lease, the task, the lease check) could let deliveries granted
+//! in different windows reach the upstream in the same one.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -34,11 +42,15 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::retry::{Backoff, retry_until};
 use super::{AppState, Routing};
 use crate::config::{Delivery, Destination, Route};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::EventId;
-use crate::queue::{Attempt, Finish, Leased, OnDead, QueueRef, QueueStore as _, now_ms};
+use crate::queue::{OnDead, RateLimit, RetryPolicy, now_ms};
+use crate::store::{
+    Attempt, AttemptResult, Finish, Leased, Pacing as _, QueueRef, QueueStore as _, Status,
+};
 use crate::telemetry::{DestinationLabel, DestinationOutcome, DestinationResult};
 
 /// How often each queue route is looked at when nothing wakes the loop: retries that
@@ -46,6 +58,10 @@ use crate::telemetry::{DestinationLabel, DestinationOutcome, DestinationResult};
 const POLL: Duration = Duration::from_millis(200);
 /// How long a delivered attempt's result is retried when the store fails.
 const RECORD_DELIVERY_FOR: Duration = Duration::from_secs(300);
+/// Waits between tries to record an attempt's result in a store that fails.
+const RECORD_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+/// Waits between asks for a rate slot while the store does not answer.
+const RATE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
 /// Routes in sync mode are looked at for events they queued before a reload every
 /// this many rounds (about 5 s).
 const SYNC_DRAIN_EVERY: u64 = 25;
@@ -95,21 +111,20 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
                 let held_until = Instant::now() + lease;
                 match take_bounded(&state, &q, dest, free, lease).await {
                     Ok(batch) => {
-                        for (leased, slot, rate_asked) in batch {
+                        for (leased, slot) in batch {
                             let Ok(permit) = sem.clone().try_acquire_owned() else {
                                 break;
                             };
-                            let (st, rt) = (state.clone(), routing.clone());
+                            let (st, rt, stop) = (state.clone(), routing.clone(), stop.clone());
                             let (r, d) = (route.clone(), dest.clone());
                             attempts.spawn(async move {
+                                let to = Target::new(&st, &rt, &r, &d);
                                 let slot_token = slot.as_deref().filter(|t| !t.is_empty());
                                 let held = Held::new(held_until);
-                                attempt(&st, &rt, &r, &d, leased, rate_asked, slot_token, &held)
-                                    .await;
+                                attempt(&to, leased, slot_token, &held, &stop).await;
                                 if let Some(token) = slot {
-                                    let q = rt.queue(&r.name, &d.name);
                                     // Not given back, it frees itself when its lease ends.
-                                    let _ = st.store().slot_return(&q, &token).await;
+                                    let _ = st.store().slot_return(&to.q, &token).await;
                                 }
                                 drop(permit);
                                 st.deliveries.notify_one();
@@ -177,140 +192,37 @@ fn resized(
     sem.clone()
 }
 
-/// Takes up to `max` due events within the destination's limits: each first takes a
-/// slot of its `concurrency` (shared by every replica on Redis) and of its
-/// `rate_limit`, so a backlog never reaches the upstream more at once, or faster, than
-/// they allow. Slots taken when nothing was due are given back. Without either to
-/// share, one call.
+/// Takes up to `max` due events within the destination's `concurrency`: each first
+/// takes one of its slots (shared by every replica on Redis), so a backlog never
+/// reaches the upstream more at once than it allows. Slots taken when nothing was
+/// due are given back. Without slots to share, one call. (The `rate_limit` is the
+/// attempt's own business: see [`rate_slot`].)
 async fn take_bounded(
     state: &AppState,
     q: &QueueRef<'_>,
     dest: &Destination,
     max: usize,
     lease: Duration,
-) -> Result<Vec<(Leased, Option<String>, Option<Instant>)>, crate::store::StoreError> {
+) -> Result<Vec<(Leased, Option<String>)>, crate::store::StoreError> {
     let store = state.store();
-    let shared = store.shares_slots();
-    let Some(limit) = &dest.rate_limit else {
-        if !shared {
-            let batch = store.take_due(q, max, lease).await?;
-            return Ok(batch.into_iter().map(|l| (l, None, None)).collect());
-        }
-        // Slots for the whole batch in one call, the unused ones back in one each.
-        let mut slots = store.slot_take(q, dest.concurrency, max, lease).await?;
-        if slots.is_empty() {
-            return Ok(Vec::new());
-        }
-        let batch = store.take_due(q, slots.len(), lease).await?;
-        for unused in slots.split_off(batch.len()) {
-            store.slot_return(q, &unused).await?;
-        }
-        return Ok(batch
-            .into_iter()
-            .zip(slots)
-            .map(|(l, slot)| (l, Some(slot), None))
-            .collect());
-    };
-    // Rate-limited: one event per rate slot, so a slot is never held by nothing.
-    let mut out = Vec::new();
-    while out.len() < max {
-        let slot = if shared {
-            match store.slot_take(q, dest.concurrency, 1, lease).await?.pop() {
-                Some(token) => Some(token),
-                None => break,
-            }
-        } else {
-            None
-        };
-        let asked = Instant::now();
-        let rate = match store.rate_take(q, limit).await? {
-            Ok(token) => token,
-            Err(_wait) => {
-                if let Some(token) = &slot {
-                    store.slot_return(q, token).await?;
-                }
-                break;
-            }
-        };
-        let mut one = store.take_due(q, 1, lease).await?;
-        match one.pop() {
-            Some(leased) => out.push((leased, slot, Some(asked))),
-            None => {
-                store.rate_return(q, &rate).await?;
-                if let Some(token) = &slot {
-                    store.slot_return(q, token).await?;
-                }
-                break;
-            }
-        }
+    if !store.shares_slots() {
+        let batch = store.take_due(q, max, lease).await?;
+        return Ok(batch.into_iter().map(|l| (l, None)).collect());
     }
-    Ok(out)
-}
-
-/// How long a rate slot may have been granted before its delivery is sent: half the
-/// limiter's slack, the rest is for the request to reach the upstream.
-const RATE_FRESH: Duration = Duration::from_millis(50);
-/// The longest a leased delivery waits for a fresh rate slot.
-const RATE_WAIT: Duration = Duration::from_millis(2500);
-const _: () = assert!(RATE_WAIT.as_millis() < LEASE_MARGIN.as_millis());
-
-/// Makes sure the delivery about to be sent holds a rate slot granted less than
-/// [`RATE_FRESH`] ago. The limiter counts a delivery from when its slot was granted;
-/// on a loaded machine the lease, the task and the connection can take longer than
-/// the limiter's slack, and deliveries whose slots were granted in different windows
-/// would then reach the upstream in the same one. A stale slot stays counted (it only
-/// makes the limit stricter) and a fresh one is taken, waiting for it if need be — but
-/// never past [`RATE_WAIT`], well within the event's lease (`upstream_timeout` +
-/// [`LEASE_MARGIN`]), so no other worker takes the event meanwhile; past it the
-/// delivery goes with the slot it has.
-async fn fresh_rate_slot(
-    state: &AppState,
-    q: &QueueRef<'_>,
-    limit: &crate::queue::RateLimit,
-    mut asked: Instant,
-) {
-    let deadline = Instant::now() + RATE_WAIT;
-    while asked.elapsed() > RATE_FRESH {
-        let now = Instant::now();
-        if now >= deadline {
-            return;
-        }
-        match state.store().rate_take(q, limit).await {
-            Ok(Ok(_token)) => asked = now,
-            // Not granted: wait, then ask again.
-            Ok(Err(wait)) => {
-                tokio::time::sleep(wait.min(deadline.saturating_duration_since(now))).await;
-            }
-            // The store does not answer: the slot taken before stands.
-            Err(_) => return,
-        }
+    // Slots for the whole batch in one call, the unused ones back in one each.
+    let mut slots = store.slot_take(q, dest.concurrency, max, lease).await?;
+    if slots.is_empty() {
+        return Ok(Vec::new());
     }
-}
-
-/// Whether the attempt holds enough lease to be sent: its `upstream_timeout` and
-/// [`SEND_MARGIN`], renewing it first when less is left (a wait for a rate slot, a
-/// busy machine). An attempt never starts on a lease that could run out before it
-/// ends.
-async fn enough_lease(
-    state: &AppState,
-    q: &QueueRef<'_>,
-    dest: &Destination,
-    leased: &Leased,
-    held: &Held,
-) -> bool {
-    let need = dest.upstream_timeout + SEND_MARGIN;
-    if held.with(|h| h.until.saturating_duration_since(Instant::now())) >= need {
-        return true;
+    let batch = store.take_due(q, slots.len(), lease).await?;
+    for unused in slots.split_off(batch.len()) {
+        store.slot_return(q, &unused).await?;
     }
-    let lease = dest.upstream_timeout + LEASE_MARGIN;
-    let asked = Instant::now();
-    match state.store().renew(q, leased, lease).await {
-        Ok(true) => {
-            held.with(|h| h.until = h.until.max(asked + lease));
-            true
-        }
-        _ => false,
-    }
+    Ok(batch
+        .into_iter()
+        .zip(slots)
+        .map(|(l, slot)| (l, Some(slot)))
+        .collect())
 }
 
 /// Whether a (sync) route's destination has events waiting in its queue.
@@ -365,27 +277,60 @@ pub(crate) async fn gauges(state: &AppState) {
     }
 }
 
-/// The result label of an attempt, and the upstream's `Retry-After`.
-fn classify(result: &Result<UpstreamResponse, ForwardError>) -> (&'static str, Option<Duration>) {
-    match result {
-        Ok(r) if r.status.is_success() => ("delivered", None),
-        Ok(r) => {
-            let retry_after = r
-                .headers
-                .get(http::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            let label = if r.status.is_client_error() {
-                "http_4xx"
-            } else {
-                "http_5xx"
-            };
-            (label, retry_after)
+/// The destination an attempt delivers to, with what it needs of the gateway.
+struct Target<'a> {
+    state: &'a AppState,
+    routing: &'a Routing,
+    route: &'a Route,
+    dest: &'a Destination,
+    q: QueueRef<'a>,
+}
+
+impl<'a> Target<'a> {
+    fn new(
+        state: &'a AppState,
+        routing: &'a Routing,
+        route: &'a Route,
+        dest: &'a Destination,
+    ) -> Self {
+        Self {
+            state,
+            routing,
+            route,
+            dest,
+            q: routing.queue(&route.name, &dest.name),
         }
-        Err(ForwardError::Timeout(_)) => ("timeout", None),
-        Err(ForwardError::Connect(_)) => ("connect", None),
-        Err(ForwardError::Broken(_)) => ("broken", None),
+    }
+
+    /// The lease an attempt takes and renews: its `upstream_timeout` and
+    /// [`LEASE_MARGIN`].
+    fn lease(&self) -> Duration {
+        self.dest.upstream_timeout + LEASE_MARGIN
+    }
+
+    /// Counts an attempt whose lease could not be kept, at this stage.
+    fn count_lease_lost(&self, stage: &str) {
+        self.state
+            .metrics
+            .queue_lease_lost
+            .get_or_create(&crate::telemetry::DestinationStage {
+                route: self.route.name.clone(),
+                destination: self.dest.name.clone(),
+                stage: stage.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts and logs an attempt abandoned because its lease could not be kept.
+    fn lease_lost(&self, leased: &Leased, stage: &str) {
+        self.count_lease_lost(stage);
+        tracing::warn!(
+            route = %self.route.name,
+            destination = %self.dest.name,
+            event_id = %leased.event.envelope.event_id,
+            stage,
+            "queue: the attempt's lease could not be kept (the store did not renew it in time, or the event was purged or taken over); the attempt was abandoned and the event is tried again after the lease (same Idempotency-Key)"
+        );
     }
 }
 
@@ -423,53 +368,22 @@ impl Held {
 
 /// One attempt at one event, and its record in the store, under a lease kept for as
 /// long as it runs.
-#[allow(clippy::too_many_arguments)]
 async fn attempt(
-    state: &AppState,
-    routing: &Routing,
-    route: &Route,
-    dest: &Destination,
+    to: &Target<'_>,
     leased: Leased,
-    rate_asked: Option<Instant>,
     slot: Option<&str>,
     held: &Held,
+    stop: &CancellationToken,
 ) {
-    let q = routing.queue(&route.name, &dest.name);
-    let lease = dest.upstream_timeout + LEASE_MARGIN;
     let lost = tokio::select! {
         // An attempt that ends as its lease is found lost has ended: it goes first.
         biased;
-        () = send_and_record(state, routing, route, dest, leased.clone(), rate_asked, held) => None,
-        stage = keep_lease(state, &q, &leased, slot, lease, held) => Some(stage),
+        () = send_decide_record(to, leased.clone(), held, stop) => None,
+        stage = keep_lease(to, &leased, slot, held) => Some(stage),
     };
     if let Some(stage) = lost {
-        lease_lost(state, route, dest, &leased, stage);
+        to.lease_lost(&leased, stage);
     }
-}
-
-/// Counts an attempt whose lease could not be kept, at this stage.
-fn count_lease_lost(state: &AppState, route: &Route, dest: &Destination, stage: &str) {
-    state
-        .metrics
-        .queue_lease_lost
-        .get_or_create(&crate::telemetry::DestinationStage {
-            route: route.name.clone(),
-            destination: dest.name.clone(),
-            stage: stage.to_owned(),
-        })
-        .inc();
-}
-
-/// Counts and logs an attempt abandoned because its lease could not be kept.
-fn lease_lost(state: &AppState, route: &Route, dest: &Destination, leased: &Leased, stage: &str) {
-    count_lease_lost(state, route, dest, stage);
-    tracing::warn!(
-        route = %route.name,
-        destination = %dest.name,
-        event_id = %leased.event.envelope.event_id,
-        stage,
-        "queue: the attempt's lease could not be kept (the store did not renew it in time, or the event was purged or taken over); the attempt was abandoned and the event is tried again after the lease (same Idempotency-Key)"
-    );
 }
 
 /// Renews an attempt's lease (and its concurrency slot) every [`RENEW_EVERY`] until
@@ -477,14 +391,13 @@ fn lease_lost(state: &AppState, route: &Route, dest: &Destination, leased: &Leas
 /// (the store said so, or no renewal succeeded before it ran out), unless its
 /// result was already being recorded: the record then finds out by itself.
 async fn keep_lease(
-    state: &AppState,
-    q: &QueueRef<'_>,
+    to: &Target<'_>,
     leased: &Leased,
     slot: Option<&str>,
-    lease: Duration,
     held: &Held,
 ) -> &'static str {
-    let store = state.store();
+    let store = to.state.store();
+    let lease = to.lease();
     loop {
         let next = held.with(|h| {
             // Renew early enough that a slow store call still ends before the lease,
@@ -497,11 +410,11 @@ async fn keep_lease(
         });
         tokio::time::sleep_until(next.into()).await;
         let asked = Instant::now();
-        let renewed = store.renew(q, leased, lease).await;
+        let renewed = store.renew(&to.q, leased, lease).await;
         if let (Some(token), Ok(true)) = (slot, &renewed) {
             // Not renewed, the slot frees itself when its lease ends: the limit holds
             // again from then on; the attempt goes on.
-            let _ = store.slot_renew(q, token, lease).await;
+            let _ = store.slot_renew(&to.q, token, lease).await;
         }
         let stage = held.with(|h| {
             match &renewed {
@@ -522,16 +435,59 @@ async fn keep_lease(
     }
 }
 
-/// Sends one attempt and records how it ended.
-async fn send_and_record(
-    state: &AppState,
-    routing: &Routing,
-    route: &Route,
-    dest: &Destination,
+/// The three stages of an attempt: send it, decide what follows, record that.
+async fn send_decide_record(
+    to: &Target<'_>,
     mut leased: Leased,
-    rate_asked: Option<Instant>,
     held: &Held,
+    stop: &CancellationToken,
 ) {
+    let Some(sent) = send(to, &leased, held, stop).await else {
+        return;
+    };
+    let now = Now {
+        ms: now_ms(),
+        jitter: rand::rng().random(),
+    };
+    let received_at_ms = leased.event.envelope.received_at_ms;
+    let end = decide(sent, &leased.status, received_at_ms, &to.dest.retry, now);
+    report(to, &leased, &end);
+    // Under `on_dead = "skip"` a dead event gives its key's line to the next event.
+    if matches!(end, Finish::Dead(..)) && to.dest.on_dead == OnDead::Skip {
+        leased.status.left_line = leased.status.order_key.take();
+    }
+    record(to, &leased, &end).await;
+}
+
+/// What a sent attempt found: the attempt as it is recorded, and the upstream's
+/// `Retry-After`.
+#[derive(Debug, Clone, PartialEq)]
+struct Sent {
+    attempt: Attempt,
+    retry_after: Option<Duration>,
+}
+
+/// Sends the attempt, once the destination's `rate_limit` grants a slot and the lease
+/// has enough left for it. `None` when it was not sent (the lease is lost, or the
+/// gateway stops while it waits for a slot).
+async fn send(
+    to: &Target<'_>,
+    leased: &Leased,
+    held: &Held,
+    stop: &CancellationToken,
+) -> Option<Sent> {
+    let rate = match &to.dest.rate_limit {
+        Some(limit) => Some(rate_slot(to, limit, stop).await?),
+        None => None,
+    };
+    if !enough_lease(to, leased, held).await {
+        if let Some(token) = &rate {
+            // Not spent: the limit gets it back.
+            let _ = to.state.store().rate_return(&to.q, token).await;
+        }
+        to.lease_lost(leased, "before_send");
+        return None;
+    }
     let env = &leased.event.envelope;
     let headers = env.header_map();
     let event_id = EventId::new(&env.event_id);
@@ -545,162 +501,431 @@ async fn send_and_record(
             .peer
             .parse()
             .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
-        now: state.clock.now(),
+        now: to.state.clock.now(),
     };
-    let q = routing.queue(&route.name, &dest.name);
-    if let (Some(limit), Some(asked)) = (&dest.rate_limit, rate_asked) {
-        fresh_rate_slot(state, &q, limit, asked).await;
-    }
-    if !enough_lease(state, &q, dest, &leased, held).await {
-        lease_lost(state, route, dest, &leased, "before_send");
-        return;
-    }
     let started_ms = now_ms();
     let t = Instant::now();
     held.with(|h| h.sent = true);
-    let result = state.forwarder.send(route, dest, out).await;
+    let result = to.state.forwarder.send(to.route, to.dest, out).await;
     held.with(|h| h.recording = true);
     let elapsed = t.elapsed();
-    let route_metrics = state.metrics.route(&route.name);
-    state
+    let route_metrics = to.state.metrics.route(&to.route.name);
+    to.state
         .metrics
         .upstream(&route_metrics, elapsed.as_secs_f64());
     let (label, retry_after) = classify(&result);
-    // On a rate-limited destination, a 429 or 503 with Retry-After pauses every
-    // delivery to it, not only this event's (on every replica, on Redis); other
-    // destinations go on.
-    if let (Some(wait), Ok(r), Some(_)) = (retry_after, &result, &dest.rate_limit)
-        && matches!(r.status.as_u16(), 429 | 503)
-        && let Err(e) = state
-            .store()
-            .pause(&q, wait.min(dest.retry.max_delay))
-            .await
-    {
-        tracing::warn!(route = %route.name, destination = %dest.name, error = %e, "queue: cannot record the upstream's Retry-After for the destination");
+    if let (Ok(r), Some(wait)) = (&result, retry_after) {
+        pause_if_asked(to, r.status, wait).await;
     }
-    let attempt = Attempt {
-        at_ms: started_ms,
-        status: result.as_ref().ok().map(|r| r.status.as_u16()),
-        result: label.to_owned(),
-        error: result.as_ref().err().map(ToString::to_string),
-        duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
-    };
-    let number = leased.status.attempts + 1;
-    let end = if label == "delivered" {
-        Finish::Delivered(attempt)
-    } else {
-        let jitter: f64 = rand::rng().random();
-        match dest.retry.after_failure(
-            &leased.status,
-            env.received_at_ms,
-            now_ms(),
-            retry_after,
-            jitter,
-        ) {
-            Ok(at) => Finish::Retry(attempt, at),
-            Err(why) => Finish::Dead(attempt, why),
+    Some(Sent {
+        attempt: Attempt {
+            at_ms: started_ms,
+            status: result.as_ref().ok().map(|r| r.status.as_u16()),
+            result: label,
+            error: result.as_ref().err().map(ToString::to_string),
+            duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        },
+        retry_after,
+    })
+}
+
+/// How long a rate slot's grant may take to come back: half the limiter's slack
+/// ([`RateLimit::SLACK`]), the rest is for the request to reach the upstream. The
+/// limiter counts a delivery from when its slot is granted; on a loaded machine the
+/// store's answer can take longer than that, and deliveries granted in different
+/// windows would then reach the upstream in the same one. A late grant stays counted
+/// (it only makes the limit stricter) and a fresh one is asked for, for up to the
+/// limit's window; past it the delivery goes with the slot it has.
+const RATE_FRESH: Duration = Duration::from_millis(50);
+
+/// A slot of the destination's `rate_limit`, taken just before the request is sent,
+/// waiting for it as long as the limit (or a pause the upstream asked for) says: the
+/// lease is kept meanwhile ([`keep_lease`]), so no other worker takes the event, and
+/// the attempt ends with it if it is lost. A store that does not answer is asked
+/// again. `None` when the gateway stops first: the event is tried after its lease.
+async fn rate_slot(to: &Target<'_>, limit: &RateLimit, stop: &CancellationToken) -> Option<String> {
+    let mut backoff = RATE_BACKOFF;
+    let mut late_since: Option<Instant> = None;
+    loop {
+        let asked = Instant::now();
+        let wait = match to.state.store().rate_take(&to.q, limit).await {
+            Ok(Ok(token)) if asked.elapsed() <= RATE_FRESH => return Some(token),
+            Ok(Ok(token)) => {
+                if late_since.get_or_insert(asked).elapsed() >= limit.window {
+                    return Some(token);
+                }
+                continue;
+            }
+            Ok(Err(wait)) => {
+                backoff = RATE_BACKOFF;
+                wait
+            }
+            Err(e) => {
+                tracing::debug!(route = %to.route.name, destination = %to.dest.name, error = %e, "queue: cannot take a rate slot; asking again");
+                backoff.next_wait()
+            }
+        };
+        tokio::select! {
+            () = stop.cancelled() => return None,
+            () = tokio::time::sleep(wait) => {}
         }
-    };
-    state
+    }
+}
+
+/// Whether the attempt holds enough lease to be sent: its `upstream_timeout` and
+/// [`SEND_MARGIN`], renewing it first when less is left (a busy machine, a store
+/// slow to renew). An attempt never starts on a lease that could run out before it
+/// ends.
+async fn enough_lease(to: &Target<'_>, leased: &Leased, held: &Held) -> bool {
+    let need = to.dest.upstream_timeout + SEND_MARGIN;
+    if held.with(|h| h.until.saturating_duration_since(Instant::now())) >= need {
+        return true;
+    }
+    let lease = to.lease();
+    let asked = Instant::now();
+    match to.state.store().renew(&to.q, leased, lease).await {
+        Ok(true) => {
+            held.with(|h| h.until = h.until.max(asked + lease));
+            true
+        }
+        _ => false,
+    }
+}
+
+/// On a rate-limited destination, a 429 or 503 with `Retry-After` pauses every
+/// delivery to it, not only this event's (on every replica, on Redis); other
+/// destinations go on.
+async fn pause_if_asked(to: &Target<'_>, status: http::StatusCode, wait: Duration) {
+    if to.dest.rate_limit.is_none() || !matches!(status.as_u16(), 429 | 503) {
+        return;
+    }
+    let wait = wait.min(to.dest.retry.max_delay);
+    if let Err(e) = to.state.store().pause(&to.q, wait).await {
+        tracing::warn!(route = %to.route.name, destination = %to.dest.name, error = %e, "queue: cannot record the upstream's Retry-After for the destination");
+    }
+}
+
+/// How an attempt ended, and the upstream's `Retry-After` (whole seconds).
+fn classify(result: &Result<UpstreamResponse, ForwardError>) -> (AttemptResult, Option<Duration>) {
+    match result {
+        Ok(r) if r.status.is_success() => (AttemptResult::Delivered, None),
+        Ok(r) => {
+            let retry_after = r
+                .headers
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let result = if r.status.is_client_error() {
+                AttemptResult::Http4xx
+            } else {
+                AttemptResult::Http5xx
+            };
+            (result, retry_after)
+        }
+        Err(ForwardError::Timeout(_)) => (AttemptResult::Timeout, None),
+        Err(ForwardError::Connect(_)) => (AttemptResult::Connect, None),
+        Err(ForwardError::Broken(_)) => (AttemptResult::Broken, None),
+    }
+}
+
+/// What a decision reads of the world: the time, and a random draw for the backoff's
+/// jitter.
+#[derive(Debug, Clone, Copy)]
+struct Now {
+    /// Unix milliseconds.
+    ms: u64,
+    /// In `[0, 1)`.
+    jitter: f64,
+}
+
+/// What follows an attempt: a 2xx is delivered; anything else is retried on the
+/// destination's schedule (at the upstream's `Retry-After` when it sent one), or dead
+/// once `max_attempts` or `max_age` is spent. `status` is the event's before this
+/// attempt; `received_at_ms`, when the gateway accepted it.
+fn decide(
+    sent: Sent,
+    status: &Status,
+    received_at_ms: u64,
+    policy: &RetryPolicy,
+    now: Now,
+) -> Finish {
+    let Sent {
+        attempt,
+        retry_after,
+    } = sent;
+    if attempt.result == AttemptResult::Delivered {
+        return Finish::Delivered(attempt);
+    }
+    match policy.after_failure(status, received_at_ms, now.ms, retry_after, now.jitter) {
+        Ok(at) => Finish::Retry(attempt, at),
+        Err(why) => Finish::Dead(attempt, why),
+    }
+}
+
+/// Counts the attempt and logs how it ended.
+fn report(to: &Target<'_>, leased: &Leased, end: &Finish) {
+    let (Finish::Delivered(attempt) | Finish::Retry(attempt, _) | Finish::Dead(attempt, _)) = end;
+    to.state
         .metrics
         .delivery_attempts
         .get_or_create(&DestinationResult {
-            route: route.name.clone(),
-            destination: dest.name.clone(),
-            result: label.to_owned(),
+            route: to.route.name.clone(),
+            destination: to.dest.name.clone(),
+            result: attempt.result.to_string(),
         })
         .inc();
-    let (Finish::Delivered(recorded) | Finish::Retry(recorded, _) | Finish::Dead(recorded, _)) =
-        &end;
-    let (status, error) = (recorded.status, recorded.error.as_deref());
-    match &end {
+    let (route, destination) = (&to.route.name, &to.dest.name);
+    let event_id = &leased.event.envelope.event_id;
+    let number = leased.status.attempts + 1;
+    let (result, status, error) = (
+        attempt.result.as_str(),
+        attempt.status,
+        attempt.error.as_deref(),
+    );
+    match end {
         Finish::Delivered(_) => tracing::info!(
-            route = %route.name,
-            destination = %dest.name,
-            event_id = %env.event_id,
+            route = %route,
+            destination = %destination,
+            event_id = %event_id,
             attempt = number,
-            result = label,
+            result,
             status,
-            ms = elapsed.as_millis() as u64,
+            ms = attempt.duration_ms,
             "queue: delivered"
         ),
         Finish::Retry(_, at) => tracing::warn!(
-            route = %route.name,
-            destination = %dest.name,
-            event_id = %env.event_id,
+            route = %route,
+            destination = %destination,
+            event_id = %event_id,
             attempt = number,
-            result = label,
+            result,
             status,
             error,
             retry_in_ms = at.saturating_sub(now_ms()),
             "queue: attempt failed; will retry"
         ),
         Finish::Dead(_, why) => tracing::error!(
-            route = %route.name,
-            destination = %dest.name,
-            event_id = %env.event_id,
+            route = %route,
+            destination = %destination,
+            event_id = %event_id,
             attempt = number,
-            result = label,
+            result,
             status,
             error,
             reason = %why,
             "queue: attempt failed; the event is dead (hookgate events retry to deliver it again)"
         ),
     }
-    let outcome = match &end {
-        Finish::Delivered(_) => Some("delivered"),
-        Finish::Dead(..) => Some("dead"),
-        Finish::Retry(..) => None,
-    };
-    // Under `on_dead = "skip"` a dead event gives its key's line to the next event.
-    if matches!(end, Finish::Dead(..)) && dest.on_dead == OnDead::Skip {
-        leased.status.left_line = leased.status.order_key.take();
-    }
-    // A failed attempt is retried on its schedule anyway: recording it may give up with
-    // the lease. A delivery is worth recording for longer (a store that is down for a
-    // while): until it is, the event may be taken again once its lease runs out and
-    // delivered twice; a late record under a lost lease changes nothing.
+}
+
+/// Records how the attempt ended. A failed attempt is retried on its schedule anyway:
+/// recording it may give up with the lease ([`LEASE_MARGIN`]). A delivery is worth
+/// recording for longer ([`RECORD_DELIVERY_FOR`], a store that is down for a while):
+/// until it is, the event may be taken again once its lease runs out and delivered
+/// twice; a late record under a lost lease changes nothing.
+async fn record(to: &Target<'_>, leased: &Leased, end: &Finish) {
+    let delivered = matches!(end, Finish::Delivered(_));
     let deadline = Instant::now()
-        + if matches!(end, Finish::Delivered(_)) {
+        + if delivered {
             RECORD_DELIVERY_FOR
         } else {
             LEASE_MARGIN
         };
-    let mut delay = Duration::from_millis(50);
-    loop {
-        match state
-            .store()
-            .finish(&q, &leased, &end, routing.store_cfg.dedup_ttl)
-            .await
-        {
-            Ok(true) => {
-                if let Some(outcome) = outcome {
-                    state
-                        .metrics
-                        .queue_deliveries
-                        .get_or_create(&DestinationOutcome {
-                            route: route.name.clone(),
-                            destination: dest.name.clone(),
-                            outcome: outcome.to_owned(),
-                        })
-                        .inc();
-                }
-                return;
-            }
-            Ok(false) => {
-                count_lease_lost(state, route, dest, "recording");
-                tracing::warn!(route = %route.name, event_id = %env.event_id, "queue: the event's lease was lost (purged, or taken by another worker); this attempt's result is not recorded");
-                return;
-            }
-            Err(e) if Instant::now() + delay < deadline => {
-                tracing::warn!(route = %route.name, event_id = %env.event_id, error = %e, "queue: recording the attempt failed; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(2));
-            }
-            Err(e) => {
-                tracing::error!(route = %route.name, event_id = %env.event_id, error = %e, "queue: gave up recording the attempt; the event is tried again when its lease runs out (same Idempotency-Key)");
-                return;
-            }
+    let (route, event_id) = (&to.route.name, &leased.event.envelope.event_id);
+    let dedup_ttl = to.routing.store_cfg.dedup_ttl;
+    let recorded = retry_until(deadline, RECORD_BACKOFF, || async {
+        let finished = to.state.store().finish(&to.q, leased, end, dedup_ttl).await;
+        if let Err(e) = &finished {
+            tracing::warn!(route = %route, event_id = %event_id, error = %e, "queue: recording the attempt failed");
         }
+        finished
+    })
+    .await;
+    match recorded {
+        Ok(true) => {
+            let outcome = match end {
+                Finish::Delivered(_) => "delivered",
+                Finish::Dead(..) => "dead",
+                Finish::Retry(..) => return,
+            };
+            to.state
+                .metrics
+                .queue_deliveries
+                .get_or_create(&DestinationOutcome {
+                    route: route.clone(),
+                    destination: to.dest.name.clone(),
+                    outcome: outcome.to_owned(),
+                })
+                .inc();
+        }
+        Ok(false) => {
+            to.count_lease_lost("recording");
+            tracing::warn!(route = %route, event_id = %event_id, "queue: the event's lease was lost (purged, or taken by another worker); this attempt's result is not recorded");
+        }
+        Err(_) => {
+            tracing::error!(route = %route, event_id = %event_id, "queue: gave up recording the attempt; the event is tried again when its lease runs out (same Idempotency-Key)");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An event received at 0, decided at 100 s.
+    const NOW: Now = Now {
+        ms: 100_000,
+        jitter: 1.0,
+    };
+
+    fn sent(result: AttemptResult, status: Option<u16>, retry_after: Option<u64>) -> Sent {
+        Sent {
+            attempt: Attempt {
+                at_ms: NOW.ms - 10,
+                status,
+                result,
+                error: None,
+                duration_ms: 10,
+            },
+            retry_after: retry_after.map(Duration::from_secs),
+        }
+    }
+
+    fn after(attempts: u32) -> Status {
+        let mut s = Status::queued(0);
+        s.attempts = attempts;
+        s
+    }
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 5,
+            initial: Duration::from_secs(1),
+            max_delay: Duration::from_secs(60),
+            max_age: Duration::from_secs(3600),
+        }
+    }
+
+    #[test]
+    fn a_2xx_is_delivered_even_on_the_last_attempt_past_max_age() {
+        let ok = sent(AttemptResult::Delivered, Some(200), None);
+        let end = decide(
+            ok.clone(),
+            &after(4),
+            0,
+            &policy(),
+            Now {
+                ms: u64::MAX,
+                ..NOW
+            },
+        );
+        assert_eq!(end, Finish::Delivered(ok.attempt));
+    }
+
+    #[test]
+    fn every_failure_with_attempts_left_is_retried_after_the_doubling_backoff() {
+        for (result, status) in [
+            (AttemptResult::Http5xx, Some(503)),
+            (AttemptResult::Http4xx, Some(404)),
+            (AttemptResult::Timeout, None),
+            (AttemptResult::Connect, None),
+            (AttemptResult::Broken, None),
+        ] {
+            let failed = sent(result, status, None);
+            let first = decide(failed.clone(), &after(0), 0, &policy(), NOW);
+            assert_eq!(first, Finish::Retry(failed.attempt.clone(), NOW.ms + 1_000));
+            // The third failure waits 4 s (jitter at its top: the whole delay).
+            let third = decide(failed.clone(), &after(2), 0, &policy(), NOW);
+            assert_eq!(third, Finish::Retry(failed.attempt, NOW.ms + 4_000));
+        }
+        // At the bottom of the jitter, half the delay.
+        let low = Now { jitter: 0.0, ..NOW };
+        let failed = sent(AttemptResult::Http5xx, Some(500), None);
+        let end = decide(failed.clone(), &after(2), 0, &policy(), low);
+        assert_eq!(end, Finish::Retry(failed.attempt, NOW.ms + 2_000));
+    }
+
+    #[test]
+    fn the_upstreams_retry_after_sets_the_next_try_within_initial_and_max_delay() {
+        let asked = |secs| {
+            let s = sent(AttemptResult::Http5xx, Some(429), Some(secs));
+            match decide(s, &after(0), 0, &policy(), NOW) {
+                Finish::Retry(_, at) => at - NOW.ms,
+                other => panic!("retried, not {other:?}"),
+            }
+        };
+        assert_eq!(asked(7), 7_000);
+        assert_eq!(asked(0), 1_000, "at least initial");
+        assert_eq!(asked(600), 60_000, "at most max_delay");
+    }
+
+    #[test]
+    fn the_last_attempt_or_max_age_makes_the_event_dead_with_its_reason() {
+        let failed = sent(AttemptResult::Http5xx, Some(500), None);
+        let end = decide(failed.clone(), &after(4), 0, &policy(), NOW);
+        assert_eq!(
+            end,
+            Finish::Dead(
+                failed.attempt.clone(),
+                "5 attempts failed (max_attempts)".into()
+            )
+        );
+        // Received an hour ago: the next try would be past max_age.
+        let late = Now {
+            ms: 3_600_000,
+            ..NOW
+        };
+        match decide(failed, &after(0), 0, &policy(), late) {
+            Finish::Dead(_, why) => assert!(why.contains("max_age"), "{why}"),
+            other => panic!("dead, not {other:?}"),
+        }
+        // An operator's retry restarts max_age.
+        let mut requeued = after(0);
+        requeued.requeue(3_000_000);
+        let s = sent(AttemptResult::Timeout, None, None);
+        assert!(matches!(
+            decide(s, &requeued, 0, &policy(), late),
+            Finish::Retry(..)
+        ));
+    }
+
+    #[test]
+    fn answers_and_errors_are_classified_by_their_stored_result() {
+        let answer = |status: u16, retry_after: Option<&str>| {
+            let mut headers = http::HeaderMap::new();
+            if let Some(v) = retry_after {
+                headers.insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from_str(v).expect("value"),
+                );
+            }
+            classify(&Ok(UpstreamResponse {
+                status: http::StatusCode::from_u16(status).expect("status"),
+                headers,
+                body: bytes::Bytes::new(),
+            }))
+        };
+        assert_eq!(answer(204, Some("5")), (AttemptResult::Delivered, None));
+        assert_eq!(answer(404, None), (AttemptResult::Http4xx, None));
+        assert_eq!(
+            answer(429, Some(" 3 ")),
+            (AttemptResult::Http4xx, Some(Duration::from_secs(3)))
+        );
+        assert_eq!(answer(503, Some("soon")), (AttemptResult::Http5xx, None));
+        assert_eq!(answer(302, None), (AttemptResult::Http5xx, None));
+        let failed = |e| classify(&Err(e)).0;
+        assert_eq!(
+            failed(ForwardError::Timeout(Duration::from_secs(1))),
+            AttemptResult::Timeout
+        );
+        assert_eq!(
+            failed(ForwardError::Connect("refused".into())),
+            AttemptResult::Connect
+        );
+        assert_eq!(
+            failed(ForwardError::Broken("reset".into())),
+            AttemptResult::Broken
+        );
     }
 }

@@ -102,7 +102,7 @@ impl Default for MemoryStore {
 
 impl MemoryStore {
     /// Records the store keeps at most unless told (`store.max_records`).
-    pub const DEFAULT_MAX_RECORDS: usize = 1_000_000;
+    pub const DEFAULT_MAX_RECORDS: usize = crate::config::StoreConfig::DEFAULT_MAX_RECORDS;
 
     /// An empty store of at most [`Self::DEFAULT_MAX_RECORDS`] records.
     pub fn new() -> Self {

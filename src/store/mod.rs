@@ -1,5 +1,15 @@
-//! The dedup store: one atomic claim per event, with a lease while it is forwarded and
-//! a done record for the dedup window afterwards.
+//! The store layer: every contract the gateway stores through, and its memory, disk and
+//! Redis implementations. [`Store`] is the configured one.
+//!
+//! - Claims ([`DedupStore`], here): one atomic claim per event, with a lease while it
+//!   is forwarded and a done record for the dedup window afterwards.
+//! - The queue ([`QueueStore`], `queue.rs`): durable delivery's events, their status and
+//!   their destinations' queues ([`QueueRef`]).
+//! - Pacing ([`Pacing`], `pacing.rs`): a destination's rate limit, concurrency slots and
+//!   pauses.
+//!
+//! Each backend has a claims half and a queue half: `disk/{mod.rs, queue.rs}`,
+//! `redis/{mod.rs, queue.rs}`; `memory.rs` keeps claims only (no queue, so no pacing).
 //!
 //! ```text
 //! claim(key, fp, lease)           absent        -> Claimed(token), key = in-flight(token, fp) for `lease`
@@ -9,12 +19,15 @@
 //! release(key, token)             in-flight(token) -> absent
 //! ```
 //! `complete` and `release` never touch a key that holds another claim, so a late
-//! finisher cannot overwrite the claim of a newer copy. Both implementations run the
-//! same conformance suite (`tests/it/conformance.rs`).
+//! finisher cannot overwrite the claim of a newer copy. Every implementation runs the
+//! same conformance suites (`tests/it/conformance.rs`, `tests/it/queue_conformance.rs`).
 
+mod attempt;
 pub mod disk;
 pub mod log;
 pub mod memory;
+mod pacing;
+mod queue;
 pub mod redis;
 
 use std::fmt;
@@ -23,13 +36,16 @@ use std::time::Duration;
 
 use rand::Rng as _;
 
-use crate::queue::{
-    Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
-    Status, StoredEvent, Summary, Target,
-};
+use crate::queue::RateLimit;
 
+pub use self::attempt::AttemptResult;
 pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
+pub use self::pacing::Pacing;
+pub use self::queue::{
+    Attempt, Depth, Enqueued, Envelope, Fanout, Finish, HISTORY, Leased, QueueRef, QueueStore,
+    State, Status, StoredEvent, StoredHeader, Summary, Target,
+};
 pub use self::redis::RedisStore;
 
 /// A namespaced store key: `<prefix><route>:<event id>`.
@@ -185,7 +201,7 @@ impl StoreError {
     }
 }
 
-/// The contract every store implements.
+/// The claims contract every store implements.
 pub trait DedupStore: Send + Sync {
     /// Atomically claims `key` for `lease`, or reports what holds it.
     fn claim(
@@ -414,7 +430,9 @@ impl QueueStore for Store {
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         queue_dispatch!(self, s => s.depth(q).await)
     }
+}
 
+impl Pacing for Store {
     async fn rate_take(
         &self,
         q: &QueueRef<'_>,

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hookgate::queue::{QueueRef, QueueStore as _, RateLimit};
-use hookgate::store::RedisStore;
+use hookgate::queue::RateLimit;
+use hookgate::store::{Pacing as _, QueueRef, RedisStore};
 
 use crate::process::{BIN, signed, write_config};
 use crate::support::{RedisServer, Upstream, eventually, free_port, post, stripe_body};
@@ -152,7 +152,7 @@ async fn a_gateway_clock_stepping_back_does_not_hold_retries_on_redis() {
 async fn a_redis_clock_stepping_back_does_not_hold_a_rate_limit() {
     let redis = RedisServer::start();
     let store = RedisStore::new(&redis.url(), Duration::from_secs(2)).expect("store");
-    let q = QueueRef::route("hg:", "stripe");
+    let q = QueueRef::new("hg:", "stripe", "stripe");
     let limit = RateLimit::parse("2/s").expect("limit");
     for _ in 0..2 {
         assert!(store.rate_take(&q, &limit).await.expect("rate").is_ok());

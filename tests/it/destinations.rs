@@ -634,11 +634,13 @@ async fn without_the_store_only_a_plain_queue_route_forwards_unclaimed() {
     let up = Upstream::start().await;
     let route = |name: &str, rest: &str| {
         format!(
-            "[[routes]]\nname = \"{name}\"\npath = \"/{name}\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\ndelivery = \"queue\"\non_error = \"forward\"\n{rest}\n"
+            "[[routes]]\nname = \"{name}\"\npath = \"/{name}\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\ndelivery = \"queue\"\n{rest}\n"
         )
     };
+    // Written on the ordered or the fan-out route, on_error = "forward" is refused
+    // (`hookgate check`); from [store], those two reject.
     let config = format!(
-        "[store]\nbackend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\n{}{}{}",
+        "[store]\nbackend = \"redis\"\nurl = \"{}\"\ntimeout = \"300ms\"\non_error = \"forward\"\n{}{}{}",
         redis.url(),
         route("plain", &format!("upstream = \"{}\"", up.url("/plain"))),
         route(

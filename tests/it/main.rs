@@ -14,6 +14,7 @@ mod cli;
 mod clock;
 mod cluster;
 mod conformance;
+mod deliveries;
 mod deliveries_cli;
 mod deploy;
 mod destinations;

@@ -6,13 +6,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hookgate::queue::{
-    Attempt, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, State, StoredEvent,
-    StoredHeader, Target, now_ms,
-};
-use hookgate::store::Claim;
+use hookgate::queue::now_ms;
 use hookgate::store::RedisStore;
 use hookgate::store::redis::RedisOptions;
+use hookgate::store::{
+    Attempt, Claim, Enqueued, Envelope, Fanout, Finish, Leased, Pacing, QueueRef, QueueStore,
+    State, StoredEvent, StoredHeader, Target,
+};
 
 use crate::support::RedisServer;
 use crate::support::redis::RedisCluster;
@@ -36,7 +36,7 @@ pub fn unique_route(name: &str) -> String {
 }
 
 fn queue(route: &str) -> QueueRef<'_> {
-    QueueRef::route(PREFIX, route)
+    QueueRef::new(PREFIX, route, route)
 }
 
 /// An event whose fingerprint follows its body.
@@ -64,7 +64,7 @@ fn attempt(result: &str, status: Option<u16>) -> Attempt {
     Attempt {
         at_ms: now_ms(),
         status,
-        result: result.into(),
+        result: result.parse().expect("an attempt result"),
         error: None,
         duration_ms: 5,
     }
@@ -97,11 +97,7 @@ async fn enqueue<S: QueueStore>(s: &S, q: &QueueRef<'_>, ev: &StoredEvent) -> En
 
 /// One of a route's destinations (not the one named after the route).
 fn dest<'a>(route: &'a str, destination: &'a str) -> QueueRef<'a> {
-    QueueRef {
-        prefix: PREFIX,
-        route,
-        destination,
-    }
+    QueueRef::new(PREFIX, route, destination)
 }
 
 /// An event of a route with destinations `all`, going to `to`, unordered.
@@ -172,7 +168,7 @@ async fn ids<S: QueueStore>(s: &S, q: &QueueRef<'_>, state: Option<State>) -> Ve
 }
 
 /// The queue contract: everything but a second store handle.
-pub async fn queue_conforms<S: QueueStore>(s: &S) {
+pub async fn queue_conforms<S: QueueStore + Pacing>(s: &S) {
     enqueue_stores_once(s).await;
     delivered_events_stay_duplicates(s).await;
     retries_come_back_when_due(s).await;
@@ -266,11 +262,7 @@ async fn fanout_delivers_to_each_destination_on_its_own<S: QueueStore>(s: &S) {
         enqueue_fanout(s, "qc-other:", &route, &all, &["a"], &ev).await,
         Enqueued::Queued
     );
-    let elsewhere = QueueRef {
-        prefix: "qc-other:",
-        route: &route,
-        destination: "a",
-    };
+    let elsewhere = QueueRef::new("qc-other:", &route, "a");
     assert_eq!(take_one(s, &dest(&route2, "a"), "evt_f").await.event, ev);
     assert_eq!(take_one(s, &elsewhere, "evt_f").await.event, ev);
     assert!(take(s, &qa, LONG).await.is_empty());
@@ -414,7 +406,7 @@ async fn order_lines_deliver_one_at_a_time<S: QueueStore>(s: &S) {
     assert!(ids(s, &q, None).await.is_empty());
 }
 
-async fn rate_limits_count_starts_and_pauses_hold_them<S: QueueStore>(s: &S) {
+async fn rate_limits_count_starts_and_pauses_hold_them<S: QueueStore + Pacing>(s: &S) {
     let route = unique_route("rate");
     let q = queue(&route);
     let limit = hookgate::queue::RateLimit::parse("3/s").expect("limit");
@@ -811,7 +803,7 @@ async fn routes_are_isolated<S: QueueStore>(s: &S) {
     assert_eq!(enqueue(s, &qa, &a).await, Enqueued::Queued);
     assert_eq!(enqueue(s, &qb, &b).await, Enqueued::Queued);
     // Another prefix is another namespace too.
-    let other_prefix = QueueRef::route("qc-other:", &ra);
+    let other_prefix = QueueRef::new("qc-other:", &ra, &ra);
     assert_eq!(enqueue(s, &other_prefix, &b).await, Enqueued::Queued);
     let only_a = event("evt_a_only", b"a only", now_ms());
     assert_eq!(enqueue(s, &qa, &only_a).await, Enqueued::Queued);
@@ -944,7 +936,7 @@ async fn the_queue_contract_holds_on_redis() {
 
 /// On Redis a route's `concurrency` slots are shared: two stores (two replicas) hold
 /// at most `max` between them; a slot comes back when returned or when its lease ends.
-async fn shared_slots_bound_every_replica<S: QueueStore>(a: &S, b: &S) {
+async fn shared_slots_bound_every_replica<S: QueueStore + Pacing>(a: &S, b: &S) {
     let route = unique_route("slots");
     let q = queue(&route);
     let first = a.slot_take(&q, 3, 1, LONG).await.expect("take");

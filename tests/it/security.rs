@@ -1036,3 +1036,44 @@ async fn the_disk_store_file_and_folder_are_their_owners_only() {
     assert!(reopened.is_some(), "reopened");
     assert_eq!(mode(&old), 0o600, "restricted when opened");
 }
+
+/// A route name sent percent-encoded (as the command line encodes every character but
+/// letters and digits): its handed-over secret is read and cleared under the encoded
+/// name, each endpoint decoding it the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handed_over_secrets_are_found_under_an_encoded_route_name() {
+    let up = Upstream::start().await;
+    let cfg = format!(
+        "[[routes]]\nname = \"asana-hooks.v1\"\npath = \"/asana\"\nprovider = \"asana\"\nsecrets = []\nupstream = \"{}\"\n",
+        up.url("/asana")
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let url = gw.url("/asana");
+    let r = post(
+        &url,
+        &[("x-hook-secret".into(), "first-secret".into())],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let admin = gw.admin_url("/handshakes/asana%2Dhooks%2Ev1");
+    let r = crate::support::send("GET", &admin, &[], Vec::new()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["route"].as_str(), Some("asana-hooks.v1"));
+    assert_eq!(r.json()["secret"].as_str(), Some("first-secret"));
+    // The name as sent, undecoded, is no route's.
+    let raw = gw.admin_url("/handshakes/asana%252Dhooks%2Ev1");
+    assert_eq!(
+        crate::support::send("GET", &raw, &[], Vec::new())
+            .await
+            .status,
+        404
+    );
+
+    let r = crate::support::send("DELETE", &admin, &[], Vec::new()).await;
+    assert_eq!((r.status, r.json()["cleared"].as_bool()), (200, Some(true)));
+    let r = crate::support::send("GET", &admin, &[], Vec::new()).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    gw.stop().await;
+}

@@ -47,6 +47,7 @@ const UNSIGNABLE: &[&str] = &[
     "figma",
     "mailchimp",
     "msgraph",
+    "telegram",
 ];
 
 #[test]

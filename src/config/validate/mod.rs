@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::raw::{RawConfig, is_absent};
-use super::{CaptureConfig, Config, Env, OnError, Route};
+use super::raw::{RawCapture, RawConfig, RawRoute, is_absent};
+use super::{CaptureConfig, Config, Env, Route};
 use crate::secret::Secret;
 
 pub(super) struct Validator<'a> {
@@ -121,22 +121,6 @@ impl Validator<'_> {
         }
     }
 
-    fn on_error(&mut self, v: &Option<Spanned<String>>, key: &str, default: OnError) -> OnError {
-        match v.as_ref().map(|s| (s, s.get_ref().as_str())) {
-            None => default,
-            Some((_, "reject")) => OnError::Reject,
-            Some((_, "forward")) => OnError::Forward,
-            Some((s, other)) => {
-                self.err(
-                    s,
-                    key,
-                    format_args!("{other:?}: use \"reject\" or \"forward\""),
-                );
-                default
-            }
-        }
-    }
-
     /// Expands `${VAR}` anywhere in the value, or reads `file:PATH` (relative to the
     /// config file; one trailing newline removed).
     fn secret(&mut self, s: &Spanned<String>, key: &str) -> Option<Secret> {
@@ -228,50 +212,87 @@ impl Validator<'_> {
             {
                 continue;
             }
-            // Required keys not written: one error each, at the route's `[[routes]]`.
-            let route_line = self.line(at.clone());
-            let mut missing: Vec<&'static str> = Vec::new();
-            for (field, absent) in [
-                ("name", is_absent(&r.name)),
-                ("path", is_absent(&r.path)),
-                ("provider", is_absent(&r.provider)),
-                ("secrets", is_absent(&r.secrets)),
-            ] {
-                let key = format!("routes[{i}].{field}");
-                if absent && !self.removed.contains(&key) {
-                    self.err_at(route_line, &key, "missing: every route sets it");
-                }
-                if absent {
-                    missing.push(field);
-                }
-            }
-            let here = |v: &mut Spanned<_>| {
-                if is_absent(v) {
-                    *v = Spanned::new(at.clone(), std::mem::take(v.get_mut()));
-                }
-            };
-            here(&mut r.name);
-            here(&mut r.path);
-            here(&mut r.provider);
-            if is_absent(&r.secrets) {
-                r.secrets = Spanned::new(at.clone(), Vec::new());
-            }
+            let missing = self.required_keys(i, &mut r, at);
             let (name_line, path_line) = (self.line(r.name.span()), self.line(r.path.span()));
             if let Some(route) = self.route(i, r, &store, &missing) {
-                if let Some(other) = routes.iter().find(|o| o.name == route.name) {
-                    let msg = format!("name {:?} is used twice", other.name);
-                    self.err_at(name_line, &format!("routes[{i}].name"), msg);
-                } else if let Some(other) = routes.iter().find(|o| o.path == route.path) {
-                    let msg = format!(
-                        "path {:?} is already served by route {:?}",
-                        route.path, other.name
-                    );
-                    self.err_at(path_line, &format!("routes[{i}].path"), msg);
-                }
+                self.names_and_paths_are_unique(i, &route, &routes, (name_line, path_line));
                 routes.push(route);
             }
         }
-        let capture = raw.capture.map(|c| CaptureConfig {
+        let capture = raw.capture.map(|c| self.capture(c));
+        let log = self.log(raw.log.unwrap_or_default(), &store.backend);
+        Some(Config::new(
+            path.to_path_buf(),
+            server,
+            store,
+            routes,
+            capture,
+            log,
+        ))
+    }
+
+    /// The required keys of route `i` that are not written: one error each, at its
+    /// `[[routes]]`, and the route's own span in their place. Their names.
+    fn required_keys(
+        &mut self,
+        i: usize,
+        r: &mut RawRoute,
+        at: std::ops::Range<usize>,
+    ) -> Vec<&'static str> {
+        let route_line = self.line(at.clone());
+        let mut missing: Vec<&'static str> = Vec::new();
+        for (field, absent) in [
+            ("name", is_absent(&r.name)),
+            ("path", is_absent(&r.path)),
+            ("provider", is_absent(&r.provider)),
+            ("secrets", is_absent(&r.secrets)),
+        ] {
+            let key = format!("routes[{i}].{field}");
+            if absent && !self.removed.contains(&key) {
+                self.err_at(route_line, &key, "missing: every route sets it");
+            }
+            if absent {
+                missing.push(field);
+            }
+        }
+        let here = |v: &mut Spanned<_>| {
+            if is_absent(v) {
+                *v = Spanned::new(at.clone(), std::mem::take(v.get_mut()));
+            }
+        };
+        here(&mut r.name);
+        here(&mut r.path);
+        here(&mut r.provider);
+        if is_absent(&r.secrets) {
+            r.secrets = Spanned::new(at.clone(), Vec::new());
+        }
+        missing
+    }
+
+    /// No two routes share a name (the store's keys, the admin API and the commands
+    /// name routes) or a path (a request would match either).
+    fn names_and_paths_are_unique(
+        &mut self,
+        i: usize,
+        route: &Route,
+        before: &[Route],
+        (name_line, path_line): (usize, usize),
+    ) {
+        if let Some(other) = before.iter().find(|o| o.name == route.name) {
+            let msg = format!("name {:?} is used twice", other.name);
+            self.err_at(name_line, &format!("routes[{i}].name"), msg);
+        } else if let Some(other) = before.iter().find(|o| o.path == route.path) {
+            let msg = format!(
+                "path {:?} is already served by route {:?}",
+                route.path, other.name
+            );
+            self.err_at(path_line, &format!("routes[{i}].path"), msg);
+        }
+    }
+
+    /// `[capture]`.
+    fn capture(&mut self, c: RawCapture) -> CaptureConfig {
+        CaptureConfig {
             dir: self.base.join(c.dir),
             max_files: match c.max_files {
                 None => 10_000,
@@ -297,15 +318,6 @@ impl Validator<'_> {
             },
             refused: c.refused.unwrap_or(false),
             replays: c.replays.unwrap_or(false),
-        });
-        let log = self.log(raw.log.unwrap_or_default(), &store.backend);
-        Some(Config {
-            source: path.to_path_buf(),
-            server,
-            store,
-            routes,
-            capture,
-            log,
-        })
+        }
     }
 }

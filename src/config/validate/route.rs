@@ -7,8 +7,8 @@ use http::Method;
 use toml::Spanned;
 
 use super::Validator;
-use crate::config::raw::{RawCredential, RawRetry, RawRoute};
-use crate::config::{Backend, Delivery, Destination, Route, StoreConfig};
+use crate::config::raw::{RawCredential, RawDestination, RawRetry, RawRoute};
+use crate::config::{Backend, Delivery, Destination, OnError, Route, StoreConfig};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
 use crate::provider::{
     Credential, EventFilter, EventIdSource, EventTypeSource, HmacOptions, Preset, Verifier,
@@ -23,7 +23,7 @@ struct PacingKeys<'a> {
     concurrency: &'a Option<Spanned<i64>>,
     rate_limit: &'a Option<Spanned<String>>,
     order_by: &'a Option<Spanned<String>>,
-    on_dead: &'a Option<Spanned<String>>,
+    on_dead: &'a Option<Spanned<OnDead>>,
 }
 
 /// Those keys validated: a destination's, or the route's (its destinations' defaults).
@@ -96,30 +96,7 @@ impl Validator<'_> {
         let errors_before = self.errors.len();
 
         let name = r.name.get_ref().clone();
-        if !missing.contains(&"name")
-            && (name.is_empty()
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)))
-        {
-            self.err(
-                &r.name,
-                &k("name"),
-                format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
-            );
-        } else if name == QUEUE_KEYS {
-            // A route's dedup keys are `<prefix><route>:<event id>`, and every queue's
-            // keys are `<prefix>q:{<route>}…`: a route named `q` would share key space
-            // with the queues, and an event ID from outside could name a queue's key.
-            // Route names hold no ':', so no other name can.
-            self.err(
-                &r.name,
-                &k("name"),
-                format_args!(
-                    "{name:?} is reserved: the queues' keys start with \"{QUEUE_KEYS}:\" (choose another name)"
-                ),
-            );
-        }
+        self.route_name(&r.name, missing, &k);
         let path = r.path.get_ref().clone();
         if !missing.contains(&"path") && !path.starts_with('/') || path.contains(['?', '#', ' ']) {
             self.err(
@@ -128,39 +105,8 @@ impl Validator<'_> {
                 format_args!("{path:?} must start with '/' and hold no query"),
             );
         }
-        let methods: Option<Vec<Method>> = r.methods.as_ref().map(|ms| {
-            ms.iter()
-                .filter_map(|m| {
-                    match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
-                        Ok(mm) => Some(mm),
-                        Err(_) => {
-                            self.err(
-                                m,
-                                &k("methods"),
-                                format_args!("{:?} is not an HTTP method", m.get_ref()),
-                            );
-                            None
-                        }
-                    }
-                })
-                .collect()
-        });
-
-        let preset = Preset::parse(r.provider.get_ref());
-        if preset.is_none() && !missing.contains(&"provider") {
-            self.err(
-                &r.provider,
-                &k("provider"),
-                format_args!(
-                    "unknown provider {:?}{}; known: {}",
-                    r.provider.get_ref(),
-                    Preset::nearest(r.provider.get_ref())
-                        .map(|n| format!(" (did you mean {n:?}?)"))
-                        .unwrap_or_default(),
-                    Preset::NAMES.join(", ")
-                ),
-            );
-        }
+        let methods = self.methods(&r, &k);
+        let preset = self.preset(&r, missing, &k);
         let opts = r.hmac.as_ref().map(|h| h.get_ref());
         if let (Some(h), Some(p)) = (&r.hmac, preset)
             && p != Preset::HMAC
@@ -194,12 +140,12 @@ impl Validator<'_> {
             event_type.is_some() || preset.is_none(),
         );
 
-        let on_error = self.on_error(&r.on_error, &k("on_error"), store.on_error);
         let public_url = self.public_url(&r, preset, opts, &k);
 
         let verifier = self.verifier(&r, preset, opts, &secrets, tolerance, &k);
         let delivery = self.delivery(&r, store, &k);
         let destinations = self.destinations(&r, delivery, event_type.is_some(), store, &k);
+        let on_error = self.on_error(&r, store, &destinations, &k);
 
         if let Some(v) = &verifier {
             self.order_keys_are_signed(&r, v, &k);
@@ -207,14 +153,19 @@ impl Validator<'_> {
         if self.errors.len() > errors_before || !missing.is_empty() {
             return None;
         }
-        let verifier = verifier?;
+        let (verifier, event_id) = (verifier?, event_id?);
+        let body_fields = crate::provider::BodyFields::new(
+            &event_id,
+            event_type.as_ref(),
+            destinations.iter().map(|d| d.order_by.as_ref()),
+        );
         Some(Route {
             name,
             path,
             // Unless set, what the preset needs: POST and its handshake's method.
             methods: methods.unwrap_or_else(|| verifier.default_methods()),
             verifier,
-            event_id: event_id?,
+            event_id,
             event_type,
             events,
             tolerance,
@@ -230,7 +181,79 @@ impl Validator<'_> {
             .unwrap_or(u32::MAX),
             delivery,
             destinations,
+            body_fields,
         })
+    }
+
+    /// A route's name: letters, digits, '-', '_' and '.', and not the queues' prefix.
+    fn route_name(&mut self, n: &Spanned<String>, missing: &[&str], k: &dyn Fn(&str) -> String) {
+        let name = n.get_ref();
+        if !missing.contains(&"name")
+            && (name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)))
+        {
+            self.err(
+                n,
+                &k("name"),
+                format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
+            );
+        } else if name == QUEUE_KEYS {
+            // A route's dedup keys are `<prefix><route>:<event id>`, and every queue's
+            // keys are `<prefix>q:{<route>}…`: a route named `q` would share key space
+            // with the queues, and an event ID from outside could name a queue's key.
+            // Route names hold no ':', so no other name can.
+            self.err(
+                n,
+                &k("name"),
+                format_args!(
+                    "{name:?} is reserved: the queues' keys start with \"{QUEUE_KEYS}:\" (choose another name)"
+                ),
+            );
+        }
+    }
+
+    /// `methods`, if written: HTTP methods.
+    fn methods(&mut self, r: &RawRoute, k: &dyn Fn(&str) -> String) -> Option<Vec<Method>> {
+        let ms = r.methods.as_ref()?;
+        let mut out = Vec::new();
+        for m in ms {
+            match Method::from_bytes(m.get_ref().to_ascii_uppercase().as_bytes()) {
+                Ok(mm) => out.push(mm),
+                Err(_) => self.err(
+                    m,
+                    &k("methods"),
+                    format_args!("{:?} is not an HTTP method", m.get_ref()),
+                ),
+            }
+        }
+        Some(out)
+    }
+
+    /// `provider`: a preset's name (the nearest one suggested).
+    fn preset(
+        &mut self,
+        r: &RawRoute,
+        missing: &[&str],
+        k: &dyn Fn(&str) -> String,
+    ) -> Option<Preset> {
+        let preset = Preset::parse(r.provider.get_ref());
+        if preset.is_none() && !missing.contains(&"provider") {
+            self.err(
+                &r.provider,
+                &k("provider"),
+                format_args!(
+                    "unknown provider {:?}{}; known: {}",
+                    r.provider.get_ref(),
+                    Preset::nearest(r.provider.get_ref())
+                        .map(|n| format!(" (did you mean {n:?}?)"))
+                        .unwrap_or_default(),
+                    Preset::NAMES.join(", ")
+                ),
+            );
+        }
+        preset
     }
 
     /// `order_by = "header:NAME"` only on a header the signature covers: anyone who
@@ -278,26 +301,45 @@ impl Validator<'_> {
         store: &StoreConfig,
         k: &dyn Fn(&str) -> String,
     ) -> Delivery {
-        match r.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
-            None | Some((_, "sync")) => Delivery::Sync,
-            Some((d, "queue")) => {
-                if matches!(store.backend, Backend::Memory) {
-                    self.err(
-                        d,
-                        &k("delivery"),
-                        "\"queue\" needs a durable store: set [store] backend = \"disk\" (or \"redis\"); the memory store would lose queued events on a restart",
-                    );
-                }
-                Delivery::Queue
-            }
-            Some((d, other)) => {
+        let Some(d) = &r.delivery else {
+            return Delivery::Sync;
+        };
+        if *d.get_ref() == Delivery::Queue && matches!(store.backend, Backend::Memory) {
+            self.err(
+                d,
+                &k("delivery"),
+                "\"queue\" needs a durable store: set [store] backend = \"disk\" (or \"redis\"); the memory store would lose queued events on a restart",
+            );
+        }
+        *d.get_ref()
+    }
+
+    /// `on_error`, the route's or else `store.on_error`. A forward without a claim
+    /// reaches one upstream, past any key's line: a queue route with several
+    /// destinations, or with `order_by`, cannot fail open. Written on such a route,
+    /// `"forward"` is an error; inherited from `[store]`, the route rejects (503 +
+    /// `Retry-After`: the provider retries).
+    fn on_error(
+        &mut self,
+        r: &RawRoute,
+        store: &StoreConfig,
+        destinations: &[Arc<Destination>],
+        k: &dyn Fn(&str) -> String,
+    ) -> OnError {
+        let fans_out_or_orders =
+            destinations.len() > 1 || destinations.first().is_some_and(|d| d.order_by.is_some());
+        match &r.on_error {
+            Some(o) if *o.get_ref() == OnError::Forward && fans_out_or_orders => {
                 self.err(
-                    d,
-                    &k("delivery"),
-                    format_args!("{other:?}: use \"sync\" or \"queue\""),
+                    o,
+                    &k("on_error"),
+                    "\"forward\" does not apply to a route with several destinations or order_by: a forward without a claim would reach one upstream, or pass its key's line; leave it out (the provider retries on 503)",
                 );
-                Delivery::Sync
+                OnError::Reject
             }
+            Some(o) => *o.get_ref(),
+            None if fans_out_or_orders => OnError::Reject,
+            None => store.on_error,
         }
     }
 
@@ -353,22 +395,8 @@ impl Validator<'_> {
                 "missing: set upstream = \"http://…\" (or [[routes.destinations]] on a queue route)",
             ),
             (None, Some(ds)) => {
-                if ds.get_ref().len() > 1 && delivery != Delivery::Queue {
-                    self.err(ds, &k("destinations"), "several destinations need delivery = \"queue\": a sync forward relays one upstream's answer to the provider");
-                }
-                if ds.get_ref().is_empty() {
-                    self.err(ds, &k("destinations"), "at least one destination is needed");
-                }
-                for (field, set) in [
-                    ("rate_limit", r.rate_limit.as_ref().map(toml::Spanned::span)),
-                    ("order_by", r.order_by.as_ref().map(toml::Spanned::span)),
-                    ("on_dead", r.on_dead.as_ref().map(toml::Spanned::span)),
-                ] {
-                    if let Some(span) = set {
-                        let line = self.line(span);
-                        self.err_at(line, &k(field), "set it on each [[routes.destinations]] that needs it");
-                    }
-                }
+                self.several_destinations_need_a_queue(ds, delivery, k);
+                self.per_destination_keys_are_not_the_routes(r, k);
                 for (j, d) in ds.get_ref().iter().enumerate() {
                     let dk = |field: &str| k(&format!("destinations[{j}].{field}"));
                     let name = d.name.get_ref();
@@ -410,6 +438,53 @@ impl Validator<'_> {
         out
     }
 
+    /// A sync forward relays one upstream's answer: several destinations are a
+    /// queue's. And a route lists at least one.
+    fn several_destinations_need_a_queue(
+        &mut self,
+        ds: &Spanned<Vec<RawDestination>>,
+        delivery: Delivery,
+        k: &dyn Fn(&str) -> String,
+    ) {
+        if ds.get_ref().len() > 1 && delivery != Delivery::Queue {
+            self.err(ds, &k("destinations"), "several destinations need delivery = \"queue\": a sync forward relays one upstream's answer to the provider");
+        }
+        if ds.get_ref().is_empty() {
+            self.err(ds, &k("destinations"), "at least one destination is needed");
+        }
+    }
+
+    /// `rate_limit`, `order_by` and `on_dead` are no defaults for destinations: each
+    /// destination that needs one sets it.
+    fn per_destination_keys_are_not_the_routes(
+        &mut self,
+        r: &RawRoute,
+        k: &dyn Fn(&str) -> String,
+    ) {
+        for (field, set) in [
+            ("rate_limit", r.rate_limit.as_ref().map(Spanned::span)),
+            ("order_by", r.order_by.as_ref().map(Spanned::span)),
+            ("on_dead", r.on_dead.as_ref().map(Spanned::span)),
+        ] {
+            if let Some(span) = set {
+                let line = self.line(span);
+                self.err_at(
+                    line,
+                    &k(field),
+                    "set it on each [[routes.destinations]] that needs it",
+                );
+            }
+        }
+    }
+
+    /// `on_dead` says what a dead event does to its key's line: without `order_by`
+    /// there is none.
+    fn on_dead_needs_order_by(&mut self, keys: &PacingKeys<'_>, k: &dyn Fn(&str) -> String) {
+        if let Some(d) = keys.on_dead {
+            self.err(d, &k("on_dead"), "is only used with order_by");
+        }
+    }
+
     /// `events = ["invoice.*", …]`, which needs the route to know the event type.
     pub(super) fn event_filter(
         &mut self,
@@ -446,47 +521,9 @@ impl Validator<'_> {
         name_line: usize,
     ) -> Pacing {
         if delivery == Delivery::Sync {
-            let queue_only = [
-                ("retry", keys.retry.as_ref().map(Spanned::span)),
-                ("concurrency", keys.concurrency.as_ref().map(Spanned::span)),
-                ("rate_limit", keys.rate_limit.as_ref().map(Spanned::span)),
-                ("order_by", keys.order_by.as_ref().map(Spanned::span)),
-                ("on_dead", keys.on_dead.as_ref().map(Spanned::span)),
-            ];
-            for (field, span) in queue_only {
-                if let Some(span) = span {
-                    let line = self.line(span);
-                    self.err_at(line, &k(field), "is only used with delivery = \"queue\" (a sync forward happens while the provider waits)");
-                }
-            }
+            self.queue_keys_only_on_queue_routes(keys, k);
         }
-        let retry = match keys.retry {
-            None => defaults.retry,
-            Some(raw) => {
-                let d = defaults.retry;
-                let raw_ref = raw.get_ref();
-                let attempts = self.count(
-                    &raw_ref.max_attempts,
-                    &k("retry.max_attempts"),
-                    d.max_attempts as usize,
-                    1,
-                );
-                let retry = RetryPolicy {
-                    max_attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-                    initial: self.duration(&raw_ref.initial, &k("retry.initial"), d.initial),
-                    max_delay: self.duration(
-                        &raw_ref.max_delay,
-                        &k("retry.max_delay"),
-                        d.max_delay,
-                    ),
-                    max_age: self.duration(&raw_ref.max_age, &k("retry.max_age"), d.max_age),
-                };
-                if retry.max_delay < retry.initial {
-                    self.err(raw, &k("retry.max_delay"), "must be at least retry.initial");
-                }
-                retry
-            }
-        };
+        let retry = self.retry(keys.retry, k, defaults.retry);
         let concurrency = self.count(keys.concurrency, &k("concurrency"), defaults.concurrency, 1);
         if let Some(c) = keys.concurrency
             && concurrency > 1024
@@ -517,47 +554,21 @@ impl Validator<'_> {
                 }
             },
         };
-        let on_dead = match keys.on_dead.as_ref().map(|d| (d, d.get_ref().as_str())) {
-            None => defaults.on_dead,
-            Some((_, "skip")) => OnDead::Skip,
-            Some((_, "block")) => OnDead::Block,
-            Some((d, other)) => {
-                self.err(
-                    d,
-                    &k("on_dead"),
-                    format_args!("{other:?}: use \"skip\" or \"block\""),
-                );
-                OnDead::Skip
-            }
-        };
-        if let (Some(d), None) = (keys.on_dead, &order_by) {
-            self.err(d, &k("on_dead"), "is only used with order_by");
+        let on_dead = keys
+            .on_dead
+            .as_ref()
+            .map_or(defaults.on_dead, |d| *d.get_ref());
+        if order_by.is_none() {
+            self.on_dead_needs_order_by(keys, k);
         }
         let upstream_timeout = self.duration(
             keys.upstream_timeout,
             &k("upstream_timeout"),
             defaults.upstream_timeout,
         );
-        // An inherited timeout was checked where it was written. A queue route's
-        // attempts hold a lease of their own (their timeout and a margin, renewed while
-        // they run), never a claim of `inflight_ttl`: only a sync forward needs it longer.
-        if delivery == Delivery::Sync
-            && store.inflight_ttl <= upstream_timeout
-            && (keys.upstream_timeout.is_some() || (defaults.is_builtin && check_default))
-        {
-            let line = keys
-                .upstream_timeout
-                .as_ref()
-                .map_or(name_line, |t| self.line(t.span()));
-            self.err_at(
-                line,
-                &k("upstream_timeout"),
-                format_args!(
-                    "store.inflight_ttl ({}) must be longer than upstream_timeout ({}), or a claim could expire while its forward is still running",
-                    humantime::format_duration(store.inflight_ttl),
-                    humantime::format_duration(upstream_timeout)
-                ),
-            );
+        // An inherited timeout was checked where it was written.
+        if keys.upstream_timeout.is_some() || (defaults.is_builtin && check_default) {
+            self.sync_forward_fits_its_claim(keys, k, delivery, store, upstream_timeout, name_line);
         }
         let forward_signer = match keys.forward_secret {
             None => defaults.forward_signer.clone(),
@@ -573,6 +584,87 @@ impl Validator<'_> {
             on_dead,
             is_builtin: keys.upstream_timeout.is_none() && defaults.is_builtin && !check_default,
         }
+    }
+
+    /// Pacing keys are a queue's: a sync forward happens while the provider waits.
+    fn queue_keys_only_on_queue_routes(
+        &mut self,
+        keys: &PacingKeys<'_>,
+        k: &dyn Fn(&str) -> String,
+    ) {
+        let queue_only = [
+            ("retry", keys.retry.as_ref().map(Spanned::span)),
+            ("concurrency", keys.concurrency.as_ref().map(Spanned::span)),
+            ("rate_limit", keys.rate_limit.as_ref().map(Spanned::span)),
+            ("order_by", keys.order_by.as_ref().map(Spanned::span)),
+            ("on_dead", keys.on_dead.as_ref().map(Spanned::span)),
+        ];
+        for (field, span) in queue_only {
+            if let Some(span) = span {
+                let line = self.line(span);
+                self.err_at(line, &k(field), "is only used with delivery = \"queue\" (a sync forward happens while the provider waits)");
+            }
+        }
+    }
+
+    /// `retry = { … }` over the defaults given.
+    fn retry(
+        &mut self,
+        raw: &Option<Spanned<RawRetry>>,
+        k: &dyn Fn(&str) -> String,
+        d: RetryPolicy,
+    ) -> RetryPolicy {
+        let Some(raw) = raw else {
+            return d;
+        };
+        let raw_ref = raw.get_ref();
+        let attempts = self.count(
+            &raw_ref.max_attempts,
+            &k("retry.max_attempts"),
+            d.max_attempts as usize,
+            1,
+        );
+        let retry = RetryPolicy {
+            max_attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+            initial: self.duration(&raw_ref.initial, &k("retry.initial"), d.initial),
+            max_delay: self.duration(&raw_ref.max_delay, &k("retry.max_delay"), d.max_delay),
+            max_age: self.duration(&raw_ref.max_age, &k("retry.max_age"), d.max_age),
+        };
+        if retry.max_delay < retry.initial {
+            self.err(raw, &k("retry.max_delay"), "must be at least retry.initial");
+        }
+        retry
+    }
+
+    /// A sync forward runs under a claim of `store.inflight_ttl`, which must outlast
+    /// it. A queue route's attempts hold a lease of their own (their timeout and a
+    /// margin, renewed while they run), never such a claim: the rule is not theirs.
+    /// Called for a timeout written here, or the built-in one where it is used.
+    fn sync_forward_fits_its_claim(
+        &mut self,
+        keys: &PacingKeys<'_>,
+        k: &dyn Fn(&str) -> String,
+        delivery: Delivery,
+        store: &StoreConfig,
+        upstream_timeout: Duration,
+        name_line: usize,
+    ) {
+        if delivery != Delivery::Sync || store.inflight_ttl > upstream_timeout {
+            return;
+        }
+        let line = keys
+            .upstream_timeout
+            .as_ref()
+            .map_or(name_line, |t| self.line(t.span()));
+        self.err_at(
+            line,
+            &k("upstream_timeout"),
+            format_args!(
+                "store.inflight_ttl ({}) must be longer than upstream_timeout ({}), or a claim could expire while its forward is still running",
+                humantime::format_duration(store.inflight_ttl),
+                humantime::format_duration(upstream_timeout)
+            ),
+        );
     }
 
     /// The route's credentials: each a text, or a table of named parts.

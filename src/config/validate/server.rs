@@ -1,4 +1,5 @@
-//! `[server]`.
+//! `[server]`: the listeners and the limits, a function per key that needs more than
+//! a count or a duration.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -6,6 +7,11 @@ use std::time::Duration;
 use super::Validator;
 use crate::config::raw::RawServer;
 use crate::config::{ServerConfig, TlsConfig, size};
+
+/// `server.max_body` when unset.
+const MAX_BODY: usize = 1024 * 1024;
+/// `server.max_body_bytes_in_flight` when unset (or at least `max_body`).
+const BODY_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
 
 impl Validator<'_> {
     /// `[server]`.
@@ -19,82 +25,20 @@ impl Validator<'_> {
             .admin_token
             .as_ref()
             .and_then(|t| self.secret(t, "server.admin_token"));
-        if let (Some(t), None) = (&rs.admin_token, &rs.admin_listen) {
-            self.err(
-                t,
-                "server.admin_token",
-                "is set but server.admin_listen is not: there is no admin listener to protect",
-            );
-        }
-        let max_body = match &rs.max_body {
-            None => 1024 * 1024,
-            Some(s) => match size::parse(s.get_ref()) {
-                Some(n) if n > 0 => n,
-                _ => {
-                    self.err(
-                        s,
-                        "server.max_body",
-                        format_args!(
-                            "{:?} is not a size like \"1MiB\" or \"512KiB\"",
-                            s.get_ref()
-                        ),
-                    );
-                    1024 * 1024
-                }
-            },
-        };
-        let admin_hosts = rs
-            .admin_hosts
-            .iter()
-            .flatten()
-            .enumerate()
-            .filter_map(|(i, h)| {
-                let name = h.get_ref().trim().to_ascii_lowercase();
-                let valid = !name.is_empty()
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
-                if valid {
-                    Some(name)
-                } else {
-                    self.err(
-                        h,
-                        &format!("server.admin_hosts[{i}]"),
-                        format_args!("{:?} is not a host name", h.get_ref()),
-                    );
-                    None
-                }
-            })
-            .collect();
-        let max_body_bytes_in_flight = match &rs.max_body_bytes_in_flight {
-            None => (64 * 1024 * 1024).max(max_body),
-            Some(s) => match size::parse(s.get_ref()) {
-                Some(n) if n >= max_body && u32::try_from(n).is_ok() => n,
-                _ => {
-                    self.err(
-                        s,
-                        "server.max_body_bytes_in_flight",
-                        format_args!(
-                            "{:?}: use a size of at least server.max_body and below 4GiB, like \"64MiB\"",
-                            s.get_ref()
-                        ),
-                    );
-                    64 * 1024 * 1024
-                }
-            },
-        };
+        self.admin_token_needs_a_listener(&rs);
+        let max_body = self.max_body(&rs);
         ServerConfig {
             listen,
             admin_listen,
             admin_token,
-            admin_hosts,
+            admin_hosts: self.admin_hosts(&rs),
             max_connections_per_client: self.count(
                 &rs.max_connections_per_client,
                 "server.max_connections_per_client",
                 256,
                 1,
             ),
-            max_body_bytes_in_flight,
+            max_body_bytes_in_flight: self.body_bytes_in_flight(&rs, max_body),
             max_body,
             body_timeout: self.duration(
                 &rs.body_timeout,
@@ -111,33 +55,8 @@ impl Validator<'_> {
                 "server.shutdown_grace",
                 Duration::from_secs(30),
             ),
-            log_format: match rs.log_format.as_ref().map(|f| (f, f.get_ref().as_str())) {
-                None => None,
-                Some((_, "pretty")) => Some(crate::telemetry::LogFormat::Pretty),
-                Some((_, "json")) => Some(crate::telemetry::LogFormat::Json),
-                Some((f, other)) => {
-                    self.err(
-                        f,
-                        "server.log_format",
-                        format_args!("{other:?}: use \"pretty\" or \"json\""),
-                    );
-                    None
-                }
-            },
-            max_header_bytes: match &rs.max_header_bytes {
-                None => 16 * 1024,
-                Some(v) => match size::parse(v.get_ref()) {
-                    Some(n) if n >= 8192 => n,
-                    _ => {
-                        self.err(
-                            v,
-                            "server.max_header_bytes",
-                            "must be a size of at least 8KiB",
-                        );
-                        16 * 1024
-                    }
-                },
-            },
+            log_format: rs.log_format,
+            max_header_bytes: self.max_header_bytes(&rs),
             max_headers: self.count(&rs.max_headers, "server.max_headers", 100, 1),
             max_connections: self.count(&rs.max_connections, "server.max_connections", 10_000, 1),
             max_in_flight: self.count(&rs.max_in_flight, "server.max_in_flight", 1024, 1),
@@ -164,48 +83,137 @@ impl Validator<'_> {
                 1,
             ))
             .unwrap_or(u32::MAX),
-            trusted_proxies: rs
-                .trusted_proxies
-                .iter()
-                .flatten()
-                .enumerate()
-                .filter_map(|(i, p)| {
-                    let text = p.get_ref();
-                    // A bare address is a network of one.
-                    let parsed = text
-                        .parse::<ipnet::IpNet>()
-                        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
-                    match parsed {
-                        Ok(net) => Some(net),
-                        Err(_) => {
-                            self.err(
-                                p,
-                                &format!("server.trusted_proxies[{i}]"),
-                                format_args!(
-                                    "{text:?} is not an address or a network like \"10.0.0.0/8\""
-                                ),
-                            );
-                            None
-                        }
-                    }
-                })
-                .collect(),
-            tls: match &rs.tls {
-                None => None,
-                Some(t) => {
-                    let tls = TlsConfig {
-                        cert: self.base.join(&t.get_ref().cert),
-                        key: self.base.join(&t.get_ref().key),
-                    };
-                    match crate::tls::server_config(&tls.cert, &tls.key) {
-                        Ok(_) => Some(tls),
-                        Err(msg) => {
-                            self.err(t, "server.tls", msg);
-                            None
-                        }
-                    }
-                }
-            },
+            trusted_proxies: self.trusted_proxies(&rs),
+            tls: self.tls(&rs),
+        }
+    }
+
+    /// `admin_token` protects the admin listener: without `admin_listen` there is none.
+    fn admin_token_needs_a_listener(&mut self, rs: &RawServer) {
+        if let (Some(t), None) = (&rs.admin_token, &rs.admin_listen) {
+            self.err(
+                t,
+                "server.admin_token",
+                "is set but server.admin_listen is not: there is no admin listener to protect",
+            );
+        }
+    }
+
+    /// `max_body`: a size above zero.
+    fn max_body(&mut self, rs: &RawServer) -> usize {
+        let Some(s) = &rs.max_body else {
+            return MAX_BODY;
+        };
+        match size::parse(s.get_ref()) {
+            Some(n) if n > 0 => n,
+            _ => {
+                self.err(
+                    s,
+                    "server.max_body",
+                    format_args!(
+                        "{:?} is not a size like \"1MiB\" or \"512KiB\"",
+                        s.get_ref()
+                    ),
+                );
+                MAX_BODY
+            }
+        }
+    }
+
+    /// `max_body_bytes_in_flight`: at least one whole body (`max_body`), below 4 GiB.
+    fn body_bytes_in_flight(&mut self, rs: &RawServer, max_body: usize) -> usize {
+        let Some(s) = &rs.max_body_bytes_in_flight else {
+            return BODY_BYTES_IN_FLIGHT.max(max_body);
+        };
+        match size::parse(s.get_ref()) {
+            Some(n) if n >= max_body && u32::try_from(n).is_ok() => n,
+            _ => {
+                self.err(
+                    s,
+                    "server.max_body_bytes_in_flight",
+                    format_args!(
+                        "{:?}: use a size of at least server.max_body and below 4GiB, like \"64MiB\"",
+                        s.get_ref()
+                    ),
+                );
+                BODY_BYTES_IN_FLIGHT
+            }
+        }
+    }
+
+    /// `max_header_bytes`: a size of at least 8 KiB.
+    fn max_header_bytes(&mut self, rs: &RawServer) -> usize {
+        let Some(v) = &rs.max_header_bytes else {
+            return 16 * 1024;
+        };
+        match size::parse(v.get_ref()) {
+            Some(n) if n >= 8192 => n,
+            _ => {
+                self.err(
+                    v,
+                    "server.max_header_bytes",
+                    "must be a size of at least 8KiB",
+                );
+                16 * 1024
+            }
+        }
+    }
+
+    /// `admin_hosts`: host names, lowercased.
+    fn admin_hosts(&mut self, rs: &RawServer) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, h) in rs.admin_hosts.iter().flatten().enumerate() {
+            let name = h.get_ref().trim().to_ascii_lowercase();
+            let valid = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
+            if valid {
+                out.push(name);
+            } else {
+                self.err(
+                    h,
+                    &format!("server.admin_hosts[{i}]"),
+                    format_args!("{:?} is not a host name", h.get_ref()),
+                );
+            }
+        }
+        out
+    }
+
+    /// `trusted_proxies`: networks, or addresses (a network of one).
+    fn trusted_proxies(&mut self, rs: &RawServer) -> Vec<ipnet::IpNet> {
+        let mut out = Vec::new();
+        for (i, p) in rs.trusted_proxies.iter().flatten().enumerate() {
+            let text = p.get_ref();
+            let parsed = text
+                .parse::<ipnet::IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from));
+            match parsed {
+                Ok(net) => out.push(net),
+                Err(_) => self.err(
+                    p,
+                    &format!("server.trusted_proxies[{i}]"),
+                    format_args!("{text:?} is not an address or a network like \"10.0.0.0/8\""),
+                ),
+            }
+        }
+        out
+    }
+
+    /// `[server.tls]`: the certificate and key are read (and checked) now.
+    fn tls(&mut self, rs: &RawServer) -> Option<TlsConfig> {
+        let t = rs.tls.as_ref()?;
+        let tls = TlsConfig {
+            cert: self.base.join(&t.get_ref().cert),
+            key: self.base.join(&t.get_ref().key),
+        };
+        match crate::tls::server_config(&tls.cert, &tls.key) {
+            Ok(_) => Some(tls),
+            Err(msg) => {
+                self.err(t, "server.tls", msg);
+                None
+            }
         }
     }
 }

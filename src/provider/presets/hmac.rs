@@ -4,8 +4,10 @@
 
 use http::HeaderName;
 
-use super::{Build, DefaultId as Id, EventTypeAt as Type, PresetSpec, full, kv, plain, plain_list};
-use crate::provider::catalogue::{Auth, CredentialAt};
+use super::{
+    BASE, Build, DefaultId as Id, EventTypeAt as Type, PresetSpec, full, kv, plain, plain_list,
+};
+use crate::provider::catalogue::CredentialAt;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::hmac_scheme::{HmacScheme, SigFormat, TimestampSource};
@@ -22,70 +24,44 @@ fn hdr(name: &'static str) -> HeaderName {
 pub(super) const PRESETS: &[PresetSpec] = &[
     PresetSpec {
         name: "stripe",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over t.body",
         headers: "Stripe-Signature (t=,v1=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Json("/type")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.t_dot_body("stripe-signature"),
+        ..BASE
     },
     PresetSpec {
         name: "github",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, sha256=",
         headers: "X-Hub-Signature-256",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["x-github-delivery"]),
         event_type: Some(Type::HeaderAndJson("x-github-event", "/action")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-hub-signature-256", "sha256=", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "shopify",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body",
         headers: "X-Shopify-Hmac-Sha256 | Shopify-Hmac-Sha256",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["x-shopify-webhook-id", "shopify-webhook-id"]),
         event_type: Some(Type::Header("x-shopify-topic")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             let mut s = HmacScheme::body("x-shopify-hmac-sha256", "", B64, b.sha256()?);
             s.headers.push(hdr("shopify-hmac-sha256"));
             Ok(Scheme::Hmac(s))
         },
+        ..BASE
     },
     PresetSpec {
         name: "slack",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over v0:ts:body, v0=",
         headers: "X-Slack-Signature, X-Slack-Request-Timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event_id"),
         event_type: Some(Type::Json("/event/type")),
         tolerance: Some(300),
         handshake: Handshake::Slack,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-slack-signature",
@@ -98,21 +74,14 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "paddle",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over ts:body",
         headers: "Paddle-Signature (ts=;h1=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event_id"),
-        event_type: None,
         tolerance: Some(5),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "paddle-signature",
@@ -125,21 +94,14 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "linear",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body; body webhookTimestamp (ms)",
         headers: "Linear-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["linear-delivery"]),
-        event_type: None,
         tolerance: Some(60),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "linear-signature",
@@ -152,21 +114,16 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "twitch",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over id + ts + body, sha256=",
         headers: "Twitch-Eventsub-Message-Signature, -Id, -Timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["twitch-eventsub-message-id"]),
         event_type: Some(Type::Header("twitch-eventsub-subscription-type")),
         tolerance: Some(600),
         handshake: Handshake::Twitch,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "twitch-eventsub-message-signature",
@@ -179,21 +136,16 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "zoom",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over v0:ts:body, v0=",
         headers: "x-zm-signature, x-zm-request-timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/event")),
         tolerance: Some(300),
         handshake: Handshake::Zoom,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-zm-signature",
@@ -206,21 +158,14 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "square",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over notification URL + body",
         headers: "x-square-hmacsha256-signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event_id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
         needs_public_url: true,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-square-hmacsha256-signature",
@@ -233,23 +178,18 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "meta",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, sha256= (app_secret)",
         headers: "X-Hub-Signature-256",
         credential: "{ app_secret, verify_token }",
         credential_at: &[CredentialAt::Query("hub.verify_token")],
         event_id: Id::Custom(CustomId::MetaMessages),
-        event_type: None,
-        tolerance: None,
         handshake: Handshake::Meta {
             verify_tokens: Vec::new(),
         },
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             let app = b
                 .creds
@@ -263,101 +203,57 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 app,
             )))
         },
+        ..BASE
     },
     PresetSpec {
         name: "intercom",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA1 hex over body, sha1=",
         headers: "X-Hub-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-hub-signature", "sha1=", Hex, Sha1),
+        ..BASE
     },
     PresetSpec {
         name: "bitbucket",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, sha256=",
         headers: "X-Hub-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["x-request-uuid"]),
         event_type: Some(Type::Header("x-event-key")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-hub-signature", "sha256=", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "typeform",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body, sha256=",
         headers: "Typeform-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event_id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("typeform-signature", "sha256=", B64, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "lemonsqueezy",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "woocommerce",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body",
         headers: "X-WC-Webhook-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["x-wc-webhook-delivery-id"]),
         event_type: Some(Type::Header("x-wc-webhook-topic")),
-        tolerance: None,
         handshake: Handshake::WooCommerce,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-wc-webhook-signature", "", B64, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "zendesk",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over ts + body",
         headers: "X-Zendesk-Webhook-Signature, -Signature-Timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Custom(CustomId::ZendeskId),
-        event_type: None,
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-zendesk-webhook-signature",
@@ -370,69 +266,41 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "calendly",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over t.body",
         headers: "Calendly-Webhook-Signature (t=,v1=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/event")),
         tolerance: Some(180),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.t_dot_body("calendly-webhook-signature"),
+        ..BASE
     },
     PresetSpec {
         name: "vercel",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA1 hex over body",
         headers: "x-vercel-signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-vercel-signature", "", Hex, Sha1),
+        ..BASE
     },
     PresetSpec {
         name: "sentry",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "Sentry-Hook-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["request-id"]),
         event_type: Some(Type::Header("sentry-hook-resource")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("sentry-hook-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "adyen_platform",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body (hex key)",
         headers: "HmacSignature",
         credential: "HMAC key, hex",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(Scheme::Hmac(HmacScheme::body(
                 "hmacsignature",
@@ -441,37 +309,24 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.hex_keys()?,
             )))
         },
+        ..BASE
     },
     PresetSpec {
         name: "xero",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body",
         headers: "x-xero-signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
         handshake: Handshake::Xero,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-xero-signature", "", B64, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "trello",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA1 base64 over body + callback URL",
         headers: "X-Trello-Webhook",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/action/id"),
-        event_type: None,
-        tolerance: None,
         handshake: Handshake::Head,
-        reply: None,
         needs_public_url: true,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-trello-webhook",
@@ -484,53 +339,30 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.keys(Sha1)?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "coinbase_commerce",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-CC-Webhook-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event/id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-cc-webhook-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "mux",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over t.body",
         headers: "Mux-Signature (t=,v1=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
-        event_type: None,
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.t_dot_body("mux-signature"),
+        ..BASE
     },
     PresetSpec {
         name: "sanity",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64url over t.body (t in ms)",
         headers: "sanity-webhook-signature (t=,v1=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["idempotency-key"]),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "sanity-webhook-signature",
@@ -543,101 +375,57 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "asana",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Hook-Signature",
-        credential: "string",
         credential_at: &[CredentialAt::Header("x-hook-secret")],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
         handshake: Handshake::Asana,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-hook-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "dropbox",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Dropbox-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
         handshake: Handshake::Dropbox,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-dropbox-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "jira",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, sha256=",
         headers: "X-Hub-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["x-atlassian-webhook-identifier"]),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-hub-signature", "sha256=", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "segment",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA1 hex over body",
         headers: "X-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/messageId"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-signature", "", Hex, Sha1),
+        ..BASE
     },
     PresetSpec {
         name: "alchemy",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Alchemy-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-alchemy-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "webflow",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over ts:body (ts in ms)",
         headers: "x-webflow-signature, x-webflow-timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-webflow-signature",
@@ -650,37 +438,24 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "notion",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, sha256=",
         headers: "X-Notion-Signature",
-        credential: "string",
         credential_at: &[CredentialAt::Json("/verification_token")],
         event_id: Id::Json("/id"),
-        event_type: None,
-        tolerance: None,
         handshake: Handshake::Notion,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-notion-signature", "sha256=", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "airtable",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, hmac-sha256= (base64 key)",
         headers: "X-Airtable-Content-MAC",
         credential: "macSecretBase64",
-        credential_at: &[],
         event_id: Id::Custom(CustomId::AirtablePing),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             let keys = b
                 .texts()?
@@ -700,37 +475,22 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 keys,
             )))
         },
+        ..BASE
     },
     PresetSpec {
         name: "razorpay",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Razorpay-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Header(&["x-razorpay-event-id"]),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-razorpay-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "recurly",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over ts.body (ts in ms)",
         headers: "recurly-signature (ts,sig[,sig])",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
-        event_type: None,
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "recurly-signature",
@@ -743,37 +503,22 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "calcom",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Cal-Signature-256",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-cal-signature-256", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "frameio",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over v0:ts:body, v0=",
         headers: "X-Frameio-Signature, X-Frameio-Request-Timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-frameio-signature",
@@ -786,21 +531,14 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "pagerduty",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, v1= (several, comma-separated)",
         headers: "X-PagerDuty-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event/id"),
         event_type: Some(Type::Json("/event/event_type")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-pagerduty-signature",
@@ -813,37 +551,22 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "heroku",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body",
         headers: "Heroku-Webhook-Hmac-SHA256",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("heroku-webhook-hmac-sha256", "", B64, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "circleci",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, v1= (other versions ignored)",
         headers: "circleci-signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Header("circleci-event-type")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "circleci-signature",
@@ -856,85 +579,49 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "terraform",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA512 hex over body (the notification token)",
         headers: "X-TFE-Notification-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/notifications/0/trigger")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-tfe-notification-signature", "", Hex, Sha512),
+        ..BASE
     },
     PresetSpec {
         name: "launchdarkly",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-LD-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/_id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-ld-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "webex",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA1 hex over body",
         headers: "X-Spark-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-spark-signature", "", Hex, Sha1),
+        ..BASE
     },
     PresetSpec {
         name: "modern_treasury",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/event")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "msteams",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body, prefixed HMAC (base64 key)",
         headers: "Authorization",
         credential: "security token, base64",
-        credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Json("/type")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(Scheme::Hmac(HmacScheme::body(
                 "authorization",
@@ -943,21 +630,15 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.base64_keys(Sha256, "the Teams security token")?,
             )))
         },
+        ..BASE
     },
     PresetSpec {
         name: "workos",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over t.body (t in ms)",
         headers: "WorkOS-Signature (t=, v1=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Json("/event")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "workos-signature",
@@ -970,21 +651,15 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "tiktok",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over t.body (client secret)",
         headers: "TikTok-Signature (t=,s=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/event")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "tiktok-signature",
@@ -997,21 +672,15 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "customerio",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over v0:ts:body",
         headers: "X-CIO-Signature, X-CIO-Timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event_id"),
         event_type: Some(Type::Json("/metric")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-cio-signature",
@@ -1024,21 +693,15 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "orb",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over v1:ts:body (ISO 8601 ts), v1= (space-separated)",
         headers: "X-Orb-Signature, X-Orb-Timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Json("/type")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-orb-signature",
@@ -1051,21 +714,15 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "buildkite",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over timestamp.body (the webhook token)",
         headers: "X-Buildkite-Signature (timestamp=,signature=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Header("x-buildkite-event")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-buildkite-signature",
@@ -1078,21 +735,15 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "persona",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over t.body; one t=,v1= set per secret while rotating",
         headers: "Persona-Signature (t=,v1=[ t=,v1=])",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/data/id"),
         event_type: Some(Type::Json("/data/attributes/name")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "persona-signature",
@@ -1105,117 +756,68 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "tailscale",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over t.body",
         headers: "Tailscale-Webhook-Signature (t=,v1=)",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/0/type")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.t_dot_body("tailscale-webhook-signature"),
+        ..BASE
     },
     PresetSpec {
         name: "pusher",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body (app secret)",
         headers: "X-Pusher-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-pusher-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "chargify",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body (site shared key)",
         headers: "X-Chargify-Webhook-Signature-Hmac-Sha-256",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-chargify-webhook-signature-hmac-sha-256", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "aftership",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body",
         headers: "aftership-hmac-sha256",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event_id"),
         event_type: Some(Type::Json("/event")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("aftership-hmac-sha256", "", B64, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "castle",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body (API secret)",
         headers: "X-Castle-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/type")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-castle-signature", "", B64, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "sonatype",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA1 hex over body",
         headers: "X-Nexus-Webhook-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Header("x-nexus-webhook-id")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-nexus-webhook-signature", "", Hex, Sha1),
+        ..BASE
     },
     PresetSpec {
         name: "pinwheel",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over v2:ts:body, v2= (API secret)",
         headers: "X-Pinwheel-Signature, X-Timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/event_id"),
         event_type: Some(Type::Json("/event")),
         tolerance: Some(300),
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-pinwheel-signature",
@@ -1228,204 +830,118 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
     },
     PresetSpec {
         name: "gocardless",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body (endpoint secret)",
         headers: "Webhook-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Custom(CustomId::GocardlessEvents),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("webhook-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "easypost",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body, hmac-sha256-hex=",
         headers: "X-Hmac-Signature",
         credential: "string (normalised to NFKD at load, as EasyPost's libraries do)",
-        credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Json("/description")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: build_easypost,
+        ..BASE
     },
     PresetSpec {
         name: "nylas",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body (webhook secret)",
         headers: "X-Nylas-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Json("/type")),
-        tolerance: None,
         // Nylas's `GET ?challenge=…` expects the challenge back as the body.
         handshake: Handshake::Dropbox,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-nylas-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "mongodb_atlas",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA1 base64 over body",
         headers: "X-MMS-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Header("x-mms-event")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-mms-signature", "", B64, Sha1),
+        ..BASE
     },
     PresetSpec {
         name: "autodesk",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA1 hex over body, sha1hash= (secret token)",
         headers: "x-adsk-signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/hook/event")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-adsk-signature", "sha1hash=", Hex, Sha1),
+        ..BASE
     },
     PresetSpec {
         name: "clickup",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Json("/event")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "fourthwall",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body",
         headers: "X-Fourthwall-Hmac-SHA256",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-fourthwall-hmac-sha256", "", B64, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "dub",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "Dub-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
         event_type: Some(Type::Json("/event")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("dub-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "gitea",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over body",
         headers: "X-Gitea-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
         event_type: Some(Type::Header("x-gitea-event")),
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-gitea-signature", "", Hex, Sha256),
+        ..BASE
     },
     PresetSpec {
         name: "x",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body, sha256= (consumer secret)",
         headers: "x-twitter-webhooks-signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::BodySha256,
-        event_type: None,
-        tolerance: None,
         handshake: Handshake::XCrc { keys: Vec::new() },
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-twitter-webhooks-signature", "sha256=", B64, Sha256),
+        ..BASE
     },
     // Third round: FastSpring's "Message Security" page (X-FS-Signature: base64
     // HMAC-SHA256 of the payload under the webhook's HMAC SHA256 Secret). Each POST
     // batches events in `events[]`.
     PresetSpec {
         name: "fastspring",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 base64 over body",
         headers: "X-FS-Signature",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Custom(CustomId::GocardlessEvents),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| b.body("x-fs-signature", "", B64, Sha256),
+        ..BASE
     },
     // Third round: Airwallex's "Listen for webhook events" page and its code examples
     // (x-signature: hex HMAC-SHA256 of x-timestamp followed by the payload). The page
     // gives no window and no unit for x-timestamp, so the preset checks none.
     PresetSpec {
         name: "airwallex",
-        auth: Auth::Signature,
         scheme: "HMAC-SHA256 hex over ts + body",
         headers: "x-signature, x-timestamp",
-        credential: "string",
-        credential_at: &[],
         event_id: Id::Json("/id"),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::None,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
         build: |b| {
             Ok(full(
                 "x-signature",
@@ -1438,6 +954,215 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 b.sha256()?,
             ))
         },
+        ..BASE
+    },
+    // Fourth round. Each row cites, in `SOURCES`, the provider's page or SDK its
+    // scheme was read from and where its vectors come from.
+    PresetSpec {
+        name: "clearbit",
+        scheme: "HMAC-SHA1 hex over body, sha1= (API key)",
+        headers: "X-Request-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-request-signature", "sha1=", Hex, Sha1),
+        ..BASE
+    },
+    PresetSpec {
+        name: "nango",
+        scheme: "HMAC-SHA256 hex over body (environment secret key)",
+        headers: "X-Nango-Hmac-Sha256",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/type")),
+        build: |b| b.body("x-nango-hmac-sha256", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "commercelayer",
+        scheme: "HMAC-SHA256 base64 over body (shared secret)",
+        headers: "X-CommerceLayer-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Header("x-commercelayer-topic")),
+        build: |b| b.body("x-commercelayer-signature", "", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "rutter",
+        scheme: "HMAC-SHA256 base64 over body, sha256= (client secret)",
+        headers: "X-Rutter-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-rutter-signature", "sha256=", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "bolt",
+        scheme: "HMAC-SHA256 base64 over body (signing secret)",
+        headers: "X-Bolt-Hmac-Sha256",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-bolt-hmac-sha256", "", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "checkout",
+        scheme: "HMAC-SHA256 hex over body (the webhook's signature key)",
+        headers: "Cko-Signature",
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/type")),
+        build: |b| b.body("cko-signature", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "onfido",
+        scheme: "HMAC-SHA256 hex over body (webhook token)",
+        headers: "X-SHA2-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/payload/action")),
+        build: |b| b.body("x-sha2-signature", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "helpscout",
+        scheme: "HMAC-SHA1 base64 over body (secret key)",
+        headers: "X-HelpScout-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Header("x-helpscout-event")),
+        build: |b| b.body("x-helpscout-signature", "", B64, Sha1),
+        ..BASE
+    },
+    // Port documents no unit for x-port-timestamp and no window: the preset checks none.
+    PresetSpec {
+        name: "port",
+        scheme: "HMAC-SHA256 base64 over ts.body, v1, (client secret)",
+        headers: "x-port-signature, x-port-timestamp",
+        event_id: Id::BodySha256,
+        build: |b| {
+            Ok(full(
+                "x-port-signature",
+                plain("v1,"),
+                B64,
+                Template::parse("{timestamp}.{body}")?,
+                TimestampSource::Header(hdr("x-port-timestamp")),
+                Millis,
+                None,
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "dwolla",
+        scheme: "HMAC-SHA256 hex over body (webhook secret)",
+        headers: "X-Request-Signature-SHA-256",
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/topic")),
+        build: |b| b.body("x-request-signature-sha-256", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "merge",
+        scheme: "HMAC-SHA256 base64url over body (signature key)",
+        headers: "X-Merge-Webhook-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/hook/event")),
+        build: |b| b.body("x-merge-webhook-signature", "", Base64Url, Sha256),
+        ..BASE
+    },
+    // ElevenLabs' example handler refuses a timestamp older than 30 minutes.
+    PresetSpec {
+        name: "elevenlabs",
+        scheme: "HMAC-SHA256 hex over t.body, v0=",
+        headers: "ElevenLabs-Signature (t=,v0=)",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/type")),
+        tolerance: Some(1800),
+        build: |b| {
+            Ok(full(
+                "elevenlabs-signature",
+                kv(&[','], "t", "v0"),
+                Hex,
+                Template::parse("{timestamp}.{body}")?,
+                TimestampSource::SignatureHeader,
+                Seconds,
+                None,
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "snyk",
+        scheme: "HMAC-SHA256 hex over body, sha256=",
+        headers: "X-Hub-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Header("x-snyk-event")),
+        build: |b| b.body("x-hub-signature", "sha256=", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "line",
+        scheme: "HMAC-SHA256 base64 over body (channel secret)",
+        headers: "X-Line-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-line-signature", "", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "greenhouse",
+        scheme: "HMAC-SHA256 hex over body, \"sha256 \" (secret key)",
+        headers: "Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/action")),
+        build: |b| b.body("signature", "sha256 ", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "attio",
+        scheme: "HMAC-SHA256 hex over body (webhook secret)",
+        headers: "Attio-Signature | X-Attio-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/events/0/event_type")),
+        build: |b| {
+            let mut s = HmacScheme::body("attio-signature", "", Hex, b.sha256()?);
+            s.headers.push(hdr("x-attio-signature"));
+            Ok(Scheme::Hmac(s))
+        },
+        ..BASE
+    },
+    // Cashfree documents no unit for x-webhook-timestamp and no window: the preset
+    // checks none.
+    PresetSpec {
+        name: "cashfree",
+        scheme: "HMAC-SHA256 base64 over ts + body (client secret)",
+        headers: "x-webhook-signature, x-webhook-timestamp",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/type")),
+        build: |b| {
+            Ok(full(
+                "x-webhook-signature",
+                plain(""),
+                B64,
+                Template::parse("{timestamp}{body}")?,
+                TimestampSource::Header(hdr("x-webhook-timestamp")),
+                Millis,
+                None,
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "coinify",
+        scheme: "HMAC-SHA256 hex over body (shared secret)",
+        headers: "X-Coinify-Webhook-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-coinify-webhook-signature", "", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "loop_returns",
+        scheme: "HMAC-SHA256 base64 over body (webhook secret)",
+        headers: "X-Loop-Signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("x-loop-signature", "", B64, Sha256),
+        ..BASE
     },
 ];
 

@@ -6,9 +6,9 @@
 //! `docs/providers.md` all read the same row.
 //!
 //! Rows are grouped by scheme family, one module each; `FAMILIES` lists the modules
-//! in the order the catalogue (and its generated table) shows them. Every field of a
-//! row is required, so a half-declared preset does not compile, and the tests below
-//! check that names are unique and every row builds a verifier.
+//! in the order the catalogue (and its generated table) shows them. A row names what
+//! is its own and takes the common rest from [`BASE`] with struct-update syntax; the
+//! tests check that names are unique, every row describes itself and builds a verifier.
 //!
 //! Adding an HMAC preset is one row in `hmac.rs` (plus its line in the README's
 //! provider list and the regenerated `docs/providers.md`, which tests enforce).
@@ -67,6 +67,28 @@ pub struct PresetSpec {
     /// Builds the scheme, with its keys, from the route's credentials.
     pub build: fn(&Build<'_>) -> Result<Scheme, String>,
 }
+
+/// The fields most signature presets share: a string credential that travels in no
+/// request, no event type, no window, no handshake, no fixed reply, POST only. A row
+/// sets its own `name`, `scheme`, `headers`, `event_id` and `build` and what else
+/// differs, and takes the rest with `..BASE`; a row that forgets one of the five is
+/// caught by the catalogue tests (the placeholders are empty or refuse to build).
+pub(super) const BASE: PresetSpec = PresetSpec {
+    name: "",
+    auth: Auth::Signature,
+    scheme: "",
+    headers: "",
+    credential: "string",
+    credential_at: &[],
+    event_id: DefaultId::BodySha256,
+    event_type: None,
+    tolerance: None,
+    handshake: Handshake::None,
+    reply: None,
+    needs_public_url: false,
+    extra_methods: &[],
+    build: |_| Err("a preset row without its own build".into()),
+};
 
 /// Where a preset's event ID is, as a constant (see [`EventIdSource`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,7 +342,7 @@ pub struct Source {
     pub vectors: &'static str,
 }
 
-/// The third round's presets, in catalogue order.
+/// The presets of the third and fourth rounds, in the order they were added.
 pub const SOURCES: &[Source] = &[
     Source {
         preset: "aws_sns",
@@ -376,6 +398,106 @@ pub const SOURCES: &[Source] = &[
         preset: "ebay",
         scheme: "eBay's event-notification SDKs (eBay/event-notification-nodejs-sdk `lib/validator.js`: X-EBAY-SIGNATURE is base64 JSON {alg, kid, signature, digest}, ECDSA with SHA-1 over the message; the challenge answer is hex SHA-256 of challenge code + verification token + endpoint)",
         vectors: "official: eBay/event-notification-nodejs-sdk `test/test.json` (VALID signature, message and one-line PEM key; its SIGNATURE_MISMATCH header); the tampered, unknown-kid and challenge cases generated",
+    },
+    Source {
+        preset: "clearbit",
+        scheme: "clearbit/clearbit-ruby `lib/clearbit/webhook_signature.rb` (X-Request-Signature: `sha1=` + hex HMAC-SHA1 of the body under the API key)",
+        vectors: "official: clearbit-ruby `spec/lib/clearbit/webhook_signature_spec.rb` (key clearbit_key, body A-OK and its tampered body; the signature is what the spec's helper computes); the others generated",
+    },
+    Source {
+        preset: "nango",
+        scheme: "Nango's \"Receive webhooks from Nango\" and NangoHQ/nango `packages/node-client` `verifyIncomingWebhookRequest` (X-Nango-Hmac-Sha256: hex HMAC-SHA256 of the body under the environment's secret key; the legacy X-Nango-Signature alone is refused)",
+        vectors: "official: NangoHQ/nango `packages/node-client/lib/index.unit.test.ts` (secret test-secret-key, its body, the HMAC header, the legacy-only and invalid-signature cases); the wrong-secret case generated",
+    },
+    Source {
+        preset: "commercelayer",
+        scheme: "Commerce Layer's \"Callbacks security\" (X-CommerceLayer-Signature: base64 HMAC-SHA256 of the raw body under the webhook's shared secret; the topic in X-CommerceLayer-Topic)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "rutter",
+        scheme: "Rutter's \"Webhook Security\" (X-Rutter-Signature: `sha256=` + base64 HMAC-SHA256 of the payload under the organization's client secret)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "bolt",
+        scheme: "Bolt's \"How to Verify Webhooks\" (X-Bolt-Hmac-Sha256: base64 HMAC-SHA256 of the payload under the signing secret); the bytes are verified before any parsing",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "checkout",
+        scheme: "Checkout.com's \"Set up your webhook receiver\" (Cko-Signature: hex HMAC-SHA256 of the raw body under the webhook's signature key)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "onfido",
+        scheme: "onfido/onfido-node `WebhookEventVerifier` (X-SHA2-Signature: hex HMAC-SHA256 of the raw body under the webhook token)",
+        vectors: "official: onfido/onfido-node `test/webhook-event-verifier.test.ts` (token, event body, valid signature a0082d74… and the invalid b0082d74…); the others generated",
+    },
+    Source {
+        preset: "helpscout",
+        scheme: "Help Scout's \"Webhooks\" developer page (X-HelpScout-Signature: base64 HMAC-SHA1 of the body under the secret key; the event in X-HelpScout-Event)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "port",
+        scheme: "Port's \"Validating webhook signatures\" (x-port-signature: `v1,` + base64 HMAC-SHA256 of `x-port-timestamp.body` under the client secret; no unit or window documented, so none is checked)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "dwolla",
+        scheme: "Dwolla's \"Validating webhooks\" (X-Request-Signature-SHA-256: hex HMAC-SHA256 of the body under the subscription's secret)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "merge",
+        scheme: "Merge's \"Merge webhooks sent to you\" (X-Merge-Webhook-Signature: base64url HMAC-SHA256 of the payload under the organization's signature key)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "elevenlabs",
+        scheme: "ElevenLabs' webhooks guide (ElevenLabs-Signature: `t=timestamp,v0=` + hex HMAC-SHA256 of `timestamp.body`; its example refuses a timestamp older than 30 minutes)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "snyk",
+        scheme: "Snyk's \"Validation and versioning of payloads\" (X-Hub-Signature: `sha256=` + hex HMAC-SHA256 of the body under the webhook secret; the event in X-Snyk-Event)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "line",
+        scheme: "LINE's \"Verify webhook signature\" (developers.line.biz) and @line/bot-sdk `validateSignature` (X-Line-Signature: base64 HMAC-SHA256 of the body under the channel secret)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "greenhouse",
+        scheme: "Greenhouse's web hooks documentation (developers.greenhouse.io: `Signature: sha256 <hex>`, HMAC-SHA256 of the whole body under the web hook's secret key)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "attio",
+        scheme: "Attio's \"Webhooks\" guide (Attio-Signature, duplicated as X-Attio-Signature: hex HMAC-SHA256 of the body under the webhook secret)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "cashfree",
+        scheme: "Cashfree's \"Webhook signature verification\" (x-webhook-signature: base64 HMAC-SHA256 of x-webhook-timestamp followed by the raw body under the client secret; no window documented, so none is checked)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "coinify",
+        scheme: "Coinify's \"Webhook Signature\" (X-Coinify-Webhook-Signature: lowercase hex HMAC-SHA256 of the body under the shared secret)",
+        vectors: "official: Coinify's published example (secret my-shared-secret, payload {\"examplePayload\":true}, signature bcdbb89e…); the others generated",
+    },
+    Source {
+        preset: "loop_returns",
+        scheme: "Loop's \"HMAC calculation\" (X-Loop-Signature: base64 HMAC-SHA256 of the JSON payload under the webhook secret)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "telegram",
+        scheme: "The Telegram Bot API's setWebhook (`secret_token`, sent back in X-Telegram-Bot-Api-Secret-Token; the update itself is not signed)",
+        vectors: "generated with that scheme: the configured token, another token, none",
     },
 ];
 

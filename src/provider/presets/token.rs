@@ -124,6 +124,23 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         extra_methods: &[],
         build: |b| Ok(Scheme::Special(Special::ClientState { values: b.raw()? })),
     },
+    // Fourth round: the Bot API's setWebhook `secret_token`, sent back in every
+    // update's X-Telegram-Bot-Api-Secret-Token header; Telegram signs nothing.
+    PresetSpec {
+        name: "telegram",
+        auth: Auth::Token,
+        scheme: "static token compare (setWebhook secret_token)",
+        headers: "X-Telegram-Bot-Api-Secret-Token",
+        credential_at: &[CredentialAt::Header("x-telegram-bot-api-secret-token")],
+        event_id: Id::Json("/update_id"),
+        build: |b| {
+            Ok(Scheme::Special(Special::Token {
+                header: HeaderName::from_static("x-telegram-bot-api-secret-token"),
+                values: b.raw()?,
+            }))
+        },
+        ..super::BASE
+    },
 ];
 
 /// A provider that sends HTTP Basic auth with the configured `user:password`.

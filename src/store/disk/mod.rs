@@ -637,7 +637,12 @@ impl Writer<'_> {
         let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
         let mut results = Vec::new();
         let sweep = self.sweep_due();
-        match apply(&db, self.index, &batch, &mut results, sweep) {
+        let applied = apply(&db, self.index, &batch, &mut results, sweep);
+        if applied.is_err() {
+            // Nothing of the batch was stored: what its queue operations pinned is free.
+            self.index().unpin_all();
+        }
+        match applied {
             Ok((replies, swept)) => {
                 if sweep {
                     self.swept(swept);
@@ -829,7 +834,7 @@ impl Writer<'_> {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             for change in self.unsynced.drain(..) {
-                index.apply(change);
+                index.replay(change);
             }
             index.hold(false);
         }
@@ -865,7 +870,7 @@ fn held_reply(db: &Database, op: &Op) -> Option<Reply> {
             queue::held_copy(&dedup, &status, q, now)
                 .ok()
                 .flatten()
-                .map(|c| Reply::Queue(queue::QReply::Enqueued(crate::queue::Enqueued::Existing(c))))
+                .map(|c| Reply::Queue(queue::QReply::Enqueued(crate::store::Enqueued::Existing(c))))
         }
         _ => None,
     }
@@ -930,70 +935,7 @@ fn apply(
                     continue;
                 }
             };
-            let live = match table.get(key).map_err(backend)? {
-                None => None,
-                Some(v) => match decode(v.value()) {
-                    Some((record, expires)) if expires > now => Some(record),
-                    Some(_) => None,
-                    None => return Err(StoreError::Corrupt(key.to_owned())),
-                },
-            };
-            let reply = match op {
-                Op::Claim {
-                    fingerprint, lease, ..
-                } => match live {
-                    Some(record) => Reply::Claim(record.as_existing()),
-                    None => {
-                        let token = Token::random();
-                        let record = Record::in_flight(&token, fingerprint);
-                        let at = expiry(now, *lease);
-                        table
-                            .insert(key, encode(&record, at).as_slice())
-                            .map_err(backend)?;
-                        index_expiry(&mut expiries, at, 'd', key)?;
-                        Reply::Claim(Claim::Claimed(token))
-                    }
-                },
-                Op::Complete {
-                    token,
-                    fingerprint,
-                    ttl,
-                    ..
-                } => match live {
-                    Some(Record::Done { token: t, .. }) if t == token.as_str() => {
-                        Reply::Settled(Settled::Applied)
-                    }
-                    // Another claim holds the key: leave it alone.
-                    Some(record) if record.token() != token.as_str() => {
-                        Reply::Settled(Settled::NotOwner)
-                    }
-                    // This claim's in-flight record, or none left (the lease ran out
-                    // and nobody claimed since): record the effect.
-                    _ => {
-                        let done = Record::done(token, fingerprint);
-                        let at = expiry(now, *ttl);
-                        table
-                            .insert(key, encode(&done, at).as_slice())
-                            .map_err(backend)?;
-                        index_expiry(&mut expiries, at, 'd', key)?;
-                        Reply::Settled(Settled::Applied)
-                    }
-                },
-                Op::Release { token, .. } => match live {
-                    None => Reply::Settled(Settled::Applied),
-                    Some(Record::InFlight { token: t, .. }) if t == token.as_str() => {
-                        table.remove(key).map_err(backend)?;
-                        Reply::Settled(Settled::Applied)
-                    }
-                    Some(_) => Reply::Settled(Settled::NotOwner),
-                },
-                Op::Forget { .. } => {
-                    table.remove(key).map_err(backend)?;
-                    Reply::Forgot(live.is_some())
-                }
-                Op::Queue(_) | Op::Flush => continue,
-            };
-            replies.push(Ok(reply));
+            replies.push(Ok(dedup_op(&mut table, &mut expiries, op, key, now)?));
         }
     }
     let swept = if sweep {
@@ -1002,7 +944,7 @@ fn apply(
         Swept::default()
     };
     txn.commit().map_err(backend)?;
-    if !changes.is_empty() {
+    if batch.iter().any(|(op, _)| matches!(op, Op::Queue(_))) {
         let mut index = index
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -1012,8 +954,82 @@ fn apply(
             }
             index.apply(change);
         }
+        index.unpin_all();
     }
     Ok((replies, swept))
+}
+
+/// Applies a claim, complete, release or forget to the dedup table.
+fn dedup_op(
+    table: &mut redb::Table<&'static str, &'static [u8]>,
+    expiries: &mut redb::Table<(u64, &'static str), ()>,
+    op: &Op,
+    key: &str,
+    now: u64,
+) -> Result<Reply, StoreError> {
+    let live = match table.get(key).map_err(backend)? {
+        None => None,
+        Some(v) => match decode(v.value()) {
+            Some((record, expires)) if expires > now => Some(record),
+            Some(_) => None,
+            None => return Err(StoreError::Corrupt(key.to_owned())),
+        },
+    };
+    Ok(match op {
+        Op::Claim {
+            fingerprint, lease, ..
+        } => match live {
+            Some(record) => Reply::Claim(record.as_existing()),
+            None => {
+                let token = Token::random();
+                let record = Record::in_flight(&token, fingerprint);
+                let at = expiry(now, *lease);
+                table
+                    .insert(key, encode(&record, at).as_slice())
+                    .map_err(backend)?;
+                index_expiry(expiries, at, 'd', key)?;
+                Reply::Claim(Claim::Claimed(token))
+            }
+        },
+        Op::Complete {
+            token,
+            fingerprint,
+            ttl,
+            ..
+        } => match live {
+            Some(Record::Done { token: t, .. }) if t == token.as_str() => {
+                Reply::Settled(Settled::Applied)
+            }
+            // Another claim holds the key: leave it alone.
+            Some(record) if record.token() != token.as_str() => Reply::Settled(Settled::NotOwner),
+            // This claim's in-flight record, or none left (the lease ran out
+            // and nobody claimed since): record the effect.
+            _ => {
+                let done = Record::done(token, fingerprint);
+                let at = expiry(now, *ttl);
+                table
+                    .insert(key, encode(&done, at).as_slice())
+                    .map_err(backend)?;
+                index_expiry(expiries, at, 'd', key)?;
+                Reply::Settled(Settled::Applied)
+            }
+        },
+        Op::Release { token, .. } => match live {
+            None => Reply::Settled(Settled::Applied),
+            Some(Record::InFlight { token: t, .. }) if t == token.as_str() => {
+                table.remove(key).map_err(backend)?;
+                Reply::Settled(Settled::Applied)
+            }
+            Some(_) => Reply::Settled(Settled::NotOwner),
+        },
+        Op::Forget { .. } => {
+            table.remove(key).map_err(backend)?;
+            Reply::Forgot(live.is_some())
+        }
+        Op::Queue(_) | Op::Flush => {
+            return Err(StoreError::Backend("not a claim operation".into()));
+        }
+    })
 }
 
 impl DedupStore for DiskStore {

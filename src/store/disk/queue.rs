@@ -21,11 +21,11 @@ use redb::{ReadableTable, Table, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use super::{DiskStore, EXPIRY, Op, Reply, backend, decode, encode, expiry, index_expiry, now_ms};
-use crate::queue::{
-    Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
-    Status, StoredEvent, Summary, Target,
+use crate::queue::RateLimit;
+use crate::store::{
+    Claim, DedupKey, Depth, Enqueued, Envelope, Fanout, Finish, Leased, Pacing, QueueRef,
+    QueueStore, Record, State, Status, StoreError, StoredEvent, Summary, Target, Token,
 };
-use crate::store::{Claim, DedupKey, Record, StoreError, Token};
 
 /// Events (envelope and body) under a sequence number in acceptance order: consecutive
 /// enqueues append to the same pages instead of each copying a page of its own.
@@ -159,19 +159,6 @@ pub(super) enum Change {
     },
 }
 
-/// Why a leased event is not tried after all.
-#[derive(Debug)]
-pub(super) enum Stale {
-    /// Its record says it is delivered or dead now.
-    Now(StatusRecord),
-    /// It is gone (purged).
-    Gone,
-    /// Its record cannot be decoded: set aside until an operator purges it.
-    SetAside,
-    /// Reading it failed: it is due again.
-    ReadFailed,
-}
-
 /// Due times and states of every undelivered event, by route.
 #[derive(Debug, Default)]
 pub(super) struct Index {
@@ -185,6 +172,8 @@ pub(super) struct Index {
     held: bool,
     /// While [`Index::load`] builds it (see [`RouteIndex::loading`]).
     loading: bool,
+    /// Events pinned by the batch the writer is applying (see [`RouteIndex::pinned`]).
+    pins: usize,
 }
 
 #[derive(Debug)]
@@ -291,6 +280,14 @@ struct RouteIndex {
     /// acceptance order. Only the first of a line is ever due; the rest wait.
     lines: HashMap<Id, VecDeque<Id>>,
     line_of: HashMap<Id, Id>,
+    /// Events whose state the batch being committed changes, with the due time each
+    /// had (or is given meanwhile; [`NOT_DUE`] if none). The writer decides "leased or
+    /// not" and pins the event in one step under the index's lock, and applies the
+    /// committed change (or, if the batch failed, unpins it) in another: in between,
+    /// no worker takes a pinned event, not even one whose lease ran out. So the index
+    /// never hands out an event the file says is delivered or dead, and a result is
+    /// never committed for a lease that another worker took meanwhile.
+    pinned: HashMap<Id, i64>,
 }
 
 impl RouteIndex {
@@ -338,6 +335,11 @@ impl RouteIndex {
     /// Makes an undelivered event due at `at` (monotonic).
     fn make_due(&mut self, id: &str, at: i64) {
         let at = at.max(NOT_DUE + 1);
+        if let Some(due) = self.pinned.get_mut(id) {
+            // Made due when unpinned, unless the committed change decides otherwise.
+            *due = at;
+            return;
+        }
         let Some((id, m)) = self.events.get_key_value(id) else {
             return;
         };
@@ -427,6 +429,28 @@ impl RouteIndex {
             // Due now (not at its stored arrival time: after the wall clock stepped
             // back, that would lie ahead on the monotonic timeline).
             self.make_due(&next, Clock::now().mono);
+        }
+    }
+
+    /// Pins an event (see [`RouteIndex::pinned`]): out of `due` until unpinned.
+    fn pin(&mut self, id: &str) -> bool {
+        let id = self.intern(id);
+        let due = self.events.get(&id).map_or(NOT_DUE, |m| m.due_at);
+        self.not_due(&id);
+        let mut added = false;
+        self.pinned.entry(id).or_insert_with(|| {
+            added = true;
+            due
+        });
+        added
+    }
+
+    /// Unpins every event: due again at the time each had, or was given meanwhile.
+    fn unpin_all(&mut self) {
+        for (id, due) in std::mem::take(&mut self.pinned) {
+            if due != NOT_DUE && self.events.contains_key(&id) && !self.leased.contains_key(&id) {
+                self.make_due(&id, due);
+            }
         }
     }
 
@@ -579,6 +603,8 @@ impl Index {
             .expect("the route's index was inserted above")
     }
 
+    /// Applies a committed change, and unpins its event: the writer decided when it
+    /// pinned it (see [`RouteIndex::pinned`]) that the change is the event's state.
     pub(super) fn apply(&mut self, change: Change) {
         match change {
             Change::Queued {
@@ -604,34 +630,84 @@ impl Index {
                     r.make_due(&id, Clock::now().mono);
                 }
             }
-            // Another worker took the event over (its lease ran out) while this
-            // result was committed: that attempt's lease stays.
-            Change::Finished {
-                route,
-                id,
-                lease,
-                rec,
-                ..
-            } => {
-                let r = self.route(&route);
-                if r.leased.get(id.as_str()).is_none_or(|l| l.token == lease) {
-                    r.set(&id, &Entry::from(&rec), &Clock::now());
-                }
-            }
-            // An attempt started while the requeue was committed: it goes on, and its
-            // result is recorded (an event is never tried twice at once).
-            Change::Requeued { route, id, rec } => {
-                let r = self.route(&route);
-                if !r.leased.contains_key(id.as_str()) {
-                    r.set(&id, &Entry::from(&rec), &Clock::now());
-                }
+            Change::Finished { route, id, rec, .. } | Change::Requeued { route, id, rec } => {
+                self.unpin(&route, &id);
+                self.route(&route)
+                    .set(&id, &Entry::from(&rec), &Clock::now());
             }
             Change::Purged { route, id } => {
+                self.unpin(&route, &id);
                 let r = self.route(&route);
                 r.forget(&id);
                 r.leave_line(&id);
             }
         }
+    }
+
+    /// Applies again an attempt's result that a reopen rolled back (see
+    /// [`Change::Finished`]), unless another worker has leased the event since: that
+    /// attempt's lease stays.
+    pub(super) fn replay(&mut self, change: Change) {
+        if let Change::Finished {
+            route,
+            id,
+            lease,
+            rec,
+            ..
+        } = change
+        {
+            let r = self.route(&route);
+            if r.leased.get(id.as_str()).is_none_or(|l| l.token == lease) {
+                r.set(&id, &Entry::from(&rec), &Clock::now());
+            }
+        }
+    }
+
+    /// Pins an event whose lease `token` holds (its attempt's result is being
+    /// committed): false, and nothing pinned, when another worker took it.
+    fn pin_held(&mut self, route: &str, id: &str, token: &str) -> bool {
+        let held = self.holds(route, id, token);
+        if held {
+            self.pin(route, id);
+        }
+        held
+    }
+
+    /// Pins an event no worker holds (an operator's retry): false when one does.
+    fn pin_unless_leased(&mut self, route: &str, id: &str) -> bool {
+        let free = !self.is_leased(route, id);
+        if free {
+            self.pin(route, id);
+        }
+        free
+    }
+
+    /// Pins an event (see [`RouteIndex::pinned`]), leased or not.
+    fn pin(&mut self, route: &str, id: &str) {
+        let added = self.route(route).pin(id);
+        self.pins += usize::from(added);
+    }
+
+    fn unpin(&mut self, route: &str, id: &str) {
+        let unpinned = self
+            .routes
+            .get_mut(route)
+            .and_then(|r| r.pinned.remove(id))
+            .is_some();
+        self.pins -= usize::from(unpinned);
+    }
+
+    /// Unpins what the batch pinned and did not change: all of it when the batch
+    /// failed (nothing of it was stored), else what an operation pinned before it
+    /// failed on its own.
+    pub(super) fn unpin_all(&mut self) {
+        if self.pins == 0 {
+            return;
+        }
+        for r in self.routes.values_mut() {
+            r.unpin_all();
+        }
+        self.pins = 0;
     }
 
     /// Leases up to `max` due events of a route: `(id, token)`. A lease that ran out
@@ -652,7 +728,7 @@ impl Index {
         let expired: Vec<Id> = r
             .leased
             .iter()
-            .filter(|(_, l)| l.until <= clock)
+            .filter(|(id, l)| l.until <= clock && !r.pinned.contains_key(*id))
             .map(|(id, _)| id.clone())
             .take(max)
             .collect();
@@ -684,24 +760,11 @@ impl Index {
         out
     }
 
-    /// Drops a lease on an event that is not to be tried, and brings the index in line
-    /// with the file: an attempt whose result was committed while its lease was being
-    /// taken over (the index kept the new lease, see [`Change::Finished`]) left the
-    /// event delivered or dead in the file but waiting here, and first in its key's
-    /// line, which would hold the line or try a dead event again.
-    pub(super) fn resync(&mut self, route: &str, id: &str, stale: Stale) {
-        let r = self.route(route);
-        r.leased.remove(id);
-        match stale {
-            Stale::Now(rec) => r.set(id, &Entry::from(&rec), &Clock::now()),
-            Stale::Gone => {
-                r.forget(id);
-                r.leave_line(id);
-            }
-            // Unreadable: left where it is for an operator's purge.
-            Stale::SetAside => {}
-            Stale::ReadFailed => r.make_due(id, Clock::now().mono),
-        }
+    /// Drops the lease on an event whose record cannot be read (or names no body): it
+    /// stays, not due, until an operator purges it, so that it does not hold back the
+    /// rest of its queue.
+    pub(super) fn set_aside(&mut self, route: &str, id: &str) {
+        self.route(route).leased.remove(id);
     }
 
     /// Ends a lease that was never used: the event is due again now.
@@ -786,25 +849,92 @@ impl Index {
 }
 
 /// Applies one queue operation inside the batch's write transaction. Index changes are
-/// returned, to be applied once the transaction has committed.
+/// returned, to be applied once the transaction has committed; the events they change
+/// are pinned meanwhile (see [`RouteIndex::pinned`]).
 #[expect(
     clippy::too_many_arguments,
     reason = "the batch's open tables, each of its own type, and what the batch shares"
 )]
-pub(super) fn apply(
-    dedup: &mut Table<&str, &[u8]>,
-    events: &mut Table<u64, &[u8]>,
-    status: &mut Table<&str, &[u8]>,
-    expiries: &mut Table<(u64, &str), ()>,
+pub(super) fn apply<'t>(
+    dedup: &mut Table<'t, &'static str, &'static [u8]>,
+    events: &mut Table<'t, u64, &'static [u8]>,
+    status: &mut Table<'t, &'static str, &'static [u8]>,
+    expiries: &mut Table<'t, (u64, &'static str), ()>,
     index: &Mutex<Index>,
     op: &QOp,
     now: u64,
     changes: &mut Vec<Change>,
 ) -> Result<QReply, StoreError> {
+    let mut b = Batch {
+        dedup,
+        events,
+        status,
+        expiries,
+        index,
+        now,
+        changes,
+    };
     match op {
-        QOp::Enqueue {
+        QOp::Enqueue { .. } => b.enqueue(op),
+        QOp::Finish {
+            route,
+            id,
+            lease,
+            status,
+            ttl,
+        } => b.finish(route, id, lease, status, *ttl),
+        QOp::Requeue { route, ids } => b.requeue(route, ids),
+        QOp::ForgetDelivered {
+            space,
+            prefix,
+            route,
+            id,
+        } => b.forget_delivered(space, &DedupKey::new(prefix, route, id), id),
+        QOp::Purge {
+            space,
+            prefix,
+            route,
+            ids,
+        } => b.purge(space, prefix, route, ids),
+        QOp::ReleaseBlocked { route, ids } => b.release_blocked(route, ids),
+    }
+}
+
+/// A batch's open tables, and what its queue operations share.
+struct Batch<'a, 't> {
+    dedup: &'a mut Table<'t, &'static str, &'static [u8]>,
+    events: &'a mut Table<'t, u64, &'static [u8]>,
+    status: &'a mut Table<'t, &'static str, &'static [u8]>,
+    expiries: &'a mut Table<'t, (u64, &'static str), ()>,
+    index: &'a Mutex<Index>,
+    now: u64,
+    changes: &'a mut Vec<Change>,
+}
+
+impl Batch<'_, '_> {
+    fn index(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write_status(
+        &mut self,
+        k: &str,
+        rec: &StatusRecord,
+        expires: u64,
+    ) -> Result<(), StoreError> {
+        self.status
+            .insert(k, encode_status(rec, expires).as_slice())
+            .map(drop)
+            .map_err(backend)
+    }
+
+    /// Claims the event and stores it in the queue of each destination it goes to, or
+    /// answers with what is held of it already.
+    fn enqueue(&mut self, op: &QOp) -> Result<QReply, StoreError> {
+        let QOp::Enqueue {
             dedup: key,
-            all: _,
             to,
             event_id,
             fingerprint,
@@ -812,207 +942,205 @@ pub(super) fn apply(
             event_type,
             bytes,
             ttl,
-        } => {
-            if let Some(existing) = held_copy(dedup, status, op, now)? {
-                return Ok(QReply::Enqueued(Enqueued::Existing(existing)));
-            }
-            let done = Record::done(&Token::random(), fingerprint);
-            let at = expiry(now, *ttl);
-            dedup
-                .insert(key.as_str(), encode(&done, at).as_slice())
-                .map_err(backend)?;
-            index_expiry(expiries, at, 'd', key.as_str())?;
-            // Each destination has its own copy: each is delivered, and dropped when
-            // delivered, on its own.
-            for (space, order_key) in to {
-                let seq = index
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .next_seq();
-                events.insert(seq, bytes.as_slice()).map_err(backend)?;
-                let mut queued = Status::queued(*rx);
-                queued.order_key.clone_from(order_key);
-                let rec = StatusRecord {
-                    status: queued,
-                    fp: fingerprint.clone(),
-                    rx: *rx,
-                    event_type: event_type.clone(),
-                    seq,
-                };
-                status
-                    .insert(
-                        qkey(space, event_id).as_str(),
-                        encode_status(&rec, u64::MAX).as_slice(),
-                    )
-                    .map_err(backend)?;
-                changes.push(Change::Queued {
-                    route: space.clone(),
-                    id: event_id.clone(),
-                    rx: *rx,
-                    order_key: order_key.clone(),
-                });
-            }
-            Ok(QReply::Enqueued(Enqueued::Queued))
+            ..
+        } = op
+        else {
+            return Err(unexpected());
+        };
+        if let Some(existing) = held_copy(self.dedup, self.status, op, self.now)? {
+            return Ok(QReply::Enqueued(Enqueued::Existing(existing)));
         }
-        QOp::Finish {
-            route,
-            id,
-            lease,
-            status: new,
-            ttl,
-        } => {
-            let held = index
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .holds(route, id, lease);
-            let k = qkey(route, id);
-            let Some((mut rec, _)) = read_status(status, &k)? else {
-                return Ok(QReply::Finished(false));
+        let done = Record::done(&Token::random(), fingerprint);
+        let at = expiry(self.now, *ttl);
+        self.dedup
+            .insert(key.as_str(), encode(&done, at).as_slice())
+            .map_err(backend)?;
+        index_expiry(self.expiries, at, 'd', key.as_str())?;
+        // Each destination has its own copy: each is delivered, and dropped when
+        // delivered, on its own.
+        for (space, order_key) in to {
+            let seq = self.index().next_seq();
+            self.events.insert(seq, bytes.as_slice()).map_err(backend)?;
+            let mut queued = Status::queued(*rx);
+            queued.order_key.clone_from(order_key);
+            let rec = StatusRecord {
+                status: queued,
+                fp: fingerprint.clone(),
+                rx: *rx,
+                event_type: event_type.clone(),
+                seq,
             };
-            if !held || !rec.status.state.undelivered() || rec.status.state == State::Dead {
-                return Ok(QReply::Finished(false));
-            }
-            rec.status = new.clone();
-            // Delivered: the event goes (its status stays, as the dedup record of the
-            // window, with its attempts for `hookgate events show`).
-            let (expires, removed_body) = if new.state == State::Delivered {
-                events.remove(rec.seq).map_err(backend)?;
-                // It names no body any more (0 is never a body's number).
-                let body = std::mem::replace(&mut rec.seq, 0);
-                (expiry(now, *ttl), Some(body))
-            } else {
-                (u64::MAX, None)
-            };
-            status
-                .insert(k.as_str(), encode_status(&rec, expires).as_slice())
-                .map_err(backend)?;
-            index_expiry(expiries, expires, 's', &k)?;
-            changes.push(Change::Finished {
-                route: route.clone(),
-                id: id.clone(),
-                lease: lease.clone(),
-                rec,
-                expires,
-                removed_body,
+            self.write_status(&qkey(space, event_id), &rec, u64::MAX)?;
+            self.changes.push(Change::Queued {
+                route: space.clone(),
+                id: event_id.clone(),
+                rx: *rx,
+                order_key: order_key.clone(),
             });
-            Ok(QReply::Finished(true))
         }
-        QOp::Requeue { route, ids } => {
-            let mut n = 0;
-            for id in ids {
-                let leased = index
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .is_leased(route, id);
-                let k = qkey(route, id);
-                let Some((mut rec, _)) = read_status(status, &k)? else {
-                    continue;
-                };
-                if leased || !matches!(rec.status.state, State::Dead | State::Retrying) {
-                    continue;
-                }
-                let rejoins = rec.status.order_key.is_none() && rec.status.left_line.is_some();
-                rec.status.requeue(now);
-                if rejoins {
-                    // Back at the end of its key's line: under a new sequence number,
-                    // so that a restart rebuilds the line in this order too.
-                    let seq = index
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .next_seq();
-                    let body = events
-                        .remove(rec.seq)
-                        .map_err(backend)?
-                        .map(|v| v.value().to_vec());
-                    if let Some(body) = body {
-                        events.insert(seq, body.as_slice()).map_err(backend)?;
-                        rec.seq = seq;
-                    }
-                }
-                status
-                    .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
-                    .map_err(backend)?;
-                changes.push(Change::Requeued {
-                    route: route.clone(),
-                    id: id.clone(),
-                    rec,
-                });
-                n += 1;
+        Ok(QReply::Enqueued(Enqueued::Queued))
+    }
+
+    /// Records an attempt's result, if its lease still holds the event.
+    fn finish(
+        &mut self,
+        route: &str,
+        id: &str,
+        lease: &str,
+        new: &Status,
+        ttl: Duration,
+    ) -> Result<QReply, StoreError> {
+        let k = qkey(route, id);
+        let Some((mut rec, _)) = read_status(self.status, &k)? else {
+            return Ok(QReply::Finished(false));
+        };
+        if !rec.status.state.undelivered() || rec.status.state == State::Dead {
+            return Ok(QReply::Finished(false));
+        }
+        // Leased or not, decided once: a lease that ran out is not taken over until
+        // this result is committed (or the batch failed).
+        if !self.index().pin_held(route, id, lease) {
+            return Ok(QReply::Finished(false));
+        }
+        rec.status = new.clone();
+        // Delivered: the event goes (its status stays, as the dedup record of the
+        // window, with its attempts for `hookgate events show`).
+        let (expires, removed_body) = if new.state == State::Delivered {
+            self.events.remove(rec.seq).map_err(backend)?;
+            // It names no body any more (0 is never a body's number).
+            let body = std::mem::replace(&mut rec.seq, 0);
+            (expiry(self.now, ttl), Some(body))
+        } else {
+            (u64::MAX, None)
+        };
+        self.write_status(&k, &rec, expires)?;
+        index_expiry(self.expiries, expires, 's', &k)?;
+        self.changes.push(Change::Finished {
+            route: route.to_owned(),
+            id: id.to_owned(),
+            lease: lease.to_owned(),
+            rec,
+            expires,
+            removed_body,
+        });
+        Ok(QReply::Finished(true))
+    }
+
+    /// An operator's retry: dead or retrying events no worker holds, queued again.
+    fn requeue(&mut self, route: &str, ids: &[String]) -> Result<QReply, StoreError> {
+        let mut n = 0;
+        for id in ids {
+            let k = qkey(route, id);
+            let Some((mut rec, _)) = read_status(self.status, &k)? else {
+                continue;
+            };
+            if !matches!(rec.status.state, State::Dead | State::Retrying)
+                || !self.index().pin_unless_leased(route, id)
+            {
+                continue;
             }
-            Ok(QReply::Count(n))
+            let rejoins = rec.status.order_key.is_none() && rec.status.left_line.is_some();
+            rec.status.requeue(self.now);
+            if rejoins {
+                // Back at the end of its key's line: under a new sequence number,
+                // so that a restart rebuilds the line in this order too.
+                let seq = self.index().next_seq();
+                let body = self
+                    .events
+                    .remove(rec.seq)
+                    .map_err(backend)?
+                    .map(|v| v.value().to_vec());
+                if let Some(body) = body {
+                    self.events.insert(seq, body.as_slice()).map_err(backend)?;
+                    rec.seq = seq;
+                }
+            }
+            self.write_status(&k, &rec, u64::MAX)?;
+            self.changes.push(Change::Requeued {
+                route: route.to_owned(),
+                id: id.clone(),
+                rec,
+            });
+            n += 1;
         }
-        QOp::ForgetDelivered {
-            space,
-            prefix,
-            route,
-            id,
-        } => {
+        Ok(QReply::Count(n))
+    }
+
+    /// Forgets a delivered event, so that its next copy is accepted.
+    fn forget_delivered(
+        &mut self,
+        space: &str,
+        key: &DedupKey,
+        id: &str,
+    ) -> Result<QReply, StoreError> {
+        let k = qkey(space, id);
+        match read_status(self.status, &k)? {
+            Some((rec, _)) if rec.status.state == State::Delivered => {
+                self.status.remove(k.as_str()).map_err(backend)?;
+                self.events.remove(rec.seq).map_err(backend)?;
+                self.dedup.remove(key.as_str()).map_err(backend)?;
+                Ok(QReply::Count(1))
+            }
+            _ => Ok(QReply::Count(0)),
+        }
+    }
+
+    /// Deletes undelivered events and their claims.
+    fn purge(
+        &mut self,
+        space: &str,
+        prefix: &str,
+        route: &str,
+        ids: &[String],
+    ) -> Result<QReply, StoreError> {
+        let mut n = 0;
+        for id in ids {
             let k = qkey(space, id);
-            match read_status(status, &k)? {
-                Some((rec, _)) if rec.status.state == State::Delivered => {
-                    status.remove(k.as_str()).map_err(backend)?;
-                    events.remove(rec.seq).map_err(backend)?;
-                    dedup
-                        .remove(DedupKey::new(prefix, route, id).as_str())
-                        .map_err(backend)?;
-                    Ok(QReply::Count(1))
-                }
-                _ => Ok(QReply::Count(0)),
+            let Some((rec, _)) = read_status(self.status, &k)? else {
+                continue;
+            };
+            if !rec.status.state.undelivered() {
+                continue;
             }
+            self.index().pin(space, id);
+            self.status.remove(k.as_str()).map_err(backend)?;
+            self.events.remove(rec.seq).map_err(backend)?;
+            self.dedup
+                .remove(DedupKey::new(prefix, route, id).as_str())
+                .map_err(backend)?;
+            self.changes.push(Change::Purged {
+                route: space.to_owned(),
+                id: id.clone(),
+            });
+            n += 1;
         }
-        QOp::Purge {
-            space,
-            prefix,
-            route,
-            ids,
-        } => {
-            let mut n = 0;
-            for id in ids {
-                let k = qkey(space, id);
-                let Some((rec, _)) = read_status(status, &k)? else {
-                    continue;
-                };
-                if !rec.status.state.undelivered() {
-                    continue;
-                }
-                status.remove(k.as_str()).map_err(backend)?;
-                events.remove(rec.seq).map_err(backend)?;
-                dedup
-                    .remove(DedupKey::new(prefix, route, id).as_str())
-                    .map_err(backend)?;
-                changes.push(Change::Purged {
-                    route: space.clone(),
-                    id: id.clone(),
-                });
-                n += 1;
+        Ok(QReply::Count(n))
+    }
+
+    /// Dead events that hold their key's line give it up.
+    fn release_blocked(&mut self, route: &str, ids: &[String]) -> Result<QReply, StoreError> {
+        let mut n = 0;
+        for id in ids {
+            let k = qkey(route, id);
+            let Some((mut rec, _)) = read_status(self.status, &k)? else {
+                continue;
+            };
+            if rec.status.state != State::Dead || rec.status.order_key.is_none() {
+                continue;
             }
-            Ok(QReply::Count(n))
+            self.index().pin(route, id);
+            rec.status.left_line = rec.status.order_key.take();
+            self.write_status(&k, &rec, u64::MAX)?;
+            // Applied as an operator's change of its status: out of its line, the
+            // next event of the key due.
+            self.changes.push(Change::Requeued {
+                route: route.to_owned(),
+                id: id.clone(),
+                rec,
+            });
+            n += 1;
         }
-        QOp::ReleaseBlocked { route, ids } => {
-            let mut n = 0;
-            for id in ids {
-                let k = qkey(route, id);
-                let Some((mut rec, _)) = read_status(status, &k)? else {
-                    continue;
-                };
-                if rec.status.state != State::Dead || rec.status.order_key.is_none() {
-                    continue;
-                }
-                rec.status.left_line = rec.status.order_key.take();
-                status
-                    .insert(k.as_str(), encode_status(&rec, u64::MAX).as_slice())
-                    .map_err(backend)?;
-                // Applied as an operator's change of its status: out of its line, the
-                // next event of the key due.
-                changes.push(Change::Requeued {
-                    route: route.clone(),
-                    id: id.clone(),
-                    rec,
-                });
-                n += 1;
-            }
-            Ok(QReply::Count(n))
-        }
+        Ok(QReply::Count(n))
     }
 }
 
@@ -1275,7 +1403,7 @@ fn summary(id: &str, rec: &StatusRecord) -> Summary {
         attempts: rec.status.attempts,
         received_at_ms: rec.rx,
         next_at_ms: rec.status.next_at_ms,
-        last_result: rec.status.history.last().map(|a| a.result.clone()),
+        last_result: rec.status.history.last().map(|a| a.result.to_string()),
     }
 }
 
@@ -1347,13 +1475,12 @@ impl QueueStore for DiskStore {
         if taken.is_empty() {
             return Ok(Vec::new());
         }
+        let space = space(q);
         let read = self.read(|events, status| {
             let mut out = Vec::with_capacity(taken.len());
-            let mut gone = Vec::new();
+            let mut aside = Vec::new();
             for (id, token) in &taken {
-                let k = qkey(&space(q), id);
-                // An unreadable event is set aside (logged, left in the file for
-                // `purge`), so that it does not hold back the rest of its route.
+                let k = qkey(&space, id);
                 let read = get_status(status, &k).and_then(|rec| {
                     let event = match &rec {
                         Some(r) => get_event(events, r.seq, &k)?,
@@ -1361,55 +1488,57 @@ impl QueueStore for DiskStore {
                     };
                     Ok((event, rec))
                 });
-                let read = match read {
-                    Ok(read) => read,
-                    Err(StoreError::Corrupt(_)) => {
-                        tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
-                        gone.push((id.clone(), Stale::SetAside));
-                        continue;
-                    }
-                    // A read that failed (not a record that cannot be decoded): the
-                    // lease is given back, and the event is due again at once.
-                    Err(e) => {
-                        tracing::warn!(route = q.route, event_id = %id, error = %e, "disk store: reading a queued event failed; it is due again");
-                        gone.push((id.clone(), Stale::ReadFailed));
-                        continue;
-                    }
-                };
                 match read {
-                    (Some(event), Some(rec))
+                    // The index hands out only events the file has as queued or
+                    // retrying (see `RouteIndex::pinned`).
+                    Ok((Some(event), Some(rec)))
                         if matches!(rec.status.state, State::Queued | State::Retrying) =>
                     {
                         out.push(Leased {
                             event,
                             status: rec.status,
                             lease: token.clone(),
-                        })
+                        });
                     }
-                    (_, Some(rec)) if !matches!(rec.status.state, State::Queued | State::Retrying) => {
-                        gone.push((id.clone(), Stale::Now(rec)));
+                    // Purged since it was taken: the purge's change, applied once it
+                    // committed, takes it (and this lease) out of the index.
+                    Ok((_, None)) => {}
+                    Ok((_, Some(rec)))
+                        if !matches!(rec.status.state, State::Queued | State::Retrying) =>
+                    {
+                        tracing::error!(route = q.route, event_id = %id, state = rec.status.state.as_str(), "disk store: the queue's index had an event due that its file does not; it was set aside (a bug: please report it)");
+                        aside.push(id.clone());
                     }
-                    (_, Some(_)) => gone.push((id.clone(), Stale::SetAside)),
-                    (_, None) => gone.push((id.clone(), Stale::Gone)),
+                    // An unreadable event (or one without its body) is set aside
+                    // (logged, left in the file for `purge`), so that it does not hold
+                    // back the rest of its queue.
+                    Ok(_) | Err(StoreError::Corrupt(_)) => {
+                        tracing::warn!(route = q.route, event_id = %id, "disk store: an unreadable queued event was set aside (hookgate events purge removes it)");
+                        aside.push(id.clone());
+                    }
+                    // A read that failed (not a record that cannot be decoded): the
+                    // lease is given back, and the event is due again at once.
+                    Err(e) => {
+                        tracing::warn!(route = q.route, event_id = %id, error = %e, "disk store: reading a queued event failed; it is due again");
+                        self.index().give_back(&space, id);
+                    }
                 }
             }
-            Ok((out, gone))
+            Ok((out, aside))
         });
+        let mut index = self.index();
         match read {
-            Ok((out, gone)) => {
-                let mut index = self.index();
-                for (id, stale) in gone {
-                    index.resync(&space(q), &id, stale);
+            Ok((out, aside)) => {
+                for id in aside {
+                    index.set_aside(&space, &id);
                 }
                 Ok(out)
             }
             Err(e) => {
                 // Nothing was handed out: the events are due again at once.
-                let mut index = self.index();
                 for (id, _) in &taken {
-                    index.give_back(&space(q), id);
+                    index.give_back(&space, id);
                 }
-                drop(index);
                 Err(e)
             }
         }
@@ -1588,7 +1717,9 @@ impl QueueStore for DiskStore {
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         Ok(self.index().depth(&space(q)))
     }
+}
 
+impl Pacing for DiskStore {
     async fn rate_take(
         &self,
         q: &QueueRef<'_>,
@@ -1650,7 +1781,7 @@ mod tests {
     async fn a_failed_read_in_take_due_gives_the_event_back_instead_of_setting_it_aside() {
         let dir = tempfile::tempdir().expect("dir");
         let s = DiskStore::open(&dir.path().join("h.db")).expect("open");
-        let q = QueueRef::route("t:", "r");
+        let q = QueueRef::new("t:", "r", "r");
         let ttl = Duration::from_secs(60);
         s.enqueue(&q, &event("e1"), ttl).await.expect("enqueue");
         FAILING_READS.with(|n| n.set(1));

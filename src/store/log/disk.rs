@@ -2,12 +2,14 @@
 //! table of per-minute counts, and the byte total. The log writes its own
 //! transactions from a blocking task, one per batch (redb serialises them with the
 //! store's writer; a batch holds the file's write lock for the time it takes to
-//! insert its records). Log commits skip the fsync except one a second at most: a
-//! crash loses at most the last second of the log, never a delivery.
+//! insert its records). Log commits skip the fsync until a second has passed or an
+//! eighth of `max_size` was written since the last one: a crash loses at most that
+//! much of the log, never a delivery.
 //!
-//! Deleted records' pages go back to redb's free list and the next writes reuse them,
-//! so the file stops growing once the log is full: it stays within `max_size` plus
-//! the margin the README states.
+//! Deleted records' pages go back to redb's free list and the next writes reuse them
+//! (those freed by a commit without fsync only after the next durable one: hence the
+//! bound on what is written between two), so the file stops growing once the log is
+//! full: it stays within `max_size` plus the margin the README states.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -37,7 +39,8 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 pub struct DiskLog {
     store: DiskStore,
     bounds: Bounds,
-    synced: Arc<Mutex<Instant>>,
+    /// When the last durable log commit was, and the bytes written since.
+    synced: Arc<Mutex<(Instant, u64)>>,
 }
 
 impl DiskLog {
@@ -51,7 +54,7 @@ impl DiskLog {
         Ok(Self {
             store: store.clone(),
             bounds,
-            synced: Arc::new(Mutex::new(Instant::now())),
+            synced: Arc::new(Mutex::new((Instant::now(), 0))),
         })
     }
 
@@ -68,13 +71,19 @@ impl DiskLog {
 
     pub(super) async fn append(&self, batch: Batch, _routes: &[String]) -> Result<(), StoreError> {
         let bounds = self.bounds;
+        let written: u64 = batch
+            .records
+            .iter()
+            .map(|r| super::ENTRY_OVERHEAD + r.body.as_ref().map_or(0, |b| b.len() as u64))
+            .sum();
         let durable = {
-            let mut at = self
+            let mut synced = self
                 .synced
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if at.elapsed() >= SYNC_EVERY {
-                *at = Instant::now();
+            synced.1 += written;
+            if synced.0.elapsed() >= SYNC_EVERY || synced.1 >= bounds.max_size / 8 {
+                *synced = (Instant::now(), 0);
                 true
             } else {
                 false

@@ -82,6 +82,7 @@
 //! claimed) until removed with `XGROUP DELCONSUMER`.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
@@ -89,11 +90,11 @@ use rand::Rng as _;
 use redis::Script;
 
 use super::{RedisStore, invoke_then_wait, millis, too_few_replicas};
-use crate::queue::{
-    Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, RateLimit, State,
-    Status, StoredEvent, Summary, Target, now_ms,
+use crate::queue::{RateLimit, now_ms};
+use crate::store::{
+    Claim, Depth, Enqueued, Envelope, Fanout, Finish, Leased, Pacing, QueueRef, QueueStore, State,
+    Status, StoreError, StoredEvent, Summary, Target,
 };
-use crate::store::{Claim, StoreError};
 
 // Out of memory: every script but ENQUEUE is flagged `allow-oom` (Redis 7), so a Redis
 // at `maxmemory` (with `maxmemory-policy noeviction`) refuses new events (503) but
@@ -657,7 +658,7 @@ impl Keys {
                 "{}q:{{{}}}{}:",
                 q.prefix,
                 q.route,
-                match q.destination == q.route {
+                match q.is_own() {
                     true => String::new(),
                     false => format!("/{}", q.destination),
                 }
@@ -806,6 +807,28 @@ impl RedisStore {
                 .await
         })
         .await
+    }
+
+    /// Pages through a queue's dead events, [`CHUNK`] at a time, oldest first: `act`
+    /// acts on a page and returns how many events it counts and how many of the page
+    /// left the dead index (requeued, purged, gone), so that the next page starts after
+    /// those that stayed. Returns the count over every page.
+    async fn each_dead_page<F, Fut>(&self, k: &Keys, mut act: F) -> Result<u64, StoreError>
+    where
+        F: FnMut(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<(u64, u64), StoreError>>,
+    {
+        let (mut total, mut from) = (0, 0usize);
+        loop {
+            let page = self.index_page(&k.dead(), from, CHUNK).await?;
+            if page.is_empty() {
+                return Ok(total);
+            }
+            let len = page.len();
+            let (n, left) = act(page).await?;
+            total += n;
+            from += len.saturating_sub(usize::try_from(left).unwrap_or(usize::MAX));
+        }
     }
 
     /// Requeues those of `ids` that `eligible` accepts, each by compare-and-set on its
@@ -1318,23 +1341,115 @@ impl QueueStore for RedisStore {
                 Ok(n)
             }
             Target::AllDead => {
-                // Page through the dead index: requeued and gone events leave it, so
-                // the next page starts after those that stayed.
-                let (mut total, mut from) = (0, 0usize);
-                loop {
-                    let page = self.index_page(&k.dead(), from, CHUNK).await?;
-                    if page.is_empty() {
-                        return Ok(total);
-                    }
-                    let (n, gone) = self.requeue(&k, &page, |s| s.state == State::Dead).await?;
-                    total += n;
-                    let left = usize::try_from(n + gone).unwrap_or(usize::MAX);
-                    from += page.len().saturating_sub(left);
-                }
+                // Requeued and gone events leave the dead index.
+                let k = &k;
+                self.each_dead_page(k, |page| async move {
+                    let (n, gone) = self.requeue(k, &page, |s| s.state == State::Dead).await?;
+                    Ok((n, n + gone))
+                })
+                .await
             }
         }
     }
 
+    async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
+        let k = Keys::new(q);
+        let mut inv = FORGET_SCRIPT.prepare_invoke();
+        inv.key(k.ev(event_id)).key(k.delivered()).arg(event_id);
+        let inv = &inv;
+        let n: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn purge(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
+        let k = Keys::new(q);
+        match target {
+            Target::One(id) => Ok(self.purge_ids(&k, std::slice::from_ref(id), "any").await?.0),
+            Target::AllDead => {
+                let k = &k;
+                self.each_dead_page(
+                    k,
+                    |page| async move { self.purge_ids(k, &page, "dead").await },
+                )
+                .await
+            }
+        }
+    }
+
+    async fn release_blocked(&self, q: &QueueRef<'_>) -> Result<u64, StoreError> {
+        let k = &Keys::new(q);
+        // Released events stay dead, in the index: none leaves it.
+        self.each_dead_page(k, |page| async move {
+            let mut inv = RELEASE_BLOCKED_SCRIPT.prepare_invoke();
+            inv.key(k.stream()).key(k.delayed()).arg(k.ev_prefix());
+            let mut any = false;
+            for (id, (status, lease)) in page.iter().zip(self.status_lease(k, &page).await?) {
+                let Some(raw) = status else { continue };
+                if lease.is_some() {
+                    continue;
+                }
+                let mut st = decode_status(&raw, &k.ev(id))?;
+                if st.state != State::Dead || st.order_key.is_none() {
+                    continue;
+                }
+                st.left_line = st.order_key.take();
+                inv.key(k.ev(id)).arg(id).arg(raw).arg(to_json(&st)?);
+                any = true;
+            }
+            if !any {
+                return Ok((0, 0));
+            }
+            let inv = &inv;
+            let n: u64 = self
+                .run(|mut c| async move { inv.invoke_async(&mut c).await })
+                .await?;
+            Ok((n, 0))
+        })
+        .await
+    }
+
+    async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
+        let k = Keys::new(q);
+        let (all, dead) = (k.all(), k.dead());
+        let (all_ref, dead_ref) = (&all, &dead);
+        let (undelivered, dead_n, oldest): (u64, u64, Vec<String>) = self
+            .run(|mut c| async move {
+                redis::pipe()
+                    .cmd("ZCARD")
+                    .arg(all_ref)
+                    .cmd("ZCARD")
+                    .arg(dead_ref)
+                    .cmd("ZRANGE")
+                    .arg(all_ref)
+                    .arg(0)
+                    .arg(0)
+                    .arg("WITHSCORES")
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        let oldest_received_ms = match oldest.as_slice() {
+            [] => None,
+            [_, score] => Some(
+                score
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .ok_or_else(|| StoreError::Corrupt(all.clone()))? as u64,
+            ),
+            _ => return Err(StoreError::Corrupt(all)),
+        };
+        Ok(Depth {
+            waiting: undelivered.saturating_sub(dead_n),
+            dead: dead_n,
+            oldest_received_ms,
+        })
+    }
+}
+
+impl Pacing for RedisStore {
     async fn rate_take(
         &self,
         q: &QueueRef<'_>,
@@ -1418,111 +1533,6 @@ impl QueueStore for RedisStore {
         self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
             .await
     }
-
-    async fn forget_delivered(&self, q: &QueueRef<'_>, event_id: &str) -> Result<bool, StoreError> {
-        let k = Keys::new(q);
-        let mut inv = FORGET_SCRIPT.prepare_invoke();
-        inv.key(k.ev(event_id)).key(k.delivered()).arg(event_id);
-        let inv = &inv;
-        let n: i64 = self
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
-        Ok(n == 1)
-    }
-
-    async fn purge(&self, q: &QueueRef<'_>, target: &Target) -> Result<u64, StoreError> {
-        let k = Keys::new(q);
-        match target {
-            Target::One(id) => Ok(self.purge_ids(&k, std::slice::from_ref(id), "any").await?.0),
-            Target::AllDead => {
-                let (mut total, mut from) = (0, 0usize);
-                loop {
-                    let page = self.index_page(&k.dead(), from, CHUNK).await?;
-                    if page.is_empty() {
-                        return Ok(total);
-                    }
-                    let (n, dropped) = self.purge_ids(&k, &page, "dead").await?;
-                    total += n;
-                    let left = usize::try_from(dropped).unwrap_or(usize::MAX);
-                    from += page.len().saturating_sub(left);
-                }
-            }
-        }
-    }
-
-    async fn release_blocked(&self, q: &QueueRef<'_>) -> Result<u64, StoreError> {
-        let k = Keys::new(q);
-        let (mut total, mut from) = (0, 0usize);
-        loop {
-            // Released events stay dead, in the index: the next page starts after.
-            let page = self.index_page(&k.dead(), from, CHUNK).await?;
-            if page.is_empty() {
-                return Ok(total);
-            }
-            from += page.len();
-            let mut inv = RELEASE_BLOCKED_SCRIPT.prepare_invoke();
-            inv.key(k.stream()).key(k.delayed()).arg(k.ev_prefix());
-            let mut any = false;
-            for (id, (status, lease)) in page.iter().zip(self.status_lease(&k, &page).await?) {
-                let Some(raw) = status else { continue };
-                if lease.is_some() {
-                    continue;
-                }
-                let mut st = decode_status(&raw, &k.ev(id))?;
-                if st.state != State::Dead || st.order_key.is_none() {
-                    continue;
-                }
-                st.left_line = st.order_key.take();
-                inv.key(k.ev(id)).arg(id).arg(raw).arg(to_json(&st)?);
-                any = true;
-            }
-            if any {
-                let inv = &inv;
-                let n: u64 = self
-                    .run(|mut c| async move { inv.invoke_async(&mut c).await })
-                    .await?;
-                total += n;
-            }
-        }
-    }
-
-    async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
-        let k = Keys::new(q);
-        let (all, dead) = (k.all(), k.dead());
-        let (all_ref, dead_ref) = (&all, &dead);
-        let (undelivered, dead_n, oldest): (u64, u64, Vec<String>) = self
-            .run(|mut c| async move {
-                redis::pipe()
-                    .cmd("ZCARD")
-                    .arg(all_ref)
-                    .cmd("ZCARD")
-                    .arg(dead_ref)
-                    .cmd("ZRANGE")
-                    .arg(all_ref)
-                    .arg(0)
-                    .arg(0)
-                    .arg("WITHSCORES")
-                    .query_async(&mut c)
-                    .await
-            })
-            .await?;
-        let oldest_received_ms = match oldest.as_slice() {
-            [] => None,
-            [_, score] => Some(
-                score
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .ok_or_else(|| StoreError::Corrupt(all.clone()))? as u64,
-            ),
-            _ => return Err(StoreError::Corrupt(all)),
-        };
-        Ok(Depth {
-            waiting: undelivered.saturating_sub(dead_n),
-            dead: dead_n,
-            oldest_received_ms,
-        })
-    }
 }
 
 #[cfg(test)]
@@ -1531,7 +1541,7 @@ mod tests {
 
     #[test]
     fn every_key_of_a_route_carries_its_hash_tag() {
-        let k = Keys::new(&QueueRef::route("hg:", "stripe"));
+        let k = Keys::new(&QueueRef::new("hg:", "stripe", "stripe"));
         for key in [
             k.ev("evt_1"),
             k.stream(),
@@ -1548,11 +1558,7 @@ mod tests {
 
     #[test]
     fn a_named_destination_keeps_the_route_hash_tag() {
-        let q = QueueRef {
-            prefix: "hg:",
-            route: "stripe",
-            destination: "billing",
-        };
+        let q = QueueRef::new("hg:", "stripe", "billing");
         let k = Keys::new(&q);
         for key in [
             k.ev("evt_1"),
@@ -1571,7 +1577,7 @@ mod tests {
         // The route's own destination keeps the keys it had before destinations.
         assert_ne!(
             k.stream(),
-            Keys::new(&QueueRef::route("hg:", "stripe")).stream()
+            Keys::new(&QueueRef::new("hg:", "stripe", "stripe")).stream()
         );
     }
 

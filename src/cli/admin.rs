@@ -1,0 +1,101 @@
+//! How a command reaches a running gateway's admin listener (`forget`, `events`,
+//! `deliveries`).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use crate::config;
+
+use super::text;
+
+pub(super) fn enc(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// A request to a running gateway's admin listener, with its token and the
+/// `X-Requested-By` header, and the listener's base URL (for messages).
+pub(super) fn admin_request(
+    args: &AdminArgs,
+    route: Option<&str>,
+    method: reqwest::Method,
+    path: &str,
+) -> anyhow::Result<(reqwest::RequestBuilder, String)> {
+    let mut token = args
+        .admin_token
+        .clone()
+        .map(|t| crate::secret::Secret::new(t.into_bytes()));
+    let base = match &args.admin {
+        Some(a) => a.clone(),
+        None => {
+            // Only the server section and the named route: another route's unset
+            // `${VAR}` is no business of this command.
+            let cfg = config::load_only(&args.config, route).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let addr = cfg.server.admin_listen.with_context(|| {
+                format!(
+                    "{} sets no server.admin_listen; pass --admin URL",
+                    args.config.display()
+                )
+            })?;
+            token = token.or(cfg.server.admin_token);
+            format!("http://{addr}")
+        }
+    };
+    let url = format!("{}{path}", base.trim_end_matches('/'));
+    // The admin listener refuses a POST without it (a web page cannot add it to a
+    // cross-site request).
+    let mut req = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .build()?
+        .request(method, &url)
+        .header("x-requested-by", "hookgate");
+    if let Some(t) = &token {
+        let mut value = b"Bearer ".to_vec();
+        value.extend_from_slice(t.expose());
+        let mut value = reqwest::header::HeaderValue::from_bytes(&value)
+            .context("the admin token is not a valid header value")?;
+        value.set_sensitive(true);
+        req = req.header(reqwest::header::AUTHORIZATION, value);
+    }
+    Ok((req, base))
+}
+
+/// Sends one request to a running gateway's admin listener: whether it answered 2xx,
+/// and the body.
+pub(super) async fn admin_call(
+    args: &AdminArgs,
+    route: Option<&str>,
+    method: reqwest::Method,
+    path: &str,
+) -> anyhow::Result<(bool, String)> {
+    let (req, base) = admin_request(args, route, method, path)?;
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the admin listener at {base}"))?;
+    let status = resp.status();
+    Ok((status.is_success(), resp.text().await.unwrap_or_default()))
+}
+
+/// Prints an admin listener's refusal as its message (not its JSON) on stderr; the
+/// exit code.
+pub(super) fn admin_failed(body: &str) -> i32 {
+    eprintln!("hookgate: {}", text::admin_error(body));
+    1
+}
+
+/// How a command reaches a running gateway's admin listener.
+#[derive(Debug, clap::Args)]
+pub struct AdminArgs {
+    /// The config file, to find `server.admin_listen`.
+    #[arg(long, short, default_value = "config.toml")]
+    config: PathBuf,
+    /// The admin listener's base URL (overrides the config), e.g. http://127.0.0.1:9090.
+    #[arg(long)]
+    admin: Option<String>,
+    /// The admin listener's token, when it has one (`server.admin_token`; read from
+    /// the config file unless given here or in the environment).
+    #[arg(long, env = "HOOKGATE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+}
