@@ -299,19 +299,20 @@ impl Drop for Browser {
         // Ending the session closes Chromium; then chromedriver goes. A plain request
         // on a blocking socket: this runs outside any runtime, or inside one that may
         // be shutting down.
-        if let Some(rest) = self.session.strip_prefix("http://") {
-            if let Some((host, path)) = rest.split_once('/') {
-                use std::io::{Read as _, Write as _};
-                if let Ok(mut s) = std::net::TcpStream::connect(host) {
-                    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                    let _ = write!(
-                        s,
-                        "DELETE /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                    );
-                    let mut sink = Vec::new();
-                    let _ = s.read_to_end(&mut sink);
-                }
-            }
+        if let Some((host, path)) = self
+            .session
+            .strip_prefix("http://")
+            .and_then(|rest| rest.split_once('/'))
+            && let Ok(mut s) = std::net::TcpStream::connect(host)
+        {
+            use std::io::{Read as _, Write as _};
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = write!(
+                s,
+                "DELETE /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink);
         }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
