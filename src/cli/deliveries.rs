@@ -225,7 +225,11 @@ async fn list(
     let mut records: Vec<Value> = Vec::new();
     let mut cursor: Option<String> = None;
     let mut more = false;
-    while records.len() < limit {
+    // A page may hold fewer records than asked while the cursor goes on (the listener
+    // reads a bounded number of records per request): follow it, within reason.
+    let mut pages = 0;
+    while records.len() < limit && pages < 10_000 {
+        pages += 1;
         let want = (limit - records.len()).min(PAGE);
         let mut path = format!("/deliveries?limit={want}");
         if !query.is_empty() {
@@ -241,11 +245,10 @@ async fn list(
         }
         let v: Value = serde_json::from_str(&body).context("the admin listener's answer")?;
         let page = v["deliveries"].as_array().cloned().unwrap_or_default();
-        let got = page.len();
         records.extend(page);
         cursor = v["next_cursor"].as_str().map(str::to_owned);
         more = cursor.is_some();
-        if cursor.is_none() || got == 0 {
+        if cursor.is_none() {
             break;
         }
     }
@@ -321,6 +324,11 @@ async fn tail(filters: &Filters, json: bool, admin: &AdminArgs) -> anyhow::Resul
             while let Some(end) = find_blank_line(&buf) {
                 let block = String::from_utf8_lossy(&buf[..end.0]).into_owned();
                 buf.drain(..end.1);
+                if let Some(skipped) = lagged_event(&block) {
+                    eprintln!(
+                        "hookgate: {skipped} deliveries were skipped: this reader fell behind (`deliveries list` shows them)"
+                    );
+                }
                 if let Some(data) = delivery_event(&block) {
                     let line = if json {
                         match serde_json::from_str::<Value>(&data) {
@@ -364,6 +372,16 @@ fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
 /// The data of a `delivery` event, if the block is one (comments and other events are
 /// skipped).
 fn delivery_event(block: &str) -> Option<String> {
+    event_data(block, "delivery")
+}
+
+/// How many records a `lagged` event says this reader missed, if the block is one.
+fn lagged_event(block: &str) -> Option<u64> {
+    event_data(block, "lagged").map(|n| n.trim().parse().unwrap_or(0))
+}
+
+/// The data of an event named `name`, if the block is one.
+fn event_data(block: &str, name: &str) -> Option<String> {
     let mut event = "message";
     let mut data: Vec<&str> = Vec::new();
     for line in block.lines() {
@@ -378,7 +396,7 @@ fn delivery_event(block: &str) -> Option<String> {
             _ => {}
         }
     }
-    (event == "delivery" && !data.is_empty()).then(|| data.join("\n"))
+    (event == name && !data.is_empty()).then(|| data.join("\n"))
 }
 
 fn time(ms: u64) -> String {
@@ -646,6 +664,8 @@ mod tests {
             Some("{\"a\":1}")
         );
         assert_eq!(find_blank_line(b"event: delivery\ndata: {"), None);
+        assert_eq!(lagged_event("event: lagged\ndata: 12"), Some(12));
+        assert_eq!(delivery_event("event: lagged\ndata: 12"), None);
     }
 
     #[test]

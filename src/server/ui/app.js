@@ -207,7 +207,7 @@
 
   // Reads /deliveries/stream (Server-Sent Events) with fetch: EventSource cannot send an
   // Authorization header. Reconnects with a growing pause until `signal` aborts.
-  async function follow(query, onRecord, onState, signal) {
+  async function follow(query, onRecord, onState, signal, onLagged) {
     let pause = 1000;
     while (!signal.aborted) {
       try {
@@ -240,6 +240,7 @@
               if (field === 'event') event = v;
               else if (field === 'data') data.push(v);
             }
+            if (event === 'lagged' && onLagged) onLagged(Number(data.join('')) || 0);
             if (event === 'delivery' && data.length) {
               let rec = null;
               try { rec = JSON.parse(data.join('\n')); } catch (_) { rec = null; }
@@ -390,26 +391,43 @@
       follow(filterOnly.toString(), (rec) => add(rec, true), (on) => {
         live.className = 'live ' + (on ? 'on' : 'off');
         live.textContent = on ? 'Live' : 'Reconnecting…';
-      }, signal);
+      }, signal, (skipped) => reload(skipped));
     } else {
       live.className = 'live';
       live.textContent = 'Not live (a “before” filter is set)';
     }
 
     let cursor = null;
+    const want = Number(params.get('limit')) || 50;
+    // One page: the listener reads a bounded number of records per request, so a page
+    // may come back short with the cursor still set; follow it a few times.
     const page = async () => {
-      const q = new URLSearchParams(query);
-      if (cursor) q.set('cursor', cursor);
-      const r = await api('GET', '/deliveries?' + q, signal);
-      if (r.status === 404 && !(r.data && r.data.deliveries)) {
-        say('This gateway keeps no delivery log (GET /deliveries answered 404).', true);
-        return;
+      let got = 0;
+      for (let i = 0; i < 20; i++) {
+        const q = new URLSearchParams(query);
+        if (cursor) q.set('cursor', cursor);
+        const r = await api('GET', '/deliveries?' + q, signal);
+        if (r.status === 404 && !(r.data && r.data.deliveries)) {
+          say('This gateway keeps no delivery log (GET /deliveries answered 404).', true);
+          return;
+        }
+        if (!r.ok) { say(failure(r, 'Loading deliveries'), true); return; }
+        const recs = r.data.deliveries || [];
+        for (const rec of recs) add(rec, false);
+        got += recs.length;
+        cursor = r.data.next_cursor || null;
+        if (!cursor || got >= want) break;
       }
-      if (!r.ok) { say(failure(r, 'Loading deliveries'), true); return; }
-      for (const rec of r.data.deliveries || []) add(rec, false);
-      cursor = r.data.next_cursor || null;
       more.hidden = !cursor;
       shown();
+    };
+    // A reader that fell behind the stream missed some: read the list again.
+    const reload = (skipped) => {
+      say(skipped + ' deliveries came faster than this page could show them; the list was read again.');
+      seen.clear();
+      tbody.replaceChildren();
+      cursor = null;
+      page().catch(quiet);
     };
     more.addEventListener('click', () => { page().catch(quiet); });
     await page();
