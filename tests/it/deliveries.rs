@@ -569,3 +569,38 @@ async fn bodies_are_cut_at_max_body_or_not_kept_and_unsigned_ids_are_shown() {
     assert_eq!(status, 409);
     gw.stop().await;
 }
+
+/// The log's endpoints, the stream included, sit behind the admin listener's guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_needs_the_admin_token_and_refuses_other_sites() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&format!(
+        "[server]\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"tok-123\"\n{}",
+        config(&Backend::Memory, &up, "", "")
+    ))
+    .await;
+    for path in ["/deliveries", "/deliveries/stream", "/overview"] {
+        let r = client().get(gw.admin_url(path)).send().await.expect("send");
+        assert_eq!(r.status(), 401, "{path} without the token");
+        let r = client()
+            .get(gw.admin_url(path))
+            .bearer_auth("tok-123")
+            .header("Origin", "https://evil.example")
+            .send()
+            .await
+            .expect("send");
+        assert_eq!(r.status(), 403, "{path} from another origin");
+    }
+    let mut stream = client()
+        .get(gw.admin_url("/deliveries/stream"))
+        .bearer_auth("tok-123")
+        .send()
+        .await
+        .expect("stream");
+    assert_eq!(stream.status(), 200);
+    gw.deliver("stripe", &stripe_body("evt_tok"), "evt_tok")
+        .await;
+    assert!(stream_until(&mut stream, "evt_tok", Duration::from_secs(2)).await);
+    drop(stream);
+    gw.stop().await;
+}
