@@ -565,6 +565,12 @@ impl Metrics {
     }
 
     /// Registers the store's metrics (see [`StoreMetrics`]); called once, at start.
+    /// The registry, for a component that registers its own metrics at start (the
+    /// delivery log's recorder).
+    pub(crate) fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     pub fn register_store(&mut self, store: &StoreMetrics) {
         self.registry.register(
             "store_write_failures",

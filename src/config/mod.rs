@@ -342,6 +342,8 @@ pub struct Config {
     /// In the order the file lists them; [`Config::route`] finds one by name.
     pub routes: Vec<Route>,
     pub capture: Option<CaptureConfig>,
+    /// `[log]`: the delivery log the admin listener shows (`/deliveries`).
+    pub log: LogConfig,
     /// Each route's place in `routes`, by name (names are unique).
     by_name: HashMap<String, usize>,
 }
@@ -353,6 +355,7 @@ impl Config {
         store: StoreConfig,
         routes: Vec<Route>,
         capture: Option<CaptureConfig>,
+        log: LogConfig,
     ) -> Self {
         let by_name = routes
             .iter()
@@ -365,6 +368,7 @@ impl Config {
             store,
             routes,
             capture,
+            log,
             by_name,
         }
     }
@@ -377,6 +381,8 @@ impl Config {
             .filter(|r| r.name == name)
     }
 }
+
+pub use validate::log::{LogBodies, LogConfig};
 
 /// Every problem found in a config file, one per line.
 #[derive(Debug, Clone, PartialEq, Eq)]

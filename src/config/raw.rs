@@ -23,6 +23,17 @@ pub(super) struct RawConfig {
     pub routes: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     pub capture: Option<RawCapture>,
+    #[serde(default)]
+    pub log: Option<RawLog>,
+}
+
+/// `[log]`: the delivery log (`config/validate/log.rs`).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawLog {
+    pub keep: Option<Spanned<String>>,
+    pub max_size: Option<Spanned<String>>,
+    pub bodies: Option<Spanned<String>>,
+    pub max_body: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

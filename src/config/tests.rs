@@ -888,6 +888,46 @@ fn a_queue_routes_timeout_is_not_held_to_the_sync_claims_lease() {
 }
 
 #[test]
+fn the_log_has_defaults_per_store_and_located_errors() {
+    let memory = check(ROUTE).expect("valid");
+    assert_eq!(memory.log.max_size, 64 << 20);
+    assert_eq!(memory.log.keep, std::time::Duration::from_secs(3 * 86_400));
+    assert_eq!(memory.log.bodies, LogBodies::Verified);
+    assert_eq!(memory.log.max_body, 256 << 10);
+    let disk = check(&format!(
+        "[store]\nbackend = \"disk\"\npath = \"x.db\"\n{ROUTE}"
+    ))
+    .expect("valid");
+    assert_eq!(disk.log.max_size, 1 << 30);
+    let set = check(&format!(
+        "[log]\nkeep = \"2h\"\nmax_size = \"10MiB\"\nbodies = \"none\"\nmax_body = \"1KiB\"\n{ROUTE}"
+    ))
+    .expect("valid");
+    assert_eq!(set.log.keep, std::time::Duration::from_secs(7200));
+    assert_eq!(set.log.max_size, 10 << 20);
+    assert_eq!(set.log.bodies, LogBodies::None);
+    assert_eq!(set.log.max_body, 1024);
+
+    let e = errors(&format!(
+        "[log]\nkeep = \"soon\"\nmax_size = \"lots\"\nbodies = \"all\"\nmax_bodies = 1\n{ROUTE}"
+    ));
+    assert!(
+        e.contains("cfg.toml:2: log.keep: \"soon\" is not a duration"),
+        "{e}"
+    );
+    assert!(e.contains("cfg.toml:3: log.max_size: \"lots\""), "{e}");
+    assert!(
+        e.contains("cfg.toml:4: log.bodies: \"all\": use \"verified\" or \"none\""),
+        "{e}"
+    );
+    assert!(e.contains("cfg.toml:5: log.max_bodies: unknown key"), "{e}");
+    let e = errors(&format!(
+        "[log]\nmax_size = \"1MiB\"\nmax_body = \"512KiB\"\n{ROUTE}"
+    ));
+    assert!(e.contains("cfg.toml:3: log.max_body:"), "{e}");
+}
+
+#[test]
 fn on_error_forward_is_refused_where_a_forward_without_a_claim_cannot_go() {
     let store = "[store]\nbackend = \"disk\"\npath = \"q.db\"\n";
     let ordered = errors(&format!(

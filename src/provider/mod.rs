@@ -61,10 +61,12 @@ pub enum VerifyError {
     BadTimestamp,
     #[error("no signature matches any configured secret")]
     BadSignature,
-    #[error("signed timestamp is older than the tolerance")]
-    TimestampTooOld,
-    #[error("signed timestamp is further in the future than the tolerance")]
-    TimestampInFuture,
+    /// `by_ms`: how far past the tolerance (a clock that is off, or an old delivery
+    /// resent); it says nothing about the keys.
+    #[error("signed timestamp is older than the tolerance, by {by_ms} ms")]
+    TimestampTooOld { by_ms: u64 },
+    #[error("signed timestamp is further in the future than the tolerance, by {by_ms} ms")]
+    TimestampInFuture { by_ms: u64 },
     /// The delivery uses a signature version that covers the URL, and the route has no
     /// `public_url` to rebuild it from (a HubSpot route set up for v1).
     #[error("{0} signatures cover the URL the provider calls: set public_url on the route")]
@@ -82,7 +84,7 @@ impl VerifyError {
             Self::MissingHeader(_) => "missing_header",
             Self::Malformed(_) | Self::Duplicated(_) | Self::BadTimestamp => "malformed_header",
             Self::BadSignature => "bad_signature",
-            Self::TimestampTooOld | Self::TimestampInFuture => "stale_timestamp",
+            Self::TimestampTooOld { .. } | Self::TimestampInFuture { .. } => "stale_timestamp",
             Self::NeedsPublicUrl(_) => "needs_public_url",
             Self::CertificateUnavailable => "certificate_unavailable",
         }
@@ -90,7 +92,10 @@ impl VerifyError {
 
     /// Whether the signature itself was fine and only its timestamp was out of bounds.
     pub fn is_timestamp(&self) -> bool {
-        matches!(self, Self::TimestampTooOld | Self::TimestampInFuture)
+        matches!(
+            self,
+            Self::TimestampTooOld { .. } | Self::TimestampInFuture { .. }
+        )
     }
 }
 
@@ -695,11 +700,11 @@ mod tests {
         assert!(check_tolerance(1000, 1300, Some(300)).is_ok());
         assert_eq!(
             check_tolerance(1000, 1301, Some(300)),
-            Err(VerifyError::TimestampTooOld)
+            Err(VerifyError::TimestampTooOld { by_ms: 1000 })
         );
         assert_eq!(
             check_tolerance(1301, 1000, Some(300)),
-            Err(VerifyError::TimestampInFuture)
+            Err(VerifyError::TimestampInFuture { by_ms: 1000 })
         );
         assert!(check_tolerance(0, u64::MAX, None).is_ok());
     }

@@ -48,10 +48,14 @@ pub fn check_window(ts_ms: u64, now_s: u64, tolerance: Option<u64>) -> Result<()
     let now_ms = now_s.saturating_mul(1000);
     let tol_ms = tol.saturating_mul(1000);
     if now_ms > ts_ms && now_ms - ts_ms > tol_ms {
-        return Err(VerifyError::TimestampTooOld);
+        return Err(VerifyError::TimestampTooOld {
+            by_ms: now_ms - ts_ms - tol_ms,
+        });
     }
     if ts_ms > now_ms && ts_ms - now_ms > tol_ms {
-        return Err(VerifyError::TimestampInFuture);
+        return Err(VerifyError::TimestampInFuture {
+            by_ms: ts_ms - now_ms - tol_ms,
+        });
     }
     Ok(())
 }
@@ -185,11 +189,11 @@ mod tests {
         assert!(check_window(100_000, 400, Some(300)).is_ok());
         assert_eq!(
             check_window(99_999, 400, Some(300)),
-            Err(VerifyError::TimestampTooOld)
+            Err(VerifyError::TimestampTooOld { by_ms: 1 })
         );
         assert_eq!(
             check_window(700_001, 400, Some(300)),
-            Err(VerifyError::TimestampInFuture)
+            Err(VerifyError::TimestampInFuture { by_ms: 1 })
         );
         assert!(check_window(0, u64::MAX, None).is_ok());
     }

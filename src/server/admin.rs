@@ -15,7 +15,9 @@
 //!   `POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true` — the queue of a
 //!   `delivery = "queue"` route (`hookgate events` calls them);
 //! - `DELETE /handshakes/<route>` — forgets it, so the next set-up request may hand
-//!   over a new one (refused with 409 until then).
+//!   over a new one (refused with 409 until then);
+//! - `GET /deliveries`, `/deliveries/<id>`, `/deliveries/stream`, `/overview` and
+//!   `POST /deliveries/<id>/replay` — the delivery log (`deliveries.rs`).
 //!
 //! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
 //! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
@@ -267,6 +269,10 @@ async fn handle(state: Arc<AppState>, http: Request<Incoming>) -> Resp {
     let req = AdminRequest::parse(http.method(), http.uri());
     if let Some(refused) = guard(&state, &http, &req) {
         return response(refused);
+    }
+    // The delivery log's endpoints (`deliveries.rs`).
+    if super::deliveries::serves(http.uri().path()) {
+        return super::deliveries::handle(&state, http).await;
     }
     response(dispatch(&state, &req).await)
 }
@@ -624,7 +630,7 @@ async fn act_on_events(
 }
 
 /// One event's record in one destination, as `GET /events/<route>/<id>` shows it.
-fn event_json(
+pub(super) fn event_json(
     route: &str,
     destination: Option<String>,
     env: &crate::store::Envelope,
@@ -662,7 +668,16 @@ pub async fn run(
         listener,
         shutdown,
         ADMIN_CONNECTIONS,
-        |st, req, _peer| handle(st, req),
+        |st, http, _peer| async move {
+            // The delivery log's live stream answers with a streaming body.
+            if super::deliveries::is_stream(&http) {
+                let req = AdminRequest::parse(http.method(), http.uri());
+                if guard(&st, &http, &req).is_none() {
+                    return super::deliveries::stream(&st, &http);
+                }
+            }
+            handle(st, http).await.map(http_body_util::Either::Left)
+        },
     )
     .await;
 }

@@ -46,8 +46,13 @@ struct Seen {
     event_type: Option<String>,
     detail: Option<String>,
     secret_index: Option<usize>,
-    /// The raw body, kept only when capturing.
+    /// The raw body (for the capture and the delivery log).
     body: Option<Bytes>,
+    /// For the delivery log (`recorder.rs`): why it was refused, the provider's own
+    /// unsigned ID, whether the route queues.
+    reason: Option<String>,
+    provider_delivery_id: Option<String>,
+    queue: bool,
     /// The route's metric handles, resolved once per request.
     metrics: Option<Arc<RouteMetrics>>,
 }
@@ -155,6 +160,7 @@ pub(super) async fn handle(
                     headers,
                 )
             });
+        let logged = super::recorder::Recorder::seen(&state, &req, peer, received_at);
         let mut seen = Seen::default();
         let limit = state.server.request_timeout;
         // `seen` is the delivery's log record, filled in as the pipeline goes, so that
@@ -165,13 +171,13 @@ pub(super) async fn handle(
             Err(_) => Answer::RequestTimeout,
         };
         let outcome = answer.outcome();
-        let resp = respond::response(answer);
+        let mut resp = respond::response(answer);
         // Refused requests (anyone can send them) only when `[capture] refused = true`.
         let verified = seen.event_id.is_some() || outcome == Outcome::Handshake;
         if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request)
             && capture.wants_outcome(verified)
         {
-            let body = seen.body.take().unwrap_or_default();
+            let body = seen.body.clone().unwrap_or_default();
             let mut r =
                 crate::replay::Replay::new(&method, &path, query.as_deref(), headers, &body);
             r.received_at = received_at;
@@ -188,6 +194,14 @@ pub(super) async fn handle(
         let status = resp.status().as_u16();
         let elapsed = started.elapsed();
         let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        if let Some(route) = seen.route.as_deref() {
+            resp = state.recorder.record(
+                &state,
+                logged,
+                seen_done(&seen, route, outcome, elapsed_us, state.server.max_body),
+                resp,
+            );
+        }
         let route = seen.route.as_deref().unwrap_or("-");
         let event_id = seen.event_id.as_deref().unwrap_or("-");
         let event_type = seen.event_type.as_deref().unwrap_or("-");
@@ -225,6 +239,34 @@ pub(super) async fn handle(
     }
     .instrument(span)
     .await
+}
+
+/// What the delivery log records of a request's end.
+fn seen_done<'a>(
+    seen: &'a Seen,
+    route: &'a str,
+    outcome: Outcome,
+    duration_us: u64,
+    max_body: usize,
+) -> super::recorder::Done<'a> {
+    super::recorder::Done {
+        route,
+        provider: seen.provider,
+        outcome,
+        event_id: seen.event_id.as_deref(),
+        provider_delivery_id: seen.provider_delivery_id.as_deref(),
+        event_type: seen.event_type.as_deref(),
+        secret_index: seen.secret_index,
+        body: seen.body.as_ref().filter(|_| seen.event_id.is_some()),
+        body_len: seen.body.as_ref().map_or(0, |b| b.len() as u64),
+        reason: seen
+            .reason
+            .clone()
+            .or_else(|| super::recorder::outcome_reason(outcome, max_body)),
+        duration_us,
+        queue: seen.queue,
+        replay_of: None,
+    }
 }
 
 /// The stages of a request, like a proxy's phases over one per-request context:
@@ -336,9 +378,8 @@ async fn admit(
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         return Err(Answer::Overloaded);
     };
-    if state.capture.is_some() {
-        seen.body = Some(body.clone());
-    }
+    seen.body = Some(body.clone());
+    seen.queue = route.delivery == Delivery::Queue;
     Ok(Ctx {
         routing,
         route,
@@ -417,6 +458,8 @@ fn verify(state: &Arc<AppState>, ctx: &Ctx, seen: &mut Seen) -> Result<Verified,
                     .spend(&route.name, ctx.client, route.failure_budget);
             }
             seen.detail = Some(rejection.to_string());
+            let source = route.event_id.to_string();
+            seen.reason = Some(super::recorder::reason(&rejection, seen.provider, &source));
             return Err(Answer::Rejected(rejection));
         }
     };
@@ -489,7 +532,12 @@ async fn job(state: &Arc<AppState>, ctx: Ctx, verified: Verified, seen: &mut See
         RunToCompletion::new(state.settles.track_future(job.run().in_current_span())).await;
     // The provider's own ID, when unsigned, is only named in the log: the key is the
     // signed bytes' digest.
-    seen.detail = detail.or_else(|| unsigned_id.map(|id| format!("unsigned provider id {id}")));
+    seen.detail = detail.or_else(|| {
+        unsigned_id
+            .as_ref()
+            .map(|id| format!("unsigned provider id {id}"))
+    });
+    seen.provider_delivery_id = unsigned_id;
     match (fixed, answer.outcome()) {
         (
             Some(reply),

@@ -6,10 +6,12 @@
 //! and stop the server when they like.
 
 pub mod admin;
+pub mod deliveries;
 pub(crate) mod eviction;
 mod handler;
 mod limits;
 pub mod listen;
+pub(crate) mod recorder;
 pub mod respond;
 mod retry;
 pub(crate) mod stranded;
@@ -144,6 +146,8 @@ pub struct AppState {
     /// The queues `hookgate_queue_stranded` counted last (`stranded.rs`), so that one no
     /// longer stranded is set back to 0.
     pub(crate) stranded_seen: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The delivery log's recorder (`recorder.rs`; the admin API in `deliveries.rs`).
+    pub(crate) recorder: recorder::Recorder,
 }
 
 /// When a connection with no request in progress is closed: `header_read_timeout`
@@ -197,6 +201,32 @@ impl Activity {
     }
 }
 
+/// A response body that keeps its request in progress until it is sent.
+struct Tracked<B> {
+    body: B,
+    _busy: InProgress,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 impl Drop for InProgress {
     fn drop(&mut self) {
         let mut st = self.0.lock();
@@ -208,7 +238,7 @@ impl Drop for InProgress {
 /// Serves one connection until it ends, the gateway shuts down (`closing`), or it sits
 /// idle past its deadline (see [`Activity`]). A connection asked to close that does not
 /// within `shutdown_grace` (idle) is dropped.
-async fn serve_connection<I, H, Fut>(
+async fn serve_connection<I, H, Fut, B>(
     state: Arc<AppState>,
     builder: &auto::Builder<TokioExecutor>,
     io: I,
@@ -222,7 +252,9 @@ async fn serve_connection<I, H, Fut>(
         + Send
         + Sync
         + 'static,
-    Fut: Future<Output = respond::Resp> + Send + 'static,
+    Fut: Future<Output = http::Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let activity = Arc::new(Activity::new());
     let svc = {
@@ -232,8 +264,8 @@ async fn serve_connection<I, H, Fut>(
             let handle = handle.clone();
             async move {
                 let resp = handle(st, req, peer).await;
-                drop(busy);
-                Ok::<_, std::convert::Infallible>(resp)
+                // In progress until its body is sent (a live stream's too).
+                Ok::<_, std::convert::Infallible>(resp.map(|body| Tracked { body, _busy: busy }))
             }
         })
     };
@@ -380,6 +412,7 @@ impl AppState {
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
         let mut metrics = Metrics::new();
         metrics.register_store(&store.metrics());
+        let recorder = recorder::Recorder::new(cfg, &store, &mut metrics)?;
         let policy = match &store {
             Store::Redis(_) => eviction::Policy::Unknown,
             Store::Memory(_) | Store::Disk(_) => eviction::Policy::NotRedis,
@@ -421,6 +454,7 @@ impl AppState {
             deliveries: tokio::sync::Notify::new(),
             eviction: ArcSwap::from_pointee(policy),
             stranded_seen: std::sync::Mutex::default(),
+            recorder,
         })
     }
 
@@ -556,7 +590,7 @@ fn http_builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
 /// public listener's deadlines (a silent connection is closed after
 /// `header_read_timeout`, an idle one after `idle_timeout`) and at most `max`
 /// connections open: silent connections cannot use up the process's descriptors.
-pub(crate) async fn serve_admin<H, Fut>(
+pub(crate) async fn serve_admin<H, Fut, B>(
     state: Arc<AppState>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
@@ -568,7 +602,9 @@ pub(crate) async fn serve_admin<H, Fut>(
         + Send
         + Sync
         + 'static,
-    Fut: Future<Output = respond::Resp> + Send + 'static,
+    Fut: Future<Output = http::Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let builder = http_builder(&state.server);
     let connections = Arc::new(tokio::sync::Semaphore::new(max));

@@ -24,6 +24,7 @@
 
 mod attempt;
 pub mod disk;
+pub mod log;
 pub mod memory;
 mod pacing;
 mod queue;

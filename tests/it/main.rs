@@ -14,6 +14,7 @@ mod cli;
 mod clock;
 mod cluster;
 mod conformance;
+mod deliveries;
 mod deploy;
 mod destinations;
 mod docs;

@@ -1,6 +1,7 @@
 //! One validation pass from the raw config into types that cannot hold bad values:
 //! the shared helpers here, one file per section (`server.rs`, `store.rs`, `route.rs`).
 
+pub(super) mod log;
 mod route;
 mod server;
 mod store;
@@ -43,7 +44,7 @@ impl Validator<'_> {
             .count()
     }
 
-    fn err<T>(&mut self, spanned: &Spanned<T>, key: &str, msg: impl fmt::Display) {
+    pub(super) fn err<T>(&mut self, spanned: &Spanned<T>, key: &str, msg: impl fmt::Display) {
         let line = self.line(spanned.span());
         self.err_at(line, key, msg);
     }
@@ -53,7 +54,12 @@ impl Validator<'_> {
             .push((line, format!("{}:{line}: {key}: {msg}", self.file)));
     }
 
-    fn duration(&mut self, v: &Option<Spanned<String>>, key: &str, default: Duration) -> Duration {
+    pub(super) fn duration(
+        &mut self,
+        v: &Option<Spanned<String>>,
+        key: &str,
+        default: Duration,
+    ) -> Duration {
         match v {
             None => default,
             Some(s) => match humantime::parse_duration(s.get_ref().trim()) {
@@ -214,12 +220,14 @@ impl Validator<'_> {
             }
         }
         let capture = raw.capture.map(|c| self.capture(c));
+        let log = self.log(raw.log.unwrap_or_default(), &store.backend);
         Some(Config::new(
             path.to_path_buf(),
             server,
             store,
             routes,
             capture,
+            log,
         ))
     }
 

@@ -81,7 +81,9 @@ pub(super) fn verify_monday(
     let i = first(keys, |k| k.tag(&[input.as_bytes()]).matches(&sig))?;
     let exp = payload.get("exp").and_then(Value::as_u64).unwrap_or(0);
     if exp < now {
-        return Err(VerifyError::TimestampTooOld);
+        return Err(VerifyError::TimestampTooOld {
+            by_ms: (now - exp).saturating_mul(1000),
+        });
     }
     Ok(i)
 }

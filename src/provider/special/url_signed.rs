@@ -176,10 +176,14 @@ pub(super) fn verify_contentful(
     if let Some(t) = tol_ms {
         let now_ms = now.saturating_mul(1000);
         if now_ms.saturating_sub(ts_ms) >= t {
-            return Err(VerifyError::TimestampTooOld);
+            return Err(VerifyError::TimestampTooOld {
+                by_ms: now_ms.saturating_sub(ts_ms) - t,
+            });
         }
         if ts_ms.saturating_sub(now_ms) > t {
-            return Err(VerifyError::TimestampInFuture);
+            return Err(VerifyError::TimestampInFuture {
+                by_ms: ts_ms.saturating_sub(now_ms) - t,
+            });
         }
     }
     let mut picked = std::collections::BTreeMap::new();

@@ -456,6 +456,12 @@ impl DiskStore {
         &self.inner.shared.path
     }
 
+    /// The open database: the delivery log keeps tables of its own in the same file
+    /// and writes them from its own task (`store/log/disk.rs`).
+    pub(crate) fn database(&self) -> Result<Arc<Database>, StoreError> {
+        self.inner.shared.get()
+    }
+
     async fn call(&self, op: Op) -> Result<Reply, StoreError> {
         let (answer, reply) = tokio::sync::oneshot::channel();
         let sent = self

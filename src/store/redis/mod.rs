@@ -88,7 +88,7 @@ enum Target {
 /// share their route's hash tag), so the cluster routes it (scripts included) to the
 /// key's slot.
 #[derive(Clone)]
-enum AnyConn {
+pub(crate) enum AnyConn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
     Sentinel(redis::aio::MultiplexedConnection),
@@ -361,7 +361,7 @@ impl RedisStore {
     }
 
     /// Runs one store call under the timeout, counting consecutive timeouts.
-    async fn run<T, F>(&self, f: impl FnOnce(AnyConn) -> F) -> Result<T, StoreError>
+    pub(crate) async fn run<T, F>(&self, f: impl FnOnce(AnyConn) -> F) -> Result<T, StoreError>
     where
         F: Future<Output = redis::RedisResult<T>>,
     {

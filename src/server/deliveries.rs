@@ -1,0 +1,511 @@
+//! The delivery log's admin endpoints (behind the admin listener's guard; the fields
+//! and answers are described in the README's "The delivery log"):
+//!
+//! - `GET /deliveries?route=&outcome=&event_type=&event_id=&since=&before=&limit=&cursor=`
+//!   — records newest first, without body and answer, and `next_cursor`;
+//! - `GET /deliveries/<id>` — one record, with its queue event's per-destination state
+//!   on a queue route;
+//! - `GET /deliveries/stream?<the same filters>` — Server-Sent Events, one `delivery`
+//!   event per new record, a `: keepalive` comment every 15 s;
+//! - `POST /deliveries/<id>/replay[?destination=NAME]` — the recorded delivery again,
+//!   to the route's upstream (sync) or its destinations' queues, recorded as a replay;
+//! - `GET /overview` — each route's requests by outcome in the last hour and its
+//!   queues' depth.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{Either, Full, StreamBody};
+use hyper::body::Frame;
+
+use super::AppState;
+use super::respond::{Resp, admin as json};
+use crate::config::{Delivery, Route};
+use crate::store::Store;
+use crate::store::log::{DeliveryRecord, LogQuery, minute_of, new_delivery_id};
+use crate::store::{Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent, Target};
+
+/// The frames of a live stream.
+pub(crate) type SseStream = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + 'static>,
+>;
+
+/// A body the admin listener answers with: a whole one, or a live stream.
+pub(crate) type AdminBody = Either<Full<Bytes>, StreamBody<SseStream>>;
+
+/// A live stream's comment when nothing happened for this long (proxies and browsers
+/// close silent connections).
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Records a list answers at most, and by default.
+const MAX_LIMIT: usize = 500;
+const DEFAULT_LIMIT: usize = 50;
+
+/// Whether a path is one of these endpoints.
+pub(crate) fn serves(path: &str) -> bool {
+    path == "/overview" || path == "/deliveries" || path.starts_with("/deliveries/")
+}
+
+/// Whether a request is for the live stream (answered with a streaming body).
+pub(crate) fn is_stream<B>(req: &Request<B>) -> bool {
+    req.method() == Method::GET && req.uri().path() == "/deliveries/stream"
+}
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Resp {
+    json(status, serde_json::json!({ "error": msg.into() }))
+}
+
+fn unavailable(e: &crate::store::StoreError) -> Resp {
+    tracing::warn!(error = %e, "delivery log: an admin request failed: the store did not answer");
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store unavailable, retry later",
+    )
+}
+
+fn params(query: Option<&str>) -> HashMap<String, String> {
+    form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
+}
+
+/// A time bound: Unix milliseconds, or RFC 3339.
+fn time(v: &str) -> Option<u64> {
+    v.trim()
+        .parse::<u64>()
+        .ok()
+        .or_else(|| crate::provider::timestamp::rfc3339_ms(v))
+}
+
+/// The filters of a list or a stream; an error names the bad parameter.
+fn query_of(p: &HashMap<String, String>) -> Result<LogQuery, String> {
+    let text = |k: &str| p.get(k).filter(|v| !v.is_empty()).cloned();
+    let bound = |k: &str| -> Result<Option<u64>, String> {
+        match text(k) {
+            None => Ok(None),
+            Some(v) => time(&v)
+                .map(Some)
+                .ok_or_else(|| format!("{k}={v:?}: use Unix milliseconds or RFC 3339")),
+        }
+    };
+    let limit = match text("limit") {
+        None => DEFAULT_LIMIT,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            _ => return Err(format!("limit={v:?}: use 1 to {MAX_LIMIT}")),
+        },
+    };
+    Ok(LogQuery {
+        route: text("route"),
+        outcome: text("outcome"),
+        event_type: text("event_type"),
+        event_id: text("event_id"),
+        since: bound("since")?,
+        before: bound("before")?,
+        cursor: text("cursor"),
+        limit,
+    })
+}
+
+/// Answers the endpoints but the stream.
+pub(crate) async fn handle<B>(state: &Arc<AppState>, req: Request<B>) -> Resp {
+    let path = req.uri().path().to_owned();
+    let p = params(req.uri().query());
+    let routes = super::recorder::route_names(state);
+    let log = &state.recorder.log;
+    match (req.method(), path.as_str()) {
+        (&Method::GET, "/overview") => overview(state, &routes).await,
+        (&Method::GET, "/deliveries") => {
+            let q = match query_of(&p) {
+                Ok(q) => q,
+                Err(e) => return error(StatusCode::BAD_REQUEST, e),
+            };
+            match log.list(&q, &routes).await {
+                Ok(page) => json(
+                    StatusCode::OK,
+                    serde_json::json!({
+                        "deliveries": page.records.iter().map(DeliveryRecord::summary).collect::<Vec<_>>(),
+                        "next_cursor": page.next_cursor,
+                    }),
+                ),
+                Err(e) => unavailable(&e),
+            }
+        }
+        (&Method::POST, p2) if p2.ends_with("/replay") => {
+            let id = &p2["/deliveries/".len()..p2.len() - "/replay".len()];
+            replay(state, id, p.get("destination").map(String::as_str), &routes).await
+        }
+        (&Method::GET, p2) if p2.starts_with("/deliveries/") && !p2[12..].contains('/') => {
+            let id = &p2["/deliveries/".len()..];
+            match log.get(id, &routes).await {
+                Ok(Some(r)) => {
+                    let mut body = serde_json::to_value(&r).unwrap_or_default();
+                    if let Some(link) = &r.queue {
+                        match destinations(state, &link.route, &link.event_id).await {
+                            Ok(d) => body["destinations"] = d,
+                            Err(e) => return unavailable(&e),
+                        }
+                    }
+                    json(StatusCode::OK, body)
+                }
+                Ok(None) => error(StatusCode::NOT_FOUND, "no such delivery in the log"),
+                Err(e) => unavailable(&e),
+            }
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "use GET /deliveries, /deliveries/<id>, /deliveries/stream, /overview or POST /deliveries/<id>/replay",
+        ),
+    }
+}
+
+/// The queue event's state in each of its route's destinations.
+async fn destinations(
+    state: &AppState,
+    route: &str,
+    event_id: &str,
+) -> Result<serde_json::Value, crate::store::StoreError> {
+    let routing = state.routing();
+    let Some(config) = routing.routes.values().find(|r| r.name == route) else {
+        return Ok(serde_json::Value::Array(Vec::new()));
+    };
+    if matches!(state.store(), Store::Memory(_)) {
+        return Ok(serde_json::Value::Array(Vec::new()));
+    }
+    let mut out = Vec::new();
+    for d in &config.destinations {
+        let q = routing.queue(route, &d.name);
+        if let Some((env, status)) = state.store().show(&q, event_id).await? {
+            let mut v = super::admin::event_json(route, Some(d.name.clone()), &env, &status);
+            v["destination"] = serde_json::Value::String(d.name.clone());
+            out.push(v);
+        }
+    }
+    Ok(serde_json::Value::Array(out))
+}
+
+async fn overview(state: &AppState, routes: &[String]) -> Resp {
+    let now = crate::queue::now_ms();
+    let counts = match state
+        .recorder
+        .log
+        .counts(minute_of(now).saturating_sub(59), routes)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => return unavailable(&e),
+    };
+    let routing = state.routing();
+    let mut configured: Vec<&Arc<Route>> = routing.routes.values().collect();
+    configured.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = Vec::new();
+    for r in configured {
+        let last_hour: serde_json::Map<String, serde_json::Value> = counts
+            .iter()
+            .filter(|((route, _), _)| *route == r.name)
+            .map(|((_, outcome), n)| (outcome.clone(), serde_json::json!(n)))
+            .collect();
+        let mut queues = Vec::new();
+        if r.delivery == Delivery::Queue && !matches!(state.store(), Store::Memory(_)) {
+            for d in &r.destinations {
+                let q = routing.queue(&r.name, &d.name);
+                match state.store().depth(&q).await {
+                    Ok(depth) => queues.push(serde_json::json!({
+                        "destination": d.name,
+                        "depth": depth.waiting,
+                        "dead": depth.dead,
+                        "oldest_undelivered_age_ms": depth.oldest_received_ms.map(|t| now.saturating_sub(t)),
+                    })),
+                    Err(e) => return unavailable(&e),
+                }
+            }
+        }
+        out.push(serde_json::json!({
+            "route": r.name,
+            "provider": r.verifier.preset().name(),
+            "delivery": if r.delivery == Delivery::Queue { "queue" } else { "sync" },
+            "last_hour": last_hour,
+            "queues": queues,
+        }));
+    }
+    json(StatusCode::OK, serde_json::json!({ "routes": out }))
+}
+
+/// The headers a replay sends: the recorded ones but the redacted (signatures,
+/// credentials: the upstream authenticates a replay by `forward_secret`).
+fn replay_headers(r: &DeliveryRecord) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for (n, v) in &r.headers {
+        if v == "[redacted]" {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (HeaderName::try_from(n.as_str()), HeaderValue::try_from(v)) {
+            h.append(n, v);
+        }
+    }
+    h
+}
+
+fn replay_body(r: &DeliveryRecord) -> Option<Bytes> {
+    use base64::Engine as _;
+    let text = r.body.as_ref()?;
+    if r.body_base64 {
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .ok()
+            .map(Bytes::from)
+    } else {
+        Some(Bytes::from(text.clone()))
+    }
+}
+
+async fn replay(
+    state: &Arc<AppState>,
+    id: &str,
+    destination: Option<&str>,
+    routes: &[String],
+) -> Resp {
+    let original = match state.recorder.log.get(id, routes).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return error(StatusCode::NOT_FOUND, "no such delivery in the log"),
+        Err(e) => return unavailable(&e),
+    };
+    let (Some(body), Some(event_id), false) = (
+        replay_body(&original),
+        original.event_id.clone(),
+        original.body_truncated,
+    ) else {
+        return error(
+            StatusCode::CONFLICT,
+            "the log holds no whole body of this delivery (refused, log.bodies = \"none\", or cut at log.max_body): it cannot be replayed",
+        );
+    };
+    let routing = state.routing();
+    let Some(route) = routing
+        .routes
+        .values()
+        .find(|r| r.name == original.route)
+        .cloned()
+    else {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("route {:?} is no longer configured", original.route),
+        );
+    };
+    let headers = replay_headers(&original);
+    let method = Method::from_bytes(original.method.as_bytes()).unwrap_or(Method::POST);
+    let query = original.path.split_once('?').map(|(_, q)| q.to_owned());
+    let started = std::time::Instant::now();
+    let received_at = crate::queue::now_ms();
+    let (outcome, status, answer) = if route.delivery == Delivery::Queue {
+        match requeue(
+            state,
+            &route,
+            &event_id,
+            destination,
+            &headers,
+            &body,
+            &method,
+            &original,
+        )
+        .await
+        {
+            Ok(Ok(n)) => (
+                "queued",
+                200,
+                serde_json::json!({ "status": "queued", "event_id": event_id, "destinations": n })
+                    .to_string(),
+            ),
+            Ok(Err(resp)) => return resp,
+            Err(e) => return unavailable(&e),
+        }
+    } else {
+        let eid = crate::provider::EventId::new(&event_id);
+        let out = crate::forward::Outbound {
+            method: method.clone(),
+            headers: &headers,
+            body: body.clone(),
+            query: query.as_deref(),
+            event_id: &eid,
+            peer: std::net::IpAddr::from([127, 0, 0, 1]),
+            now: state.clock.now(),
+        };
+        match state.forwarder.send(&route, route.primary(), out).await {
+            Ok(up) => (
+                if up.status.is_success() {
+                    "forwarded"
+                } else {
+                    "upstream_rejected"
+                },
+                up.status.as_u16(),
+                String::from_utf8_lossy(&up.body[..up.body.len().min(4096)]).into_owned(),
+            ),
+            Err(e) => (
+                "upstream_error",
+                super::respond::response(super::respond::Answer::UpstreamFailed(
+                    super::respond::UpstreamFailure::from(&e),
+                ))
+                .status()
+                .as_u16(),
+                e.to_string(),
+            ),
+        }
+    };
+    let record = DeliveryRecord {
+        delivery_id: new_delivery_id(received_at),
+        received_at,
+        peer: "admin".to_owned(),
+        status,
+        outcome: outcome.to_owned(),
+        answer: Some(answer),
+        duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        reason: None,
+        replay_of: Some(original.delivery_id.clone()),
+        ..original
+    };
+    let new_id = record.delivery_id.clone();
+    tracing::info!(route = %record.route, event_id, replay_of = id, outcome, "delivery replayed by an operator");
+    state.recorder.push(record);
+    json(
+        StatusCode::OK,
+        serde_json::json!({ "replayed": true, "delivery_id": new_id, "outcome": outcome, "status": status }),
+    )
+}
+
+/// Queues a recorded event again for the route's destinations (or one): a dead or
+/// retrying event is due now; a delivered one (or one no longer stored) is stored
+/// again. `Ok(Err(resp))`: an unknown destination.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the parts of one recorded request"
+)]
+async fn requeue(
+    state: &AppState,
+    route: &Route,
+    event_id: &str,
+    destination: Option<&str>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    method: &Method,
+    original: &DeliveryRecord,
+) -> Result<Result<usize, Resp>, crate::store::StoreError> {
+    let routing = state.routing();
+    let names: Vec<&str> = match destination {
+        None => route.destinations.iter().map(|d| d.name.as_str()).collect(),
+        Some(d) if route.destination(d).is_some() => vec![d],
+        Some(d) => {
+            return Ok(Err(error(
+                StatusCode::NOT_FOUND,
+                format!("route {:?} has no destination {d:?}", route.name),
+            )));
+        }
+    };
+    let store = state.store();
+    let mut again = Vec::new();
+    for d in &names {
+        let q = routing.queue(&route.name, d);
+        if store.retry(&q, &Target::One(event_id.to_owned())).await? == 0 {
+            store.forget_delivered(&q, event_id).await?;
+            again.push(*d);
+        }
+    }
+    if !again.is_empty() {
+        let event = StoredEvent {
+            envelope: Envelope {
+                event_id: event_id.to_owned(),
+                event_type: original.event_type.clone(),
+                fingerprint: crate::provider::Fingerprint::of(body).short_hex(),
+                method: method.as_str().to_owned(),
+                headers: Envelope::store_headers(headers),
+                query: original.path.split_once('?').map(|(_, q)| q.to_owned()),
+                peer: original
+                    .peer
+                    .parse::<std::net::SocketAddr>()
+                    .map_or_else(|_| original.peer.clone(), |a| a.ip().to_string()),
+                received_at_ms: crate::queue::now_ms(),
+            },
+            body: body.clone(),
+        };
+        let fanout = Fanout {
+            prefix: &routing.store_cfg.key_prefix,
+            route: &route.name,
+            all: again.clone(),
+            to: again
+                .iter()
+                .map(|d| {
+                    let key = route
+                        .destination(d)
+                        .and_then(|d| d.order_by.as_ref())
+                        .and_then(|o| o.raw(headers, body))
+                        .map(|v| crate::queue::order_key(&v));
+                    (*d, key)
+                })
+                .collect(),
+        };
+        match store
+            .enqueue_to(&fanout, &event, routing.store_cfg.dedup_ttl)
+            .await?
+        {
+            Enqueued::Queued | Enqueued::Existing(_) => {}
+        }
+    }
+    state.deliveries.notify_waiters();
+    Ok(Ok(names.len()))
+}
+
+/// The live stream: each new record that passes the filters as a `delivery` event.
+pub(crate) fn stream<B>(state: &Arc<AppState>, req: &Request<B>) -> Response<AdminBody> {
+    let q = match query_of(&params(req.uri().query())) {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e).map(Either::Left),
+    };
+    let rx = state.recorder.subscribe();
+    let closing = state.recorder.closing.clone();
+    let frames =
+        futures_util::stream::unfold((rx, closing, true), move |(mut rx, closing, first)| {
+            let q = q.clone();
+            async move {
+                if first {
+                    // Sent at once, so the client sees the stream is open.
+                    return Some((
+                        Ok(Frame::data(Bytes::from_static(b": open\n\n"))),
+                        (rx, closing, false),
+                    ));
+                }
+                loop {
+                    let next = tokio::select! {
+                        () = closing.cancelled() => return None,
+                        r = tokio::time::timeout(KEEPALIVE, rx.recv()) => r,
+                    };
+                    let frame = match next {
+                        Err(_) => Bytes::from_static(b": keepalive\n\n"),
+                        Ok(Ok(r)) if q.matches(&r) => {
+                            let data = r.summary().to_string();
+                            Bytes::from(format!("event: delivery\ndata: {data}\n\n"))
+                        }
+                        Ok(Ok(_)) => continue,
+                        // Fell behind: some records were skipped; the page reloads the
+                        // list to catch up.
+                        Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(n))) => {
+                            Bytes::from(format!("event: lagged\ndata: {n}\n\n"))
+                        }
+                        Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
+                    };
+                    return Some((Ok(Frame::data(frame)), (rx, closing, false)));
+                }
+            }
+        });
+    let body: SseStream = Box::pin(frames);
+    let mut resp = Response::new(Either::Right(StreamBody::new(body)));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}

@@ -1,0 +1,697 @@
+//! The delivery log's recorder: every request to a route becomes a
+//! [`DeliveryRecord`] handed to a bounded channel; a background task writes them in
+//! batches to the store's log (`store/log/`) and then tells the live streams
+//! (`GET /deliveries/stream`). Recording never refuses or delays a delivery: a full
+//! channel or a failed write drops records, and `hookgate_log_records_total` counts
+//! them.
+//!
+//! Refused requests (anyone can send them) are recorded without their body, at most
+//! [`REFUSED_BURST`] at once and [`REFUSED_PER_SEC`] a second per route and client (a
+//! token bucket); beyond that they are only counted, so an outsider cannot fill the
+//! log or slow the store.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::Request;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{broadcast, mpsc};
+
+use super::AppState;
+use super::respond::{Outcome, Resp};
+use crate::config::{LogBodies, LogConfig};
+use crate::provider::{Preset, Rejection, VerifyError};
+use crate::store::log::{
+    Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, QueueLink, minute_of, new_delivery_id,
+};
+use crate::telemetry::ResultLabel;
+
+/// Records waiting for the writer at most.
+const CHANNEL: usize = 4_096;
+/// Bytes of records waiting for the writer at most (bodies make records large).
+const QUEUED_BYTES: u64 = 64 << 20;
+/// Records or bytes one write takes at most.
+const BATCH_RECORDS: usize = 256;
+const BATCH_BYTES: u64 = 4 << 20;
+/// How often an idle log is trimmed to `keep`.
+const RETAIN_EVERY: Duration = Duration::from_secs(10);
+/// Refused requests recorded per route and client: a burst, then this many a second.
+pub(crate) const REFUSED_BURST: f64 = 20.0;
+pub(crate) const REFUSED_PER_SEC: f64 = 2.0;
+/// Clients tracked for the refused-request budget at most; beyond, the full buckets
+/// are forgotten.
+const BUCKETS: usize = 10_000;
+/// Bytes of the gateway's answer kept.
+const ANSWER_BYTES: usize = 4 << 10;
+/// Live streams' backlog: a stream that falls further behind skips records.
+const LIVE: usize = 1_024;
+
+const REDACTED: &str = "[redacted]";
+
+/// The recorder's metrics (`hookgate_log_*`).
+#[derive(Debug, Clone, Default)]
+struct LogMetrics {
+    /// `written`, `dropped_full` (channel full), `write_failed`, `not_recorded`
+    /// (refused requests over their budget, only counted).
+    records: Family<ResultLabel, Counter>,
+    queued: Gauge,
+}
+
+impl LogMetrics {
+    fn count(&self, result: &str, n: u64) {
+        self.records
+            .get_or_create(&ResultLabel {
+                result: result.to_owned(),
+            })
+            .inc_by(n);
+    }
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// The delivery log's writer side, shared by all requests.
+#[derive(Debug)]
+pub(crate) struct Recorder {
+    pub(crate) log: DeliveryLog,
+    pub(crate) cfg: LogConfig,
+    tx: mpsc::Sender<Arc<DeliveryRecord>>,
+    rx: Mutex<Option<mpsc::Receiver<Arc<DeliveryRecord>>>>,
+    queued_bytes: Arc<AtomicU64>,
+    counts: Mutex<Counts>,
+    live: broadcast::Sender<Arc<DeliveryRecord>>,
+    buckets: Mutex<HashMap<(String, IpAddr), Bucket>>,
+    metrics: LogMetrics,
+    /// Cancelled when the gateway stops: live streams end.
+    pub(crate) closing: tokio_util::sync::CancellationToken,
+}
+
+/// What the recorder keeps of a request before the pipeline consumes it.
+#[derive(Debug)]
+pub(crate) struct Seen {
+    delivery_id: String,
+    received_at: u64,
+    method: String,
+    path: String,
+    query: Option<String>,
+    headers: Vec<(String, String)>,
+    peer: SocketAddr,
+    /// The client (behind trusted proxies, the one they name), for the refused-request
+    /// budget.
+    client: IpAddr,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Recorder {
+    /// The recorder of the log in `store`, registering its metrics.
+    pub(crate) fn new(
+        cfg: &crate::config::Config,
+        store: &crate::store::Store,
+        metrics: &mut crate::telemetry::Metrics,
+    ) -> anyhow::Result<Self> {
+        let bounds = Bounds {
+            keep: cfg.log.keep,
+            max_size: cfg.log.max_size,
+        };
+        let log = DeliveryLog::open(store, bounds, &cfg.store.key_prefix)
+            .map_err(|e| anyhow::anyhow!("the delivery log: {e}"))?;
+        let m = LogMetrics::default();
+        let reg = metrics.registry_mut();
+        reg.register(
+            "log_records",
+            "Delivery log records: written, dropped_full (the recorder's queue was full), write_failed, not_recorded (refused requests over their budget, only counted)",
+            m.records.clone(),
+        );
+        reg.register(
+            "log_queued",
+            "Delivery log records waiting to be written",
+            m.queued.clone(),
+        );
+        for r in ["written", "dropped_full", "write_failed", "not_recorded"] {
+            m.count(r, 0);
+        }
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        Ok(Self {
+            log,
+            cfg: cfg.log.clone(),
+            tx,
+            rx: Mutex::new(Some(rx)),
+            queued_bytes: Arc::default(),
+            counts: Mutex::default(),
+            live: broadcast::channel(LIVE).0,
+            buckets: Mutex::default(),
+            metrics: m,
+            closing: tokio_util::sync::CancellationToken::new(),
+        })
+    }
+
+    /// New records as they are written, for a live stream.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<DeliveryRecord>> {
+        self.live.subscribe()
+    }
+
+    /// Starts the writer task (once); it ends when `stop` is cancelled, after writing
+    /// what is queued.
+    pub(crate) fn start(state: &Arc<AppState>, stop: tokio_util::sync::CancellationToken) {
+        let Some(mut rx) = lock(&state.recorder.rx).take() else {
+            return;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let rec = &state.recorder;
+            let mut retained = Instant::now();
+            loop {
+                let first = tokio::select! {
+                    r = rx.recv() => r,
+                    () = stop.cancelled() => {
+                        rec.closing.cancel();
+                        rx.close();
+                        rx.recv().await
+                    }
+                    () = tokio::time::sleep(RETAIN_EVERY) => None,
+                };
+                let mut batch = Batch::default();
+                let mut bytes = 0;
+                if let Some(r) = first {
+                    bytes += approx_size(&r);
+                    batch.records.push(r);
+                    while batch.records.len() < BATCH_RECORDS && bytes < BATCH_BYTES {
+                        match rx.try_recv() {
+                            Ok(r) => {
+                                bytes += approx_size(&r);
+                                batch.records.push(r);
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                } else if rx.is_closed() && rx.is_empty() && stop.is_cancelled() {
+                    // Stopping: the last counts, then done.
+                    batch.counts = std::mem::take(&mut *lock(&rec.counts));
+                    if !batch.counts.is_empty() {
+                        rec.write(&state, batch).await;
+                    }
+                    return;
+                }
+                rec.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                rec.metrics
+                    .queued
+                    .set(i64::try_from(rx.len()).unwrap_or(i64::MAX));
+                batch.counts = std::mem::take(&mut *lock(&rec.counts));
+                let idle = batch.records.is_empty() && batch.counts.is_empty();
+                if idle && retained.elapsed() < RETAIN_EVERY {
+                    continue;
+                }
+                if idle {
+                    retained = Instant::now();
+                }
+                rec.write(&state, batch).await;
+            }
+        });
+    }
+
+    async fn write(&self, state: &AppState, batch: Batch) {
+        let routes = route_names(state);
+        let records = batch.records.clone();
+        let counts = batch.counts.clone();
+        let n = records.len() as u64;
+        match self.log.append(batch, &routes).await {
+            Ok(()) => {
+                self.metrics.count("written", n);
+                for r in records {
+                    let _ = self.live.send(r);
+                }
+            }
+            Err(e) => {
+                self.metrics.count("write_failed", n);
+                // The counts are kept for the next write.
+                let mut pending = lock(&self.counts);
+                for (k, v) in counts {
+                    *pending.entry(k).or_default() += v;
+                }
+                tracing::warn!(error = %e, records = n, "the delivery log could not be written; deliveries go on");
+            }
+        }
+    }
+
+    /// Records a delivery the gateway made itself (an operator's replay): counted
+    /// and queued like any other, never rate-limited.
+    pub(crate) fn push(&self, record: DeliveryRecord) {
+        lock(&self.counts)
+            .entry((
+                record.route.clone(),
+                record.outcome.clone(),
+                minute_of(record.received_at),
+            ))
+            .and_modify(|n| *n += 1)
+            .or_insert(1);
+        self.enqueue(record);
+    }
+
+    fn enqueue(&self, record: DeliveryRecord) {
+        let size = approx_size(&record);
+        if self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUED_BYTES
+            || self.tx.try_send(Arc::new(record)).is_err()
+        {
+            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+            self.metrics.count("dropped_full", 1);
+        }
+    }
+
+    /// What the log needs of a request before the pipeline takes it.
+    pub(crate) fn seen<B>(
+        state: &AppState,
+        req: &Request<B>,
+        peer: SocketAddr,
+        received_at: u64,
+    ) -> Seen {
+        let trusted = &state.routing.load().server.trusted_proxies;
+        Seen {
+            client: super::limits::client_ip(peer.ip(), req.headers(), trusted),
+            delivery_id: new_delivery_id(received_at),
+            received_at,
+            method: req.method().to_string(),
+            path: req.uri().path().to_owned(),
+            query: req.uri().query().map(str::to_owned),
+            headers: req
+                .headers()
+                .iter()
+                .map(|(n, v)| {
+                    (
+                        n.to_string(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            peer,
+        }
+    }
+
+    /// Whether a refused request from `client` on `route` may be recorded now.
+    fn refused_budget(&self, route: &str, client: IpAddr) -> bool {
+        let now = Instant::now();
+        let mut buckets = lock(&self.buckets);
+        if buckets.len() >= BUCKETS {
+            buckets.retain(|_, b| {
+                b.tokens + now.duration_since(b.at).as_secs_f64() * REFUSED_PER_SEC < REFUSED_BURST
+            });
+            if buckets.len() >= BUCKETS {
+                return false;
+            }
+        }
+        let b = buckets.entry((route.to_owned(), client)).or_insert(Bucket {
+            tokens: REFUSED_BURST,
+            at: now,
+        });
+        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * REFUSED_PER_SEC)
+            .min(REFUSED_BURST);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Records one request to a route and gives the response back. Never waits.
+    pub(crate) fn record(&self, state: &AppState, seen: Seen, done: Done<'_>, resp: Resp) -> Resp {
+        let outcome = done.outcome.as_str();
+        lock(&self.counts)
+            .entry((
+                done.route.to_owned(),
+                outcome.to_owned(),
+                minute_of(seen.received_at),
+            ))
+            .and_modify(|n| *n += 1)
+            .or_insert(1);
+        let verified = done.event_id.is_some();
+        if !verified && !self.refused_budget(done.route, seen.client) {
+            self.metrics.count("not_recorded", 1);
+            return resp;
+        }
+        let (parts, body) = resp.into_parts();
+        let answer = full_bytes(body);
+        let record = self.build(state, seen, &done, parts.status.as_u16(), &answer);
+        self.enqueue(record);
+        Resp::from_parts(parts, http_body_util::Full::new(answer))
+    }
+
+    fn build(
+        &self,
+        state: &AppState,
+        seen: Seen,
+        done: &Done<'_>,
+        status: u16,
+        answer: &Bytes,
+    ) -> DeliveryRecord {
+        let keep_body = self.cfg.bodies == LogBodies::Verified && done.event_id.is_some();
+        let body = done.body.filter(|_| keep_body);
+        // The body goes through the capture's redaction only where the preset has a
+        // credential in it (redacted whole, then cut to max_body); else it is not copied.
+        let in_body = done.provider.is_some_and(|p| {
+            p.credential_locations().iter().any(|l| {
+                matches!(
+                    l,
+                    crate::provider::catalogue::CredentialAt::Json(_)
+                        | crate::provider::catalogue::CredentialAt::JsonEach(..)
+                )
+            })
+        });
+        let mut r = crate::replay::Replay::new(
+            &seen.method,
+            &seen.path,
+            seen.query.as_deref(),
+            seen.headers,
+            body.filter(|_| in_body).map(|b| &b[..]).unwrap_or_default(),
+        );
+        crate::capture::redact(&mut r, done.provider);
+        let signature_headers = routing_signature_headers(state, &seen.path);
+        for (name, value) in &mut r.headers {
+            if is_signature(name)
+                || signature_headers
+                    .iter()
+                    .any(|h| h.eq_ignore_ascii_case(name))
+            {
+                *value = REDACTED.to_owned();
+            }
+        }
+        let body_bytes = done.body_len;
+        let (text, base64, truncated) = match body {
+            None => (None, false, false),
+            Some(raw) => {
+                let redacted;
+                let full: &[u8] = if in_body {
+                    redacted = r.body_bytes();
+                    &redacted
+                } else {
+                    raw
+                };
+                let cut = full.len() > self.cfg.max_body;
+                let kept = &full[..full.len().min(self.cfg.max_body)];
+                match std::str::from_utf8(kept) {
+                    Ok(t) => (Some(t.to_owned()), false, cut),
+                    // Cut inside a character: the valid prefix.
+                    Err(e) if cut && e.error_len().is_none() => (
+                        Some(String::from_utf8_lossy(&kept[..e.valid_up_to()]).into_owned()),
+                        false,
+                        true,
+                    ),
+                    Err(_) => {
+                        use base64::Engine as _;
+                        (
+                            Some(base64::engine::general_purpose::STANDARD.encode(kept)),
+                            true,
+                            cut,
+                        )
+                    }
+                }
+            }
+        };
+        let path = match &r.query {
+            Some(q) => format!("{}?{q}", seen.path),
+            None => seen.path.clone(),
+        };
+        let answer = {
+            let cut = &answer[..answer.len().min(ANSWER_BYTES)];
+            (!cut.is_empty()).then(|| String::from_utf8_lossy(cut).into_owned())
+        };
+        let queue = done
+            .queue
+            .then_some(done.event_id)
+            .flatten()
+            .map(|id| QueueLink {
+                route: done.route.to_owned(),
+                event_id: id.to_owned(),
+            });
+        DeliveryRecord {
+            delivery_id: seen.delivery_id,
+            received_at: seen.received_at,
+            route: done.route.to_owned(),
+            provider: done
+                .provider
+                .map(|p| p.name().to_owned())
+                .unwrap_or_default(),
+            peer: seen.peer.to_string(),
+            method: seen.method,
+            path,
+            headers: r.headers,
+            body: text,
+            body_base64: base64,
+            body_bytes,
+            body_truncated: truncated,
+            event_id: done.event_id.map(str::to_owned),
+            provider_delivery_id: done.provider_delivery_id.map(str::to_owned),
+            event_type: done.event_type.map(str::to_owned),
+            outcome: done.outcome.as_str().to_owned(),
+            status,
+            answer,
+            duration_us: done.duration_us,
+            secret: done.secret_index.map(|i| format!("secrets[{i}]")),
+            reason: done.reason.clone(),
+            replay_of: done.replay_of.map(str::to_owned),
+            queue,
+        }
+    }
+}
+
+impl AppState {
+    /// What the delivery log counts against `log.max_size` now.
+    pub async fn delivery_log_size(&self) -> Result<u64, crate::store::StoreError> {
+        self.recorder.log.size(&route_names(self)).await
+    }
+}
+
+/// What the pipeline found out about a request, for its record.
+#[derive(Debug)]
+pub(crate) struct Done<'a> {
+    pub route: &'a str,
+    pub provider: Option<Preset>,
+    pub outcome: Outcome,
+    pub event_id: Option<&'a str>,
+    pub provider_delivery_id: Option<&'a str>,
+    pub event_type: Option<&'a str>,
+    pub secret_index: Option<usize>,
+    /// The raw body, verified deliveries only.
+    pub body: Option<&'a Bytes>,
+    /// The body's size, refused or not (0 when it was never read).
+    pub body_len: u64,
+    pub reason: Option<String>,
+    pub duration_us: u64,
+    /// Whether the route queues its deliveries.
+    pub queue: bool,
+    pub replay_of: Option<&'a str>,
+}
+
+/// The configured routes' names.
+pub(crate) fn route_names(state: &AppState) -> Vec<String> {
+    let mut names: Vec<String> = state
+        .routing()
+        .routes
+        .values()
+        .map(|r| r.name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The signature headers of a generic `hmac` route (its configured names).
+fn routing_signature_headers(state: &AppState, path: &str) -> Vec<String> {
+    match state
+        .routing()
+        .routes
+        .get(path)
+        .map(|r| r.verifier.scheme())
+    {
+        Some(crate::provider::Scheme::Hmac(s)) => s.headers.iter().map(|h| h.to_string()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a header carries a signature or a credential by its name: providers'
+/// signature headers all say so (`Stripe-Signature`, `X-Hub-Signature-256`,
+/// `X-Shopify-Hmac-Sha256`, `PAYPAL-TRANSMISSION-SIG`, …).
+fn is_signature(name: &str) -> bool {
+    // Header names come lowercase from the parser: no copy unless one is not.
+    let n: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        name.to_ascii_lowercase().into()
+    } else {
+        name.into()
+    };
+    [
+        "signature",
+        "-sig",
+        "hmac",
+        "token",
+        "secret",
+        "auth",
+        "api-key",
+        "apikey",
+        "password",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+fn approx_size(r: &DeliveryRecord) -> u64 {
+    (r.body.as_ref().map_or(0, String::len)
+        + r.answer.as_ref().map_or(0, String::len)
+        + r.headers
+            .iter()
+            .map(|(n, v)| n.len() + v.len())
+            .sum::<usize>()
+        + 512) as u64
+}
+
+/// The bytes of a response body the gateway built (a `Full`, complete at once).
+fn full_bytes(body: http_body_util::Full<Bytes>) -> Bytes {
+    use futures_util::FutureExt as _;
+    use http_body_util::BodyExt as _;
+    body.collect()
+        .now_or_never()
+        .and_then(Result::ok)
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default()
+}
+
+/// Why a request was refused, in words an integrator can act on; never anything about
+/// the keys or the signature expected.
+pub(crate) fn reason(rejection: &Rejection, preset: Option<Preset>, id_source: &str) -> String {
+    let provider = preset.map_or("the provider", Preset::name);
+    match rejection {
+        Rejection::NoEventId => format!(
+            "no event ID in the delivery: the route reads it from {id_source}; set the route's event_id to where {provider} puts it"
+        ),
+        Rejection::Verify(e) => match e {
+            VerifyError::MissingHeader(h) => format!(
+                "the {h} header is missing: {provider} signs every delivery with it; is the sender {provider}, and is the route's provider right?"
+            ),
+            VerifyError::Malformed(h) if h == "body" => format!(
+                "the body is not JSON, and the {provider} preset reads what it verifies from a JSON body"
+            ),
+            VerifyError::Malformed(h) => {
+                format!("the {h} header is malformed: it is not in the form {provider} sends")
+            }
+            VerifyError::Duplicated(h) => {
+                format!("the {h} header appears more than once; send it once")
+            }
+            VerifyError::BadTimestamp => {
+                "the signed timestamp is not a timestamp (digits, or a date-time)".to_owned()
+            }
+            VerifyError::BadSignature => format!(
+                "no configured secret matched the signature: check that the route's secrets hold the signing secret {provider} shows for this endpoint (a rotated secret goes in as a second entry), and that nothing between {provider} and the gateway changes the body"
+            ),
+            VerifyError::TimestampTooOld { by_ms } => format!(
+                "the signed timestamp is {} older than the route's tolerance allows: a resent old delivery, or the sender's clock is behind (raise the route's tolerance to accept it)",
+                human_ms(*by_ms)
+            ),
+            VerifyError::TimestampInFuture { by_ms } => format!(
+                "the signed timestamp is {} further in the future than the route's tolerance allows: the sender's clock is ahead, or the gateway's is behind",
+                human_ms(*by_ms)
+            ),
+            other => other.to_string(),
+        },
+    }
+}
+
+/// Why a request refused before or after verification was, for outcomes that are no
+/// [`Rejection`].
+pub(crate) fn outcome_reason(outcome: Outcome, max_body: usize) -> Option<String> {
+    Some(match outcome {
+        Outcome::MethodNotAllowed => "the route does not take this method".to_owned(),
+        Outcome::TooLarge => format!("the body is larger than server.max_body ({max_body} bytes)"),
+        Outcome::BodyTimeout => "the body did not arrive within server.body_timeout".to_owned(),
+        Outcome::BadBody => "the body could not be read (the connection broke)".to_owned(),
+        Outcome::RateLimited => {
+            "this client's failed verifications on the route spent its budget; it refills within a minute".to_owned()
+        }
+        Outcome::ClientBusy => {
+            "this client is sending more bodies at once than server.max_reads_per_client".to_owned()
+        }
+        Outcome::Overloaded => "the gateway was at server.max_in_flight deliveries".to_owned(),
+        Outcome::RequestTimeout => "the request took longer than server.request_timeout".to_owned(),
+        Outcome::Mismatch => {
+            "this event ID was seen before with another body: the copy was refused".to_owned()
+        }
+        Outcome::HandshakeRefused => {
+            "a set-up request handed over a signing secret the route does not take".to_owned()
+        }
+        _ => return None,
+    })
+}
+
+/// `1.5 s`, `2 min 5 s`, `3 h 2 min`.
+fn human_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms} ms"),
+        1..60 => format!("{}.{} s", s, (ms % 1000) / 100),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_say_what_to_fix_and_nothing_about_keys() {
+        let stripe = Preset::parse("stripe");
+        let missing = reason(
+            &Rejection::Verify(VerifyError::MissingHeader("stripe-signature".into())),
+            stripe,
+            "json:/id",
+        );
+        assert!(
+            missing.contains("stripe-signature header is missing"),
+            "{missing}"
+        );
+        let old = reason(
+            &Rejection::Verify(VerifyError::TimestampTooOld { by_ms: 125_000 }),
+            stripe,
+            "json:/id",
+        );
+        assert!(old.contains("2 min 5 s older"), "{old}");
+        let bad = reason(
+            &Rejection::Verify(VerifyError::BadSignature),
+            stripe,
+            "json:/id",
+        );
+        assert!(bad.contains("no configured secret matched"), "{bad}");
+        let body = reason(
+            &Rejection::Verify(VerifyError::Malformed("body".into())),
+            stripe,
+            "json:/id",
+        );
+        assert!(body.contains("not JSON"), "{body}");
+    }
+
+    #[test]
+    fn signature_headers_are_known_by_name() {
+        for h in [
+            "Stripe-Signature",
+            "x-hub-signature-256",
+            "X-Shopify-Hmac-Sha256",
+            "paypal-transmission-sig",
+            "webhook-signature",
+            "x-gitlab-token",
+        ] {
+            assert!(is_signature(h), "{h}");
+        }
+        for h in ["content-type", "user-agent", "x-github-event"] {
+            assert!(!is_signature(h), "{h}");
+        }
+    }
+}

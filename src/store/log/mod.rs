@@ -1,0 +1,448 @@
+//! The delivery log: one record per request to a route, kept in the configured store
+//! for `log.keep` and within `log.max_size`, oldest first out.
+//!
+//! ```text
+//! append(batch)            records + per-minute counts; then the oldest records go
+//!                          until the log is within max_size and keep
+//! list(query)              newest first, filtered, paged by an opaque cursor
+//! get(id)                  one record
+//! counts(since)            requests per route and outcome since a minute
+//! retain(now)              the bounds enforced with nothing appended (an idle log)
+//! ```
+//!
+//! Three backends, one file each: `memory.rs` (an ordered ring in the process),
+//! `disk.rs` (tables in the disk store's database file) and `redis.rs` (per route a
+//! sorted index, a hash of records, a byte count and a hash of counts: one cluster
+//! slot each). Record IDs sort by time, so every backend keeps its records in ID
+//! order and drops from the low end.
+//!
+//! What counts against `max_size` is each record's stored JSON plus
+//! [`ENTRY_OVERHEAD`] bytes for the structures that hold it; the store's own overhead
+//! beyond that is the margin the README states.
+
+mod disk;
+mod memory;
+mod redis;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Store, StoreError};
+
+pub use self::disk::DiskLog;
+pub use self::memory::MemoryLog;
+pub use self::redis::RedisLog;
+
+/// Bytes counted per record besides its JSON: the index entry, the map node, the
+/// allocation slack of the structures that hold it.
+pub const ENTRY_OVERHEAD: u64 = 256;
+
+/// Records a list request reads at most before it answers (a short page with a
+/// cursor when filters match few).
+const SCAN_BUDGET: usize = 5_000;
+
+/// The queue event a delivery on a queue route stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueLink {
+    pub route: String,
+    pub event_id: String,
+}
+
+/// One request to a route, as the admin API shows it (`docs` name every field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    /// `<received ms, 12 hex digits>-<8 hex digits>`: sorts by time, unique.
+    pub delivery_id: String,
+    /// Unix milliseconds.
+    pub received_at: u64,
+    pub route: String,
+    pub provider: String,
+    pub peer: String,
+    pub method: String,
+    /// Path and query as received.
+    pub path: String,
+    /// Credentials and signatures are `[redacted]`.
+    pub headers: Vec<(String, String)>,
+    /// `None` when refused, or `log.bodies = "none"`.
+    pub body: Option<String>,
+    /// Whether `body` is base64 (the body was not UTF-8).
+    pub body_base64: bool,
+    /// The body's full size.
+    pub body_bytes: u64,
+    /// Whether `body` was cut at `log.max_body`.
+    pub body_truncated: bool,
+    pub event_id: Option<String>,
+    /// The provider's own delivery ID where the signature does not cover it.
+    pub provider_delivery_id: Option<String>,
+    pub event_type: Option<String>,
+    /// The `hookgate-outcome` value.
+    pub outcome: String,
+    pub status: u16,
+    /// The body the gateway answered (bounded).
+    pub answer: Option<String>,
+    pub duration_us: u64,
+    /// Which secret matched, by name (`secrets[1]`); never the secret.
+    pub secret: Option<String>,
+    /// Why it was refused, in words an integrator can act on.
+    pub reason: Option<String>,
+    /// The delivery this one replays (an operator's `POST /deliveries/<id>/replay`).
+    pub replay_of: Option<String>,
+    pub queue: Option<QueueLink>,
+}
+
+impl DeliveryRecord {
+    /// The record as the list and the stream show it: without `body` and `answer`.
+    pub fn summary(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("body");
+            m.remove("answer");
+        }
+        v
+    }
+
+    /// A copy without `body` and `answer`.
+    pub fn without_body(&self) -> Self {
+        let Self {
+            delivery_id,
+            received_at,
+            route,
+            provider,
+            peer,
+            method,
+            path,
+            headers,
+            body: _,
+            body_base64,
+            body_bytes,
+            body_truncated,
+            event_id,
+            provider_delivery_id,
+            event_type,
+            outcome,
+            status,
+            answer: _,
+            duration_us,
+            secret,
+            reason,
+            replay_of,
+            queue,
+        } = self;
+        Self {
+            delivery_id: delivery_id.clone(),
+            received_at: *received_at,
+            route: route.clone(),
+            provider: provider.clone(),
+            peer: peer.clone(),
+            method: method.clone(),
+            path: path.clone(),
+            headers: headers.clone(),
+            body: None,
+            body_base64: *body_base64,
+            body_bytes: *body_bytes,
+            body_truncated: *body_truncated,
+            event_id: event_id.clone(),
+            provider_delivery_id: provider_delivery_id.clone(),
+            event_type: event_type.clone(),
+            outcome: outcome.clone(),
+            status: *status,
+            answer: None,
+            duration_us: *duration_us,
+            secret: secret.clone(),
+            reason: reason.clone(),
+            replay_of: replay_of.clone(),
+            queue: queue.clone(),
+        }
+    }
+
+    /// The bytes of the record's text fields (close to its JSON, less the names and
+    /// escapes): what the memory store counts.
+    pub fn text_len(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        self.delivery_id.len()
+            + self.route.len()
+            + self.provider.len()
+            + self.peer.len()
+            + self.method.len()
+            + self.path.len()
+            + self
+                .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len())
+                .sum::<usize>()
+            + opt(&self.body)
+            + opt(&self.event_id)
+            + opt(&self.provider_delivery_id)
+            + opt(&self.event_type)
+            + self.outcome.len()
+            + opt(&self.answer)
+            + opt(&self.secret)
+            + opt(&self.reason)
+            + opt(&self.replay_of)
+            + self
+                .queue
+                .as_ref()
+                .map_or(0, |q| q.route.len() + q.event_id.len())
+            + 64
+    }
+
+    /// The stored form.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// A stored record; `None` for bytes this log did not write.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        serde_json::from_slice(bytes).ok()
+    }
+
+    /// What the record counts against `max_size`.
+    pub fn cost(encoded_len: usize) -> u64 {
+        encoded_len as u64 + ENTRY_OVERHEAD
+    }
+}
+
+/// A new delivery ID for a request received at `ms`: the time in 12 hex digits (sorts
+/// until the year 10889), then a per-process random prefix and counter, so IDs of one
+/// process in one millisecond stay in order and other replicas' rarely collide.
+pub fn new_delivery_id(ms: u64) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: std::sync::OnceLock<AtomicU32> = std::sync::OnceLock::new();
+    let next = NEXT.get_or_init(|| AtomicU32::new(rand::random::<u32>() & 0xffff_0000));
+    let n = next.fetch_add(1, Ordering::Relaxed);
+    format!("{ms:012x}-{n:08x}")
+}
+
+/// The lowest delivery ID of a millisecond (for `since`/`before` bounds and `keep`).
+pub fn id_floor(ms: u64) -> String {
+    format!("{ms:012x}-")
+}
+
+/// What a list asks for. Every filter is optional; records come newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogQuery {
+    pub route: Option<String>,
+    pub outcome: Option<String>,
+    pub event_type: Option<String>,
+    pub event_id: Option<String>,
+    /// Unix ms, inclusive.
+    pub since: Option<u64>,
+    /// Unix ms, exclusive.
+    pub before: Option<u64>,
+    /// Only IDs below this one (the previous page's `next_cursor`).
+    pub cursor: Option<String>,
+    pub limit: usize,
+}
+
+impl LogQuery {
+    /// Whether a record passes the filters (not the ID bounds).
+    pub fn matches(&self, r: &DeliveryRecord) -> bool {
+        let eq = |want: &Option<String>, have: Option<&str>| {
+            want.as_deref().is_none_or(|w| Some(w) == have)
+        };
+        eq(&self.route, Some(&r.route))
+            && eq(&self.outcome, Some(&r.outcome))
+            && eq(&self.event_type, r.event_type.as_deref())
+            && (self.event_id.is_none()
+                || eq(&self.event_id, r.event_id.as_deref())
+                || eq(&self.event_id, r.provider_delivery_id.as_deref()))
+            && self.since.is_none_or(|s| r.received_at >= s)
+            && self.before.is_none_or(|b| r.received_at < b)
+    }
+
+    /// The highest ID (exclusive) a page may hold: the cursor or `before`.
+    pub fn upper(&self) -> Option<String> {
+        match (&self.cursor, self.before.map(id_floor)) {
+            (Some(c), Some(b)) => Some(c.clone().min(b)),
+            (Some(c), None) => Some(c.clone()),
+            (None, b) => b,
+        }
+    }
+
+    /// The lowest ID (inclusive) a page may hold: `since`.
+    pub fn lower(&self) -> Option<String> {
+        self.since.map(id_floor)
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogPage {
+    pub records: Vec<DeliveryRecord>,
+    /// Where the next page starts; `None` at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// Requests per `(route, outcome)` in one minute (`unix ms / 60 000`).
+pub type Counts = HashMap<(String, String, u64), u64>;
+
+/// What one write carries: new records, and the count of every request (recorded or
+/// only counted) by route, outcome and minute.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    pub records: Vec<Arc<DeliveryRecord>>,
+    pub counts: Counts,
+}
+
+/// The bounds of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub keep: Duration,
+    pub max_size: u64,
+}
+
+impl Bounds {
+    /// The lowest ID still kept at `now_ms`.
+    pub fn keep_floor(&self, now_ms: u64) -> String {
+        let keep = u64::try_from(self.keep.as_millis()).unwrap_or(u64::MAX);
+        id_floor(now_ms.saturating_sub(keep))
+    }
+}
+
+/// Minutes of counts kept (the overview shows the last hour).
+pub const COUNT_MINUTES: u64 = 61;
+
+/// The delivery log of the configured store.
+#[derive(Debug, Clone)]
+pub enum DeliveryLog {
+    Memory(MemoryLog),
+    Disk(DiskLog),
+    Redis(RedisLog),
+}
+
+macro_rules! dispatch {
+    ($self:ident, $l:ident => $e:expr) => {
+        match $self {
+            DeliveryLog::Memory($l) => $e,
+            DeliveryLog::Disk($l) => $e,
+            DeliveryLog::Redis($l) => $e,
+        }
+    };
+}
+
+impl DeliveryLog {
+    /// The log in `store`, within `bounds`.
+    pub fn open(store: &Store, bounds: Bounds, prefix: &str) -> Result<Self, StoreError> {
+        Ok(match store {
+            Store::Memory(_) => Self::Memory(MemoryLog::new(bounds)),
+            Store::Disk(s) => Self::Disk(DiskLog::open(s, bounds)?),
+            Store::Redis(s) => Self::Redis(RedisLog::new(s, bounds, prefix)),
+        })
+    }
+
+    /// Stores a batch, then drops the oldest records beyond the bounds. `routes`: the
+    /// configured routes (Redis divides `max_size` among them).
+    pub async fn append(&self, batch: Batch, routes: &[String]) -> Result<(), StoreError> {
+        dispatch!(self, l => l.append(batch, routes).await)
+    }
+
+    /// Enforces the bounds with nothing new (records age out of an idle log).
+    pub async fn retain(&self, routes: &[String]) -> Result<(), StoreError> {
+        self.append(Batch::default(), routes).await
+    }
+
+    /// A page of records, newest first.
+    pub async fn list(&self, q: &LogQuery, routes: &[String]) -> Result<LogPage, StoreError> {
+        dispatch!(self, l => l.list(q, routes).await)
+    }
+
+    /// One record.
+    pub async fn get(
+        &self,
+        id: &str,
+        routes: &[String],
+    ) -> Result<Option<DeliveryRecord>, StoreError> {
+        dispatch!(self, l => l.get(id, routes).await)
+    }
+
+    /// Requests per `(route, outcome)` from minute `since_minute` on.
+    pub async fn counts(
+        &self,
+        since_minute: u64,
+        routes: &[String],
+    ) -> Result<HashMap<(String, String), u64>, StoreError> {
+        dispatch!(self, l => l.counts(since_minute, routes).await)
+    }
+
+    /// The bytes the log counts against `max_size` now.
+    pub async fn size(&self, routes: &[String]) -> Result<u64, StoreError> {
+        dispatch!(self, l => l.size(routes).await)
+    }
+}
+
+/// A page from records read newest first, in order: stops at `limit` matches or at
+/// the scan budget (then the cursor is the last record read). Its records carry no
+/// body and no answer (a list shows neither).
+pub(crate) fn page_from<R: std::borrow::Borrow<DeliveryRecord>>(
+    q: &LogQuery,
+    newest_first: impl Iterator<Item = R>,
+) -> LogPage {
+    let limit = q.limit.max(1);
+    let mut records = Vec::new();
+    let mut last = None;
+    for (read, r) in newest_first.enumerate() {
+        let r = r.borrow();
+        if read >= SCAN_BUDGET {
+            return LogPage {
+                records,
+                next_cursor: last,
+            };
+        }
+        last = Some(r.delivery_id.clone());
+        if q.matches(r) {
+            records.push(r.without_body());
+            if records.len() == limit {
+                return LogPage {
+                    next_cursor: last,
+                    records,
+                };
+            }
+        }
+    }
+    LogPage {
+        records,
+        next_cursor: None,
+    }
+}
+
+/// Adds the counts of a batch to per-minute totals and drops minutes before `floor`.
+pub(crate) fn merge_counts(into: &mut Counts, add: &Counts, floor: u64) {
+    for (k, n) in add {
+        *into.entry(k.clone()).or_default() += n;
+    }
+    into.retain(|(_, _, minute), _| *minute >= floor);
+}
+
+/// The current minute (`unix ms / 60 000`).
+pub fn minute_of(ms: u64) -> u64 {
+    ms / 60_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_by_time_and_in_order_within_a_millisecond() {
+        let a = new_delivery_id(1_764_590_000_123);
+        let b = new_delivery_id(1_764_590_000_123);
+        let c = new_delivery_id(1_764_590_000_124);
+        assert!(a < b && b < c, "{a} {b} {c}");
+        assert_eq!(a.len(), 21);
+        assert!(id_floor(1_764_590_000_123) < a);
+        assert!(c < id_floor(1_764_590_000_125));
+    }
+
+    #[test]
+    fn the_cursor_and_before_both_bound_a_page() {
+        let q = LogQuery {
+            cursor: Some(id_floor(500)),
+            before: Some(300),
+            ..LogQuery::default()
+        };
+        assert_eq!(q.upper(), Some(id_floor(300)));
+    }
+}

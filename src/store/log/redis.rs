@@ -1,0 +1,350 @@
+//! The delivery log in Redis: per route, under the route's hash tag (one cluster
+//! slot), four keys:
+//!
+//! ```text
+//! <prefix>log:{<route>}:ids     sorted set, every score 0: delivery IDs in ID (time) order
+//! <prefix>log:{<route>}:rec     hash: delivery ID → the record's JSON
+//! <prefix>log:{<route>}:bytes   what the route's records count against its share
+//! <prefix>log:{<route>}:counts  hash: "<minute>|<outcome>" → requests
+//! ```
+//!
+//! One script per route and batch adds the records, then deletes the oldest (`HDEL`
+//! and `ZREM`: Redis frees them at once) until the route is within its share of
+//! `max_size` (`max_size` divided by the number of routes) and within `keep`. A list
+//! across routes reads each route's newest IDs and merges them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use redis::Script;
+
+use super::{Batch, Bounds, COUNT_MINUTES, DeliveryRecord, ENTRY_OVERHEAD, LogPage, LogQuery};
+use crate::store::{RedisStore, StoreError};
+
+/// KEYS: ids, rec, bytes, counts. ARGV: share, keep floor (ms), oldest minute kept,
+/// overhead, number of records, then (id, json) pairs, then (field, n) pairs.
+const APPEND: &str = r"
+local share = tonumber(ARGV[1])
+local floor = tonumber(ARGV[2])
+local old_minute = tonumber(ARGV[3])
+local overhead = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+local bytes = tonumber(redis.call('GET', KEYS[3]) or '0')
+local i = 6
+for _ = 1, n do
+  local id, rec = ARGV[i], ARGV[i + 1]
+  local old = redis.call('HSTRLEN', KEYS[2], id)
+  if old > 0 then bytes = bytes - old - overhead end
+  redis.call('ZADD', KEYS[1], 0, id)
+  redis.call('HSET', KEYS[2], id, rec)
+  bytes = bytes + #rec + overhead
+  i = i + 2
+end
+while true do
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if #oldest == 0 then bytes = 0 break end
+  local id = oldest[1]
+  -- The ID's first 12 hex digits are its time (ms): compared as a number, not by
+  -- the server's collation.
+  if bytes <= share and tonumber(string.sub(id, 1, 12), 16) >= floor then break end
+  local len = redis.call('HSTRLEN', KEYS[2], id)
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
+  bytes = bytes - len - overhead
+end
+if bytes < 0 then bytes = 0 end
+redis.call('SET', KEYS[3], bytes)
+local counted = false
+while i <= #ARGV do
+  redis.call('HINCRBY', KEYS[4], ARGV[i], tonumber(ARGV[i + 1]))
+  counted = true
+  i = i + 2
+end
+if counted or redis.call('HLEN', KEYS[4]) > 0 then
+  for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
+    local m = tonumber(string.match(f, '^(%d+)|'))
+    if m == nil or m < old_minute then redis.call('HDEL', KEYS[4], f) end
+  end
+end
+return bytes
+";
+
+/// Redis's delivery log.
+#[derive(Debug, Clone)]
+pub struct RedisLog {
+    store: RedisStore,
+    bounds: Bounds,
+    prefix: String,
+    script: Arc<Script>,
+}
+
+/// A route's four keys.
+struct Keys {
+    ids: String,
+    rec: String,
+    bytes: String,
+    counts: String,
+}
+
+/// One route's part of a batch: `(id, json)` records and `(field, n)` counts.
+type RouteBatch = (Vec<(String, Vec<u8>)>, Vec<(String, u64)>);
+
+/// IDs read per route and list request at most.
+const CHUNK: usize = 1_000;
+
+impl RedisLog {
+    pub(super) fn new(store: &RedisStore, bounds: Bounds, prefix: &str) -> Self {
+        Self {
+            store: store.clone(),
+            bounds,
+            prefix: prefix.to_owned(),
+            script: Arc::new(Script::new(APPEND)),
+        }
+    }
+
+    fn keys(&self, route: &str) -> Keys {
+        let base = format!("{}log:{{{route}}}:", self.prefix);
+        Keys {
+            ids: format!("{base}ids"),
+            rec: format!("{base}rec"),
+            bytes: format!("{base}bytes"),
+            counts: format!("{base}counts"),
+        }
+    }
+
+    /// Each route's share of `max_size`.
+    fn share(&self, routes: &[String]) -> u64 {
+        self.bounds.max_size / routes.len().max(1) as u64
+    }
+
+    pub(super) async fn append(&self, batch: Batch, routes: &[String]) -> Result<(), StoreError> {
+        let now = crate::queue::now_ms();
+        let keep = u64::try_from(self.bounds.keep.as_millis()).unwrap_or(u64::MAX);
+        let floor = now.saturating_sub(keep);
+        let old_minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
+        let share = self.share(routes);
+        // An empty batch enforces the bounds on every route (records age out of an
+        // idle one); a batch touches only the routes it has records or counts of.
+        let mut per_route: HashMap<&str, RouteBatch> =
+            if batch.records.is_empty() && batch.counts.is_empty() {
+                routes
+                    .iter()
+                    .map(|r| (r.as_str(), Default::default()))
+                    .collect()
+            } else {
+                HashMap::new()
+            };
+        for r in &batch.records {
+            per_route
+                .entry(r.route.as_str())
+                .or_default()
+                .0
+                .push((r.delivery_id.clone(), r.encode()));
+        }
+        for ((route, outcome, minute), n) in &batch.counts {
+            per_route
+                .entry(route.as_str())
+                .or_default()
+                .1
+                .push((format!("{minute}|{outcome}"), *n));
+        }
+        let mut failed = None;
+        for (route, (records, counts)) in per_route {
+            let keys = self.keys(route);
+            let script = &self.script;
+            let result: Result<i64, StoreError> = self
+                .store
+                .run(|mut c| async move {
+                    let mut inv = script.prepare_invoke();
+                    inv.key(&keys.ids)
+                        .key(&keys.rec)
+                        .key(&keys.bytes)
+                        .key(&keys.counts)
+                        .arg(share)
+                        .arg(floor)
+                        .arg(old_minute)
+                        .arg(ENTRY_OVERHEAD)
+                        .arg(records.len());
+                    for (id, json) in &records {
+                        inv.arg(id).arg(json.as_slice());
+                    }
+                    for (field, n) in &counts {
+                        inv.arg(field).arg(*n);
+                    }
+                    inv.invoke_async(&mut c).await
+                })
+                .await;
+            if let Err(e) = result {
+                failed = Some(e);
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Up to `n` IDs of a route below `upper` and from `lower` on, newest first.
+    async fn ids(
+        &self,
+        route: &str,
+        lower: Option<&str>,
+        upper: Option<&str>,
+        n: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let keys = self.keys(route);
+        let max = upper.map_or_else(|| "+".to_owned(), |u| format!("({u}"));
+        let min = lower.map_or_else(|| "-".to_owned(), |l| format!("[{l}"));
+        self.store
+            .run(|mut c| async move {
+                redis::cmd("ZREVRANGEBYLEX")
+                    .arg(&keys.ids)
+                    .arg(&max)
+                    .arg(&min)
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(n)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await
+    }
+
+    async fn records(
+        &self,
+        route: &str,
+        ids: &[String],
+    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = self.keys(route);
+        let found: Vec<Option<Vec<u8>>> = self
+            .store
+            .run(|mut c| async move {
+                redis::cmd("HMGET")
+                    .arg(&keys.rec)
+                    .arg(ids)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await?;
+        Ok(found
+            .into_iter()
+            .flatten()
+            .filter_map(|b| DeliveryRecord::decode(&b))
+            .collect())
+    }
+
+    /// Each route's newest IDs in the range, merged: every ID at or above the
+    /// frontier (the highest last ID of a route that had more) has been seen, so the
+    /// page is taken from those and the next one starts below the frontier.
+    pub(super) async fn list(
+        &self,
+        q: &LogQuery,
+        routes: &[String],
+    ) -> Result<LogPage, StoreError> {
+        let (upper, lower) = (q.upper(), q.lower());
+        let wanted: Vec<&String> = routes
+            .iter()
+            .filter(|r| q.route.as_ref().is_none_or(|w| w == *r))
+            .collect();
+        let chunk = (q.limit.max(1) * 4).clamp(100, CHUNK);
+        let mut frontier: Option<String> = None;
+        let mut all: Vec<(String, String)> = Vec::new();
+        for route in &wanted {
+            let ids = self
+                .ids(route, lower.as_deref(), upper.as_deref(), chunk)
+                .await?;
+            if ids.len() == chunk
+                && let Some(last) = ids.last()
+                && frontier.as_ref().is_none_or(|f| last > f)
+            {
+                frontier = Some(last.clone());
+            }
+            all.extend(ids.into_iter().map(|id| ((*route).clone(), id)));
+        }
+        all.retain(|(_, id)| frontier.as_ref().is_none_or(|f| id >= f));
+        all.sort_by(|a, b| b.1.cmp(&a.1));
+        // Records read one route at a time, then put back in ID order.
+        let mut by_route: HashMap<&str, Vec<String>> = HashMap::new();
+        for (route, id) in &all {
+            by_route.entry(route).or_default().push(id.clone());
+        }
+        let mut records: Vec<DeliveryRecord> = Vec::with_capacity(all.len());
+        for (route, ids) in by_route {
+            records.extend(self.records(route, &ids).await?);
+        }
+        records.sort_by(|a, b| b.delivery_id.cmp(&a.delivery_id));
+        let mut page = super::page_from(q, records.iter());
+        if page.next_cursor.is_none() {
+            page.next_cursor = frontier;
+        }
+        Ok(page)
+    }
+
+    pub(super) async fn get(
+        &self,
+        id: &str,
+        routes: &[String],
+    ) -> Result<Option<DeliveryRecord>, StoreError> {
+        for route in routes {
+            let keys = self.keys(route);
+            let found: Option<Vec<u8>> = self
+                .store
+                .run(|mut c| async move {
+                    redis::cmd("HGET")
+                        .arg(&keys.rec)
+                        .arg(id)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            if let Some(r) = found.and_then(|b| DeliveryRecord::decode(&b)) {
+                return Ok(Some(r));
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) async fn counts(
+        &self,
+        since_minute: u64,
+        routes: &[String],
+    ) -> Result<HashMap<(String, String), u64>, StoreError> {
+        let mut out: HashMap<(String, String), u64> = HashMap::new();
+        for route in routes {
+            let keys = self.keys(route);
+            let all: HashMap<String, u64> = self
+                .store
+                .run(|mut c| async move {
+                    redis::cmd("HGETALL")
+                        .arg(&keys.counts)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            for (field, n) in all {
+                let Some((minute, outcome)) = field.split_once('|') else {
+                    continue;
+                };
+                if minute.parse::<u64>().is_ok_and(|m| m >= since_minute) {
+                    *out.entry((route.clone(), outcome.to_owned())).or_default() += n;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn size(&self, routes: &[String]) -> Result<u64, StoreError> {
+        let mut total = 0;
+        for route in routes {
+            let keys = self.keys(route);
+            let n: Option<u64> =
+                self.store
+                    .run(|mut c| async move {
+                        redis::cmd("GET").arg(&keys.bytes).query_async(&mut c).await
+                    })
+                    .await?;
+            total += n.unwrap_or(0);
+        }
+        Ok(total)
+    }
+}
