@@ -331,54 +331,129 @@ impl Default for Metrics {
     }
 }
 
+/// The queue routes' families, registered together.
+struct QueueFamilies {
+    queue_depth: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
+    queue_dead: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
+    queue_oldest_age: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
+    delivery_attempts: Family<DestinationResult, Counter>,
+    queue_deliveries: Family<DestinationOutcome, Counter>,
+    queue_lease_lost: Family<DestinationStage, Counter>,
+    queue_stranded: Family<QueueLabel, Gauge<i64, AtomicI64>>,
+}
+
+impl QueueFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        let queue_depth = registered(
+            registry,
+            "queue_depth",
+            "Queue routes: events waiting for delivery (queued and retrying)",
+            Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default(),
+        );
+        let queue_dead = registered(
+            registry,
+            "queue_dead",
+            "Queue routes: dead events, kept until retried or purged",
+            Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default(),
+        );
+        let queue_oldest_age = registered(
+            registry,
+            "queue_oldest_age_seconds",
+            "Queue routes: age of the oldest undelivered event (0 when none)",
+            Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default(),
+        );
+        let delivery_attempts = registered(
+            registry,
+            "delivery_attempts",
+            "Queue routes: delivery attempts by result (delivered, http_4xx, http_5xx, timeout, connect, broken)",
+            Family::<DestinationResult, Counter>::default(),
+        );
+        let queue_deliveries = registered(
+            registry,
+            "queue_deliveries",
+            "Queue routes: events that left the queue, by outcome (delivered, dead)",
+            Family::<DestinationOutcome, Counter>::default(),
+        );
+        let queue_lease_lost = registered(
+            registry,
+            "queue_lease_lost",
+            "Queue routes: attempts whose lease could not be kept, by stage (before_send, sending, recording)",
+            Family::<DestinationStage, Counter>::default(),
+        );
+        let queue_stranded = registered(
+            registry,
+            "queue_stranded",
+            "Undelivered events of stored queues no route or destination of the config names (counted at start and after each reload)",
+            Family::<QueueLabel, Gauge<i64, AtomicI64>>::default(),
+        );
+        Self {
+            queue_depth,
+            queue_dead,
+            queue_oldest_age,
+            delivery_attempts,
+            queue_deliveries,
+            queue_lease_lost,
+            queue_stranded,
+        }
+    }
+}
+
+/// Registers `metric` under `name` and hands it back for recording.
+fn registered<M: prometheus_client::registry::Metric + Clone>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     /// Creates and registers every metric under the `hookgate_` prefix.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("hookgate");
-        let deliveries = Family::<RouteOutcome, Counter>::default();
-        registry.register(
+        let deliveries = registered(
+            &mut registry,
             "deliveries",
             "Deliveries by route and outcome",
-            deliveries.clone(),
+            Family::<RouteOutcome, Counter>::default(),
         );
-        let delivery_seconds =
-            Family::<RouteLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency);
-        registry.register(
+        let delivery_seconds = registered(
+            &mut registry,
             "delivery_duration_seconds",
             "Time from request to answer",
-            delivery_seconds.clone(),
+            Family::<RouteLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency),
         );
-        let upstream_seconds =
-            Family::<RouteLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency);
-        registry.register(
+        let upstream_seconds = registered(
+            &mut registry,
             "upstream_duration_seconds",
             "Time spent forwarding upstream",
-            upstream_seconds.clone(),
+            Family::<RouteLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency),
         );
-        let store_seconds =
-            Family::<OpLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency);
-        registry.register(
+        let store_seconds = registered(
+            &mut registry,
             "store_duration_seconds",
             "Time per dedup store call (claim, complete, release)",
-            store_seconds.clone(),
+            Family::<OpLabel, Histogram, fn() -> Histogram>::new_with_constructor(latency),
         );
-        let in_flight = Gauge::<i64, AtomicI64>::default();
-        registry.register(
+        let in_flight = registered(
+            &mut registry,
             "in_flight_deliveries",
             "Deliveries being handled right now",
-            in_flight.clone(),
+            Gauge::<i64, AtomicI64>::default(),
         );
-        let matched_secret = Family::<RouteSecret, Counter>::default();
-        registry.register(
+        let matched_secret = registered(
+            &mut registry,
             "matched_secret",
             "Verified deliveries by which of the route's secrets matched",
-            matched_secret.clone(),
+            Family::<RouteSecret, Counter>::default(),
         );
-        let reloads = Family::<ResultLabel, Counter>::default();
-        registry.register(
+        let reloads = registered(
+            &mut registry,
             "config_reloads",
             "Config reloads by result (ok, error)",
-            reloads.clone(),
+            Family::<ResultLabel, Counter>::default(),
         );
         let config_ok = Gauge::<i64, AtomicI64>::default();
         config_ok.set(1);
@@ -392,60 +467,27 @@ impl Metrics {
                 .get_or_create(&OpLabel { op: op.to_owned() })
                 .clone()
         });
-        let captures = Family::<ResultLabel, Counter>::default();
-        registry.register(
+        let captures = registered(
+            &mut registry,
             "captures",
             "Captured deliveries by result (written, dropped, failed)",
-            captures.clone(),
+            Family::<ResultLabel, Counter>::default(),
         );
-        let handed_secrets = Family::<RouteResult, Counter>::default();
-        registry.register(
+        let handed_secrets = registered(
+            &mut registry,
             "handed_secrets",
             "Secrets handed over in set-up handshakes, by route and result (kept, refused_already_held, refused_route_has_secret)",
-            handed_secrets.clone(),
+            Family::<RouteResult, Counter>::default(),
         );
-        let queue_depth = Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default();
-        registry.register(
-            "queue_depth",
-            "Queue routes: events waiting for delivery (queued and retrying)",
-            queue_depth.clone(),
-        );
-        let queue_dead = Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default();
-        registry.register(
-            "queue_dead",
-            "Queue routes: dead events, kept until retried or purged",
-            queue_dead.clone(),
-        );
-        let queue_oldest_age = Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default();
-        registry.register(
-            "queue_oldest_age_seconds",
-            "Queue routes: age of the oldest undelivered event (0 when none)",
-            queue_oldest_age.clone(),
-        );
-        let delivery_attempts = Family::<DestinationResult, Counter>::default();
-        registry.register(
-            "delivery_attempts",
-            "Queue routes: delivery attempts by result (delivered, http_4xx, http_5xx, timeout, connect, broken)",
-            delivery_attempts.clone(),
-        );
-        let queue_deliveries = Family::<DestinationOutcome, Counter>::default();
-        registry.register(
-            "queue_deliveries",
-            "Queue routes: events that left the queue, by outcome (delivered, dead)",
-            queue_deliveries.clone(),
-        );
-        let queue_lease_lost = Family::<DestinationStage, Counter>::default();
-        registry.register(
-            "queue_lease_lost",
-            "Queue routes: attempts whose lease could not be kept, by stage (before_send, sending, recording)",
-            queue_lease_lost.clone(),
-        );
-        let queue_stranded = Family::<QueueLabel, Gauge<i64, AtomicI64>>::default();
-        registry.register(
-            "queue_stranded",
-            "Undelivered events of stored queues no route or destination of the config names (counted at start and after each reload)",
-            queue_stranded.clone(),
-        );
+        let QueueFamilies {
+            queue_depth,
+            queue_dead,
+            queue_oldest_age,
+            delivery_attempts,
+            queue_deliveries,
+            queue_lease_lost,
+            queue_stranded,
+        } = QueueFamilies::register(&mut registry);
         Self {
             queue_lease_lost,
             routes: std::sync::RwLock::default(),

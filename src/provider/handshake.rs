@@ -228,25 +228,7 @@ impl Handshake {
             }
             Self::Ebay {
                 verification_tokens,
-            } if req.method == Method::GET => {
-                let code = query_param(req, "challenge_code")
-                    .ok_or_else(|| VerifyError::MissingHeader("challenge_code".into()))?;
-                // The endpoint eBay hashes is the URL it calls, without the query.
-                let endpoint = req
-                    .url
-                    .map(|u| u.split_once('?').map_or(u, |(base, _)| base))
-                    .ok_or(VerifyError::NeedsPublicUrl("eBay challenge"))?;
-                let token = verification_tokens
-                    .first()
-                    .ok_or_else(|| VerifyError::MissingHeader("verification_token".into()))?;
-                let mut h = sha2::Sha256::new();
-                h.update(code.as_bytes());
-                h.update(token.expose());
-                h.update(endpoint.as_bytes());
-                HandshakeReply::json(
-                    &serde_json::json!({ "challengeResponse": hex::encode(h.finalize()) }),
-                )
-            }
+            } if req.method == Method::GET => ebay_challenge(req, verification_tokens)?,
             Self::Dropbox if req.method == Method::GET => {
                 let challenge = query_param(req, "challenge")
                     .ok_or_else(|| VerifyError::MissingHeader("challenge".into()))?;
@@ -308,29 +290,7 @@ impl Handshake {
                 let sig = hex::encode(key.tag(&[challenge.as_bytes()]).as_bytes());
                 HandshakeReply::text(format!("{public_key}|{sig}"))
             }
-            Self::XCrc { keys } if req.method == Method::GET => {
-                // The reply is an HMAC of the token under the key that signs bodies: an
-                // oracle for any body the token could be. Only token characters are
-                // answered (base64/URL-safe, at most 256), so no JSON body can be signed
-                // this way.
-                let token = query_param(req, "crc_token")
-                    .filter(|t| !t.is_empty())
-                    .ok_or_else(|| VerifyError::MissingHeader("crc_token".into()))?;
-                if token.len() > 256
-                    || !token
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"+/=_-".contains(&b))
-                {
-                    return Err(VerifyError::Malformed("crc_token".into()));
-                }
-                let key = keys
-                    .first()
-                    .ok_or_else(|| VerifyError::Malformed("crc_token".into()))?;
-                let tag = super::mac::encode_base64(key.tag(&[token.as_bytes()]).as_bytes());
-                HandshakeReply::json(
-                    &serde_json::json!({ "response_token": format!("sha256={tag}") }),
-                )
-            }
+            Self::XCrc { keys } if req.method == Method::GET => x_crc_challenge(req, keys)?,
             Self::MsGraph => match query_param(req, "validationToken") {
                 Some(token) => HandshakeReply::text(token),
                 None => return Ok(None),
@@ -455,4 +415,53 @@ pub fn braintree_keys(creds: &[Credential]) -> Result<Vec<(String, MacKey)>, Str
             ))
         })
         .collect()
+}
+
+/// eBay's challenge: SHA-256 of the code, the verification token and the endpoint.
+fn ebay_challenge(
+    req: &Inbound<'_>,
+    verification_tokens: &[Secret],
+) -> Result<HandshakeReply, VerifyError> {
+    let code = query_param(req, "challenge_code")
+        .ok_or_else(|| VerifyError::MissingHeader("challenge_code".into()))?;
+    // The endpoint eBay hashes is the URL it calls, without the query.
+    let endpoint = req
+        .url
+        .map(|u| u.split_once('?').map_or(u, |(base, _)| base))
+        .ok_or(VerifyError::NeedsPublicUrl("eBay challenge"))?;
+    let token = verification_tokens
+        .first()
+        .ok_or_else(|| VerifyError::MissingHeader("verification_token".into()))?;
+    let mut h = sha2::Sha256::new();
+    h.update(code.as_bytes());
+    h.update(token.expose());
+    h.update(endpoint.as_bytes());
+    Ok(HandshakeReply::json(
+        &serde_json::json!({ "challengeResponse": hex::encode(h.finalize()) }),
+    ))
+}
+
+/// X's CRC check: an HMAC of the token under the key that signs bodies.
+fn x_crc_challenge(req: &Inbound<'_>, keys: &[MacKey]) -> Result<HandshakeReply, VerifyError> {
+    // The reply is an HMAC of the token under the key that signs bodies: an
+    // oracle for any body the token could be. Only token characters are
+    // answered (base64/URL-safe, at most 256), so no JSON body can be signed
+    // this way.
+    let token = query_param(req, "crc_token")
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| VerifyError::MissingHeader("crc_token".into()))?;
+    if token.len() > 256
+        || !token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+/=_-".contains(&b))
+    {
+        return Err(VerifyError::Malformed("crc_token".into()));
+    }
+    let key = keys
+        .first()
+        .ok_or_else(|| VerifyError::Malformed("crc_token".into()))?;
+    let tag = super::mac::encode_base64(key.tag(&[token.as_bytes()]).as_bytes());
+    Ok(HandshakeReply::json(
+        &serde_json::json!({ "response_token": format!("sha256={tag}") }),
+    ))
 }

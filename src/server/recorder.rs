@@ -523,7 +523,12 @@ fn routing_signature_headers(state: &AppState, path: &str) -> Vec<String> {
 /// signature headers all say so (`Stripe-Signature`, `X-Hub-Signature-256`,
 /// `X-Shopify-Hmac-Sha256`, `PAYPAL-TRANSMISSION-SIG`, …).
 fn is_signature(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
+    // Header names come lowercase from the parser: no copy unless one is not.
+    let n: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        name.to_ascii_lowercase().into()
+    } else {
+        name.into()
+    };
     [
         "signature",
         "-sig",

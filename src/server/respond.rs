@@ -215,7 +215,6 @@ pub fn response(answer: Answer) -> Resp {
     let outcome = answer.outcome();
     let error =
         |status: StatusCode, msg: &str| json(status, outcome, serde_json::json!({ "error": msg }));
-    let later = |status: StatusCode, msg: &str| retry_after(error(status, msg));
     match answer {
         Answer::Relayed { upstream, .. } => {
             let mut r = Response::new(Full::new(upstream.body));
@@ -257,6 +256,19 @@ pub fn response(answer: Answer) -> Resp {
             outcome,
             serde_json::json!({ "status": "duplicate", "event_id": event_id }),
         ),
+        refused => refusal(refused),
+    }
+}
+
+/// The gateway's own answers that hold a delivery back or refuse it: the rest of
+/// [`response`]'s table.
+fn refusal(answer: Answer) -> Resp {
+    use StatusCode as S;
+    let outcome = answer.outcome();
+    let error =
+        |status: StatusCode, msg: &str| json(status, outcome, serde_json::json!({ "error": msg }));
+    let later = |status: StatusCode, msg: &str| retry_after(error(status, msg));
+    match answer {
         Answer::Mismatch { event_id } => json(
             S::UNPROCESSABLE_ENTITY,
             outcome,
@@ -346,6 +358,13 @@ pub fn response(answer: Answer) -> Resp {
         Answer::RequestTimeout => {
             later(S::SERVICE_UNAVAILABLE, "request took too long, retry later")
         }
+        // The rest of the table is in `response`.
+        passed @ (Answer::Relayed { .. }
+        | Answer::UpstreamFailed(_)
+        | Answer::Fixed { .. }
+        | Answer::Filtered { .. }
+        | Answer::Queued { .. }
+        | Answer::Duplicate { .. }) => response(passed),
     }
 }
 

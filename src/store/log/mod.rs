@@ -158,6 +158,37 @@ impl DeliveryRecord {
         }
     }
 
+    /// The bytes of the record's text fields (close to its JSON, less the names and
+    /// escapes): what the memory store counts.
+    pub fn text_len(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        self.delivery_id.len()
+            + self.route.len()
+            + self.provider.len()
+            + self.peer.len()
+            + self.method.len()
+            + self.path.len()
+            + self
+                .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len())
+                .sum::<usize>()
+            + opt(&self.body)
+            + opt(&self.event_id)
+            + opt(&self.provider_delivery_id)
+            + opt(&self.event_type)
+            + self.outcome.len()
+            + opt(&self.answer)
+            + opt(&self.secret)
+            + opt(&self.reason)
+            + opt(&self.replay_of)
+            + self
+                .queue
+                .as_ref()
+                .map_or(0, |q| q.route.len() + q.event_id.len())
+            + 64
+    }
+
     /// The stored form.
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
