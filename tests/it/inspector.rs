@@ -1,6 +1,7 @@
 //! The inspector page (`/ui/` on the admin listener) in a real browser: headless
 //! Chromium over WebDriver against an in-process gateway and a recording upstream.
-//! The screenshots in docs/ (and the README's inspector section) are taken here.
+//! The screenshots in docs/ (and the README's inspector section) are taken here:
+//! `HOOKGATE_SCREENSHOTS=docs cargo test --test it inspector` refreshes them.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -9,11 +10,23 @@ use crate::queue::queue_config;
 use crate::support::browser::Browser;
 use crate::support::{TestGateway, Upstream, client, eventually, stripe_body, stripe_config};
 
-/// Where the README's screenshots go.
+/// Where the README's screenshots are kept (docs/, committed).
 fn docs(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("docs")
         .join(name)
+}
+
+/// Where a screenshot taken by a test goes: docs/ with `HOOKGATE_SCREENSHOTS=docs`
+/// (to refresh the README's pictures), a temporary folder otherwise, so a test run
+/// leaves the checkout as it found it.
+fn shot(name: &str) -> PathBuf {
+    if std::env::var_os("HOOKGATE_SCREENSHOTS").is_some_and(|v| v == "docs") {
+        return docs(name);
+    }
+    let dir = std::env::temp_dir().join("hookgate-inspector-shots");
+    let _ = std::fs::create_dir_all(&dir);
+    dir.join(name)
 }
 
 // The page is served with a policy that allows no inline script or style, no other
@@ -103,7 +116,7 @@ async fn a_dead_event_retried_from_the_page_reaches_the_upstream() {
     let row = format!("tr[data-event-id=\"{id}\"]");
     let text = b.wait_text(&row, "dead").await;
     assert!(text.contains(id), "{text}");
-    b.screenshot(&docs("inspector-queue.png")).await;
+    b.screenshot(&shot("inspector-queue.png")).await;
     // Nothing reached the upstream until the operator asks.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(up.effects_for(id), 0);
@@ -152,7 +165,7 @@ async fn with_an_admin_token_the_page_shows_only_the_prompt_until_given_it() {
         )
         .await;
     assert_eq!(shown, serde_json::json!([true, true, 0]));
-    b.screenshot(&docs("inspector-token.png")).await;
+    b.screenshot(&shot("inspector-token.png")).await;
 
     // A wrong token is refused and the page stays closed.
     b.fill("#token", "not-the-token\u{E007}").await;
@@ -265,7 +278,7 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
         )
         .await;
     assert_eq!(reloaded, true, "the list updated without a reload");
-    b.screenshot(&docs("inspector-list.png")).await;
+    b.screenshot(&shot("inspector-list.png")).await;
 
     // The forwarded delivery's detail: the body, pretty and raw, and the signature
     // header redacted.
@@ -284,7 +297,7 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     assert!(!headers.contains("v1="), "{headers}");
     assert!(!b.page_text().await.contains(&signature));
     b.click("#body .view-pretty").await;
-    b.full_page_screenshot(&docs("inspector-detail.png")).await;
+    b.full_page_screenshot(&shot("inspector-detail.png")).await;
 
     // The refused one: its reason, no body kept, nothing to replay.
     b.goto(&gw.admin_url("/ui/#/deliveries?outcome=bad_signature"))
@@ -299,7 +312,7 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     b.resize(390, 844).await;
     b.goto(&gw.admin_url("/ui/#/deliveries")).await;
     b.wait_text("#deliveries", "evt_live").await;
-    b.screenshot(&docs("inspector-phone.png")).await;
+    b.screenshot(&shot("inspector-phone.png")).await;
     drop(b);
     gw.stop().await;
 }
