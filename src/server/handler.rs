@@ -160,7 +160,7 @@ pub(super) async fn handle(
                     headers,
                 )
             });
-        let logged = super::recorder::Recorder::seen(&state, &req, peer, received_at);
+        let logged = super::recorder::Recorder::seen(&req, peer, received_at);
         let mut seen = Seen::default();
         let limit = state.server.request_timeout;
         // `seen` is the delivery's log record, filled in as the pipeline goes, so that
@@ -194,14 +194,6 @@ pub(super) async fn handle(
         let status = resp.status().as_u16();
         let elapsed = started.elapsed();
         let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        if let Some(route) = seen.route.as_deref() {
-            resp = state.recorder.record(
-                &state,
-                logged,
-                seen_done(&seen, route, outcome, elapsed_us, state.server.max_body),
-                resp,
-            );
-        }
         let route = seen.route.as_deref().unwrap_or("-");
         let event_id = seen.event_id.as_deref().unwrap_or("-");
         let event_type = seen.event_type.as_deref().unwrap_or("-");
@@ -235,6 +227,10 @@ pub(super) async fn handle(
             }
             _ => line!(info),
         }
+        if seen.route.is_some() {
+            let done = seen_done(seen, outcome, elapsed_us, state.server.max_body);
+            resp = state.recorder.record(&state, logged, done, resp);
+        }
         resp
     }
     .instrument(span)
@@ -242,30 +238,28 @@ pub(super) async fn handle(
 }
 
 /// What the delivery log records of a request's end.
-fn seen_done<'a>(
-    seen: &'a Seen,
-    route: &'a str,
+fn seen_done(
+    seen: Seen,
     outcome: Outcome,
     duration_us: u64,
     max_body: usize,
-) -> super::recorder::Done<'a> {
+) -> super::recorder::Done {
+    let verified = seen.event_id.is_some();
     super::recorder::Done {
-        route,
+        route: seen.route.unwrap_or_default(),
         provider: seen.provider,
         outcome,
-        event_id: seen.event_id.as_deref(),
-        provider_delivery_id: seen.provider_delivery_id.as_deref(),
-        event_type: seen.event_type.as_deref(),
-        secret_index: seen.secret_index,
-        body: seen.body.as_ref().filter(|_| seen.event_id.is_some()),
         body_len: seen.body.as_ref().map_or(0, |b| b.len() as u64),
+        body: seen.body.filter(|_| verified),
+        event_id: seen.event_id,
+        provider_delivery_id: seen.provider_delivery_id,
+        event_type: seen.event_type,
+        secret_index: seen.secret_index,
         reason: seen
             .reason
-            .clone()
             .or_else(|| super::recorder::outcome_reason(outcome, max_body)),
         duration_us,
         queue: seen.queue,
-        replay_of: None,
     }
 }
 

@@ -32,8 +32,9 @@ use crate::store::log::{
 };
 use crate::telemetry::ResultLabel;
 
-/// Records waiting for the writer at most.
-const CHANNEL: usize = 4_096;
+/// Records waiting for the writer at most: a tenth of a second's worth at the rates
+/// one gateway takes.
+const CHANNEL: usize = 16_384;
 /// Bytes of records waiting for the writer at most (bodies make records large).
 const QUEUED_BYTES: u64 = 64 << 20;
 /// Records or bytes one write takes at most.
@@ -88,8 +89,8 @@ struct Bucket {
 pub(crate) struct Recorder {
     pub(crate) log: DeliveryLog,
     pub(crate) cfg: LogConfig,
-    tx: mpsc::Sender<Arc<DeliveryRecord>>,
-    rx: Mutex<Option<mpsc::Receiver<Arc<DeliveryRecord>>>>,
+    tx: mpsc::Sender<Entry>,
+    rx: Mutex<Option<mpsc::Receiver<Entry>>>,
     queued_bytes: Arc<AtomicU64>,
     counts: Mutex<Counts>,
     live: broadcast::Sender<Arc<DeliveryRecord>>,
@@ -99,19 +100,53 @@ pub(crate) struct Recorder {
     pub(crate) closing: tokio_util::sync::CancellationToken,
 }
 
-/// What the recorder keeps of a request before the pipeline consumes it.
+/// What the recorder keeps of a request before the pipeline consumes it: reference-
+/// counted clones, so the request path copies no header, path or body. The record is
+/// built from it by the writer, off the request path.
 #[derive(Debug)]
 pub(crate) struct Seen {
-    delivery_id: String,
     received_at: u64,
-    method: String,
-    path: String,
-    query: Option<String>,
-    headers: Vec<(String, String)>,
+    method: http::Method,
+    uri: http::Uri,
+    headers: http::HeaderMap,
     peer: SocketAddr,
-    /// The client (behind trusted proxies, the one they name), for the refused-request
-    /// budget.
-    client: IpAddr,
+}
+
+/// A request's record as the request path hands it over; [`Recorder::build`] makes the
+/// [`DeliveryRecord`] in the writer.
+#[derive(Debug)]
+struct Raw {
+    seen: Seen,
+    done: Done,
+    status: u16,
+    answer: Bytes,
+}
+
+/// What waits for the writer.
+#[derive(Debug)]
+enum Entry {
+    Raw(Box<Raw>),
+    /// A record the gateway built itself (an operator's replay).
+    Built(Box<DeliveryRecord>),
+}
+
+impl Entry {
+    /// Roughly what it will take in memory, for the queued-bytes bound.
+    fn approx_size(&self, max_body: usize) -> u64 {
+        match self {
+            Self::Raw(raw) => {
+                let headers: usize = raw
+                    .seen
+                    .headers
+                    .iter()
+                    .map(|(n, v)| n.as_str().len() + v.len())
+                    .sum();
+                let body = raw.done.body.as_ref().map_or(0, |b| b.len().min(max_body));
+                (headers + body + raw.answer.len().min(ANSWER_BYTES) + 512) as u64
+            }
+            Self::Built(r) => approx_size(r),
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -177,33 +212,44 @@ impl Recorder {
             let rec = &state.recorder;
             let mut retained = Instant::now();
             loop {
-                let first = tokio::select! {
-                    r = rx.recv() => r,
-                    () = stop.cancelled() => {
-                        rec.closing.cancel();
-                        rx.close();
-                        rx.recv().await
-                    }
-                    () = tokio::time::sleep(RETAIN_EVERY) => None,
+                // Records already waiting are written at once; else the first one to
+                // come starts a gathering of up to LINGER. The writer sleeps meanwhile
+                // rather than waking for each record: a request's hand-over is then a
+                // push onto the channel, with no wake-up.
+                let (first, waited) = match rx.try_recv() {
+                    Ok(r) => (Some(r), false),
+                    Err(_) => (
+                        tokio::select! {
+                            r = rx.recv() => r,
+                            () = stop.cancelled() => {
+                                rec.closing.cancel();
+                                rx.close();
+                                rx.recv().await
+                            }
+                            () = tokio::time::sleep(RETAIN_EVERY) => None,
+                        },
+                        true,
+                    ),
                 };
                 let mut batch = Batch::default();
+                let mut counts = Counts::default();
                 let mut bytes = 0;
-                if let Some(r) = first {
-                    bytes += approx_size(&r);
-                    batch.records.push(r);
-                    let until = tokio::time::Instant::now() + LINGER;
-                    while batch.records.len() < BATCH_RECORDS && bytes < BATCH_BYTES {
-                        let next = match rx.try_recv() {
-                            Ok(r) => Some(r),
-                            Err(_) if stop.is_cancelled() => None,
-                            Err(_) => tokio::time::timeout_at(until, rx.recv())
-                                .await
-                                .ok()
-                                .flatten(),
-                        };
-                        let Some(r) = next else { break };
-                        bytes += approx_size(&r);
-                        batch.records.push(r);
+                if let Some(first) = first {
+                    if waited && !stop.is_cancelled() {
+                        tokio::select! {
+                            () = tokio::time::sleep(LINGER) => {}
+                            () = stop.cancelled() => {}
+                        }
+                    }
+                    let mut next = Some(first);
+                    while let Some(entry) = next {
+                        bytes += entry.approx_size(rec.cfg.max_body);
+                        let r = rec.build(&state, entry);
+                        count_into(&mut counts, &r, 1);
+                        batch.records.push(Arc::new(r));
+                        next = (batch.records.len() < BATCH_RECORDS && bytes < BATCH_BYTES)
+                            .then(|| rx.try_recv().ok())
+                            .flatten();
                     }
                 } else if rx.is_closed() && rx.is_empty() && stop.is_cancelled() {
                     // Stopping: the last counts, then done.
@@ -218,6 +264,9 @@ impl Recorder {
                     .queued
                     .set(i64::try_from(rx.len()).unwrap_or(i64::MAX));
                 batch.counts = std::mem::take(&mut *lock(&rec.counts));
+                for (k, v) in counts {
+                    *batch.counts.entry(k).or_default() += v;
+                }
                 let idle = batch.records.is_empty() && batch.counts.is_empty();
                 if idle && retained.elapsed() < RETAIN_EVERY {
                     continue;
@@ -257,52 +306,51 @@ impl Recorder {
     /// Records a delivery the gateway made itself (an operator's replay): counted
     /// and queued like any other, never rate-limited.
     pub(crate) fn push(&self, record: DeliveryRecord) {
-        lock(&self.counts)
-            .entry((
-                record.route.clone(),
-                record.outcome.clone(),
-                minute_of(record.received_at),
-            ))
-            .and_modify(|n| *n += 1)
-            .or_insert(1);
-        self.enqueue(record);
+        self.enqueue(Entry::Built(Box::new(record)));
     }
 
-    fn enqueue(&self, record: DeliveryRecord) {
-        let size = approx_size(&record);
-        if self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUED_BYTES
-            || self.tx.try_send(Arc::new(record)).is_err()
+    fn enqueue(&self, entry: Entry) {
+        let size = entry.approx_size(self.cfg.max_body);
+        let dropped = if self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUED_BYTES
         {
+            Some(entry)
+        } else {
+            self.tx
+                .try_send(entry)
+                .err()
+                .map(mpsc::error::TrySendError::into_inner)
+        };
+        if let Some(entry) = dropped {
             self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
             self.metrics.count("dropped_full", 1);
+            // Still counted in the overview.
+            match entry {
+                Entry::Raw(raw) => {
+                    self.count_only(
+                        raw.done.route,
+                        raw.done.outcome.as_str(),
+                        raw.seen.received_at,
+                    );
+                }
+                Entry::Built(r) => self.count_only(r.route, &r.outcome, r.received_at),
+            }
         }
     }
 
+    /// Counts a request in the overview without recording it.
+    fn count_only(&self, route: String, outcome: &str, received_at: u64) {
+        *lock(&self.counts)
+            .entry((route, outcome.to_owned(), minute_of(received_at)))
+            .or_default() += 1;
+    }
+
     /// What the log needs of a request before the pipeline takes it.
-    pub(crate) fn seen<B>(
-        state: &AppState,
-        req: &Request<B>,
-        peer: SocketAddr,
-        received_at: u64,
-    ) -> Seen {
-        let trusted = &state.routing.load().server.trusted_proxies;
+    pub(crate) fn seen<B>(req: &Request<B>, peer: SocketAddr, received_at: u64) -> Seen {
         Seen {
-            client: super::limits::client_ip(peer.ip(), req.headers(), trusted),
-            delivery_id: new_delivery_id(received_at),
             received_at,
-            method: req.method().to_string(),
-            path: req.uri().path().to_owned(),
-            query: req.uri().query().map(str::to_owned),
-            headers: req
-                .headers()
-                .iter()
-                .map(|(n, v)| {
-                    (
-                        n.to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
-                .collect(),
+            method: req.method().clone(),
+            uri: req.uri().clone(),
+            headers: req.headers().clone(),
             peer,
         }
     }
@@ -334,39 +382,43 @@ impl Recorder {
         }
     }
 
-    /// Records one request to a route and gives the response back. Never waits.
-    pub(crate) fn record(&self, state: &AppState, seen: Seen, done: Done<'_>, resp: Resp) -> Resp {
-        let outcome = done.outcome.as_str();
-        lock(&self.counts)
-            .entry((
-                done.route.to_owned(),
-                outcome.to_owned(),
-                minute_of(seen.received_at),
-            ))
-            .and_modify(|n| *n += 1)
-            .or_insert(1);
-        let verified = done.event_id.is_some();
-        if !verified && !self.refused_budget(done.route, seen.client) {
-            self.metrics.count("not_recorded", 1);
-            return resp;
+    /// Records one request to a route and gives the response back. Never waits, and
+    /// copies nothing: the record is built by the writer.
+    pub(crate) fn record(&self, state: &AppState, seen: Seen, done: Done, resp: Resp) -> Resp {
+        if done.event_id.is_none() {
+            let trusted = &state.routing.load().server.trusted_proxies;
+            let client = super::limits::client_ip(seen.peer.ip(), &seen.headers, trusted);
+            if !self.refused_budget(&done.route, client) {
+                self.count_only(done.route, done.outcome.as_str(), seen.received_at);
+                self.metrics.count("not_recorded", 1);
+                return resp;
+            }
         }
         let (parts, body) = resp.into_parts();
         let answer = full_bytes(body);
-        let record = self.build(state, seen, &done, parts.status.as_u16(), &answer);
-        self.enqueue(record);
+        self.enqueue(Entry::Raw(Box::new(Raw {
+            seen,
+            done,
+            status: parts.status.as_u16(),
+            answer: answer.clone(),
+        })));
         Resp::from_parts(parts, http_body_util::Full::new(answer))
     }
 
-    fn build(
-        &self,
-        state: &AppState,
-        seen: Seen,
-        done: &Done<'_>,
-        status: u16,
-        answer: &Bytes,
-    ) -> DeliveryRecord {
+    /// The record of what waited for the writer.
+    fn build(&self, state: &AppState, entry: Entry) -> DeliveryRecord {
+        let raw = match entry {
+            Entry::Built(r) => return *r,
+            Entry::Raw(raw) => *raw,
+        };
+        let Raw {
+            seen,
+            done,
+            status,
+            answer,
+        } = raw;
         let keep_body = self.cfg.bodies == LogBodies::Verified && done.event_id.is_some();
-        let body = done.body.filter(|_| keep_body);
+        let body = done.body.as_ref().filter(|_| keep_body);
         // The body goes through the capture's redaction only where the preset has a
         // credential in it (redacted whole, then cut to max_body); else it is not copied.
         let in_body = done.provider.is_some_and(|p| {
@@ -378,15 +430,26 @@ impl Recorder {
                 )
             })
         });
+        let headers: Vec<(String, String)> = seen
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let path = seen.uri.path();
         let mut r = crate::replay::Replay::new(
-            &seen.method,
-            &seen.path,
-            seen.query.as_deref(),
-            seen.headers,
+            seen.method.as_str(),
+            path,
+            seen.uri.query(),
+            headers,
             body.filter(|_| in_body).map(|b| &b[..]).unwrap_or_default(),
         );
         crate::capture::redact(&mut r, done.provider);
-        let signature_headers = routing_signature_headers(state, &seen.path);
+        let signature_headers = routing_signature_headers(state, path);
         for (name, value) in &mut r.headers {
             if is_signature(name)
                 || signature_headers
@@ -396,7 +459,6 @@ impl Recorder {
                 *value = REDACTED.to_owned();
             }
         }
-        let body_bytes = done.body_len;
         let (text, base64, truncated) = match body {
             None => (None, false, false),
             Some(raw) => {
@@ -407,30 +469,12 @@ impl Recorder {
                 } else {
                     raw
                 };
-                let cut = full.len() > self.cfg.max_body;
-                let kept = &full[..full.len().min(self.cfg.max_body)];
-                match std::str::from_utf8(kept) {
-                    Ok(t) => (Some(t.to_owned()), false, cut),
-                    // Cut inside a character: the valid prefix.
-                    Err(e) if cut && e.error_len().is_none() => (
-                        Some(String::from_utf8_lossy(&kept[..e.valid_up_to()]).into_owned()),
-                        false,
-                        true,
-                    ),
-                    Err(_) => {
-                        use base64::Engine as _;
-                        (
-                            Some(base64::engine::general_purpose::STANDARD.encode(kept)),
-                            true,
-                            cut,
-                        )
-                    }
-                }
+                self.body_text(full)
             }
         };
         let path = match &r.query {
-            Some(q) => format!("{}?{q}", seen.path),
-            None => seen.path.clone(),
+            Some(q) => format!("{path}?{q}"),
+            None => path.to_owned(),
         };
         let answer = {
             let cut = &answer[..answer.len().min(ANSWER_BYTES)];
@@ -438,41 +482,72 @@ impl Recorder {
         };
         let queue = done
             .queue
-            .then_some(done.event_id)
+            .then(|| done.event_id.clone())
             .flatten()
             .map(|id| QueueLink {
-                route: done.route.to_owned(),
-                event_id: id.to_owned(),
+                route: done.route.clone(),
+                event_id: id,
             });
         DeliveryRecord {
-            delivery_id: seen.delivery_id,
+            delivery_id: new_delivery_id(seen.received_at),
             received_at: seen.received_at,
-            route: done.route.to_owned(),
+            route: done.route,
             provider: done
                 .provider
                 .map(|p| p.name().to_owned())
                 .unwrap_or_default(),
             peer: seen.peer.to_string(),
-            method: seen.method,
+            method: seen.method.to_string(),
             path,
             headers: r.headers,
             body: text,
             body_base64: base64,
-            body_bytes,
+            body_bytes: done.body_len,
             body_truncated: truncated,
-            event_id: done.event_id.map(str::to_owned),
-            provider_delivery_id: done.provider_delivery_id.map(str::to_owned),
-            event_type: done.event_type.map(str::to_owned),
+            event_id: done.event_id,
+            provider_delivery_id: done.provider_delivery_id,
+            event_type: done.event_type,
             outcome: done.outcome.as_str().to_owned(),
             status,
             answer,
             duration_us: done.duration_us,
             secret: done.secret_index.map(|i| format!("secrets[{i}]")),
-            reason: done.reason.clone(),
-            replay_of: done.replay_of.map(str::to_owned),
+            reason: done.reason,
+            replay_of: None,
             queue,
         }
     }
+
+    /// A body as the log keeps it: text (cut to `max_body`, at a character's end), or
+    /// base64 when it is not UTF-8; and whether it was cut.
+    fn body_text(&self, full: &[u8]) -> (Option<String>, bool, bool) {
+        let cut = full.len() > self.cfg.max_body;
+        let kept = &full[..full.len().min(self.cfg.max_body)];
+        match std::str::from_utf8(kept) {
+            Ok(t) => (Some(t.to_owned()), false, cut),
+            // Cut inside a character: the valid prefix.
+            Err(e) if cut && e.error_len().is_none() => (
+                Some(String::from_utf8_lossy(&kept[..e.valid_up_to()]).into_owned()),
+                false,
+                true,
+            ),
+            Err(_) => {
+                use base64::Engine as _;
+                (
+                    Some(base64::engine::general_purpose::STANDARD.encode(kept)),
+                    true,
+                    cut,
+                )
+            }
+        }
+    }
+}
+
+/// Adds a record to the per-minute counts by route and outcome.
+fn count_into(counts: &mut Counts, r: &DeliveryRecord, n: u64) {
+    *counts
+        .entry((r.route.clone(), r.outcome.clone(), minute_of(r.received_at)))
+        .or_default() += n;
 }
 
 impl AppState {
@@ -484,23 +559,22 @@ impl AppState {
 
 /// What the pipeline found out about a request, for its record.
 #[derive(Debug)]
-pub(crate) struct Done<'a> {
-    pub route: &'a str,
+pub(crate) struct Done {
+    pub route: String,
     pub provider: Option<Preset>,
     pub outcome: Outcome,
-    pub event_id: Option<&'a str>,
-    pub provider_delivery_id: Option<&'a str>,
-    pub event_type: Option<&'a str>,
+    pub event_id: Option<String>,
+    pub provider_delivery_id: Option<String>,
+    pub event_type: Option<String>,
     pub secret_index: Option<usize>,
     /// The raw body, verified deliveries only.
-    pub body: Option<&'a Bytes>,
+    pub body: Option<Bytes>,
     /// The body's size, refused or not (0 when it was never read).
     pub body_len: u64,
     pub reason: Option<String>,
     pub duration_us: u64,
     /// Whether the route queues its deliveries.
     pub queue: bool,
-    pub replay_of: Option<&'a str>,
 }
 
 /// The configured routes' names.

@@ -232,9 +232,14 @@ impl Gateway {
             })
             .spawn()
             .expect("spawn");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // Generous: a debug binary on a busy two-core machine.
+        let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "gateway did not start");
+            assert!(
+                Instant::now() < deadline,
+                "gateway on port {} did not start within 30 s",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         self.child = Some(child);
