@@ -1,0 +1,117 @@
+//! The disk store's claims in flight, held in the process rather than in the file.
+//!
+//! A claim is a lease on one forward by this process: one gateway owns the file, and
+//! the forward it guards ends with the process, so the lease has nothing to outlive.
+//! Written to the file, every claim waited behind the writer thread's group commits
+//! (and their fsyncs) before its forward could start; held here, a claim is a map
+//! insert under a lock, after a read of the file for a done record. Only what a
+//! provider's 2xx depends on, the done record, goes through the writer, fsynced before
+//! the answer. After a restart a copy of an event whose forward was cut off is
+//! forwarded again at once (it carries the same `Idempotency-Key`), where a lease in
+//! the file made it wait for `inflight_ttl`; a crash cut that forward off either way.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use super::super::Token;
+
+/// Shards, so that claims on different keys rarely wait for one another.
+const SHARDS: usize = 64;
+/// Claims taken in a shard between two sweeps of its expired leases.
+const SWEEP_EVERY: u32 = 1_024;
+
+/// One claim in flight.
+#[derive(Debug)]
+pub(super) struct Held {
+    pub(super) token: Token,
+    /// Unix ms when the lease runs out.
+    pub(super) expires: u64,
+    /// Its done record is being written: the lease cannot run out meanwhile, so no
+    /// other claim takes the key between the write and the answer.
+    pub(super) settling: bool,
+}
+
+impl Held {
+    /// Whether the claim still holds its key at `now`.
+    pub(super) fn holds(&self, now: u64) -> bool {
+        self.settling || self.expires > now
+    }
+}
+
+/// One shard's claims.
+#[derive(Debug, Default)]
+pub(super) struct Shard {
+    pub(super) held: HashMap<String, Held>,
+    taken: u32,
+}
+
+impl Shard {
+    /// Takes `key` for a new claim (the caller checked that nothing holds it).
+    pub(super) fn take(&mut self, key: &str, token: Token, expires: u64, now: u64) {
+        self.taken = self.taken.wrapping_add(1);
+        if self.taken.is_multiple_of(SWEEP_EVERY) {
+            // Leases whose holder never settled them (a forward cut off by a panic, a
+            // task dropped at shutdown) go once they have run out.
+            self.held.retain(|_, h| h.holds(now));
+        }
+        self.held.insert(
+            key.to_owned(),
+            Held {
+                token,
+                expires,
+                settling: false,
+            },
+        );
+    }
+
+    /// Drops `key`'s claim if `token` holds it.
+    pub(super) fn drop_if_held_by(&mut self, key: &str, token: &Token) {
+        if self.held.get(key).is_some_and(|h| h.token == *token) {
+            self.held.remove(key);
+        }
+    }
+}
+
+/// The claims in flight, by key.
+#[derive(Debug)]
+pub(super) struct Claims {
+    shards: Box<[Mutex<Shard>]>,
+}
+
+impl Default for Claims {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
+}
+
+impl Claims {
+    /// The shard that holds `key`.
+    pub(super) fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
+        use std::hash::{BuildHasher as _, Hasher as _};
+        // A fixed hasher: the shard only spreads the lock, it is never iterated.
+        let mut h =
+            std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                .build_hasher();
+        h.write(key.as_bytes());
+        let i = (h.finish() % SHARDS as u64) as usize;
+        self.shards[i]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many claims are held (expired ones not yet swept included).
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .held
+                    .len()
+            })
+            .sum()
+    }
+}
