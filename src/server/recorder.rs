@@ -40,6 +40,8 @@ const QUEUED_BYTES: u64 = 64 << 20;
 /// Records or bytes one write takes at most.
 const BATCH_RECORDS: usize = 256;
 const BATCH_BYTES: u64 = 4 << 20;
+/// Records the writer builds between two yields to the requests on its thread.
+const YIELD_EVERY: usize = 16;
 /// How long the writer gathers records after the first before it writes them: one
 /// write a tenth of a second at most under load, rather than one per request. On the
 /// disk store each write takes the file's writer lock that claims need too.
@@ -210,6 +212,9 @@ impl Recorder {
         let state = state.clone();
         tokio::spawn(async move {
             let rec = &state.recorder;
+            // A write takes an eighth of max_size at most: the store trims the log
+            // after each write, so the log never holds much more than max_size.
+            let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
             let mut retained = Instant::now();
             loop {
                 // Records already waiting are written at once; else the first one to
@@ -247,7 +252,12 @@ impl Recorder {
                         let r = rec.build(&state, entry);
                         count_into(&mut counts, &r, 1);
                         batch.records.push(Arc::new(r));
-                        next = (batch.records.len() < BATCH_RECORDS && bytes < BATCH_BYTES)
+                        if batch.records.len().is_multiple_of(YIELD_EVERY) {
+                            // Building a record takes microseconds: a batch of them
+                            // lets the requests on this thread in between.
+                            tokio::task::yield_now().await;
+                        }
+                        next = (batch.records.len() < BATCH_RECORDS && bytes < batch_bytes)
                             .then(|| rx.try_recv().ok())
                             .flatten();
                     }

@@ -43,9 +43,9 @@ impl MemoryLog {
         let mut guard = self.lock();
         let ring = &mut *guard;
         for r in batch.records {
-            // Its text's size (what the JSON holds, without encoding it: this runs for
-            // every delivery).
-            let cost = DeliveryRecord::cost(r.text_len());
+            // What it takes in the process (without encoding it: this runs for every
+            // delivery), its key in the map included.
+            let cost = DeliveryRecord::cost(r.heap_len() + r.delivery_id.len() + 16);
             let old = ring.records.insert(r.delivery_id.clone(), (r, cost));
             ring.bytes += cost;
             if let Some((_, c)) = old {

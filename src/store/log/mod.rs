@@ -158,26 +158,37 @@ impl DeliveryRecord {
         }
     }
 
-    /// The bytes of the record's text fields (close to its JSON, less the names and
-    /// escapes): what the memory store counts.
-    pub fn text_len(&self) -> usize {
-        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-        self.delivery_id.len()
-            + self.route.len()
-            + self.provider.len()
-            + self.peer.len()
-            + self.method.len()
-            + self.path.len()
+    /// The bytes the record takes in the process, as the memory store counts it:
+    /// each text field's allocation (rounded up to a 16-byte size class, plus 16 for
+    /// the allocator), the header list, and the record itself behind its `Arc`. The
+    /// text alone undercounts a record of many short headers by half or more.
+    pub fn heap_len(&self) -> usize {
+        fn text(s: &str) -> usize {
+            if s.is_empty() {
+                0
+            } else {
+                s.len().next_multiple_of(16) + 16
+            }
+        }
+        let opt = |s: &Option<String>| s.as_deref().map_or(0, text);
+        text(&self.delivery_id)
+            + text(&self.route)
+            + text(&self.provider)
+            + text(&self.peer)
+            + text(&self.method)
+            + text(&self.path)
+            + self.headers.capacity() * std::mem::size_of::<(String, String)>()
+            + 16
             + self
                 .headers
                 .iter()
-                .map(|(n, v)| n.len() + v.len())
+                .map(|(n, v)| text(n) + text(v))
                 .sum::<usize>()
             + opt(&self.body)
             + opt(&self.event_id)
             + opt(&self.provider_delivery_id)
             + opt(&self.event_type)
-            + self.outcome.len()
+            + text(&self.outcome)
             + opt(&self.answer)
             + opt(&self.secret)
             + opt(&self.reason)
@@ -185,8 +196,9 @@ impl DeliveryRecord {
             + self
                 .queue
                 .as_ref()
-                .map_or(0, |q| q.route.len() + q.event_id.len())
-            + 64
+                .map_or(0, |q| text(&q.route) + text(&q.event_id))
+            + std::mem::size_of::<Self>()
+            + 16
     }
 
     /// The stored form.
