@@ -8,6 +8,14 @@
 //! ```text
 //! cargo bench --bench load -- [--duration 10s] [--connections 32] [--body 1024] [--dup 0.1]
 //! ```
+//! cargo bench --bench load -- drain [--events 100000] [--concurrency 64] [--body 1024]
+//! ```
+//! `drain` measures the queue's delivery alone: it stores a backlog of `--events`
+//! events through the store's own API (disk, then Redis), starts the gateway on it
+//! with the route's `concurrency` at `--concurrency`, and times how long the upstream
+//! takes to receive them all.
+//!
+//! ```text
 //! `benches/run.sh` runs the documented variants. Run by `cargo test` (which passes no
 //! `--bench`), it runs in smoke mode: half a second per target, four connections, so
 //! it keeps building and working. It is a benchmark target, not a binary: `cargo
@@ -470,6 +478,8 @@ fn parse_args() -> AnyResult<(Vec<String>, Opts, bool)> {
         rest.first().map(String::as_str),
         Some("upstream" | "load" | "proxy")
     );
+    // `drain` is a benchmark of its own: only `cargo bench` runs it.
+    let benching = benching || rest.first().is_some_and(|m| m == "drain");
     if !benching && !internal {
         smoke = true;
     }
@@ -509,6 +519,7 @@ async fn main() -> AnyResult<()> {
             let port = rest.get(1).and_then(|p| p.parse().ok()).unwrap_or(3001);
             return proxy(port, rest.get(2).cloned().unwrap_or_default()).await;
         }
+        Some("drain") => return drain_backlog(&rest, &o, smoke).await,
         _ => {}
     }
     let me = std::env::current_exe()?;
@@ -680,6 +691,180 @@ async fn main() -> AnyResult<()> {
             anyhow::ensure!(d.delivered > 0, "{name}: the queue delivered nothing");
         }
         println!("smoke: every target served the load");
+        // And the drain mode, on a small backlog.
+        drain_backlog(&[], &o, true).await?;
     }
+    Ok(())
+}
+
+/// `--name value` from the drain mode's arguments, parsed, or `default`.
+fn drain_arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Stores `n` events of `body` bytes for the `stripe` route's queue, from 64
+/// concurrent callers (a full disk write queue is waited out).
+async fn fill(store: &hookgate::store::Store, n: u64, body: usize) -> AnyResult<()> {
+    use hookgate::store::{Envelope, QueueRef, QueueStore as _, StoredEvent};
+    let payload = Bytes::from(vec![b'x'; body]);
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut joins = Vec::new();
+    for _ in 0..64 {
+        let (store, next, payload) = (store.clone(), next.clone(), payload.clone());
+        joins.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                let ev = StoredEvent {
+                    envelope: Envelope {
+                        event_id: format!("evt_drain{i:0>20}"),
+                        event_type: Some("invoice.paid".into()),
+                        fingerprint: "3f2a9c0d1e4b5a6f".into(),
+                        method: "POST".into(),
+                        headers: vec![hookgate::store::StoredHeader {
+                            name: "content-type".into(),
+                            text: Some("application/json".into()),
+                            base64: None,
+                        }],
+                        query: None,
+                        peer: "127.0.0.1".into(),
+                        received_at_ms: hookgate::queue::now_ms(),
+                    },
+                    body: payload.clone(),
+                };
+                let q = QueueRef::new("hookgate:", "stripe", "stripe");
+                let mut wait = Duration::from_millis(1);
+                while store
+                    .enqueue(&q, &ev, Duration::from_secs(24 * 3600))
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(100));
+                }
+            }
+        }));
+    }
+    for j in joins {
+        j.await??;
+    }
+    Ok(())
+}
+
+/// The `drain` mode: a stored backlog delivered by a gateway started on it, per store.
+async fn drain_backlog(args: &[String], o: &Opts, smoke: bool) -> AnyResult<()> {
+    let events: u64 = drain_arg(args, "--events", if smoke { 200 } else { 100_000 });
+    let concurrency: usize = drain_arg(args, "--concurrency", 64);
+    let me = std::env::current_exe()?;
+    let hookgate_bin = PathBuf::from(env!("CARGO_BIN_EXE_hookgate"));
+    let dir = std::env::temp_dir().join(format!("hookgate-drain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let up_port = free_port()?;
+    let _up = spawn(
+        Command::new(&me).args(["upstream", &up_port.to_string()]),
+        up_port,
+    )?;
+    let redis_port = free_port()?;
+    let redis = Command::new("redis-server")
+        .args([
+            "--port",
+            &redis_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .map(Proc)
+        .ok();
+    if redis.is_some() {
+        wait_listening(redis_port)?;
+    } else {
+        eprintln!("redis-server not found: the Redis row is skipped");
+    }
+    println!(
+        "hookgate-bench drain: {events} stored events of {} B, concurrency = {concurrency}{}",
+        o.body,
+        if smoke { " (smoke)" } else { "" }
+    );
+    println!();
+    println!("| store | events | stored in s | delivered in s | delivery rate /s | server CPU % |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let path = dir.join("drain.db");
+    let mut stores = vec![(
+        "disk",
+        format!("backend = \"disk\"\npath = \"{}\"", path.display()),
+    )];
+    if redis.is_some() {
+        stores.push((
+            "redis",
+            format!("backend = \"redis\"\nurl = \"redis://127.0.0.1:{redis_port}\""),
+        ));
+    }
+    for (name, store_cfg) in stores {
+        let store = match name {
+            "disk" => hookgate::store::Store::Disk(hookgate::store::DiskStore::open(&path)?),
+            _ => hookgate::store::Store::Redis(hookgate::store::RedisStore::new(
+                &format!("redis://127.0.0.1:{redis_port}"),
+                Duration::from_secs(5),
+            )?),
+        };
+        let filled = Instant::now();
+        fill(&store, events, o.body).await?;
+        let stored_s = filled.elapsed().as_secs_f64();
+        drop(store);
+        // The disk store's writer lets go of the file once its last handle is gone.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = upstream_count(up_port).await?;
+        let port = free_port()?;
+        let cfg = dir.join(format!("drain-{name}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\n{store_cfg}\n[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_bench\"]\nupstream = \"http://127.0.0.1:{up_port}/stripe\"\ndelivery = \"queue\"\nconcurrency = {concurrency}\n"
+            ),
+        )?;
+        let started = Instant::now();
+        let gw = spawn(
+            Command::new(&hookgate_bin)
+                .arg("serve")
+                .arg("--config")
+                .arg(&cfg),
+            port,
+        )?;
+        let cpu0 = cpu_seconds(gw.0.id());
+        let limit = Instant::now() + Duration::from_secs(300);
+        let mut delivered = 0;
+        while delivered < events && Instant::now() < limit {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            delivered = upstream_count(up_port).await? - before;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let cpu = cpu_seconds(gw.0.id())
+            .zip(cpu0)
+            .map_or("-".into(), |(b, a)| {
+                format!("{:.0}", 100.0 * (b - a) / seconds)
+            });
+        drop(gw);
+        println!(
+            "| {name} | {delivered} | {stored_s:.1} | {seconds:.1} | {:.0} | {cpu} |",
+            delivered as f64 / seconds
+        );
+        anyhow::ensure!(
+            delivered >= events,
+            "{name}: {delivered} of {events} delivered"
+        );
+    }
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
