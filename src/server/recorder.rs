@@ -137,12 +137,8 @@ impl Entry {
     fn approx_size(&self, max_body: usize) -> u64 {
         match self {
             Self::Raw(raw) => {
-                let headers: usize = raw
-                    .seen
-                    .headers
-                    .iter()
-                    .map(|(n, v)| n.as_str().len() + v.len())
-                    .sum();
+                // An estimate: headers of a webhook delivery are short.
+                let headers = raw.seen.headers.len() * 96;
                 let body = raw.done.body.as_ref().map_or(0, |b| b.len().min(max_body));
                 (headers + body + raw.answer.len().min(ANSWER_BYTES) + 512) as u64
             }
@@ -444,10 +440,12 @@ impl Recorder {
             .headers
             .iter()
             .map(|(n, v)| {
-                (
-                    n.to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
+                // Visible ASCII, nearly always: copied as is; else lossily.
+                let v = v.to_str().map_or_else(
+                    |_| String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    str::to_owned,
+                );
+                (n.as_str().to_owned(), v)
             })
             .collect();
         let path = seen.uri.path();
@@ -459,12 +457,13 @@ impl Recorder {
             body.filter(|_| in_body).map(|b| &b[..]).unwrap_or_default(),
         );
         crate::capture::redact(&mut r, done.provider);
-        let signature_headers = routing_signature_headers(state, path);
+        let routing = state.routing();
+        let signature_headers = routing_signature_headers(&routing, path);
         for (name, value) in &mut r.headers {
             if is_signature(name)
                 || signature_headers
                     .iter()
-                    .any(|h| h.eq_ignore_ascii_case(name))
+                    .any(|h| h.as_str().eq_ignore_ascii_case(name))
             {
                 *value = REDACTED.to_owned();
             }
@@ -600,15 +599,13 @@ pub(crate) fn route_names(state: &AppState) -> Vec<String> {
 }
 
 /// The signature headers of a generic `hmac` route (its configured names).
-fn routing_signature_headers(state: &AppState, path: &str) -> Vec<String> {
-    match state
-        .routing()
-        .routes
-        .get(path)
-        .map(|r| r.verifier.scheme())
-    {
-        Some(crate::provider::Scheme::Hmac(s)) => s.headers.iter().map(|h| h.to_string()).collect(),
-        _ => Vec::new(),
+fn routing_signature_headers<'a>(
+    routing: &'a super::Routing,
+    path: &str,
+) -> &'a [http::HeaderName] {
+    match routing.routes.get(path).map(|r| r.verifier.scheme()) {
+        Some(crate::provider::Scheme::Hmac(s)) => &s.headers,
+        _ => &[],
     }
 }
 
