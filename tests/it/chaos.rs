@@ -73,6 +73,10 @@ async fn upstream_sim(faults: Faults, record: Arc<Record>) -> SocketAddr {
                 let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                     let (record, rng) = (record.clone(), rng.clone());
                     async move {
+                        // When the attempt reached the upstream: on a busy machine its
+                        // body may be read after the gateway gave up on it and another
+                        // copy was acknowledged, and it was still sent before that 2xx.
+                        let arrived = Instant::now();
                         let key = req
                             .headers()
                             .get("idempotency-key")
@@ -106,7 +110,7 @@ async fn upstream_sim(faults: Faults, record: Arc<Record>) -> SocketAddr {
                             .expect("lock")
                             .entry(key)
                             .or_default()
-                            .push((did, Instant::now()));
+                            .push((did, arrived));
                         match did {
                             Did::Ok => {
                                 Ok(http::Response::new(Full::new(Bytes::from_static(b"ok"))))

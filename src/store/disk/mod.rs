@@ -112,13 +112,7 @@ struct Shared {
     /// Set while writes fail: new claims are refused (their done records could not
     /// be written).
     failing: std::sync::atomic::AtomicBool,
-    /// The free space last measured for claims, and when: a claim is refused on a
-    /// figure at most `FREE_SPACE_AGE` old rather than a system call per claim.
-    free_space: Mutex<Option<(Instant, Option<u64>)>>,
 }
-
-/// How old a free-space figure new claims are admitted by may be.
-const FREE_SPACE_AGE: Duration = Duration::from_millis(100);
 
 impl Shared {
     fn get(&self) -> Result<Arc<Database>, StoreError> {
@@ -179,22 +173,6 @@ impl Shared {
             .unwrap_or(Path::new("."));
         let free = crate::files::free_space(dir)?;
         (free < self.min_free).then_some(free)
-    }
-
-    /// [`Self::low_on_space`], measured at most every [`FREE_SPACE_AGE`].
-    fn low_on_space_lately(&self) -> Option<u64> {
-        let mut last = self
-            .free_space
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match *last {
-            Some((at, low)) if at.elapsed() < FREE_SPACE_AGE => low,
-            _ => {
-                let low = self.low_on_space();
-                *last = Some((Instant::now(), low));
-                low
-            }
-        }
     }
 
     /// The refusal of new work below the free-space reserve.
@@ -423,7 +401,6 @@ impl DiskStore {
             path: path.to_path_buf(),
             min_free,
             failing: std::sync::atomic::AtomicBool::new(false),
-            free_space: Mutex::new(None),
             metrics: {
                 let m = crate::telemetry::StoreMetrics::default();
                 // Exported at 0 from the start.
@@ -1038,7 +1015,9 @@ impl DiskStore {
                 "the disk store cannot write (a full disk?); it retries on its own".into(),
             ));
         }
-        match shared.low_on_space_lately() {
+        // Measured for each new claim (one statfs): a file filled by another process
+        // in the last instant still refuses the next claim.
+        match shared.low_on_space() {
             Some(free) => Err(shared.refused_full(free)),
             None => Ok(()),
         }
