@@ -426,7 +426,10 @@ fn count(
     };
     for (e, was_acked) in acked.iter().enumerate() {
         let key = format!("evt_chaos_{e:05}");
-        let tries = all.get(&key).cloned().unwrap_or_default();
+        // In the order the attempts reached the upstream (one whose body was read
+        // late is recorded late).
+        let mut tries = all.get(&key).cloned().unwrap_or_default();
+        tries.sort_by_key(|(_, at)| *at);
         let applied = tries
             .iter()
             .filter(|(d, _)| matches!(d, Did::Ok | Did::Stalled | Did::Reset))
