@@ -90,6 +90,13 @@ impl DiskLog {
             }
         };
         self.blocking(move |db| {
+            // Encoded before the transaction: the file's write lock, which the store's
+            // writer needs for every claim and event, is held only for the inserts.
+            let encoded: Vec<(&str, Vec<u8>)> = batch
+                .records
+                .iter()
+                .map(|r| (r.delivery_id.as_str(), r.encode()))
+                .collect();
             let mut txn = db.begin_write().map_err(backend)?;
             if !durable {
                 txn.set_durability(Durability::None).map_err(backend)?;
@@ -99,10 +106,9 @@ impl DiskLog {
                 let mut log = txn.open_table(LOG).map_err(backend)?;
                 let mut meta = txn.open_table(META).map_err(backend)?;
                 let mut bytes = meta.get("bytes").map_err(backend)?.map_or(0, |v| v.value());
-                for r in &batch.records {
-                    let json = r.encode();
+                for (id, json) in &encoded {
                     let old = log
-                        .insert(r.delivery_id.as_str(), json.as_slice())
+                        .insert(*id, json.as_slice())
                         .map_err(backend)?
                         .map(|v| v.value().len());
                     bytes += DeliveryRecord::cost(json.len());
