@@ -7,7 +7,6 @@
 //!
 //! ```text
 //! cargo bench --bench load -- [--duration 10s] [--connections 32] [--body 1024] [--dup 0.1]
-//! ```
 //! cargo bench --bench load -- drain [--events 100000] [--concurrency 64] [--body 1024]
 //! ```
 //! `drain` measures the queue's delivery alone: it stores a backlog of `--events`
@@ -15,7 +14,6 @@
 //! with the route's `concurrency` at `--concurrency`, and times how long the upstream
 //! takes to receive them all.
 //!
-//! ```text
 //! `benches/run.sh` runs the documented variants. Run by `cargo test` (which passes no
 //! `--bench`), it runs in smoke mode: half a second per target, four connections, so
 //! it keeps building and working. It is a benchmark target, not a binary: `cargo
