@@ -29,6 +29,9 @@ pub(super) struct Held {
     /// Its done record is being written: the lease cannot run out meanwhile, so no
     /// other claim takes the key between the write and the answer.
     pub(super) settling: bool,
+    /// Held by an enqueue, not a sync claim: other copies being enqueued go on to the
+    /// writer, which finds them copies of one another.
+    pub(super) enqueue: bool,
 }
 
 impl Held {
@@ -60,6 +63,7 @@ impl Shard {
                 token,
                 expires,
                 settling: false,
+                enqueue: false,
             },
         );
     }
@@ -68,6 +72,25 @@ impl Shard {
     pub(super) fn drop_if_held_by(&mut self, key: &str, token: &Token) {
         if self.held.get(key).is_some_and(|h| h.token == *token) {
             self.held.remove(key);
+        }
+    }
+}
+
+/// A key held while an event is being enqueued under it (see [`Claims::hold`]); let go
+/// when dropped, however the enqueue ends.
+pub(super) struct Hold<'a> {
+    claims: &'a Claims,
+    key: String,
+    /// `None` when another enqueue of the key holds it.
+    token: Option<Token>,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = &self.token {
+            self.claims
+                .shard(&self.key)
+                .drop_if_held_by(&self.key, token);
         }
     }
 }
@@ -99,6 +122,35 @@ impl Claims {
         self.shards[i]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Holds `key` while an event is enqueued under it, so a sync claim of the same key
+    /// (a route a reload just switched) waits for the enqueue instead of forwarding
+    /// beside it; `None` when a claim holds the key already. The writer serialised the
+    /// two when claims were written to the file.
+    pub(super) fn hold(&self, key: &str, lease: std::time::Duration) -> Option<Hold<'_>> {
+        let now = crate::queue::now_ms();
+        let mut shard = self.shard(key);
+        let token = match shard.held.get(key).filter(|h| h.holds(now)) {
+            Some(h) if !h.enqueue => return None,
+            // Another copy is being enqueued: the writer orders the two.
+            Some(_) => None,
+            None => {
+                let token = Token::random();
+                let until =
+                    now.saturating_add(u64::try_from(lease.as_millis()).unwrap_or(u64::MAX));
+                shard.take(key, token.clone(), until, now);
+                if let Some(h) = shard.held.get_mut(key) {
+                    h.enqueue = true;
+                }
+                Some(token)
+            }
+        };
+        Some(Hold {
+            claims: self,
+            key: key.to_owned(),
+            token,
+        })
     }
 
     /// How many claims are held (expired ones not yet swept included).

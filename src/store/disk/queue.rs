@@ -1316,6 +1316,9 @@ impl Limiter {
 
 /// Events a list looks at, at most.
 const LIST_SCAN: usize = 10_000;
+/// How long an enqueue holds its key against sync claims at most (it lets go when it
+/// ends; this bounds a hold whose task vanished without dropping it).
+const ENQUEUE_HOLD: Duration = Duration::from_secs(30);
 
 /// A destination's namespace in the queue tables and the index: the key prefix and
 /// the queue's name (the route's, with `/<destination>` for a named destination), so
@@ -1444,8 +1447,14 @@ impl QueueStore for DiskStore {
         dedup_ttl: Duration,
     ) -> Result<Enqueued, StoreError> {
         let env = &event.envelope;
+        let dedup = DedupKey::new(fanout.prefix, fanout.route, &env.event_id);
+        // A sync claim of the same key is in flight (the route was switched by a
+        // reload): a copy, as it would have been found in the file.
+        let Some(_hold) = self.inner.claims.hold(dedup.as_str(), ENQUEUE_HOLD) else {
+            return Ok(Enqueued::Existing(Claim::InFlight));
+        };
         let op = QOp::Enqueue {
-            dedup: DedupKey::new(fanout.prefix, fanout.route, &env.event_id),
+            dedup,
             all: fanout.all.iter().map(|d| space(&fanout.queue(d))).collect(),
             to: fanout
                 .to
@@ -1775,6 +1784,47 @@ mod tests {
             },
             body: bytes::Bytes::from_static(b"{}"),
         }
+    }
+
+    #[tokio::test]
+    async fn an_enqueue_and_a_sync_claim_of_one_key_never_both_go_ahead() {
+        use crate::store::DedupStore as _;
+        let dir = tempfile::tempdir().expect("dir");
+        let s = DiskStore::open(&dir.path().join("h.db")).expect("open");
+        let q = QueueRef::new("t:", "r", "r");
+        let key = DedupKey::new("t:", "r", "e1");
+        // A sync claim in flight (a reload switched the route to queue meanwhile).
+        let Ok(Claim::Claimed(token)) = s.claim(&key, "fp", Duration::from_secs(60)).await else {
+            panic!("claim");
+        };
+        assert_eq!(
+            s.enqueue(&q, &event("e1"), Duration::from_secs(60)).await,
+            Ok(Enqueued::Existing(Claim::InFlight)),
+            "the copy is in flight"
+        );
+        s.release(&key, &token, "fp").await.expect("release");
+        assert_eq!(
+            s.enqueue(&q, &event("e1"), Duration::from_secs(60)).await,
+            Ok(Enqueued::Queued)
+        );
+        // The enqueue let go of the key once it was done.
+        assert_eq!(s.inner.claims.len(), 0);
+        // While an enqueue holds the key, a sync claim finds it in flight.
+        let held = s.inner.claims.hold(key.as_str(), Duration::from_secs(60));
+        assert!(held.is_some());
+        assert_eq!(
+            s.claim(&key, "fp", Duration::from_secs(60)).await,
+            Ok(Claim::InFlight)
+        );
+        // Two copies being enqueued at once both go on to the writer.
+        let other = s.inner.claims.hold(key.as_str(), Duration::from_secs(60));
+        assert!(
+            other.is_some(),
+            "a second enqueue of the key is not held back"
+        );
+        drop(other);
+        drop(held);
+        assert_eq!(s.inner.claims.len(), 0);
     }
 
     #[tokio::test]
