@@ -526,11 +526,7 @@ async fn main() -> AnyResult<()> {
     let dir = std::env::temp_dir().join(format!("hookgate-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
 
-    let up_port = free_port()?;
-    let up = spawn(
-        Command::new(&me).args(["upstream", &up_port.to_string()]),
-        up_port,
-    )?;
+    let (up_port, up) = counting_upstream(&me)?;
     let proxy_port = free_port()?;
     let px = spawn(
         Command::new(&me).args([
@@ -542,30 +538,7 @@ async fn main() -> AnyResult<()> {
     )?;
 
     let redis_port = free_port()?;
-    let redis = Command::new("redis-server")
-        .args([
-            "--port",
-            &redis_port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .map(Proc);
-    let redis = match redis {
-        Ok(r) => {
-            wait_listening(redis_port)?;
-            Some(r)
-        }
-        Err(_) => {
-            eprintln!("redis-server not found: the Redis rows are skipped");
-            None
-        }
-    };
+    let redis = redis_server(redis_port)?;
     // Each hookgate row: its name, store and delivery mode. Queue rows measure the
     // provider-facing answer (acknowledged once stored) and, separately, how fast the
     // queue is delivered to the upstream.
@@ -695,6 +668,42 @@ async fn main() -> AnyResult<()> {
     Ok(())
 }
 
+/// The counting upstream (this benchmark in its `upstream` mode) on a free port.
+fn counting_upstream(me: &std::path::Path) -> AnyResult<(u16, Proc)> {
+    let port = free_port()?;
+    let proc = spawn(Command::new(me).args(["upstream", &port.to_string()]), port)?;
+    Ok((port, proc))
+}
+
+/// A `redis-server` of the benchmark's own on `port` (no persistence), once it listens;
+/// `None` when none is installed (the Redis rows are skipped).
+fn redis_server(port: u16) -> AnyResult<Option<Proc>> {
+    let spawned = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .map(Proc);
+    match spawned {
+        Ok(r) => {
+            wait_listening(port)?;
+            Ok(Some(r))
+        }
+        Err(_) => {
+            eprintln!("redis-server not found: the Redis rows are skipped");
+            Ok(None)
+        }
+    }
+}
+
 /// `--name value` from the drain mode's arguments, parsed, or `default`.
 fn drain_arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
     args.iter()
@@ -763,32 +772,9 @@ async fn drain_backlog(args: &[String], o: &Opts, smoke: bool) -> AnyResult<()> 
     let hookgate_bin = PathBuf::from(env!("CARGO_BIN_EXE_hookgate"));
     let dir = std::env::temp_dir().join(format!("hookgate-drain-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let up_port = free_port()?;
-    let _up = spawn(
-        Command::new(&me).args(["upstream", &up_port.to_string()]),
-        up_port,
-    )?;
+    let (up_port, _up) = counting_upstream(&me)?;
     let redis_port = free_port()?;
-    let redis = Command::new("redis-server")
-        .args([
-            "--port",
-            &redis_port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn()
-        .map(Proc)
-        .ok();
-    if redis.is_some() {
-        wait_listening(redis_port)?;
-    } else {
-        eprintln!("redis-server not found: the Redis row is skipped");
-    }
+    let redis = redis_server(redis_port)?;
     println!(
         "hookgate-bench drain: {events} stored events of {} B, concurrency = {concurrency}{}",
         o.body,
