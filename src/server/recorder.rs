@@ -246,7 +246,7 @@ impl Recorder {
                     while let Some(entry) = next {
                         bytes += entry.approx_size(rec.cfg.max_body);
                         let r = rec.build(&state, entry);
-                        count_into(&mut counts, &r, 1);
+                        count_into(&mut counts, &r.route, &r.outcome, r.received_at);
                         batch.records.push(Arc::new(r));
                         if batch.records.len().is_multiple_of(YIELD_EVERY) {
                             // Building a record takes microseconds: a batch of them
@@ -333,21 +333,19 @@ impl Recorder {
             match entry {
                 Entry::Raw(raw) => {
                     self.count_only(
-                        raw.done.route,
+                        &raw.done.route,
                         raw.done.outcome.as_str(),
                         raw.seen.received_at,
                     );
                 }
-                Entry::Built(r) => self.count_only(r.route, &r.outcome, r.received_at),
+                Entry::Built(r) => self.count_only(&r.route, &r.outcome, r.received_at),
             }
         }
     }
 
     /// Counts a request in the overview without recording it.
-    fn count_only(&self, route: String, outcome: &str, received_at: u64) {
-        *lock(&self.counts)
-            .entry((route, outcome.to_owned(), minute_of(received_at)))
-            .or_default() += 1;
+    fn count_only(&self, route: &str, outcome: &str, received_at: u64) {
+        count_into(&mut lock(&self.counts), route, outcome, received_at);
     }
 
     /// What the log needs of a request before the pipeline takes it.
@@ -395,7 +393,7 @@ impl Recorder {
             let trusted = &state.routing.load().server.trusted_proxies;
             let client = super::limits::client_ip(seen.peer.ip(), &seen.headers, trusted);
             if !self.refused_budget(&done.route, client) {
-                self.count_only(done.route, done.outcome.as_str(), seen.received_at);
+                self.count_only(&done.route, done.outcome.as_str(), seen.received_at);
                 self.metrics.count("not_recorded", 1);
                 return resp;
             }
@@ -552,11 +550,11 @@ impl Recorder {
     }
 }
 
-/// Adds a record to the per-minute counts by route and outcome.
-fn count_into(counts: &mut Counts, r: &DeliveryRecord, n: u64) {
+/// Counts one request in the per-minute counts by route and outcome.
+fn count_into(counts: &mut Counts, route: &str, outcome: &str, received_at: u64) {
     *counts
-        .entry((r.route.clone(), r.outcome.clone(), minute_of(r.received_at)))
-        .or_default() += n;
+        .entry((route.to_owned(), outcome.to_owned(), minute_of(received_at)))
+        .or_default() += 1;
 }
 
 impl AppState {

@@ -49,8 +49,9 @@ pub(super) struct Shard {
 }
 
 impl Shard {
-    /// Takes `key` for a new claim (the caller checked that nothing holds it).
-    pub(super) fn take(&mut self, key: &str, token: Token, expires: u64, now: u64) {
+    /// Takes `key` for a new claim, or for an enqueue (the caller checked that nothing
+    /// holds it).
+    pub(super) fn take(&mut self, key: &str, token: Token, expires: u64, now: u64, enqueue: bool) {
         self.taken = self.taken.wrapping_add(1);
         if self.taken.is_multiple_of(SWEEP_EVERY) {
             // Leases whose holder never settled them (a forward cut off by a panic, a
@@ -63,7 +64,7 @@ impl Shard {
                 token,
                 expires,
                 settling: false,
-                enqueue: false,
+                enqueue,
             },
         );
     }
@@ -139,10 +140,7 @@ impl Claims {
                 let token = Token::random();
                 let until =
                     now.saturating_add(u64::try_from(lease.as_millis()).unwrap_or(u64::MAX));
-                shard.take(key, token.clone(), until, now);
-                if let Some(h) = shard.held.get_mut(key) {
-                    h.enqueue = true;
-                }
+                shard.take(key, token.clone(), until, now, true);
                 Some(token)
             }
         };

@@ -1044,7 +1044,7 @@ impl DedupStore for DiskStore {
         }
         self.admit()?;
         let token = Token::random();
-        shard.take(key.as_str(), token.clone(), expiry(now, lease), now);
+        shard.take(key.as_str(), token.clone(), expiry(now, lease), now, false);
         Ok(Claim::Claimed(token))
     }
 
