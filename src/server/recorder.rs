@@ -32,6 +32,9 @@ use crate::store::log::{
 };
 use crate::telemetry::ResultLabel;
 
+/// The nice value of the thread that builds records (see [`Recorder::start_builder`]).
+const BUILDER_NICE: i32 = 10;
+
 /// Records waiting for the writer at most: a tenth of a second's worth at the rates
 /// one gateway takes.
 const CHANNEL: usize = 16_384;
@@ -40,8 +43,6 @@ const QUEUED_BYTES: u64 = 64 << 20;
 /// Records or bytes one write takes at most.
 const BATCH_RECORDS: usize = 256;
 const BATCH_BYTES: u64 = 4 << 20;
-/// Records the writer builds between two yields to the requests on its thread.
-const YIELD_EVERY: usize = 16;
 /// How long the writer gathers records after the first before it writes them: one
 /// write a tenth of a second at most under load, rather than one per request. On the
 /// disk store each write takes the file's writer lock that claims need too.
@@ -211,6 +212,9 @@ impl Recorder {
             // A write takes an eighth of max_size at most: the store trims the log
             // after each write, so the log never holds much more than max_size.
             let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
+            let Some(builder) = Self::start_builder(&state) else {
+                return;
+            };
             let mut retained = Instant::now();
             loop {
                 // Records already waiting are written at once; else the first one to
@@ -232,8 +236,7 @@ impl Recorder {
                         true,
                     ),
                 };
-                let mut batch = Batch::default();
-                let mut counts = Counts::default();
+                let mut entries = Vec::new();
                 let mut bytes = 0;
                 if let Some(first) = first {
                     if waited && !stop.is_cancelled() {
@@ -245,26 +248,34 @@ impl Recorder {
                     let mut next = Some(first);
                     while let Some(entry) = next {
                         bytes += entry.approx_size(rec.cfg.max_body);
-                        let r = rec.build(&state, entry);
-                        count_into(&mut counts, &r.route, &r.outcome, r.received_at);
-                        batch.records.push(Arc::new(r));
-                        if batch.records.len().is_multiple_of(YIELD_EVERY) {
-                            // Building a record takes microseconds: a batch of them
-                            // lets the requests on this thread in between.
-                            tokio::task::yield_now().await;
-                        }
-                        next = (batch.records.len() < BATCH_RECORDS && bytes < batch_bytes)
+                        entries.push(entry);
+                        next = (entries.len() < BATCH_RECORDS && bytes < batch_bytes)
                             .then(|| rx.try_recv().ok())
                             .flatten();
                     }
                 } else if rx.is_closed() && rx.is_empty() && stop.is_cancelled() {
                     // Stopping: the last counts, then done.
-                    batch.counts = std::mem::take(&mut *lock(&rec.counts));
+                    let batch = Batch {
+                        counts: std::mem::take(&mut *lock(&rec.counts)),
+                        ..Batch::default()
+                    };
                     if !batch.counts.is_empty() {
                         rec.write(&state, batch).await;
                     }
                     return;
                 }
+                let (mut batch, counts) = if entries.is_empty() {
+                    (Batch::default(), Counts::default())
+                } else {
+                    let (reply, built) = tokio::sync::oneshot::channel();
+                    if builder.send((entries, reply)).is_err() {
+                        return;
+                    }
+                    match built.await {
+                        Ok(built) => built,
+                        Err(_) => return,
+                    }
+                };
                 rec.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 rec.metrics
                     .queued
@@ -283,6 +294,51 @@ impl Recorder {
                 rec.write(&state, batch).await;
             }
         });
+    }
+
+    /// Starts the thread that builds records from what requests handed over and
+    /// prepares them for the store (encodes and compresses them for the disk store).
+    /// It runs below the request path's priority: on a busy machine the log waits
+    /// for CPU time the deliveries do not need, and if it falls behind, its channel
+    /// fills and records are dropped and counted, never a delivery delayed. The
+    /// store's transaction runs at normal priority (it holds the file's write lock).
+    #[allow(clippy::type_complexity)]
+    fn start_builder(
+        state: &Arc<AppState>,
+    ) -> Option<std::sync::mpsc::Sender<(Vec<Entry>, tokio::sync::oneshot::Sender<(Batch, Counts)>)>>
+    {
+        let (tx, rx) = std::sync::mpsc::channel::<(
+            Vec<Entry>,
+            tokio::sync::oneshot::Sender<(Batch, Counts)>,
+        )>();
+        let state = state.clone();
+        let started = std::thread::Builder::new()
+            .name("hookgate-log".into())
+            .spawn(move || {
+                // On Linux a nice value is the calling thread's own.
+                if let Err(e) = rustix::process::setpriority_process(None, BUILDER_NICE) {
+                    tracing::debug!(error = %e, "the delivery log's builder keeps the normal priority");
+                }
+                let rec = &state.recorder;
+                while let Ok((entries, reply)) = rx.recv() {
+                    let mut batch = Batch::default();
+                    let mut counts = Counts::default();
+                    for entry in entries {
+                        let r = rec.build(&state, entry);
+                        count_into(&mut counts, &r.route, &r.outcome, r.received_at);
+                        batch.records.push(Arc::new(r));
+                    }
+                    rec.log.prepare(&mut batch);
+                    let _ = reply.send((batch, counts));
+                }
+            });
+        match started {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                tracing::error!(error = %e, "the delivery log's builder thread did not start; nothing is recorded");
+                None
+            }
+        }
     }
 
     async fn write(&self, state: &AppState, batch: Batch) {

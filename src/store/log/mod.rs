@@ -11,14 +11,16 @@
 //! ```
 //!
 //! Three backends, one file each: `memory.rs` (an ordered ring in the process),
-//! `disk.rs` (tables in the disk store's database file) and `redis.rs` (per route a
-//! sorted index, a hash of records, a byte count and a hash of counts: one cluster
-//! slot each). Record IDs sort by time, so every backend keeps its records in ID
-//! order and drops from the low end.
+//! `disk.rs` (tables in the disk store's database file: each write's records in one
+//! compressed frame, and an index of delivery IDs) and `redis.rs` (per route a sorted
+//! index, a hash of records, a byte count and a hash of counts: one cluster slot
+//! each). Record IDs sort by time, so every backend lists its records in ID order and
+//! drops from the low end (on disk, a frame at a time).
 //!
-//! What counts against `max_size` is each record's stored JSON plus
-//! [`ENTRY_OVERHEAD`] bytes for the structures that hold it; the store's own overhead
-//! beyond that is the margin the README states.
+//! What counts against `max_size` is what is stored (records' JSON, compressed: one
+//! by one in Redis, a write's records together on disk) plus bytes for the structures
+//! that hold it ([`ENTRY_OVERHEAD`] a record; on disk, that a frame and 64 a record);
+//! the store's own overhead beyond that is the margin the README states.
 
 mod disk;
 mod memory;
@@ -36,9 +38,42 @@ pub use self::disk::DiskLog;
 pub use self::memory::MemoryLog;
 pub use self::redis::RedisLog;
 
-/// Bytes counted per record besides its JSON: the index entry, the map node, the
+/// Bytes counted per record besides its stored form: the index entry, the map node, the
 /// allocation slack of the structures that hold it.
 pub const ENTRY_OVERHEAD: u64 = 256;
+
+/// The tag of a stored record that is LZ4-compressed JSON (plain JSON starts with `{`).
+const LZ4_JSON: u8 = 1;
+
+/// The most a stored record or frame may decode to: the length comes from the store,
+/// and a damaged one must not make the reader allocate without limit. A frame holds
+/// at most a write's worth of records (4 MiB of bodies, JSON-escaped).
+const MAX_DECODED: u32 = 1 << 30;
+
+/// Appends `json` compressed to `out`: its length (4 bytes, little-endian), then an
+/// LZ4 block. Webhook bodies are JSON text, and records' field names and headers
+/// repeat, so what the log writes and keeps is a fraction of the JSON.
+fn pack_into(json: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    let len = u32::try_from(json.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.resize(
+        start + 4 + lz4_flex::block::get_maximum_output_size(json.len()),
+        0,
+    );
+    // The buffer has the most the block can take, so this cannot fail.
+    let n = lz4_flex::block::compress_into(json, &mut out[start + 4..]).unwrap_or(0);
+    out.truncate(start + 4 + n);
+}
+
+/// What [`pack_into`] wrote; `None` if damaged.
+fn unpack(packed: &[u8]) -> Option<Vec<u8>> {
+    let len = u32::from_le_bytes(packed.get(..4)?.try_into().ok()?);
+    if len > MAX_DECODED {
+        return None;
+    }
+    lz4_flex::block::decompress_size_prepended(packed).ok()
+}
 
 /// Records a list request reads at most before it answers (a short page with a
 /// cursor when filters match few).
@@ -201,14 +236,23 @@ impl DeliveryRecord {
             + 16
     }
 
-    /// The stored form.
+    /// The stored form in Redis: [`LZ4_JSON`], then the record's JSON compressed
+    /// (see [`pack_into`]). The disk store keeps records in frames instead (`disk.rs`).
     pub fn encode(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let mut out = vec![LZ4_JSON];
+        pack_into(&json, &mut out);
+        out
     }
 
-    /// A stored record; `None` for bytes this log did not write.
+    /// A stored record (either form: plain JSON was written before records were
+    /// compressed); `None` for bytes this log did not write.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        serde_json::from_slice(bytes).ok()
+        match bytes.split_first()? {
+            (&LZ4_JSON, packed) => serde_json::from_slice(&unpack(packed)?).ok(),
+            (b'{', _) => serde_json::from_slice(bytes).ok(),
+            _ => None,
+        }
     }
 
     /// What the record counts against `max_size`.
@@ -297,6 +341,17 @@ pub type Counts = HashMap<(String, String, u64), u64>;
 pub struct Batch {
     pub records: Vec<Arc<DeliveryRecord>>,
     pub counts: Counts,
+    /// The records in the store's form, made ahead of the write by
+    /// [`DeliveryLog::prepare`] (the disk store's frame); made by the write if not.
+    pub encoded: Option<Encoded>,
+}
+
+/// A batch's records as the disk store keeps them: one frame, and what it counts
+/// against `max_size`.
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    bytes: Vec<u8>,
+    cost: u64,
 }
 
 /// The bounds of the log.
@@ -347,6 +402,14 @@ impl DeliveryLog {
 
     /// Stores a batch, then drops the oldest records beyond the bounds. `routes`: the
     /// configured routes (Redis divides `max_size` among them).
+    /// Encodes a batch's records for the store, so that the write does only the
+    /// store's part (the recorder does this on a thread of its own).
+    pub fn prepare(&self, batch: &mut Batch) {
+        if let Self::Disk(_) = self {
+            batch.encoded = DiskLog::encode(&batch.records);
+        }
+    }
+
     pub async fn append(&self, batch: Batch, routes: &[String]) -> Result<(), StoreError> {
         dispatch!(self, l => l.append(batch, routes).await)
     }
@@ -446,6 +509,52 @@ mod tests {
         assert_eq!(a.len(), 21);
         assert!(id_floor(1_764_590_000_123) < a);
         assert!(c < id_floor(1_764_590_000_125));
+    }
+
+    fn record(body: &str) -> DeliveryRecord {
+        serde_json::from_value(serde_json::json!({
+            "delivery_id": new_delivery_id(1_764_590_000_123),
+            "received_at": 1_764_590_000_123_u64,
+            "route": "stripe", "provider": "stripe", "peer": "127.0.0.1:5000",
+            "method": "POST", "path": "/hooks/stripe",
+            "headers": [["content-type", "application/json"], ["stripe-signature", "[redacted]"]],
+            "body": body, "body_base64": false, "body_bytes": body.len(), "body_truncated": false,
+            "event_id": "evt_1", "provider_delivery_id": null, "event_type": "invoice.paid",
+            "outcome": "forwarded", "status": 200, "answer": "{\"ok\":true}", "duration_us": 900,
+            "secret": "secrets[0]", "reason": null, "replay_of": null, "queue": null,
+        }))
+        .expect("a record")
+    }
+
+    #[test]
+    fn records_are_stored_compressed_and_read_back_whole() {
+        let body = r#"{"id":"evt_1","object":"event","type":"invoice.paid","data":{"object":{"id":"in_1","object":"invoice","amount_due":2000,"amount_paid":2000,"currency":"usd","customer":"cus_1","lines":{"object":"list","data":[{"id":"il_1","object":"line_item","amount":1000,"currency":"usd"},{"id":"il_2","object":"line_item","amount":1000,"currency":"usd"}]}}}}"#;
+        let r = record(body);
+        let stored = r.encode();
+        let json = serde_json::to_vec(&r).expect("json");
+        assert_eq!(stored[0], LZ4_JSON);
+        assert!(
+            stored.len() * 10 < json.len() * 8,
+            "{} bytes stored for {} of JSON",
+            stored.len(),
+            json.len()
+        );
+        assert_eq!(DeliveryRecord::decode(&stored), Some(r.clone()));
+        // Written before records were compressed: plain JSON still reads.
+        assert_eq!(DeliveryRecord::decode(&json), Some(r));
+    }
+
+    #[test]
+    fn damaged_or_foreign_bytes_decode_to_nothing() {
+        let stored = record("{}").encode();
+        assert_eq!(DeliveryRecord::decode(&stored[..stored.len() - 3]), None);
+        assert_eq!(DeliveryRecord::decode(&[]), None);
+        assert_eq!(DeliveryRecord::decode(b"not a record"), None);
+        // A length beyond any record's is refused before anything is allocated.
+        let mut huge = vec![LZ4_JSON];
+        huge.extend_from_slice(&u32::MAX.to_le_bytes());
+        huge.extend_from_slice(&stored[5..]);
+        assert_eq!(DeliveryRecord::decode(&huge), None);
     }
 
     #[test]
