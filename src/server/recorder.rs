@@ -32,8 +32,9 @@ use crate::store::log::{
 };
 use crate::telemetry::ResultLabel;
 
-/// The nice value of the thread that builds records (see [`Recorder::start_builder`]).
-const BUILDER_NICE: i32 = 10;
+/// How long a batch waits for the builder thread before the writer takes it back
+/// and builds it at normal priority (see [`Builder`]).
+const BUILDER_PATIENCE: Duration = Duration::from_millis(250);
 
 /// Records waiting for the writer at most: a tenth of a second's worth at the rates
 /// one gateway takes.
@@ -152,6 +153,114 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// What the writer hands the builder: a batch's entries, and where its records go.
+type Job = (Vec<Entry>, tokio::sync::oneshot::Sender<(Batch, Counts)>);
+
+/// The thread that builds records from what requests handed over and prepares them
+/// for the store (encodes and compresses a frame for the disk store). On Linux it is
+/// a `SCHED_IDLE` thread: it runs on CPU time the deliveries leave, and a delivery's
+/// thread that wakes takes the core from it at once. So that a saturated machine
+/// cannot starve the log, a batch the builder has not started within
+/// [`BUILDER_PATIENCE`] is taken back and built at normal priority; records are
+/// dropped (and counted) only when the recorder's channel is full. The store's
+/// transaction runs at normal priority (it holds the file's write lock).
+struct Builder {
+    /// At most one job: the writer waits for each batch before it gathers the next.
+    job: Arc<(Mutex<Option<Job>>, std::sync::Condvar)>,
+}
+
+impl Builder {
+    fn start(state: &Arc<AppState>) -> Self {
+        let job: Arc<(Mutex<Option<Job>>, std::sync::Condvar)> = Arc::default();
+        let shared = Arc::downgrade(&job);
+        let state = state.clone();
+        let started = std::thread::Builder::new()
+            .name("hookgate-log".into())
+            .spawn(move || {
+                background();
+                // Until the writer is gone (its handle holds the only other count).
+                while let Some(job) = shared.upgrade() {
+                    let next = Self::next(&job);
+                    drop(job);
+                    if let Some((entries, reply)) = next {
+                        let _ = reply.send(build_batch(&state, entries));
+                    }
+                }
+            });
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "the delivery log's builder thread did not start; records are built by the writer");
+        }
+        Self { job }
+    }
+
+    /// The next job, waiting up to a second for one.
+    fn next(job: &(Mutex<Option<Job>>, std::sync::Condvar)) -> Option<Job> {
+        let (slot, ready) = job;
+        let slot = lock(slot);
+        let (mut slot, _) = ready
+            .wait_timeout_while(slot, Duration::from_secs(1), |j| j.is_none())
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        slot.take()
+    }
+
+    /// The batch of `entries`, built on the builder thread, or here at normal
+    /// priority if the builder has not taken it within [`BUILDER_PATIENCE`].
+    async fn build(&self, state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
+        let (reply, built) = tokio::sync::oneshot::channel();
+        *lock(&self.job.0) = Some((entries, reply));
+        self.job.1.notify_one();
+        let mut built = built;
+        if let Ok(Ok(batch)) = tokio::time::timeout(BUILDER_PATIENCE, &mut built).await {
+            return batch;
+        }
+        let waiting = lock(&self.job.0).take();
+        match waiting {
+            Some((entries, _)) => {
+                let state = state.clone();
+                tokio::task::spawn_blocking(move || build_batch(&state, entries))
+                    .await
+                    .unwrap_or_default()
+            }
+            // The builder has it: it is running.
+            None => built.await.unwrap_or_default(),
+        }
+    }
+}
+
+/// Builds the records of a batch, counts them, and encodes them for the store.
+fn build_batch(state: &AppState, entries: Vec<Entry>) -> (Batch, Counts) {
+    let rec = &state.recorder;
+    let mut batch = Batch::default();
+    let mut counts = Counts::default();
+    for entry in entries {
+        let r = rec.build(state, entry);
+        count_into(&mut counts, &r.route, &r.outcome, r.received_at);
+        batch.records.push(Arc::new(r));
+    }
+    rec.log.prepare(&mut batch);
+    (batch, counts)
+}
+
+/// Makes the calling thread a background one (`SCHED_IDLE` on Linux); a thread that
+/// cannot stays as it is.
+fn background() {
+    #[cfg(target_os = "linux")]
+    {
+        use thread_priority::unix::{
+            NormalThreadSchedulePolicy, ThreadSchedulePolicy, set_thread_priority_and_policy,
+            thread_native_id,
+        };
+        let idle = set_thread_priority_and_policy(
+            thread_native_id(),
+            thread_priority::ThreadPriority::Os(thread_priority::ThreadPriorityOsValue::default()),
+            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+        );
+        if let Err(e) = idle {
+            tracing::debug!(error = ?e, "the delivery log's builder keeps the normal priority");
+        }
+    }
+}
+
 impl Recorder {
     /// The recorder of the log in `store`, registering its metrics.
     pub(crate) fn new(
@@ -212,9 +321,7 @@ impl Recorder {
             // A write takes an eighth of max_size at most: the store trims the log
             // after each write, so the log never holds much more than max_size.
             let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
-            let Some(builder) = Self::start_builder(&state) else {
-                return;
-            };
+            let builder = Builder::start(&state);
             let mut retained = Instant::now();
             loop {
                 // Records already waiting are written at once; else the first one to
@@ -267,14 +374,7 @@ impl Recorder {
                 let (mut batch, counts) = if entries.is_empty() {
                     (Batch::default(), Counts::default())
                 } else {
-                    let (reply, built) = tokio::sync::oneshot::channel();
-                    if builder.send((entries, reply)).is_err() {
-                        return;
-                    }
-                    match built.await {
-                        Ok(built) => built,
-                        Err(_) => return,
-                    }
+                    builder.build(&state, entries).await
                 };
                 rec.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 rec.metrics
@@ -294,51 +394,6 @@ impl Recorder {
                 rec.write(&state, batch).await;
             }
         });
-    }
-
-    /// Starts the thread that builds records from what requests handed over and
-    /// prepares them for the store (encodes and compresses them for the disk store).
-    /// It runs below the request path's priority: on a busy machine the log waits
-    /// for CPU time the deliveries do not need, and if it falls behind, its channel
-    /// fills and records are dropped and counted, never a delivery delayed. The
-    /// store's transaction runs at normal priority (it holds the file's write lock).
-    #[allow(clippy::type_complexity)]
-    fn start_builder(
-        state: &Arc<AppState>,
-    ) -> Option<std::sync::mpsc::Sender<(Vec<Entry>, tokio::sync::oneshot::Sender<(Batch, Counts)>)>>
-    {
-        let (tx, rx) = std::sync::mpsc::channel::<(
-            Vec<Entry>,
-            tokio::sync::oneshot::Sender<(Batch, Counts)>,
-        )>();
-        let state = state.clone();
-        let started = std::thread::Builder::new()
-            .name("hookgate-log".into())
-            .spawn(move || {
-                // On Linux a nice value is the calling thread's own.
-                if let Err(e) = rustix::process::setpriority_process(None, BUILDER_NICE) {
-                    tracing::debug!(error = %e, "the delivery log's builder keeps the normal priority");
-                }
-                let rec = &state.recorder;
-                while let Ok((entries, reply)) = rx.recv() {
-                    let mut batch = Batch::default();
-                    let mut counts = Counts::default();
-                    for entry in entries {
-                        let r = rec.build(&state, entry);
-                        count_into(&mut counts, &r.route, &r.outcome, r.received_at);
-                        batch.records.push(Arc::new(r));
-                    }
-                    rec.log.prepare(&mut batch);
-                    let _ = reply.send((batch, counts));
-                }
-            });
-        match started {
-            Ok(_) => Some(tx),
-            Err(e) => {
-                tracing::error!(error = %e, "the delivery log's builder thread did not start; nothing is recorded");
-                None
-            }
-        }
     }
 
     async fn write(&self, state: &AppState, batch: Batch) {
@@ -789,6 +844,29 @@ fn human_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_builder_thread_runs_in_the_background() {
+        use thread_priority::unix::{
+            NormalThreadSchedulePolicy, ThreadSchedulePolicy, thread_schedule_policy,
+        };
+        let policy = std::thread::spawn(|| {
+            background();
+            thread_schedule_policy().expect("the policy")
+        })
+        .join()
+        .expect("the thread");
+        assert_eq!(
+            policy,
+            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle)
+        );
+        // The calling thread is not touched.
+        assert_eq!(
+            thread_schedule_policy().expect("the policy"),
+            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Other)
+        );
+    }
 
     #[test]
     fn reasons_say_what_to_fix_and_nothing_about_keys() {
