@@ -35,6 +35,10 @@ use crate::telemetry::ResultLabel;
 /// How long a batch waits for the builder thread before the writer takes it back
 /// and builds it at normal priority (see [`Builder`]).
 const BUILDER_PATIENCE: Duration = Duration::from_millis(250);
+/// After a batch was taken back, how long batches are built at normal priority
+/// without offering them to the builder (the machine is busy: its CPU time is
+/// the deliveries', and the log must keep up).
+const BUILDER_BUSY: Duration = Duration::from_secs(2);
 
 /// Records waiting for the writer at most: a tenth of a second's worth at the rates
 /// one gateway takes.
@@ -161,12 +165,16 @@ type Job = (Vec<Entry>, tokio::sync::oneshot::Sender<(Batch, Counts)>);
 /// a `SCHED_IDLE` thread: it runs on CPU time the deliveries leave, and a delivery's
 /// thread that wakes takes the core from it at once. So that a saturated machine
 /// cannot starve the log, a batch the builder has not started within
-/// [`BUILDER_PATIENCE`] is taken back and built at normal priority; records are
+/// [`BUILDER_PATIENCE`] is taken back and built at normal priority, and so are the
+/// batches of the next [`BUILDER_BUSY`]; records are
 /// dropped (and counted) only when the recorder's channel is full. The store's
 /// transaction runs at normal priority (it holds the file's write lock).
 struct Builder {
     /// At most one job: the writer waits for each batch before it gathers the next.
     job: Arc<(Mutex<Option<Job>>, std::sync::Condvar)>,
+    /// When a batch was last taken back: the machine is busy, and batches are built
+    /// at normal priority until [`BUILDER_BUSY`] has passed.
+    busy_since: Option<Instant>,
 }
 
 impl Builder {
@@ -190,7 +198,10 @@ impl Builder {
         if let Err(e) = started {
             tracing::warn!(error = %e, "the delivery log's builder thread did not start; records are built by the writer");
         }
-        Self { job }
+        Self {
+            job,
+            busy_since: None,
+        }
     }
 
     /// The next job, waiting up to a second for one.
@@ -205,7 +216,10 @@ impl Builder {
 
     /// The batch of `entries`, built on the builder thread, or here at normal
     /// priority if the builder has not taken it within [`BUILDER_PATIENCE`].
-    async fn build(&self, state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
+    async fn build(&mut self, state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
+        if self.busy_since.is_some_and(|t| t.elapsed() < BUILDER_BUSY) {
+            return Self::build_here(state, entries).await;
+        }
         let (reply, built) = tokio::sync::oneshot::channel();
         *lock(&self.job.0) = Some((entries, reply));
         self.job.1.notify_one();
@@ -216,14 +230,20 @@ impl Builder {
         let waiting = lock(&self.job.0).take();
         match waiting {
             Some((entries, _)) => {
-                let state = state.clone();
-                tokio::task::spawn_blocking(move || build_batch(&state, entries))
-                    .await
-                    .unwrap_or_default()
+                self.busy_since = Some(Instant::now());
+                Self::build_here(state, entries).await
             }
             // The builder has it: it is running.
             None => built.await.unwrap_or_default(),
         }
+    }
+
+    /// Builds a batch on a blocking thread at normal priority.
+    async fn build_here(state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
+        let state = state.clone();
+        tokio::task::spawn_blocking(move || build_batch(&state, entries))
+            .await
+            .unwrap_or_default()
     }
 }
 
@@ -321,7 +341,7 @@ impl Recorder {
             // A write takes an eighth of max_size at most: the store trims the log
             // after each write, so the log never holds much more than max_size.
             let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
-            let builder = Builder::start(&state);
+            let mut builder = Builder::start(&state);
             let mut retained = Instant::now();
             loop {
                 // Records already waiting are written at once; else the first one to

@@ -13,7 +13,7 @@
 //! Why frames rather than a value per record: records of one route share their field
 //! names, headers and most of their body, which a record compressed alone cannot use
 //! (a 1 KiB Stripe event's record is 1.8 KiB of JSON, 0.8 KiB compressed alone and
-//! about 0.1 KiB in a frame), and one B-tree insert per write costs far less than one
+//! about 0.12 KiB in a frame), and one B-tree insert per write costs far less than one
 //! per record. Reading a record decompresses its frame (under a millisecond for a full
 //! one); the admin API reads, the request path never does.
 //!
