@@ -39,6 +39,9 @@ const BUILDER_PATIENCE: Duration = Duration::from_millis(250);
 /// without offering them to the builder (the machine is busy: its CPU time is
 /// the deliveries', and the log must keep up).
 const BUILDER_BUSY: Duration = Duration::from_secs(2);
+/// Records the writer builds between two yields to the requests on its thread, when
+/// it builds them itself.
+const YIELD_EVERY: usize = 16;
 
 /// Records waiting for the writer at most: a tenth of a second's worth at the rates
 /// one gateway takes.
@@ -165,8 +168,8 @@ type Job = (Vec<Entry>, tokio::sync::oneshot::Sender<(Batch, Counts)>);
 /// a `SCHED_IDLE` thread: it runs on CPU time the deliveries leave, and a delivery's
 /// thread that wakes takes the core from it at once. So that a saturated machine
 /// cannot starve the log, a batch the builder has not started within
-/// [`BUILDER_PATIENCE`] is taken back and built at normal priority, and so are the
-/// batches of the next [`BUILDER_BUSY`]; records are
+/// [`BUILDER_PATIENCE`] is taken back and built by the writer task, between the
+/// requests on its thread, and so are the batches of the next [`BUILDER_BUSY`]; records are
 /// dropped (and counted) only when the recorder's channel is full. The store's
 /// transaction runs at normal priority (it holds the file's write lock).
 struct Builder {
@@ -238,12 +241,20 @@ impl Builder {
         }
     }
 
-    /// Builds a batch on a blocking thread at normal priority.
+    /// Builds a batch in the writer task, letting the requests on its thread run
+    /// every [`YIELD_EVERY`] records (building one takes microseconds).
     async fn build_here(state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
-        let state = state.clone();
-        tokio::task::spawn_blocking(move || build_batch(&state, entries))
-            .await
-            .unwrap_or_default()
+        let rec = &state.recorder;
+        let mut batch = Batch::default();
+        let mut counts = Counts::default();
+        for entry in entries {
+            add_built(state, &mut batch, &mut counts, entry);
+            if batch.records.len().is_multiple_of(YIELD_EVERY) {
+                tokio::task::yield_now().await;
+            }
+        }
+        rec.log.prepare(&mut batch);
+        (batch, counts)
     }
 }
 
@@ -253,12 +264,17 @@ fn build_batch(state: &AppState, entries: Vec<Entry>) -> (Batch, Counts) {
     let mut batch = Batch::default();
     let mut counts = Counts::default();
     for entry in entries {
-        let r = rec.build(state, entry);
-        count_into(&mut counts, &r.route, &r.outcome, r.received_at);
-        batch.records.push(Arc::new(r));
+        add_built(state, &mut batch, &mut counts, entry);
     }
     rec.log.prepare(&mut batch);
     (batch, counts)
+}
+
+/// Builds the record of `entry` into `batch`, and counts it.
+fn add_built(state: &AppState, batch: &mut Batch, counts: &mut Counts, entry: Entry) {
+    let r = state.recorder.build(state, entry);
+    count_into(counts, &r.route, &r.outcome, r.received_at);
+    batch.records.push(Arc::new(r));
 }
 
 /// Makes the calling thread a background one (`SCHED_IDLE` on Linux); a thread that
