@@ -33,10 +33,10 @@ use crate::store::log::{
 use crate::telemetry::ResultLabel;
 
 /// How long a batch waits for the builder thread before the writer takes it back
-/// and builds it at normal priority (see [`Builder`]).
+/// and builds it itself (see [`Builder`]).
 const BUILDER_PATIENCE: Duration = Duration::from_millis(250);
-/// After a batch was taken back, how long batches are built at normal priority
-/// without offering them to the builder (the machine is busy: its CPU time is
+/// After a batch was taken back, how long the writer builds batches itself without
+/// offering them to the builder (the machine is busy: its CPU time is
 /// the deliveries', and the log must keep up).
 const BUILDER_BUSY: Duration = Duration::from_secs(2);
 /// Records the writer builds between two yields to the requests on its thread, when
@@ -175,8 +175,8 @@ type Job = (Vec<Entry>, tokio::sync::oneshot::Sender<(Batch, Counts)>);
 struct Builder {
     /// At most one job: the writer waits for each batch before it gathers the next.
     job: Arc<(Mutex<Option<Job>>, std::sync::Condvar)>,
-    /// When a batch was last taken back: the machine is busy, and batches are built
-    /// at normal priority until [`BUILDER_BUSY`] has passed.
+    /// When a batch was last taken back: the machine is busy, and the writer builds
+    /// batches itself until [`BUILDER_BUSY`] has passed.
     busy_since: Option<Instant>,
 }
 
@@ -217,8 +217,8 @@ impl Builder {
         slot.take()
     }
 
-    /// The batch of `entries`, built on the builder thread, or here at normal
-    /// priority if the builder has not taken it within [`BUILDER_PATIENCE`].
+    /// The batch of `entries`, built on the builder thread, or here in the writer
+    /// task if the builder has not taken it within [`BUILDER_PATIENCE`].
     async fn build(&mut self, state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
         if self.busy_since.is_some_and(|t| t.elapsed() < BUILDER_BUSY) {
             return Self::build_here(state, entries).await;
@@ -244,7 +244,6 @@ impl Builder {
     /// Builds a batch in the writer task, letting the requests on its thread run
     /// every [`YIELD_EVERY`] records (building one takes microseconds).
     async fn build_here(state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
-        let rec = &state.recorder;
         let mut batch = Batch::default();
         let mut counts = Counts::default();
         for entry in entries {
@@ -253,7 +252,7 @@ impl Builder {
                 tokio::task::yield_now().await;
             }
         }
-        rec.log.prepare(&mut batch);
+        state.recorder.log.prepare(&mut batch);
         (batch, counts)
     }
 }

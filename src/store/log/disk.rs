@@ -212,15 +212,8 @@ impl DiskLog {
                 let mut meta = txn.open_table(META).map_err(backend)?;
                 let mut bytes = meta.get("bytes").map_err(backend)?.map_or(0, |v| v.value());
                 if let Some(Encoded { bytes: value, cost }) = &encoded {
-                    let number = frames
-                        .last()
-                        .map_err(backend)?
-                        .map_or(0, |(k, _)| k.value() + 1);
-                    frames.insert(number, value.as_slice()).map_err(backend)?;
-                    for r in &batch.records {
-                        ids.insert(r.delivery_id.as_str(), number)
-                            .map_err(backend)?;
-                    }
+                    let records = batch.records.iter().map(|r| r.delivery_id.as_str());
+                    put_frame(&mut frames, &mut ids, value, records)?;
                     bytes += cost;
                 }
                 let floor = bounds.keep_floor(now);
@@ -352,6 +345,24 @@ impl DiskLog {
     }
 }
 
+/// Stores a frame under the next number, and its records' IDs in the index.
+fn put_frame<'a>(
+    frames: &mut redb::Table<u64, &[u8]>,
+    ids: &mut redb::Table<&str, u64>,
+    frame: &[u8],
+    records: impl Iterator<Item = &'a str>,
+) -> Result<(), StoreError> {
+    let number = frames
+        .last()
+        .map_err(backend)?
+        .map_or(0, |(k, _)| k.value() + 1);
+    frames.insert(number, frame).map_err(backend)?;
+    for id in records {
+        ids.insert(id, number).map_err(backend)?;
+    }
+    Ok(())
+}
+
 /// The frames a read has decoded, by number: their records by delivery ID.
 #[derive(Default)]
 struct FrameCache {
@@ -414,15 +425,8 @@ fn convert_records_before_frames(db: &Database) -> Result<(), StoreError> {
                 let mut frames = txn.open_table(FRAMES).map_err(backend)?;
                 let mut ids = txn.open_table(IDS).map_err(backend)?;
                 let mut meta = txn.open_table(META).map_err(backend)?;
-                let number = frames
-                    .last()
-                    .map_err(backend)?
-                    .map_or(0, |(k, _)| k.value() + 1);
-                frames.insert(number, value.as_slice()).map_err(backend)?;
-                for r in &chunk {
-                    ids.insert(r.delivery_id.as_str(), number)
-                        .map_err(backend)?;
-                }
+                let records = chunk.iter().map(|r| r.delivery_id.as_str());
+                put_frame(&mut frames, &mut ids, &value, records)?;
                 // The old count is replaced frame by frame: it was a count of records.
                 let bytes = if converted == 0 {
                     0
