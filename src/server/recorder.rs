@@ -245,35 +245,52 @@ impl Builder {
     /// every [`YIELD_EVERY`] records (building one takes microseconds).
     async fn build_here(state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
         let mut batch = Batch::default();
-        let mut counts = Counts::default();
         for entry in entries {
-            add_built(state, &mut batch, &mut counts, entry);
+            add_built(state, &mut batch, entry);
             if batch.records.len().is_multiple_of(YIELD_EVERY) {
                 tokio::task::yield_now().await;
             }
         }
         state.recorder.log.prepare(&mut batch);
+        let counts = count_batch(&batch.records);
         (batch, counts)
     }
 }
 
 /// Builds the records of a batch, counts them, and encodes them for the store.
 fn build_batch(state: &AppState, entries: Vec<Entry>) -> (Batch, Counts) {
-    let rec = &state.recorder;
     let mut batch = Batch::default();
-    let mut counts = Counts::default();
     for entry in entries {
-        add_built(state, &mut batch, &mut counts, entry);
+        add_built(state, &mut batch, entry);
     }
-    rec.log.prepare(&mut batch);
+    state.recorder.log.prepare(&mut batch);
+    let counts = count_batch(&batch.records);
     (batch, counts)
 }
 
-/// Builds the record of `entry` into `batch`, and counts it.
-fn add_built(state: &AppState, batch: &mut Batch, counts: &mut Counts, entry: Entry) {
-    let r = state.recorder.build(state, entry);
-    count_into(counts, &r.route, &r.outcome, r.received_at);
-    batch.records.push(Arc::new(r));
+/// Builds the record of `entry` into `batch`.
+fn add_built(state: &AppState, batch: &mut Batch, entry: Entry) {
+    batch
+        .records
+        .push(Arc::new(state.recorder.build(state, entry)));
+}
+
+/// The counts of a batch's records by route, outcome and minute. A batch holds few
+/// distinct keys: they are found by a scan, and each is copied once.
+fn count_batch(records: &[Arc<DeliveryRecord>]) -> Counts {
+    let mut seen: Vec<(&str, &str, u64, u64)> = Vec::new();
+    for r in records {
+        let minute = minute_of(r.received_at);
+        match seen.iter_mut().find(|(route, outcome, m, _)| {
+            *m == minute && *route == r.route && *outcome == r.outcome
+        }) {
+            Some(k) => k.3 += 1,
+            None => seen.push((&r.route, &r.outcome, minute, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(route, outcome, minute, n)| ((route.to_owned(), outcome.to_owned(), minute), n))
+        .collect()
 }
 
 /// Makes the calling thread a background one (`SCHED_IDLE` on Linux); a thread that
@@ -757,12 +774,14 @@ fn routing_signature_headers<'a>(
 /// signature headers all say so (`Stripe-Signature`, `X-Hub-Signature-256`,
 /// `X-Shopify-Hmac-Sha256`, `PAYPAL-TRANSMISSION-SIG`, …).
 fn is_signature(name: &str) -> bool {
-    // Header names come lowercase from the parser: no copy unless one is not.
+    // Header names come lowercase from the parser: no copy unless one is not. Names
+    // are short: a scan of each window is cheaper than a substring searcher.
     let n: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
         name.to_ascii_lowercase().into()
     } else {
         name.into()
     };
+    let n = n.as_bytes();
     [
         "signature",
         "-sig",
@@ -775,7 +794,7 @@ fn is_signature(name: &str) -> bool {
         "password",
     ]
     .iter()
-    .any(|w| n.contains(w))
+    .any(|w| n.windows(w.len()).any(|x| x == w.as_bytes()))
 }
 
 fn approx_size(r: &DeliveryRecord) -> u64 {
@@ -879,6 +898,37 @@ fn human_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_is_counted_by_route_outcome_and_minute() {
+        let at = |route: &str, outcome: &str, ms: u64| {
+            let r: DeliveryRecord = serde_json::from_value(serde_json::json!({
+                "delivery_id": new_delivery_id(ms), "received_at": ms, "route": route,
+                "provider": "", "peer": "", "method": "POST", "path": "/", "headers": [],
+                "body_base64": false, "body_bytes": 0, "body_truncated": false, "outcome": outcome,
+                "status": 200, "duration_us": 0,
+            }))
+            .expect("a record");
+            Arc::new(r)
+        };
+        let minute = 1_764_590_040_000;
+        let records = [
+            at("a", "forwarded", minute),
+            at("a", "forwarded", minute + 59_999),
+            at("a", "forwarded", minute + 60_000),
+            at("a", "duplicate", minute),
+            at("b", "forwarded", minute + 1),
+        ];
+        let counts = count_batch(&records);
+        let key = |route: &str, outcome: &str, ms: u64| {
+            (route.to_owned(), outcome.to_owned(), minute_of(ms))
+        };
+        assert_eq!(counts.len(), 4, "{counts:?}");
+        assert_eq!(counts[&key("a", "forwarded", minute)], 2);
+        assert_eq!(counts[&key("a", "forwarded", minute + 60_000)], 1);
+        assert_eq!(counts[&key("a", "duplicate", minute)], 1);
+        assert_eq!(counts[&key("b", "forwarded", minute)], 1);
+    }
 
     #[cfg(target_os = "linux")]
     #[test]

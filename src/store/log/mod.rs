@@ -269,7 +269,21 @@ pub fn new_delivery_id(ms: u64) -> String {
     static NEXT: std::sync::OnceLock<AtomicU32> = std::sync::OnceLock::new();
     let next = NEXT.get_or_init(|| AtomicU32::new(rand::random::<u32>() & 0xffff_0000));
     let n = next.fetch_add(1, Ordering::Relaxed);
-    format!("{ms:012x}-{n:08x}")
+    // Written digit by digit: one is made for every request.
+    let mut id = String::with_capacity(21);
+    push_hex(&mut id, ms, 12);
+    id.push('-');
+    push_hex(&mut id, u64::from(n), 8);
+    id
+}
+
+/// Appends the hex digits of `v`, zero-padded to `digits` (as `{v:0digits$x}`).
+fn push_hex(s: &mut String, v: u64, digits: u32) {
+    let digits = digits.max(16 - v.leading_zeros() / 4);
+    for i in (0..digits).rev() {
+        let d = u32::try_from((v >> (i * 4)) & 0xf).unwrap_or_default();
+        s.push(char::from_digit(d, 16).unwrap_or('0'));
+    }
 }
 
 /// The lowest delivery ID of a millisecond (for `since`/`before` bounds and `keep`).
@@ -509,6 +523,25 @@ mod tests {
         assert_eq!(a.len(), 21);
         assert!(id_floor(1_764_590_000_123) < a);
         assert!(c < id_floor(1_764_590_000_125));
+    }
+
+    #[test]
+    fn ids_are_the_time_and_a_counter_in_fixed_width_hex() {
+        for ms in [
+            0,
+            1,
+            0xabc,
+            1_764_590_000_123,
+            (1 << 48) - 1,
+            1 << 48,
+            u64::MAX,
+        ] {
+            let id = new_delivery_id(ms);
+            let (time, n) = id.split_once('-').expect("a dash");
+            assert_eq!(time, format!("{ms:012x}"));
+            assert_eq!(n.len(), 8, "{id}");
+            assert!(u32::from_str_radix(n, 16).is_ok(), "{id}");
+        }
     }
 
     fn record(body: &str) -> DeliveryRecord {
