@@ -30,6 +30,7 @@ pub(super) struct RawConfig {
 /// `[log]`: the delivery log (`config/validate/log.rs`).
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct RawLog {
+    pub enabled: Option<bool>,
     pub keep: Option<Spanned<String>>,
     pub max_size: Option<Spanned<String>>,
     pub bodies: Option<Spanned<String>>,

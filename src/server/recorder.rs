@@ -57,6 +57,8 @@ const BATCH_BYTES: u64 = 4 << 20;
 const LINGER: Duration = Duration::from_millis(100);
 /// How often an idle log is trimmed to `keep`.
 const RETAIN_EVERY: Duration = Duration::from_secs(10);
+/// How often the counts are written when the log is off (`log.enabled = false`).
+const COUNTS_EVERY: Duration = Duration::from_secs(1);
 /// Refused requests recorded per route and client: a burst, then this many a second.
 pub(crate) const REFUSED_BURST: f64 = 20.0;
 pub(crate) const REFUSED_PER_SEC: f64 = 2.0;
@@ -74,7 +76,8 @@ const REDACTED: &str = "[redacted]";
 #[derive(Debug, Clone, Default)]
 struct LogMetrics {
     /// `written`, `dropped_full` (channel full), `write_failed`, `not_recorded`
-    /// (refused requests over their budget, only counted).
+    /// (only counted: refused requests over their budget, or every request with
+    /// `log.enabled = false`).
     records: Family<ResultLabel, Counter>,
     queued: Gauge,
 }
@@ -330,7 +333,7 @@ impl Recorder {
         let reg = metrics.registry_mut();
         reg.register(
             "log_records",
-            "Delivery log records: written, dropped_full (the recorder's queue was full), write_failed, not_recorded (refused requests over their budget, only counted)",
+            "Delivery log records: written, dropped_full (the recorder's queue was full), write_failed, not_recorded (only counted: refused requests over their budget, or every request with log.enabled = false)",
             m.records.clone(),
         );
         reg.register(
@@ -374,6 +377,13 @@ impl Recorder {
             // after each write, so the log never holds much more than max_size.
             let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
             let mut builder = Builder::start(&state);
+            // With the log off, no record wakes the writer: it writes the counts
+            // every COUNTS_EVERY instead.
+            let idle_wait = if rec.cfg.enabled {
+                RETAIN_EVERY
+            } else {
+                COUNTS_EVERY
+            };
             let mut retained = Instant::now();
             loop {
                 // Records already waiting are written at once; else the first one to
@@ -390,7 +400,7 @@ impl Recorder {
                                 rx.close();
                                 rx.recv().await
                             }
-                            () = tokio::time::sleep(RETAIN_EVERY) => None,
+                            () = tokio::time::sleep(idle_wait) => None,
                         },
                         true,
                     ),
@@ -511,13 +521,18 @@ impl Recorder {
         count_into(&mut lock(&self.counts), route, outcome, received_at);
     }
 
-    /// What the log needs of a request before the pipeline takes it.
-    pub(crate) fn seen<B>(req: &Request<B>, peer: SocketAddr, received_at: u64) -> Seen {
+    /// What the log needs of a request before the pipeline takes it (no headers when
+    /// the log is off: the request is only counted).
+    pub(crate) fn seen<B>(&self, req: &Request<B>, peer: SocketAddr, received_at: u64) -> Seen {
         Seen {
             received_at,
             method: req.method().clone(),
             uri: req.uri().clone(),
-            headers: req.headers().clone(),
+            headers: if self.cfg.enabled {
+                req.headers().clone()
+            } else {
+                http::HeaderMap::new()
+            },
             peer,
         }
     }
@@ -552,6 +567,11 @@ impl Recorder {
     /// Records one request to a route and gives the response back. Never waits, and
     /// copies nothing: the record is built by the writer.
     pub(crate) fn record(&self, state: &AppState, seen: Seen, done: Done, resp: Resp) -> Resp {
+        if !self.cfg.enabled {
+            self.count_only(&done.route, done.outcome.as_str(), seen.received_at);
+            self.metrics.count("not_recorded", 1);
+            return resp;
+        }
         if done.event_id.is_none() {
             let trusted = &state.routing.load().server.trusted_proxies;
             let client = super::limits::client_ip(seen.peer.ip(), &seen.headers, trusted);

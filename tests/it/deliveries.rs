@@ -262,6 +262,51 @@ async fn the_log_shows_and_replays_deliveries_on_redis() {
 
 /// An outsider's flood of refused requests: a burst is recorded, the rest counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_log_off_requests_are_only_counted() {
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&config(&Backend::Memory, &up, "enabled = false", "")).await;
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_off"), "evt_off")
+        .await;
+    assert_eq!(r.outcome(), "forwarded");
+    let r = crate::support::post(&gw.url("/webhooks/stripe"), &[], b"{}".to_vec()).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(up.count(), 1, "the delivery goes on as ever");
+    // Counted for the overview (written in the background), recorded nowhere.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let overview = loop {
+        let (_, overview) = admin(&gw, "GET", "/overview").await;
+        if overview["routes"][0]["last_hour"]["forwarded"] == 1
+            || tokio::time::Instant::now() > deadline
+        {
+            break overview;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        overview["routes"][0]["last_hour"]["forwarded"], 1,
+        "{overview}"
+    );
+    assert_eq!(
+        overview["routes"][0]["last_hour"]["missing_header"], 1,
+        "{overview}"
+    );
+    let (status, body) = admin(&gw, "GET", "/deliveries").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["deliveries"], serde_json::json!([]), "{body}");
+    let only_counted = gw
+        .metric("hookgate_log_records_total{result=\"not_recorded\"}")
+        .await;
+    assert_eq!(only_counted, 2.0);
+    assert_eq!(
+        gw.metric("hookgate_log_records_total{result=\"written\"}")
+            .await,
+        0.0
+    );
+    gw.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_refused_requests_from_one_client_is_bounded() {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&config(&Backend::Memory, &up, "", "")).await;

@@ -20,6 +20,8 @@ pub enum LogBodies {
 /// The validated `[log]` section.
 #[derive(Debug, Clone)]
 pub struct LogConfig {
+    /// `false`: no request is recorded, only counted (for `/overview`).
+    pub enabled: bool,
     /// Records older than this are deleted.
     pub keep: Duration,
     /// The most the log may take, in bytes of stored records (see the README's "The
@@ -48,6 +50,7 @@ impl LogConfig {
     /// The defaults on a backend.
     pub fn defaults(backend: &Backend) -> Self {
         Self {
+            enabled: true,
             keep: Self::KEEP,
             max_size: Self::default_max_size(backend),
             bodies: LogBodies::Verified,
@@ -63,6 +66,7 @@ impl Validator<'_> {
     /// `[log]`.
     pub(super) fn log(&mut self, raw: RawLog, backend: &Backend) -> LogConfig {
         let mut cfg = LogConfig::defaults(backend);
+        cfg.enabled = raw.enabled.unwrap_or(true);
         cfg.keep = self.duration(&raw.keep, "log.keep", LogConfig::KEEP);
         if let Some(s) = &raw.max_size {
             match size::parse(s.get_ref()) {
