@@ -478,7 +478,20 @@ mod tests {
     }
 
     fn open(dir: &tempfile::TempDir, max_size: u64) -> (DiskStore, DiskLog) {
-        let store = DiskStore::open(&dir.path().join("h.db")).expect("store");
+        // A store dropped just before still holds the file until its writer thread
+        // has seen it go: wait for that (bounded).
+        let path = dir.path().join("h.db");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let store = loop {
+            match DiskStore::open(&path) {
+                Ok(store) => break store,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    assert!(format!("{e:#}").contains("already open"), "{e:#}");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("store: {e:#}"),
+            }
+        };
         let bounds = Bounds {
             keep: Duration::from_secs(3600),
             max_size,
