@@ -254,9 +254,7 @@ impl Builder {
                 tokio::task::yield_now().await;
             }
         }
-        state.recorder.log.prepare(&mut batch);
-        let counts = count_batch(&batch.records);
-        (batch, counts)
+        finish_batch(state, batch)
     }
 }
 
@@ -266,8 +264,16 @@ fn build_batch(state: &AppState, entries: Vec<Entry>) -> (Batch, Counts) {
     for entry in entries {
         add_built(state, &mut batch, entry);
     }
+    finish_batch(state, batch)
+}
+
+/// Encodes a built batch for the store, and counts its records.
+fn finish_batch(state: &AppState, mut batch: Batch) -> (Batch, Counts) {
     state.recorder.log.prepare(&mut batch);
-    let counts = count_batch(&batch.records);
+    let mut counts = Counts::default();
+    for r in &batch.records {
+        count_into(&mut counts, &r.route, &r.outcome, r.received_at);
+    }
     (batch, counts)
 }
 
@@ -276,24 +282,6 @@ fn add_built(state: &AppState, batch: &mut Batch, entry: Entry) {
     batch
         .records
         .push(Arc::new(state.recorder.build(state, entry)));
-}
-
-/// The counts of a batch's records by route, outcome and minute. A batch holds few
-/// distinct keys: they are found by a scan, and each is copied once.
-fn count_batch(records: &[Arc<DeliveryRecord>]) -> Counts {
-    let mut seen: Vec<(&str, &str, u64, u64)> = Vec::new();
-    for r in records {
-        let minute = minute_of(r.received_at);
-        match seen.iter_mut().find(|(route, outcome, m, _)| {
-            *m == minute && *route == r.route && *outcome == r.outcome
-        }) {
-            Some(k) => k.3 += 1,
-            None => seen.push((&r.route, &r.outcome, minute, 1)),
-        }
-    }
-    seen.into_iter()
-        .map(|(route, outcome, minute, n)| ((route.to_owned(), outcome.to_owned(), minute), n))
-        .collect()
 }
 
 /// Makes the calling thread a background one (`SCHED_IDLE` on Linux); a thread that
@@ -735,9 +723,18 @@ impl Recorder {
 
 /// Counts one request in the per-minute counts by route and outcome.
 fn count_into(counts: &mut Counts, route: &str, outcome: &str, received_at: u64) {
-    *counts
-        .entry((route.to_owned(), outcome.to_owned(), minute_of(received_at)))
-        .or_default() += 1;
+    let minute = minute_of(received_at);
+    // Few keys wait at once (routes × outcomes × minutes since the last write): a
+    // scan finds one without copying the names, which a lookup by key would.
+    let pending = counts
+        .iter_mut()
+        .find(|((r, o, m), _)| *m == minute && r == route && o == outcome);
+    match pending {
+        Some((_, n)) => *n += 1,
+        None => {
+            counts.insert((route.to_owned(), outcome.to_owned(), minute), 1);
+        }
+    }
 }
 
 impl AppState {
@@ -939,7 +936,10 @@ mod tests {
             at("a", "duplicate", minute),
             at("b", "forwarded", minute + 1),
         ];
-        let counts = count_batch(&records);
+        let mut counts = Counts::default();
+        for r in &records {
+            count_into(&mut counts, &r.route, &r.outcome, r.received_at);
+        }
         let key = |route: &str, outcome: &str, ms: u64| {
             (route.to_owned(), outcome.to_owned(), minute_of(ms))
         };

@@ -269,21 +269,7 @@ pub fn new_delivery_id(ms: u64) -> String {
     static NEXT: std::sync::OnceLock<AtomicU32> = std::sync::OnceLock::new();
     let next = NEXT.get_or_init(|| AtomicU32::new(rand::random::<u32>() & 0xffff_0000));
     let n = next.fetch_add(1, Ordering::Relaxed);
-    // Written digit by digit: one is made for every request.
-    let mut id = String::with_capacity(21);
-    push_hex(&mut id, ms, 12);
-    id.push('-');
-    push_hex(&mut id, u64::from(n), 8);
-    id
-}
-
-/// Appends the hex digits of `v`, zero-padded to `digits` (as `{v:0digits$x}`).
-fn push_hex(s: &mut String, v: u64, digits: u32) {
-    let digits = digits.max(16 - v.leading_zeros() / 4);
-    for i in (0..digits).rev() {
-        let d = u32::try_from((v >> (i * 4)) & 0xf).unwrap_or_default();
-        s.push(char::from_digit(d, 16).unwrap_or('0'));
-    }
+    format!("{ms:012x}-{n:08x}")
 }
 
 /// The lowest delivery ID of a millisecond (for `since`/`before` bounds and `keep`).
