@@ -191,55 +191,88 @@ const REDACTED: &str = "[redacted]";
 /// Notion's `verification_token`, Figma's `passcode`, Graph's `clientState`, …).
 /// Credential headers (`Authorization`, `Cookie`, …) are redacted for every route.
 pub fn redact(r: &mut Replay, preset: Option<Preset>) {
-    let locations = preset.map(Preset::credential_locations).unwrap_or_default();
     for (name, value) in &mut r.headers {
-        let listed = CREDENTIAL_HEADERS
-            .iter()
-            .any(|h| name.eq_ignore_ascii_case(h))
-            || locations
-                .iter()
-                .any(|l| matches!(l, CredentialAt::Header(h) if name.eq_ignore_ascii_case(h)));
-        if listed {
+        if is_credential_header(name, preset) {
             *value = REDACTED.to_owned();
         }
     }
-    let params: Vec<&str> = locations
+    if let Some(clean) = r.query.as_deref().and_then(|q| redact_query(q, preset)) {
+        r.query = Some(clean);
+    }
+    if body_has_credentials(preset)
+        && let Some(clean) = redact_body(&r.body_bytes(), preset)
+    {
+        // `Replay::new` chooses between `body` and `body_base64`.
+        let fresh = Replay::new(&r.method, &r.path, None, Vec::new(), &clean);
+        r.body = fresh.body;
+        r.body_base64 = fresh.body_base64;
+    }
+}
+
+/// Whether a header carries a credential: one every capture redacts, or one the
+/// route's preset names.
+pub(crate) fn is_credential_header(name: &str, preset: Option<Preset>) -> bool {
+    CREDENTIAL_HEADERS
+        .iter()
+        .any(|h| name.eq_ignore_ascii_case(h))
+        || preset.is_some_and(|p| {
+            p.credential_locations()
+                .iter()
+                .any(|l| matches!(l, CredentialAt::Header(h) if name.eq_ignore_ascii_case(h)))
+        })
+}
+
+/// A query string with the preset's credential parameters' values redacted; `None`
+/// when the preset has no credential in the query.
+pub(crate) fn redact_query(query: &str, preset: Option<Preset>) -> Option<String> {
+    let params: Vec<&str> = preset
+        .map(Preset::credential_locations)
+        .unwrap_or_default()
         .iter()
         .filter_map(|l| match l {
             CredentialAt::Query(p) => Some(*p),
             _ => None,
         })
         .collect();
-    if let (Some(query), false) = (&r.query, params.is_empty()) {
-        let redacted: Vec<String> = query
-            .split('&')
-            .map(|pair| {
-                let raw_key = pair.split_once('=').map_or(pair, |(k, _)| k);
-                let key = form_urlencoded::parse(raw_key.as_bytes())
-                    .next()
-                    .map(|(k, _)| k.into_owned())
-                    .unwrap_or_default();
-                if params.contains(&key.as_str()) {
-                    format!("{raw_key}={REDACTED}")
-                } else {
-                    pair.to_owned()
-                }
-            })
-            .collect();
-        r.query = Some(redacted.join("&"));
+    if params.is_empty() {
+        return None;
     }
-    if locations
-        .iter()
-        .any(|l| matches!(l, CredentialAt::Json(_) | CredentialAt::JsonEach(..)))
-    {
-        let body = r.body_bytes();
-        if let Some(clean) = redact_json(&body, locations) {
-            // `Replay::new` chooses between `body` and `body_base64`.
-            let fresh = Replay::new(&r.method, &r.path, None, Vec::new(), &clean);
-            r.body = fresh.body;
-            r.body_base64 = fresh.body_base64;
-        }
+    let redacted: Vec<String> = query
+        .split('&')
+        .map(|pair| {
+            let raw_key = pair.split_once('=').map_or(pair, |(k, _)| k);
+            let key = form_urlencoded::parse(raw_key.as_bytes())
+                .next()
+                .map(|(k, _)| k.into_owned())
+                .unwrap_or_default();
+            if params.contains(&key.as_str()) {
+                format!("{raw_key}={REDACTED}")
+            } else {
+                pair.to_owned()
+            }
+        })
+        .collect();
+    Some(redacted.join("&"))
+}
+
+/// Whether the preset has a credential in the JSON body.
+pub(crate) fn body_has_credentials(preset: Option<Preset>) -> bool {
+    preset.is_some_and(|p| {
+        p.credential_locations()
+            .iter()
+            .any(|l| matches!(l, CredentialAt::Json(_) | CredentialAt::JsonEach(..)))
+    })
+}
+
+/// A body with the preset's credential fields redacted; `None` when it holds none.
+pub(crate) fn redact_body(body: &[u8], preset: Option<Preset>) -> Option<Vec<u8>> {
+    if !body_has_credentials(preset) {
+        return None;
     }
+    redact_json(
+        body,
+        preset.map(Preset::credential_locations).unwrap_or_default(),
+    )
 }
 
 /// The body with the credential fields' values replaced, or `None` when it holds

@@ -368,7 +368,7 @@ async fn replay(
     };
     let new_id = record.delivery_id.clone();
     tracing::info!(route = %record.route, event_id, replay_of = id, outcome, "delivery replayed by an operator");
-    state.recorder.push(record);
+    state.recorder.push(&record);
     json(
         StatusCode::OK,
         serde_json::json!({ "replayed": true, "delivery_id": new_id, "outcome": outcome, "status": status }),
@@ -482,11 +482,13 @@ pub(crate) fn stream<B>(state: &Arc<AppState>, req: &Request<B>) -> Response<Adm
                     };
                     let frame = match next {
                         Err(_) => Bytes::from_static(b": keepalive\n\n"),
-                        Ok(Ok(r)) if q.matches(&r) => {
-                            let data = r.summary().to_string();
-                            Bytes::from(format!("event: delivery\ndata: {data}\n\n"))
-                        }
-                        Ok(Ok(_)) => continue,
+                        Ok(Ok(r)) => match r.view().filter(|v| q.matches(v)) {
+                            Some(v) => {
+                                let data = v.record(false).summary().to_string();
+                                Bytes::from(format!("event: delivery\ndata: {data}\n\n"))
+                            }
+                            None => continue,
+                        },
                         // Fell behind: some records were skipped; the page reloads the
                         // list to catch up.
                         Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(n))) => {

@@ -160,7 +160,7 @@ pub(super) async fn handle(
                     headers,
                 )
             });
-        let logged = state.recorder.seen(&req, peer, received_at);
+        let logged = state.recorder.seen(&state, &req, peer, received_at);
         let mut seen = Seen::default();
         let limit = state.server.request_timeout;
         // `seen` is the delivery's log record, filled in as the pipeline goes, so that

@@ -1,9 +1,16 @@
-//! The delivery log's recorder: every request to a route becomes a
-//! [`DeliveryRecord`] handed to a bounded channel; a background task writes them in
-//! batches to the store's log (`store/log/`) and then tells the live streams
-//! (`GET /deliveries/stream`). Recording never refuses or delays a delivery: a full
-//! channel or a failed write drops records, and `hookgate_log_records_total` counts
-//! them.
+//! The delivery log's recorder: every request to a route becomes a record, written
+//! on the request's path as one buffer ([`Stored`]: a copy of what the log keeps, the
+//! credentials already redacted) and handed to a bounded channel; a background task
+//! writes them in batches to the store's log (`store/log/`) and then tells the live
+//! streams (`GET /deliveries/stream`). Recording never refuses or delays a delivery:
+//! a full channel or a failed write drops records, and `hookgate_log_records_total`
+//! counts them. Every request is counted in the overview's per-minute counts, recorded
+//! or not.
+//!
+//! The record is a copy, not the request's own parts: those hold the connection's
+//! read buffer, which the connection could not reuse while a record waited for the
+//! writer. [`Recorder::seen`] copies the path, query and headers before the pipeline
+//! takes the request; [`Recorder::record`] writes the record when the answer is known.
 //!
 //! Refused requests (anyone can send them) are recorded without their body, at most
 //! [`REFUSED_BURST`] at once and [`REFUSED_PER_SEC`] a second per route and client (a
@@ -21,6 +28,7 @@ use http::Request;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc};
 
 use super::AppState;
@@ -28,26 +36,26 @@ use super::respond::{Outcome, Resp};
 use crate::config::{LogBodies, LogConfig};
 use crate::provider::{Preset, Rejection, VerifyError};
 use crate::store::log::{
-    Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, QueueLink, minute_of, new_delivery_id,
+    Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, Raw, Stored, View, minute_of,
+    new_delivery_id,
 };
 use crate::telemetry::ResultLabel;
 
-/// How long a batch waits for the builder thread before the writer takes it back
-/// and builds it itself (see [`Builder`]).
-const BUILDER_PATIENCE: Duration = Duration::from_millis(250);
-/// After a batch was taken back, how long the writer builds batches itself without
-/// offering them to the builder (the machine is busy: its CPU time is
-/// the deliveries', and the log must keep up).
-const BUILDER_BUSY: Duration = Duration::from_secs(2);
-/// Records the writer builds between two yields to the requests on its thread, when
-/// it builds them itself.
-const YIELD_EVERY: usize = 16;
+/// How long a batch waits for the preparing thread before the writer takes it back
+/// and prepares it itself (see [`Preparer`]).
+const PREPARER_PATIENCE: Duration = Duration::from_millis(250);
+/// After a batch was taken back, how long the writer prepares batches itself without
+/// offering them to the thread (the machine is busy: its CPU time is the
+/// deliveries', and the log must keep up).
+const PREPARER_BUSY: Duration = Duration::from_secs(2);
 
 /// Records waiting for the writer at most: a tenth of a second's worth at the rates
 /// one gateway takes.
 const CHANNEL: usize = 16_384;
 /// Bytes of records waiting for the writer at most (bodies make records large).
 const QUEUED_BYTES: u64 = 64 << 20;
+/// Bytes counted per waiting record besides its buffer.
+const QUEUED_OVERHEAD: u64 = 64;
 /// Records or bytes one write takes at most.
 const BATCH_RECORDS: usize = 256;
 const BATCH_BYTES: u64 = 4 << 20;
@@ -103,87 +111,66 @@ struct Bucket {
 pub(crate) struct Recorder {
     pub(crate) log: DeliveryLog,
     pub(crate) cfg: LogConfig,
-    tx: mpsc::Sender<Entry>,
-    rx: Mutex<Option<mpsc::Receiver<Entry>>>,
+    tx: mpsc::Sender<Stored>,
+    rx: Mutex<Option<mpsc::Receiver<Stored>>>,
     queued_bytes: Arc<AtomicU64>,
+    /// Requests counted since the last write, by route, outcome and minute.
     counts: Mutex<Counts>,
-    live: broadcast::Sender<Arc<DeliveryRecord>>,
+    live: broadcast::Sender<Stored>,
     buckets: Mutex<HashMap<(String, IpAddr), Bucket>>,
     metrics: LogMetrics,
     /// Cancelled when the gateway stops: live streams end.
     pub(crate) closing: tokio_util::sync::CancellationToken,
 }
 
-/// What the recorder keeps of a request before the pipeline consumes it: reference-
-/// counted clones, so the request path copies no header, path or body. The record is
-/// built from it by the writer, off the request path.
+/// What the recorder keeps of a request before the pipeline consumes it: copies, in
+/// one buffer, of what its record shows.
 #[derive(Debug)]
 pub(crate) struct Seen {
     received_at: u64,
     method: http::Method,
-    uri: http::Uri,
-    headers: http::HeaderMap,
     peer: SocketAddr,
+    /// The client a refused request's budget is counted against (the peer, or the
+    /// client a trusted proxy names).
+    client: IpAddr,
+    /// [`Parts`] in postcard's encoding; empty when the log is off.
+    parts: Vec<u8>,
 }
 
-/// A request's record as the request path hands it over; [`Recorder::build`] makes the
-/// [`DeliveryRecord`] in the writer.
-#[derive(Debug)]
-struct Raw {
-    seen: Seen,
-    done: Done,
-    status: u16,
-    answer: Bytes,
-}
-
-/// What waits for the writer.
-#[derive(Debug)]
-enum Entry {
-    Raw(Box<Raw>),
-    /// A record the gateway built itself (an operator's replay).
-    Built(Box<DeliveryRecord>),
-}
-
-impl Entry {
-    /// Roughly what it will take in memory, for the queued-bytes bound.
-    fn approx_size(&self, max_body: usize) -> u64 {
-        match self {
-            Self::Raw(raw) => {
-                // An estimate: headers of a webhook delivery are short.
-                let headers = raw.seen.headers.len() * 96;
-                let body = raw.done.body.as_ref().map_or(0, |b| b.len().min(max_body));
-                (headers + body + raw.answer.len().min(ANSWER_BYTES) + 512) as u64
-            }
-            Self::Built(r) => approx_size(r),
-        }
-    }
+/// A request's path, query and headers, as [`Seen`] keeps them.
+#[derive(Serialize, Deserialize)]
+struct Parts<'a> {
+    path: &'a str,
+    #[serde(borrow)]
+    query: Option<&'a str>,
+    #[serde(borrow)]
+    headers: Vec<(&'a str, &'a str)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// What the writer hands the builder: a batch's entries, and where its records go.
-type Job = (Vec<Entry>, tokio::sync::oneshot::Sender<(Batch, Counts)>);
+/// What the writer hands the preparing thread: a batch, and where it goes back.
+type Job = (Batch, tokio::sync::oneshot::Sender<Batch>);
 
-/// The thread that builds records from what requests handed over and prepares them
-/// for the store (encodes and compresses a frame for the disk store). On Linux it is
-/// a `SCHED_IDLE` thread: it runs on CPU time the deliveries leave, and a delivery's
-/// thread that wakes takes the core from it at once. So that a saturated machine
-/// cannot starve the log, a batch the builder has not started within
-/// [`BUILDER_PATIENCE`] is taken back and built by the writer task, between the
-/// requests on its thread, and so are the batches of the next [`BUILDER_BUSY`]; records are
-/// dropped (and counted) only when the recorder's channel is full. The store's
-/// transaction runs at normal priority (it holds the file's write lock).
-struct Builder {
+/// The thread that prepares batches for the store (encodes and compresses the disk
+/// store's frame). On Linux it is a `SCHED_IDLE` thread: it runs on CPU time the
+/// deliveries leave, and a delivery's thread that wakes takes the core from it at
+/// once. So that a saturated machine cannot starve the log, a batch the thread has
+/// not started within [`PREPARER_PATIENCE`] is taken back and prepared by the writer
+/// task, and so are the batches of the next [`PREPARER_BUSY`]; records are dropped
+/// (and counted) only when the recorder's channel is full. The store's transaction
+/// runs at normal priority (it holds the file's write lock).
+struct Preparer {
     /// At most one job: the writer waits for each batch before it gathers the next.
     job: Arc<(Mutex<Option<Job>>, std::sync::Condvar)>,
-    /// When a batch was last taken back: the machine is busy, and the writer builds
-    /// batches itself until [`BUILDER_BUSY`] has passed.
+    /// When a batch was last taken back: the machine is busy, and the writer
+    /// prepares batches itself until [`PREPARER_BUSY`] has passed.
     busy_since: Option<Instant>,
 }
 
-impl Builder {
+impl Preparer {
     fn start(state: &Arc<AppState>) -> Self {
         let job: Arc<(Mutex<Option<Job>>, std::sync::Condvar)> = Arc::default();
         let shared = Arc::downgrade(&job);
@@ -196,13 +183,14 @@ impl Builder {
                 while let Some(job) = shared.upgrade() {
                     let next = Self::next(&job);
                     drop(job);
-                    if let Some((entries, reply)) = next {
-                        let _ = reply.send(build_batch(&state, entries));
+                    if let Some((mut batch, reply)) = next {
+                        state.recorder.log.prepare(&mut batch);
+                        let _ = reply.send(batch);
                     }
                 }
             });
         if let Err(e) = started {
-            tracing::warn!(error = %e, "the delivery log's builder thread did not start; records are built by the writer");
+            tracing::warn!(error = %e, "the delivery log's preparing thread did not start; the writer prepares its batches");
         }
         Self {
             job,
@@ -220,68 +208,32 @@ impl Builder {
         slot.take()
     }
 
-    /// The batch of `entries`, built on the builder thread, or here in the writer
-    /// task if the builder has not taken it within [`BUILDER_PATIENCE`].
-    async fn build(&mut self, state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
-        if self.busy_since.is_some_and(|t| t.elapsed() < BUILDER_BUSY) {
-            return Self::build_here(state, entries).await;
+    /// `batch` prepared for the store, on the preparing thread, or here in the
+    /// writer task if the thread has not taken it within [`PREPARER_PATIENCE`].
+    async fn prepare(&mut self, state: &AppState, mut batch: Batch) -> Batch {
+        let log = &state.recorder.log;
+        if !log.prepares() || self.busy_since.is_some_and(|t| t.elapsed() < PREPARER_BUSY) {
+            log.prepare(&mut batch);
+            return batch;
         }
-        let (reply, built) = tokio::sync::oneshot::channel();
-        *lock(&self.job.0) = Some((entries, reply));
+        let (reply, prepared) = tokio::sync::oneshot::channel();
+        *lock(&self.job.0) = Some((batch, reply));
         self.job.1.notify_one();
-        let mut built = built;
-        if let Ok(Ok(batch)) = tokio::time::timeout(BUILDER_PATIENCE, &mut built).await {
+        let mut prepared = prepared;
+        if let Ok(Ok(batch)) = tokio::time::timeout(PREPARER_PATIENCE, &mut prepared).await {
             return batch;
         }
         let waiting = lock(&self.job.0).take();
         match waiting {
-            Some((entries, _)) => {
+            Some((mut batch, _)) => {
                 self.busy_since = Some(Instant::now());
-                Self::build_here(state, entries).await
+                log.prepare(&mut batch);
+                batch
             }
-            // The builder has it: it is running.
-            None => built.await.unwrap_or_default(),
+            // The thread has it: it is running.
+            None => prepared.await.unwrap_or_default(),
         }
     }
-
-    /// Builds a batch in the writer task, letting the requests on its thread run
-    /// every [`YIELD_EVERY`] records (building one takes microseconds).
-    async fn build_here(state: &Arc<AppState>, entries: Vec<Entry>) -> (Batch, Counts) {
-        let mut batch = Batch::default();
-        for entry in entries {
-            add_built(state, &mut batch, entry);
-            if batch.records.len().is_multiple_of(YIELD_EVERY) {
-                tokio::task::yield_now().await;
-            }
-        }
-        finish_batch(state, batch)
-    }
-}
-
-/// Builds the records of a batch, counts them, and encodes them for the store.
-fn build_batch(state: &AppState, entries: Vec<Entry>) -> (Batch, Counts) {
-    let mut batch = Batch::default();
-    for entry in entries {
-        add_built(state, &mut batch, entry);
-    }
-    finish_batch(state, batch)
-}
-
-/// Encodes a built batch for the store, and counts its records.
-fn finish_batch(state: &AppState, mut batch: Batch) -> (Batch, Counts) {
-    state.recorder.log.prepare(&mut batch);
-    let mut counts = Counts::default();
-    for r in &batch.records {
-        count_into(&mut counts, &r.route, &r.outcome, r.received_at);
-    }
-    (batch, counts)
-}
-
-/// Builds the record of `entry` into `batch`.
-fn add_built(state: &AppState, batch: &mut Batch, entry: Entry) {
-    batch
-        .records
-        .push(Arc::new(state.recorder.build(state, entry)));
 }
 
 /// Makes the calling thread a background one (`SCHED_IDLE` on Linux); a thread that
@@ -348,7 +300,7 @@ impl Recorder {
     }
 
     /// New records as they are written, for a live stream.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Arc<DeliveryRecord>> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Stored> {
         self.live.subscribe()
     }
 
@@ -364,7 +316,7 @@ impl Recorder {
             // A write takes an eighth of max_size at most: the store trims the log
             // after each write, so the log never holds much more than max_size.
             let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
-            let mut builder = Builder::start(&state);
+            let mut preparer = Preparer::start(&state);
             // With the log off, no record wakes the writer: it writes the counts
             // every COUNTS_EVERY instead.
             let idle_wait = if rec.cfg.enabled {
@@ -393,7 +345,7 @@ impl Recorder {
                         true,
                     ),
                 };
-                let mut entries = Vec::new();
+                let mut records = Vec::new();
                 let mut bytes = 0;
                 if let Some(first) = first {
                     if waited && !stop.is_cancelled() {
@@ -403,10 +355,10 @@ impl Recorder {
                         }
                     }
                     let mut next = Some(first);
-                    while let Some(entry) = next {
-                        bytes += entry.approx_size(rec.cfg.max_body);
-                        entries.push(entry);
-                        next = (entries.len() < BATCH_RECORDS && bytes < batch_bytes)
+                    while let Some(record) = next {
+                        bytes += queued_size(&record);
+                        records.push(record);
+                        next = (records.len() < BATCH_RECORDS && bytes < batch_bytes)
                             .then(|| rx.try_recv().ok())
                             .flatten();
                     }
@@ -421,19 +373,19 @@ impl Recorder {
                     }
                     return;
                 }
-                let (mut batch, counts) = if entries.is_empty() {
-                    (Batch::default(), Counts::default())
-                } else {
-                    builder.build(&state, entries).await
+                let mut batch = Batch {
+                    records,
+                    ..Batch::default()
                 };
+                if !batch.records.is_empty() {
+                    batch = preparer.prepare(&state, batch).await;
+                }
                 rec.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 rec.metrics
                     .queued
                     .set(i64::try_from(rx.len()).unwrap_or(i64::MAX));
+                // The requests counted until now: those of these records and more.
                 batch.counts = std::mem::take(&mut *lock(&rec.counts));
-                for (k, v) in counts {
-                    *batch.counts.entry(k).or_default() += v;
-                }
                 let idle = batch.records.is_empty() && batch.counts.is_empty();
                 if idle && retained.elapsed() < RETAIN_EVERY {
                     continue;
@@ -448,13 +400,18 @@ impl Recorder {
 
     async fn write(&self, state: &AppState, batch: Batch) {
         let routes = route_names(state);
-        let records = batch.records.clone();
+        // Handles for the live streams, if one is open.
+        let live = if self.live.receiver_count() > 0 {
+            batch.records.clone()
+        } else {
+            Vec::new()
+        };
         let counts = batch.counts.clone();
-        let n = records.len() as u64;
+        let n = batch.records.len() as u64;
         match self.log.append(batch, &routes).await {
             Ok(()) => {
                 self.metrics.count("written", n);
-                for r in records {
+                for r in live {
                     let _ = self.live.send(r);
                 }
             }
@@ -472,57 +429,82 @@ impl Recorder {
 
     /// Records a delivery the gateway made itself (an operator's replay): counted
     /// and queued like any other, never rate-limited.
-    pub(crate) fn push(&self, record: DeliveryRecord) {
-        self.enqueue(Entry::Built(Box::new(record)));
-    }
-
-    fn enqueue(&self, entry: Entry) {
-        let size = entry.approx_size(self.cfg.max_body);
-        let dropped = if self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUED_BYTES
-        {
-            Some(entry)
-        } else {
-            self.tx
-                .try_send(entry)
-                .err()
-                .map(mpsc::error::TrySendError::into_inner)
-        };
-        if let Some(entry) = dropped {
-            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
-            self.metrics.count("dropped_full", 1);
-            // Still counted in the overview.
-            match entry {
-                Entry::Raw(raw) => {
-                    self.count_only(
-                        &raw.done.route,
-                        raw.done.outcome.as_str(),
-                        raw.seen.received_at,
-                    );
-                }
-                Entry::Built(r) => self.count_only(&r.route, &r.outcome, r.received_at),
-            }
+    pub(crate) fn push(&self, record: &DeliveryRecord) {
+        self.count_only(&record.route, &record.outcome, record.received_at);
+        if self.cfg.enabled {
+            self.enqueue(Stored::from_record(record));
         }
     }
 
-    /// Counts a request in the overview without recording it.
+    /// Hands a record to the writer, or drops it (and counts that) when the writer
+    /// is too far behind.
+    fn enqueue(&self, record: Stored) {
+        let size = queued_size(&record);
+        let full = self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUED_BYTES
+            || self.tx.try_send(record).is_err();
+        if full {
+            self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
+            self.metrics.count("dropped_full", 1);
+        }
+    }
+
+    /// Counts a request in the overview.
     fn count_only(&self, route: &str, outcome: &str, received_at: u64) {
         count_into(&mut lock(&self.counts), route, outcome, received_at);
     }
 
-    /// What the log needs of a request before the pipeline takes it (no headers when
-    /// the log is off: the request is only counted).
-    pub(crate) fn seen<B>(&self, req: &Request<B>, peer: SocketAddr, received_at: u64) -> Seen {
-        Seen {
+    /// What the log needs of a request before the pipeline takes it: its path, query
+    /// and headers, copied (nothing when the log is off: the request is only counted).
+    pub(crate) fn seen<B>(
+        &self,
+        state: &AppState,
+        req: &Request<B>,
+        peer: SocketAddr,
+        received_at: u64,
+    ) -> Seen {
+        let mut seen = Seen {
             received_at,
             method: req.method().clone(),
-            uri: req.uri().clone(),
-            headers: if self.cfg.enabled {
-                req.headers().clone()
-            } else {
-                http::HeaderMap::new()
-            },
             peer,
+            client: peer.ip(),
+            parts: Vec::new(),
+        };
+        if !self.cfg.enabled {
+            return seen;
         }
+        let trusted = &state.routing.load().server.trusted_proxies;
+        seen.client = super::limits::client_ip(peer.ip(), req.headers(), trusted);
+        // A value that is not visible ASCII (rare) is kept as its lossy text.
+        let lossy: Vec<String> = req
+            .headers()
+            .values()
+            .filter(|v| v.to_str().is_err())
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .collect();
+        let mut lossy = lossy.iter();
+        let headers = req
+            .headers()
+            .iter()
+            .map(|(n, v)| {
+                let v = v.to_str().ok().or_else(|| lossy.next().map(String::as_str));
+                (n.as_str(), v.unwrap_or_default())
+            })
+            .collect();
+        let parts = Parts {
+            path: req.uri().path(),
+            query: req.uri().query(),
+            headers,
+        };
+        let len = 16
+            + parts.path.len()
+            + parts.query.map_or(0, str::len)
+            + parts
+                .headers
+                .iter()
+                .map(|(n, v)| n.len() + v.len() + 4)
+                .sum::<usize>();
+        seen.parts = postcard::to_extend(&parts, Vec::with_capacity(len)).unwrap_or_default();
+        seen
     }
 
     /// Whether a refused request from `client` on `route` may be recorded now.
@@ -552,173 +534,100 @@ impl Recorder {
         }
     }
 
-    /// Records one request to a route and gives the response back. Never waits, and
-    /// copies nothing: the record is built by the writer.
+    /// Records one request to a route and gives the response back. Never waits: the
+    /// record is written to the store by the writer.
     pub(crate) fn record(&self, state: &AppState, seen: Seen, done: Done, resp: Resp) -> Resp {
-        if !self.cfg.enabled {
-            self.count_only(&done.route, done.outcome.as_str(), seen.received_at);
+        self.count_only(&done.route, done.outcome.as_str(), seen.received_at);
+        let recorded = self.cfg.enabled
+            && (done.event_id.is_some() || self.refused_budget(&done.route, seen.client));
+        if !recorded {
             self.metrics.count("not_recorded", 1);
             return resp;
         }
-        if done.event_id.is_none() {
-            let trusted = &state.routing.load().server.trusted_proxies;
-            let client = super::limits::client_ip(seen.peer.ip(), &seen.headers, trusted);
-            if !self.refused_budget(&done.route, client) {
-                self.count_only(&done.route, done.outcome.as_str(), seen.received_at);
-                self.metrics.count("not_recorded", 1);
-                return resp;
-            }
-        }
         let (parts, body) = resp.into_parts();
         let answer = full_bytes(body);
-        self.enqueue(Entry::Raw(Box::new(Raw {
-            seen,
-            done,
-            status: parts.status.as_u16(),
-            answer: answer.clone(),
-        })));
+        if let Some(record) = self.encode(state, &seen, &done, parts.status.as_u16(), &answer) {
+            self.enqueue(record);
+        }
         Resp::from_parts(parts, http_body_util::Full::new(answer))
     }
 
-    /// The record of what waited for the writer.
-    fn build(&self, state: &AppState, entry: Entry) -> DeliveryRecord {
-        let raw = match entry {
-            Entry::Built(r) => return *r,
-            Entry::Raw(raw) => *raw,
-        };
-        let Raw {
-            seen,
-            done,
-            status,
-            answer,
-        } = raw;
-        let keep_body = self.cfg.bodies == LogBodies::Verified && done.event_id.is_some();
-        let body = done.body.as_ref().filter(|_| keep_body);
-        // The body goes through the capture's redaction only where the preset has a
-        // credential in it (redacted whole, then cut to max_body); else it is not copied.
-        let in_body = done.provider.is_some_and(|p| {
-            p.credential_locations().iter().any(|l| {
-                matches!(
-                    l,
-                    crate::provider::catalogue::CredentialAt::Json(_)
-                        | crate::provider::catalogue::CredentialAt::JsonEach(..)
-                )
-            })
-        });
-        let headers: Vec<(String, String)> = seen
-            .headers
-            .iter()
-            .map(|(n, v)| {
-                // Visible ASCII, nearly always: copied as is; else lossily.
-                let v = v.to_str().map_or_else(
-                    |_| String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    str::to_owned,
-                );
-                (n.as_str().to_owned(), v)
-            })
-            .collect();
-        let path = seen.uri.path();
-        let mut r = crate::replay::Replay::new(
-            seen.method.as_str(),
-            path,
-            seen.uri.query(),
-            headers,
-            body.filter(|_| in_body).map(|b| &b[..]).unwrap_or_default(),
-        );
-        crate::capture::redact(&mut r, done.provider);
+    /// The record of a request: what [`Recorder::seen`] copied, with the credentials
+    /// and signatures redacted, and what the pipeline found out.
+    fn encode(
+        &self,
+        state: &AppState,
+        seen: &Seen,
+        done: &Done,
+        status: u16,
+        answer: &[u8],
+    ) -> Option<Stored> {
+        let mut parts: Parts<'_> = postcard::from_bytes(&seen.parts).ok()?;
+        let preset = done.provider;
         let routing = state.routing();
-        let signature_headers = routing_signature_headers(&routing, path);
-        for (name, value) in &mut r.headers {
+        let signature_headers = routing_signature_headers(&routing, parts.path);
+        for (name, value) in &mut parts.headers {
             if is_signature(name)
+                || crate::capture::is_credential_header(name, preset)
                 || signature_headers
                     .iter()
                     .any(|h| h.as_str().eq_ignore_ascii_case(name))
             {
-                *value = REDACTED.to_owned();
+                *value = REDACTED;
             }
         }
-        let (text, base64, truncated) = match body {
-            None => (None, false, false),
-            Some(raw) => {
-                let redacted;
-                let full: &[u8] = if in_body {
-                    redacted = r.body_bytes();
-                    &redacted
-                } else {
-                    raw
-                };
-                self.body_text(full)
-            }
-        };
-        let path = match &r.query {
-            Some(q) => format!("{path}?{q}"),
-            None => path.to_owned(),
-        };
-        let answer = {
-            let cut = &answer[..answer.len().min(ANSWER_BYTES)];
-            (!cut.is_empty()).then(|| String::from_utf8_lossy(cut).into_owned())
-        };
-        let queue = done
-            .queue
-            .then(|| done.event_id.clone())
-            .flatten()
-            .map(|id| QueueLink {
-                route: done.route.clone(),
-                event_id: id,
-            });
-        DeliveryRecord {
-            delivery_id: new_delivery_id(seen.received_at),
+        let query: Option<std::borrow::Cow<'_, str>> =
+            parts
+                .query
+                .map(|q| match crate::capture::redact_query(q, preset) {
+                    Some(clean) => clean.into(),
+                    None => q.into(),
+                });
+        let keep_body = self.cfg.bodies == LogBodies::Verified && done.event_id.is_some();
+        let full = done.body.as_deref().filter(|_| keep_body);
+        // Redacted (a copy) only where the preset has a credential in the body.
+        let redacted = full.and_then(|b| crate::capture::redact_body(b, preset));
+        let full = redacted.as_deref().or(full);
+        let body = full.map(|b| &b[..b.len().min(self.cfg.max_body)]);
+        let answer = &answer[..answer.len().min(ANSWER_BYTES)];
+        let delivery_id = new_delivery_id(seen.received_at);
+        let peer = seen.peer.to_string();
+        let secret = done.secret_index.map(|i| format!("secrets[{i}]"));
+        Some(Stored::encode(&View {
+            delivery_id: &delivery_id,
             received_at: seen.received_at,
-            route: done.route,
-            provider: done
-                .provider
-                .map(|p| p.name().to_owned())
-                .unwrap_or_default(),
-            peer: seen.peer.to_string(),
-            method: seen.method.to_string(),
-            path,
-            headers: r.headers,
-            body: text,
-            body_base64: base64,
+            route: &done.route,
+            provider: preset.map_or("", Preset::name),
+            peer: &peer,
+            method: seen.method.as_str(),
+            path: parts.path,
+            query: query.as_deref(),
+            headers: parts.headers,
+            body: body.map(Raw),
             body_bytes: done.body_len,
-            body_truncated: truncated,
-            event_id: done.event_id,
-            provider_delivery_id: done.provider_delivery_id,
-            event_type: done.event_type,
-            outcome: done.outcome.as_str().to_owned(),
+            body_truncated: full.is_some_and(|b| b.len() > self.cfg.max_body),
+            event_id: done.event_id.as_deref(),
+            provider_delivery_id: done.provider_delivery_id.as_deref(),
+            event_type: done.event_type.as_deref(),
+            outcome: done.outcome.as_str(),
             status,
-            answer,
+            answer: (!answer.is_empty()).then_some(Raw(answer)),
             duration_us: done.duration_us,
-            secret: done.secret_index.map(|i| format!("secrets[{i}]")),
-            reason: done.reason,
+            secret: secret.as_deref(),
+            reason: done.reason.as_deref(),
             replay_of: None,
-            queue,
-        }
+            queue: done
+                .event_id
+                .as_deref()
+                .filter(|_| done.queue)
+                .map(|id| (done.route.as_str(), id)),
+        }))
     }
+}
 
-    /// A body as the log keeps it: text (cut to `max_body`, at a character's end), or
-    /// base64 when it is not UTF-8; and whether it was cut.
-    fn body_text(&self, full: &[u8]) -> (Option<String>, bool, bool) {
-        let cut = full.len() > self.cfg.max_body;
-        let kept = &full[..full.len().min(self.cfg.max_body)];
-        match std::str::from_utf8(kept) {
-            Ok(t) => (Some(t.to_owned()), false, cut),
-            // Cut inside a character: the valid prefix.
-            Err(e) if cut && e.error_len().is_none() => (
-                Some(String::from_utf8_lossy(&kept[..e.valid_up_to()]).into_owned()),
-                false,
-                true,
-            ),
-            Err(_) => {
-                use base64::Engine as _;
-                (
-                    Some(base64::engine::general_purpose::STANDARD.encode(kept)),
-                    true,
-                    cut,
-                )
-            }
-        }
-    }
+/// What a waiting record counts against [`QUEUED_BYTES`].
+fn queued_size(r: &Stored) -> u64 {
+    r.len() as u64 + QUEUED_OVERHEAD
 }
 
 /// Counts one request in the per-minute counts by route and outcome.
@@ -814,16 +723,6 @@ fn is_signature(name: &str) -> bool {
     .any(|w| n.windows(w.len()).any(|x| x == w.as_bytes()))
 }
 
-fn approx_size(r: &DeliveryRecord) -> u64 {
-    (r.body.as_ref().map_or(0, String::len)
-        + r.answer.as_ref().map_or(0, String::len)
-        + r.headers
-            .iter()
-            .map(|(n, v)| n.len() + v.len())
-            .sum::<usize>()
-        + 512) as u64
-}
-
 /// The bytes of a response body the gateway built (a `Full`, complete at once).
 fn full_bytes(body: http_body_util::Full<Bytes>) -> Bytes {
     use futures_util::FutureExt as _;
@@ -917,28 +816,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_batch_is_counted_by_route_outcome_and_minute() {
-        let at = |route: &str, outcome: &str, ms: u64| {
-            let r: DeliveryRecord = serde_json::from_value(serde_json::json!({
-                "delivery_id": new_delivery_id(ms), "received_at": ms, "route": route,
-                "provider": "", "peer": "", "method": "POST", "path": "/", "headers": [],
-                "body_base64": false, "body_bytes": 0, "body_truncated": false, "outcome": outcome,
-                "status": 200, "duration_us": 0,
-            }))
-            .expect("a record");
-            Arc::new(r)
-        };
+    fn requests_are_counted_by_route_outcome_and_minute() {
         let minute = 1_764_590_040_000;
-        let records = [
-            at("a", "forwarded", minute),
-            at("a", "forwarded", minute + 59_999),
-            at("a", "forwarded", minute + 60_000),
-            at("a", "duplicate", minute),
-            at("b", "forwarded", minute + 1),
-        ];
         let mut counts = Counts::default();
-        for r in &records {
-            count_into(&mut counts, &r.route, &r.outcome, r.received_at);
+        for (route, outcome, ms) in [
+            ("a", "forwarded", minute),
+            ("a", "forwarded", minute + 59_999),
+            ("a", "forwarded", minute + 60_000),
+            ("a", "duplicate", minute),
+            ("b", "forwarded", minute + 1),
+        ] {
+            count_into(&mut counts, route, outcome, ms);
         }
         let key = |route: &str, outcome: &str, ms: u64| {
             (route.to_owned(), outcome.to_owned(), minute_of(ms))
@@ -952,7 +840,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[test]
-    fn the_builder_thread_runs_in_the_background() {
+    fn the_preparing_thread_runs_in_the_background() {
         use thread_priority::unix::{
             NormalThreadSchedulePolicy, ThreadSchedulePolicy, thread_schedule_policy,
         };

@@ -1,10 +1,12 @@
 //! The delivery log in the disk store's database file. Records are written in
 //! frames: each write of the recorder (up to a few hundred records gathered over
-//! 100 ms) is one value, the records' JSON compressed together, and a small index
-//! maps each delivery ID to its frame.
+//! 100 ms) is one value, the records ([`Stored`]) compressed together, and a small
+//! index maps each delivery ID to its frame.
 //!
 //! ```text
-//! log_frames   frame number → [FRAME] records (u32) max ID (u8 length, bytes) packed JSON array
+//! log_frames   frame number → [FRAME] records (u32) max ID (u8 length, bytes) packed records
+//!                             (each: length u32, then its bytes); frames of form 2 hold a
+//!                             JSON array of records, as they were written before
 //! log_ids      delivery ID → frame number
 //! log_meta     "bytes" → what the frames count against max_size
 //! log_counts   (minute, "route\noutcome") → requests
@@ -37,7 +39,7 @@ use redb::{
     TableDefinition, TableHandle as _,
 };
 
-use super::{Batch, Bounds, COUNT_MINUTES, DeliveryRecord, Encoded, LogPage, LogQuery};
+use super::{Batch, Bounds, COUNT_MINUTES, DeliveryRecord, Encoded, LogPage, LogQuery, Stored};
 use crate::store::{DiskStore, StoreError};
 
 /// frame number → a frame (see the module's table).
@@ -53,7 +55,9 @@ const COUNTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("log_coun
 const BEFORE_FRAMES: TableDefinition<&str, &[u8]> = TableDefinition::new("log");
 
 /// The first byte of a frame (the form may change; a frame of another form is skipped).
-const FRAME: u8 = 2;
+const FRAME: u8 = 3;
+/// The form of frames written before records were [`Stored`]: a JSON array.
+const FRAME_JSON: u8 = 2;
 /// Bytes counted per record besides its frame's size: its entry in `log_ids`.
 const ID_ENTRY: u64 = 64;
 /// Bytes counted per frame besides its size: its entry and the B-tree around it.
@@ -70,17 +74,20 @@ fn backend(e: impl std::fmt::Display) -> StoreError {
 
 /// A frame's bytes for `records` (sorted or not), and what it counts against
 /// `max_size`.
-fn frame(records: &[&DeliveryRecord]) -> Encoded {
-    let json = serde_json::to_vec(records).unwrap_or_default();
-    let max_id = records
-        .iter()
-        .map(|r| r.delivery_id.as_str())
-        .max()
-        .unwrap_or_default();
+fn frame(records: &[Stored]) -> Encoded {
+    let mut packed = Vec::with_capacity(records.iter().map(|r| 4 + r.len()).sum());
+    let mut max_id = "";
+    for r in records {
+        if let Some(h) = r.head() {
+            max_id = max_id.max(h.delivery_id);
+        }
+        packed.extend_from_slice(&u32::try_from(r.len()).unwrap_or(u32::MAX).to_le_bytes());
+        packed.extend_from_slice(r.as_bytes());
+    }
     // IDs are 21 bytes; one that is not (a foreign record) is cut, which only makes
     // the frame go a little earlier for `keep`.
     let max_id = &max_id.as_bytes()[..max_id.len().min(usize::from(u8::MAX))];
-    let mut out = Vec::with_capacity(1 + 4 + 1 + max_id.len() + 4 + json.len() / 4);
+    let mut out = Vec::with_capacity(1 + 4 + 1 + max_id.len() + 4 + packed.len() / 2);
     out.push(FRAME);
     out.extend_from_slice(
         &u32::try_from(records.len())
@@ -89,7 +96,7 @@ fn frame(records: &[&DeliveryRecord]) -> Encoded {
     );
     out.push(u8::try_from(max_id.len()).unwrap_or(u8::MAX));
     out.extend_from_slice(max_id);
-    super::pack_into(&json, &mut out);
+    super::pack_into(&packed, &mut out);
     let cost = frame_cost(out.len(), records.len());
     Encoded { bytes: out, cost }
 }
@@ -107,7 +114,7 @@ struct FrameHead<'a> {
 }
 
 fn frame_head(bytes: &[u8]) -> Option<FrameHead<'_>> {
-    let (&FRAME, rest) = bytes.split_first()? else {
+    let (&(FRAME | FRAME_JSON), rest) = bytes.split_first()? else {
         return None;
     };
     let records = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
@@ -120,10 +127,24 @@ fn frame_head(bytes: &[u8]) -> Option<FrameHead<'_>> {
     })
 }
 
-/// A frame's records; `None` if it is damaged.
-fn frame_records(bytes: &[u8]) -> Option<Vec<DeliveryRecord>> {
-    let json = super::unpack(frame_head(bytes)?.packed)?;
-    serde_json::from_slice(&json).ok()
+/// A frame's records (each a slice of the frame's one buffer); `None` if it is
+/// damaged.
+fn frame_records(bytes: &[u8]) -> Option<Vec<Stored>> {
+    let unpacked = super::unpack(frame_head(bytes)?.packed)?;
+    if bytes.first() == Some(&FRAME_JSON) {
+        let records: Vec<DeliveryRecord> = serde_json::from_slice(&unpacked).ok()?;
+        return Some(records.iter().map(Stored::from_record).collect());
+    }
+    let all = bytes::Bytes::from(unpacked);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < all.len() {
+        let len = u32::from_le_bytes(all.get(at..at + 4)?.try_into().ok()?) as usize;
+        let end = at.checked_add(4 + len).filter(|e| *e <= all.len())?;
+        out.push(Stored::from_bytes(all.slice(at + 4..end)));
+        at = end;
+    }
+    Some(out)
 }
 
 /// The disk store's log.
@@ -164,9 +185,8 @@ impl DiskLog {
     }
 
     /// `records` as one frame (`None` for none).
-    pub(super) fn encode(records: &[Arc<DeliveryRecord>]) -> Option<Encoded> {
-        let records: Vec<&DeliveryRecord> = records.iter().map(|r| &**r).collect();
-        (!records.is_empty()).then(|| frame(&records))
+    pub(super) fn encode(records: &[Stored]) -> Option<Encoded> {
+        (!records.is_empty()).then(|| frame(records))
     }
 
     pub(super) async fn append(
@@ -178,7 +198,7 @@ impl DiskLog {
         let written: u64 = batch
             .records
             .iter()
-            .map(|r| super::ENTRY_OVERHEAD + r.body.as_ref().map_or(0, |b| b.len() as u64))
+            .map(|r| super::ENTRY_OVERHEAD + r.len() as u64)
             .sum();
         let durable = {
             let mut synced = self
@@ -212,8 +232,8 @@ impl DiskLog {
                 let mut meta = txn.open_table(META).map_err(backend)?;
                 let mut bytes = meta.get("bytes").map_err(backend)?.map_or(0, |v| v.value());
                 if let Some(Encoded { bytes: value, cost }) = &encoded {
-                    let records = batch.records.iter().map(|r| r.delivery_id.as_str());
-                    put_frame(&mut frames, &mut ids, value, records)?;
+                    let records = batch.records.iter().filter_map(|r| r.head());
+                    put_frame(&mut frames, &mut ids, value, records.map(|h| h.delivery_id))?;
                     bytes += cost;
                 }
                 let floor = bounds.keep_floor(now);
@@ -308,7 +328,9 @@ impl DiskLog {
                 return Ok(None);
             };
             let frames = txn.open_table(FRAMES).map_err(backend)?;
-            Ok(FrameCache::default().take(&frames, number.value(), &id))
+            Ok(FrameCache::default()
+                .take(&frames, number.value(), &id)
+                .and_then(|r| r.record(true)))
         })
         .await
     }
@@ -366,7 +388,7 @@ fn put_frame<'a>(
 /// The frames a read has decoded, by number: their records by delivery ID.
 #[derive(Default)]
 struct FrameCache {
-    frames: HashMap<u64, HashMap<String, DeliveryRecord>>,
+    frames: HashMap<u64, HashMap<String, Stored>>,
 }
 
 impl FrameCache {
@@ -376,7 +398,7 @@ impl FrameCache {
         frames: &redb::ReadOnlyTable<u64, &[u8]>,
         number: u64,
         id: &str,
-    ) -> Option<DeliveryRecord> {
+    ) -> Option<Stored> {
         let records = self.frames.entry(number).or_insert_with(|| {
             frames
                 .get(number)
@@ -385,7 +407,7 @@ impl FrameCache {
                 .and_then(|v| frame_records(v.value()))
                 .unwrap_or_default()
                 .into_iter()
-                .map(|r| (r.delivery_id.clone(), r))
+                .filter_map(|r| Some((r.head()?.delivery_id.to_owned(), r)))
                 .collect()
         });
         records.remove(id)
@@ -415,18 +437,22 @@ fn convert_records_before_frames(db: &Database) -> Result<(), StoreError> {
                     break;
                 };
                 // A record that does not read is dropped: it could not be shown anyway.
-                if let Some(r) = DeliveryRecord::decode(v.value()) {
+                if let Some(r) = Stored::unpack(v.value()) {
                     chunk.push(r);
                 }
             }
             if !chunk.is_empty() {
-                let records: Vec<&DeliveryRecord> = chunk.iter().collect();
-                let Encoded { bytes: value, cost } = frame(&records);
+                let Encoded { bytes: value, cost } = frame(&chunk);
                 let mut frames = txn.open_table(FRAMES).map_err(backend)?;
                 let mut ids = txn.open_table(IDS).map_err(backend)?;
                 let mut meta = txn.open_table(META).map_err(backend)?;
-                let records = chunk.iter().map(|r| r.delivery_id.as_str());
-                put_frame(&mut frames, &mut ids, &value, records)?;
+                let records = chunk.iter().filter_map(|r| r.head());
+                put_frame(
+                    &mut frames,
+                    &mut ids,
+                    &value,
+                    records.map(|h| h.delivery_id),
+                )?;
                 // The old count is replaced frame by frame: it was a count of records.
                 let bytes = if converted == 0 {
                     0
@@ -457,10 +483,13 @@ fn convert_records_before_frames(db: &Database) -> Result<(), StoreError> {
 mod tests {
     use super::*;
 
-    fn record(id: &str, body: &str) -> Arc<DeliveryRecord> {
+    fn record(id: &str, body: &str) -> Stored {
+        Stored::from_record(&json_record(id, body))
+    }
+
+    fn json_record(id: &str, body: &str) -> DeliveryRecord {
         let ms = u64::from_str_radix(&id[..12], 16).expect("an ID");
-        Arc::new(
-            serde_json::from_value(serde_json::json!({
+        serde_json::from_value(serde_json::json!({
                 "delivery_id": id, "received_at": ms, "route": "r", "provider": "stripe",
                 "peer": "127.0.0.1:1", "method": "POST", "path": "/r", "headers": [],
                 "body": body, "body_base64": false, "body_bytes": body.len(),
@@ -468,9 +497,8 @@ mod tests {
                 "event_type": null, "outcome": "forwarded", "status": 200, "answer": null,
                 "duration_us": 1, "secret": null, "reason": null, "replay_of": null,
                 "queue": null,
-            }))
-            .expect("a record"),
-        )
+        }))
+        .expect("a record")
     }
 
     fn id(ms: u64, n: u32) -> String {
@@ -560,7 +588,7 @@ mod tests {
     async fn the_oldest_frame_goes_with_its_ids_and_later_frames_keep_theirs() {
         let dir = tempfile::tempdir().expect("dir");
         // Room for about two frames of two records.
-        let one = frame(&[&record(&id(1, 1), "{}"), &record(&id(1, 2), "{}")]).cost;
+        let one = frame(&[record(&id(1, 1), "{}"), record(&id(1, 2), "{}")]).cost;
         let (_store, log) = open(&dir, one * 2 + one / 2);
         let now = crate::queue::now_ms();
         let (a, b, c, d, e, f) = (
@@ -600,7 +628,7 @@ mod tests {
             {
                 let mut old = txn.open_table(BEFORE_FRAMES).expect("table");
                 for i in &ids {
-                    let json = serde_json::to_vec(&*record(i, "{\"old\":true}")).expect("json");
+                    let json = serde_json::to_vec(&json_record(i, "{\"old\":true}")).expect("json");
                     old.insert(i.as_str(), json.as_slice()).expect("insert");
                 }
             }
@@ -629,5 +657,52 @@ mod tests {
                 .expect("tables")
                 .any(|t| t.name() == BEFORE_FRAMES.name())
         );
+    }
+
+    #[tokio::test]
+    async fn frames_of_json_records_written_before_still_read() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (store, log) = open(&dir, 1 << 30);
+        let now = crate::queue::now_ms();
+        let (a, b) = (id(now, 1), id(now + 1, 2));
+        // A frame as it was written before records were stored in one buffer.
+        let json =
+            serde_json::to_vec(&[json_record(&a, "{\"a\":1}"), json_record(&b, "{\"b\":2}")])
+                .expect("json");
+        let mut value = vec![FRAME_JSON];
+        value.extend_from_slice(&2_u32.to_le_bytes());
+        value.push(21);
+        value.extend_from_slice(b.as_bytes());
+        super::super::pack_into(&json, &mut value);
+        {
+            let db = store.database().expect("db");
+            let txn = db.begin_write().expect("txn");
+            {
+                let mut frames = txn.open_table(FRAMES).expect("frames");
+                let mut ids = txn.open_table(IDS).expect("ids");
+                put_frame(
+                    &mut frames,
+                    &mut ids,
+                    &value,
+                    [a.as_str(), b.as_str()].into_iter(),
+                )
+                .expect("put");
+            }
+            txn.commit().expect("commit");
+        }
+        write(&log, &[&id(now + 2, 3)]).await;
+        let page = log
+            .list(
+                &LogQuery {
+                    limit: 10,
+                    ..LogQuery::default()
+                },
+                &[],
+            )
+            .await
+            .expect("list");
+        assert_eq!(listed(&page), [&id(now + 2, 3), &b, &a]);
+        let old = log.get(&a, &[]).await.expect("get").expect("found");
+        assert_eq!(old.body.as_deref(), Some("{\"a\":1}"));
     }
 }

@@ -2,18 +2,49 @@
 //! once the log is past `max_size` or `keep`. Dropping a record frees it (unless a
 //! reader still holds it for an answer), so the process gives the memory back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use super::{Batch, Bounds, COUNT_MINUTES, Counts, DeliveryRecord, LogPage, LogQuery};
+use super::{Batch, Bounds, COUNT_MINUTES, Counts, DeliveryRecord, LogPage, LogQuery, Stored};
 use crate::store::StoreError;
+
+/// Bytes counted per record besides its buffer: its slot in the ring (the key, the
+/// buffer's handle, its cost) and the allocator's rounding of the buffer, at most an
+/// eighth of it (counted in [`cost`]).
+const SLOT: u64 = 64;
+
+/// A record's delivery ID as the ring's key: its bytes, padded. IDs the gateway makes
+/// are 21 bytes; a bound of another length compares as its bytes would.
+type Key = [u8; 24];
+
+fn key(id: &str) -> Key {
+    let mut k = [0; 24];
+    let n = id.len().min(k.len());
+    k[..n].copy_from_slice(&id.as_bytes()[..n]);
+    k
+}
+
+/// What a record counts against `max_size`.
+fn cost(r: &Stored) -> u64 {
+    let len = r.len() as u64;
+    len + len / 8 + SLOT
+}
 
 #[derive(Debug, Default)]
 struct Ring {
-    /// Each record with what it counts against `max_size`.
-    records: BTreeMap<String, (Arc<DeliveryRecord>, u64)>,
+    /// Records in ID order, each with what it counts against `max_size`. Records come
+    /// nearly in order (a write's, within a tenth of a second): each goes in near
+    /// the back.
+    records: VecDeque<(Key, Stored, u64)>,
     bytes: u64,
     counts: Counts,
+}
+
+impl Ring {
+    /// Where records from `k` on start.
+    fn at(&self, k: &Key) -> usize {
+        self.records.partition_point(|(have, _, _)| have < k)
+    }
 }
 
 /// The memory store's log.
@@ -39,25 +70,30 @@ impl MemoryLog {
 
     pub(super) async fn append(&self, batch: Batch, _routes: &[String]) -> Result<(), StoreError> {
         let now = crate::queue::now_ms();
-        let floor = self.bounds.keep_floor(now);
+        let floor = key(&self.bounds.keep_floor(now));
         let mut guard = self.lock();
         let ring = &mut *guard;
         for r in batch.records {
-            // What it takes in the process (without encoding it: this runs for every
-            // delivery), its key in the map included.
-            let cost = DeliveryRecord::cost(r.heap_len() + r.delivery_id.len() + 16);
-            let old = ring.records.insert(r.delivery_id.clone(), (r, cost));
-            ring.bytes += cost;
-            if let Some((_, c)) = old {
-                ring.bytes -= c;
+            let Some(k) = r.head().map(|h| key(h.delivery_id)) else {
+                continue;
+            };
+            let c = cost(&r);
+            ring.bytes += c;
+            let at = ring.at(&k);
+            match ring.records.get_mut(at) {
+                Some(slot) if slot.0 == k => {
+                    ring.bytes -= slot.2;
+                    *slot = (k, r, c);
+                }
+                _ => ring.records.insert(at, (k, r, c)),
             }
         }
-        while let Some(entry) = ring.records.first_entry() {
-            if ring.bytes <= self.bounds.max_size && *entry.key() >= floor {
+        while let Some((k, _, c)) = ring.records.front() {
+            if ring.bytes <= self.bounds.max_size && *k >= floor {
                 break;
             }
-            let (_, cost) = entry.remove();
-            ring.bytes = ring.bytes.saturating_sub(cost);
+            ring.bytes = ring.bytes.saturating_sub(*c);
+            ring.records.pop_front();
         }
         let minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
         super::merge_counts(&mut ring.counts, &batch.counts, minute);
@@ -69,21 +105,19 @@ impl MemoryLog {
         q: &LogQuery,
         _routes: &[String],
     ) -> Result<LogPage, StoreError> {
-        // Copies of the Arcs in range, taken under the lock; filtered outside it.
-        let (upper, lower) = (q.upper(), q.lower().unwrap_or_default());
-        let candidates: Vec<Arc<DeliveryRecord>> = {
+        // Handles of the records in range, taken under the lock; read outside it.
+        let candidates: Vec<Stored> = {
             let ring = self.lock();
-            let range = match &upper {
-                Some(u) => ring.records.range(lower..u.clone()),
-                None => ring.records.range(lower..),
-            };
-            range
+            let start = q.lower().map_or(0, |l| ring.at(&key(&l)));
+            let end = q.upper().map_or(ring.records.len(), |u| ring.at(&key(&u)));
+            ring.records
+                .range(start..end.max(start))
                 .rev()
                 .take(super::SCAN_BUDGET + 1)
-                .map(|(_, (r, _))| r.clone())
+                .map(|(_, r, _)| r.clone())
                 .collect()
         };
-        Ok(super::page_from(q, candidates.iter().map(|r| &**r)))
+        Ok(super::page_from(q, candidates.iter()))
     }
 
     pub(super) async fn get(
@@ -91,7 +125,15 @@ impl MemoryLog {
         id: &str,
         _routes: &[String],
     ) -> Result<Option<DeliveryRecord>, StoreError> {
-        Ok(self.lock().records.get(id).map(|(r, _)| (**r).clone()))
+        let k = key(id);
+        let found = {
+            let ring = self.lock();
+            ring.records
+                .get(ring.at(&k))
+                .filter(|(have, _, _)| *have == k)
+                .map(|(_, r, _)| r.clone())
+        };
+        Ok(found.and_then(|r| r.record(true)))
     }
 
     pub(super) async fn counts(

@@ -17,17 +17,19 @@
 //! each). Record IDs sort by time, so every backend lists its records in ID order and
 //! drops from the low end (on disk, a frame at a time).
 //!
-//! What counts against `max_size` is what is stored (records' JSON, compressed: one
-//! by one in Redis, a write's records together on disk) plus bytes for the structures
-//! that hold it ([`ENTRY_OVERHEAD`] a record; on disk, that a frame and 64 a record);
-//! the store's own overhead beyond that is the margin the README states.
+//! Every backend keeps a record as one buffer ([`Stored`], `record.rs`), written on
+//! the request's path. What counts against `max_size` is what is stored (the buffers:
+//! in memory as they are, compressed one by one in Redis, a write's together on disk)
+//! plus bytes for the structures that hold them ([`ENTRY_OVERHEAD`] a record in Redis,
+//! `memory.rs` and `disk.rs` say theirs); the store's own overhead beyond that is the
+//! margin the README states.
 
 mod disk;
 mod memory;
+mod record;
 mod redis;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -36,14 +38,18 @@ use super::{Store, StoreError};
 
 pub use self::disk::DiskLog;
 pub use self::memory::MemoryLog;
+pub use self::record::{Raw, Stored, View};
 pub use self::redis::RedisLog;
 
 /// Bytes counted per record besides its stored form: the index entry, the map node, the
 /// allocation slack of the structures that hold it.
 pub const ENTRY_OVERHEAD: u64 = 256;
 
-/// The tag of a stored record that is LZ4-compressed JSON (plain JSON starts with `{`).
+/// The tag of a record in Redis that is LZ4-compressed JSON, how records were kept
+/// before [`Stored`] (plain JSON, before that, starts with `{`).
 const LZ4_JSON: u8 = 1;
+/// The tag of a record in Redis that is a [`Stored`] record, LZ4-compressed.
+const LZ4_STORED: u8 = 2;
 
 /// The most a stored record or frame may decode to: the length comes from the store,
 /// and a damaged one must not make the reader allocate without limit. A frame holds
@@ -139,125 +145,36 @@ impl DeliveryRecord {
         v
     }
 
-    /// A copy without `body` and `answer`.
-    pub fn without_body(&self) -> Self {
-        let Self {
-            delivery_id,
-            received_at,
-            route,
-            provider,
-            peer,
-            method,
-            path,
-            headers,
-            body: _,
-            body_base64,
-            body_bytes,
-            body_truncated,
-            event_id,
-            provider_delivery_id,
-            event_type,
-            outcome,
-            status,
-            answer: _,
-            duration_us,
-            secret,
-            reason,
-            replay_of,
-            queue,
-        } = self;
-        Self {
-            delivery_id: delivery_id.clone(),
-            received_at: *received_at,
-            route: route.clone(),
-            provider: provider.clone(),
-            peer: peer.clone(),
-            method: method.clone(),
-            path: path.clone(),
-            headers: headers.clone(),
-            body: None,
-            body_base64: *body_base64,
-            body_bytes: *body_bytes,
-            body_truncated: *body_truncated,
-            event_id: event_id.clone(),
-            provider_delivery_id: provider_delivery_id.clone(),
-            event_type: event_type.clone(),
-            outcome: outcome.clone(),
-            status: *status,
-            answer: None,
-            duration_us: *duration_us,
-            secret: secret.clone(),
-            reason: reason.clone(),
-            replay_of: replay_of.clone(),
-            queue: queue.clone(),
-        }
-    }
-
-    /// The bytes the record takes in the process, as the memory store counts it:
-    /// each text field's allocation (rounded up to a 16-byte size class, plus 16 for
-    /// the allocator), the header list, and the record itself behind its `Arc`. The
-    /// text alone undercounts a record of many short headers by half or more.
-    pub fn heap_len(&self) -> usize {
-        fn text(s: &str) -> usize {
-            if s.is_empty() {
-                0
-            } else {
-                s.len().next_multiple_of(16) + 16
-            }
-        }
-        let opt = |s: &Option<String>| s.as_deref().map_or(0, text);
-        text(&self.delivery_id)
-            + text(&self.route)
-            + text(&self.provider)
-            + text(&self.peer)
-            + text(&self.method)
-            + text(&self.path)
-            + self.headers.capacity() * std::mem::size_of::<(String, String)>()
-            + 16
-            + self
-                .headers
-                .iter()
-                .map(|(n, v)| text(n) + text(v))
-                .sum::<usize>()
-            + opt(&self.body)
-            + opt(&self.event_id)
-            + opt(&self.provider_delivery_id)
-            + opt(&self.event_type)
-            + text(&self.outcome)
-            + opt(&self.answer)
-            + opt(&self.secret)
-            + opt(&self.reason)
-            + opt(&self.replay_of)
-            + self
-                .queue
-                .as_ref()
-                .map_or(0, |q| text(&q.route) + text(&q.event_id))
-            + std::mem::size_of::<Self>()
-            + 16
-    }
-
-    /// The stored form in Redis: [`LZ4_JSON`], then the record's JSON compressed
-    /// (see [`pack_into`]). The disk store keeps records in frames instead (`disk.rs`).
-    pub fn encode(&self) -> Vec<u8> {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        let mut out = vec![LZ4_JSON];
-        pack_into(&json, &mut out);
-        out
-    }
-
-    /// A stored record (either form: plain JSON was written before records were
-    /// compressed); `None` for bytes this log did not write.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
+    /// A record kept as JSON, how records were kept before [`Stored`] (compressed,
+    /// or before that plain); `None` for bytes this log did not write.
+    fn from_json(bytes: &[u8]) -> Option<Self> {
         match bytes.split_first()? {
             (&LZ4_JSON, packed) => serde_json::from_slice(&unpack(packed)?).ok(),
             (b'{', _) => serde_json::from_slice(bytes).ok(),
             _ => None,
         }
     }
+}
 
-    /// What the record counts against `max_size`.
-    pub fn cost(encoded_len: usize) -> u64 {
-        encoded_len as u64 + ENTRY_OVERHEAD
+impl Stored {
+    /// The form Redis keeps: [`LZ4_STORED`], then the record compressed (see
+    /// [`pack_into`]). The disk store keeps records in frames instead (`disk.rs`).
+    pub fn pack(&self) -> Vec<u8> {
+        let mut out = vec![LZ4_STORED];
+        pack_into(self.as_bytes(), &mut out);
+        out
+    }
+
+    /// What [`Stored::pack`] wrote, or a record kept as JSON before; `None` for bytes
+    /// this log did not write.
+    pub fn unpack(bytes: &[u8]) -> Option<Self> {
+        match bytes.split_first()? {
+            (&LZ4_STORED, packed) => {
+                let stored = Self::from_bytes(unpack(packed)?.into());
+                stored.view().is_some().then_some(stored)
+            }
+            _ => DeliveryRecord::from_json(bytes).map(|r| Self::from_record(&r)),
+        }
     }
 }
 
@@ -295,16 +212,16 @@ pub struct LogQuery {
 
 impl LogQuery {
     /// Whether a record passes the filters (not the ID bounds).
-    pub fn matches(&self, r: &DeliveryRecord) -> bool {
+    pub fn matches(&self, r: &View<'_>) -> bool {
         let eq = |want: &Option<String>, have: Option<&str>| {
             want.as_deref().is_none_or(|w| Some(w) == have)
         };
-        eq(&self.route, Some(&r.route))
-            && eq(&self.outcome, Some(&r.outcome))
-            && eq(&self.event_type, r.event_type.as_deref())
+        eq(&self.route, Some(r.route))
+            && eq(&self.outcome, Some(r.outcome))
+            && eq(&self.event_type, r.event_type)
             && (self.event_id.is_none()
-                || eq(&self.event_id, r.event_id.as_deref())
-                || eq(&self.event_id, r.provider_delivery_id.as_deref()))
+                || eq(&self.event_id, r.event_id)
+                || eq(&self.event_id, r.provider_delivery_id))
             && self.since.is_none_or(|s| r.received_at >= s)
             && self.before.is_none_or(|b| r.received_at < b)
     }
@@ -339,7 +256,7 @@ pub type Counts = HashMap<(String, String, u64), u64>;
 /// only counted) by route, outcome and minute.
 #[derive(Debug, Clone, Default)]
 pub struct Batch {
-    pub records: Vec<Arc<DeliveryRecord>>,
+    pub records: Vec<Stored>,
     pub counts: Counts,
     /// The records in the store's form, made ahead of the write by
     /// [`DeliveryLog::prepare`] (the disk store's frame); made by the write if not.
@@ -400,8 +317,12 @@ impl DeliveryLog {
         })
     }
 
-    /// Stores a batch, then drops the oldest records beyond the bounds. `routes`: the
-    /// configured routes (Redis divides `max_size` among them).
+    /// Whether this store's batches are prepared before they are written
+    /// ([`DeliveryLog::prepare`] does something).
+    pub fn prepares(&self) -> bool {
+        matches!(self, Self::Disk(_))
+    }
+
     /// Encodes a batch's records for the store, so that the write does only the
     /// store's part (the recorder does this on a thread of its own).
     pub fn prepare(&self, batch: &mut Batch) {
@@ -410,6 +331,8 @@ impl DeliveryLog {
         }
     }
 
+    /// Stores a batch, then drops the oldest records beyond the bounds. `routes`: the
+    /// configured routes (Redis divides `max_size` among them).
     pub async fn append(&self, batch: Batch, routes: &[String]) -> Result<(), StoreError> {
         dispatch!(self, l => l.append(batch, routes).await)
     }
@@ -450,8 +373,8 @@ impl DeliveryLog {
 
 /// A page from records read newest first, in order: stops at `limit` matches or at
 /// the scan budget (then the cursor is the last record read). Its records carry no
-/// body and no answer (a list shows neither).
-pub(crate) fn page_from<R: std::borrow::Borrow<DeliveryRecord>>(
+/// body and no answer (a list shows neither). A record that does not read is skipped.
+pub(crate) fn page_from<R: std::borrow::Borrow<Stored>>(
     q: &LogQuery,
     newest_first: impl Iterator<Item = R>,
 ) -> LogPage {
@@ -459,16 +382,18 @@ pub(crate) fn page_from<R: std::borrow::Borrow<DeliveryRecord>>(
     let mut records = Vec::new();
     let mut last = None;
     for (read, r) in newest_first.enumerate() {
-        let r = r.borrow();
         if read >= SCAN_BUDGET {
             return LogPage {
                 records,
                 next_cursor: last,
             };
         }
-        last = Some(r.delivery_id.clone());
-        if q.matches(r) {
-            records.push(r.without_body());
+        let Some(r) = r.borrow().view() else {
+            continue;
+        };
+        last = Some(r.delivery_id.to_owned());
+        if q.matches(&r) {
+            records.push(r.record(false));
             if records.len() == limit {
                 return LogPage {
                     next_cursor: last,
@@ -546,34 +471,58 @@ mod tests {
     }
 
     #[test]
-    fn records_are_stored_compressed_and_read_back_whole() {
+    fn records_are_kept_compressed_in_redis_and_read_back_whole() {
         let body = r#"{"id":"evt_1","object":"event","type":"invoice.paid","data":{"object":{"id":"in_1","object":"invoice","amount_due":2000,"amount_paid":2000,"currency":"usd","customer":"cus_1","lines":{"object":"list","data":[{"id":"il_1","object":"line_item","amount":1000,"currency":"usd"},{"id":"il_2","object":"line_item","amount":1000,"currency":"usd"}]}}}}"#;
         let r = record(body);
-        let stored = r.encode();
-        let json = serde_json::to_vec(&r).expect("json");
-        assert_eq!(stored[0], LZ4_JSON);
+        let stored = Stored::from_record(&r);
+        let packed = stored.pack();
+        assert_eq!(packed[0], LZ4_STORED);
         assert!(
-            stored.len() * 10 < json.len() * 8,
-            "{} bytes stored for {} of JSON",
-            stored.len(),
-            json.len()
+            packed.len() * 10 < stored.len() * 8,
+            "{} bytes packed for {} stored",
+            packed.len(),
+            stored.len()
         );
-        assert_eq!(DeliveryRecord::decode(&stored), Some(r.clone()));
-        // Written before records were compressed: plain JSON still reads.
-        assert_eq!(DeliveryRecord::decode(&json), Some(r));
+        assert_eq!(Stored::unpack(&packed), Some(stored.clone()));
+        assert_eq!(stored.record(true), Some(r.clone()));
+        // Kept as JSON before records were stored: compressed, and before that plain.
+        let json = serde_json::to_vec(&r).expect("json");
+        let mut compressed = vec![LZ4_JSON];
+        pack_into(&json, &mut compressed);
+        assert_eq!(Stored::unpack(&compressed), Some(stored.clone()));
+        assert_eq!(Stored::unpack(&json), Some(stored));
     }
 
     #[test]
-    fn damaged_or_foreign_bytes_decode_to_nothing() {
-        let stored = record("{}").encode();
-        assert_eq!(DeliveryRecord::decode(&stored[..stored.len() - 3]), None);
-        assert_eq!(DeliveryRecord::decode(&[]), None);
-        assert_eq!(DeliveryRecord::decode(b"not a record"), None);
+    fn damaged_or_foreign_bytes_unpack_to_nothing() {
+        let packed = Stored::from_record(&record("{}")).pack();
+        assert_eq!(Stored::unpack(&packed[..packed.len() - 3]), None);
+        assert_eq!(Stored::unpack(&[]), None);
+        assert_eq!(Stored::unpack(b"not a record"), None);
         // A length beyond any record's is refused before anything is allocated.
-        let mut huge = vec![LZ4_JSON];
+        let mut huge = vec![LZ4_STORED];
         huge.extend_from_slice(&u32::MAX.to_le_bytes());
-        huge.extend_from_slice(&stored[5..]);
-        assert_eq!(DeliveryRecord::decode(&huge), None);
+        huge.extend_from_slice(&packed[5..]);
+        assert_eq!(Stored::unpack(&huge), None);
+    }
+
+    #[test]
+    fn a_page_skips_what_does_not_read_and_filters_the_rest() {
+        let a = Stored::from_record(&record("{}"));
+        let mut other = record("{}");
+        other.route = "github".into();
+        let b = Stored::from_record(&other);
+        let q = LogQuery {
+            route: Some("stripe".into()),
+            limit: 10,
+            ..LogQuery::default()
+        };
+        let damaged = Stored::from_bytes(bytes::Bytes::from_static(b"x"));
+        let page = page_from(&q, [b, damaged, a].into_iter());
+        assert_eq!(page.records.len(), 1);
+        assert_eq!(page.records[0].route, "stripe");
+        assert_eq!(page.records[0].body, None);
+        assert_eq!(page.next_cursor, None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! <prefix>log:{<route>}:ids     sorted set, every score 0: delivery IDs in ID (time) order
-//! <prefix>log:{<route>}:rec     hash: delivery ID → the record's JSON
+//! <prefix>log:{<route>}:rec     hash: delivery ID → the record, compressed (`Stored::pack`)
 //! <prefix>log:{<route>}:bytes   what the route's records count against its share
 //! <prefix>log:{<route>}:counts  hash: "<minute>|<outcome>" → requests
 //! ```
@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use redis::Script;
 
-use super::{Batch, Bounds, COUNT_MINUTES, DeliveryRecord, ENTRY_OVERHEAD, LogPage, LogQuery};
+use super::{
+    Batch, Bounds, COUNT_MINUTES, DeliveryRecord, ENTRY_OVERHEAD, LogPage, LogQuery, Stored,
+};
 use crate::store::{RedisStore, StoreError};
 
 /// KEYS: ids, rec, bytes, counts. ARGV: share, keep floor (ms), oldest minute kept,
@@ -135,11 +137,12 @@ impl RedisLog {
                 HashMap::new()
             };
         for r in &batch.records {
+            let Some(head) = r.head() else { continue };
             per_route
-                .entry(r.route.as_str())
+                .entry(head.route)
                 .or_default()
                 .0
-                .push((r.delivery_id.clone(), r.encode()));
+                .push((head.delivery_id.to_owned(), r.pack()));
         }
         for ((route, outcome, minute), n) in &batch.counts {
             per_route
@@ -207,11 +210,7 @@ impl RedisLog {
             .await
     }
 
-    async fn records(
-        &self,
-        route: &str,
-        ids: &[String],
-    ) -> Result<Vec<DeliveryRecord>, StoreError> {
+    async fn records(&self, route: &str, ids: &[String]) -> Result<Vec<Stored>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -229,7 +228,7 @@ impl RedisLog {
         Ok(found
             .into_iter()
             .flatten()
-            .filter_map(|b| DeliveryRecord::decode(&b))
+            .filter_map(|b| Stored::unpack(&b))
             .collect())
     }
 
@@ -268,11 +267,12 @@ impl RedisLog {
         for (route, id) in &all {
             by_route.entry(route).or_default().push(id.clone());
         }
-        let mut records: Vec<DeliveryRecord> = Vec::with_capacity(all.len());
+        let mut records: Vec<Stored> = Vec::with_capacity(all.len());
         for (route, ids) in by_route {
             records.extend(self.records(route, &ids).await?);
         }
-        records.sort_by(|a, b| b.delivery_id.cmp(&a.delivery_id));
+        records
+            .sort_by_cached_key(|r| std::cmp::Reverse(r.head().map(|h| h.delivery_id.to_owned())));
         let mut page = super::page_from(q, records.iter());
         if page.next_cursor.is_none() {
             page.next_cursor = frontier;
@@ -297,8 +297,8 @@ impl RedisLog {
                         .await
                 })
                 .await?;
-            if let Some(r) = found.and_then(|b| DeliveryRecord::decode(&b)) {
-                return Ok(Some(r));
+            if let Some(r) = found.and_then(|b| Stored::unpack(&b)) {
+                return Ok(r.record(true));
             }
         }
         Ok(None)
