@@ -231,7 +231,13 @@ async fn overview(state: &AppState, routes: &[String]) -> Resp {
             "queues": queues,
         }));
     }
-    json(StatusCode::OK, serde_json::json!({ "routes": out }))
+    json(
+        StatusCode::OK,
+        serde_json::json!({
+            "routes": out,
+            "log": { "enabled": state.recorder.cfg.enabled },
+        }),
+    )
 }
 
 /// The headers a replay sends: the recorded ones but the redacted (signatures,

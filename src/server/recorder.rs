@@ -126,8 +126,8 @@ pub(crate) struct Recorder {
 }
 
 /// What the recorder keeps of a request before the pipeline consumes it: copies, in
-/// one buffer, of what its record shows.
-#[derive(Debug)]
+/// one buffer, of what its record shows. Its `Debug` leaves the copies out: they are
+/// not redacted yet.
 pub(crate) struct Seen {
     received_at: u64,
     method: http::Method,
@@ -137,6 +137,18 @@ pub(crate) struct Seen {
     client: IpAddr,
     /// [`Parts`] in postcard's encoding; empty when the log is off.
     parts: Vec<u8>,
+}
+
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seen")
+            .field("received_at", &self.received_at)
+            .field("method", &self.method)
+            .field("peer", &self.peer)
+            .field("client", &self.client)
+            .field("parts", &format_args!("{} bytes", self.parts.len()))
+            .finish()
+    }
 }
 
 /// A request's path, query and headers, as [`Seen`] keeps them.
@@ -816,6 +828,29 @@ fn human_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_request_left_is_not_in_debug_output() {
+        let parts = Parts {
+            path: "/hooks",
+            query: None,
+            headers: vec![("authorization", "Bearer s3cret-token")],
+        };
+        let seen = Seen {
+            received_at: 1,
+            method: http::Method::POST,
+            peer: SocketAddr::from(([127, 0, 0, 1], 9)),
+            client: IpAddr::from([127, 0, 0, 1]),
+            parts: postcard::to_allocvec(&parts).expect("encoded"),
+        };
+        let shown = format!("{seen:?}");
+        assert!(shown.contains("bytes"), "{shown}");
+        let secret: Vec<String> = b"s3cret".iter().map(u8::to_string).collect();
+        assert!(
+            !shown.contains("s3cret") && !shown.contains(&secret.join(", ")),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn requests_are_counted_by_route_outcome_and_minute() {

@@ -242,6 +242,7 @@ async fn the_log_shows_and_replays_deliveries(backend: Backend) {
     assert_eq!(route["delivery"], "sync");
     assert_eq!(route["last_hour"]["forwarded"], 2, "{overview}");
     assert_eq!(route["last_hour"]["bad_signature"], 1, "{overview}");
+    assert_eq!(overview["log"]["enabled"], true, "{overview}");
     gw.stop().await;
 }
 
@@ -291,6 +292,7 @@ async fn with_the_log_off_requests_are_only_counted() {
         overview["routes"][0]["last_hour"]["missing_header"], 1,
         "{overview}"
     );
+    assert_eq!(overview["log"]["enabled"], false, "{overview}");
     let (status, body) = admin(&gw, "GET", "/deliveries").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["deliveries"], serde_json::json!([]), "{body}");

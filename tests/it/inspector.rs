@@ -211,6 +211,30 @@ async fn with_an_admin_token_the_page_shows_only_the_prompt_until_given_it() {
     gw.stop().await;
 }
 
+// With the log off, the deliveries page says so (and why the list stays empty)
+// instead of showing an empty list as if nothing had come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_log_off_the_page_says_so() {
+    let up = Upstream::start().await;
+    let store = "[store]\nbackend = \"memory\"\n[log]\nenabled = false";
+    let gw = TestGateway::start(&stripe_config(&up, store, "")).await;
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_unlogged"), "evt_unlogged")
+        .await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+
+    let b = Browser::start(1280, 800).await;
+    b.goto(&gw.admin_url("/ui/")).await;
+    b.wait_text("#log-off", "The delivery log is off").await;
+    let page = b.page_text().await;
+    assert!(!page.contains("evt_unlogged"), "{page}");
+    // Its link leads to the overview, where the request is counted.
+    b.click("#log-off a").await;
+    b.wait_text("#view", "forwarded").await;
+    drop(b);
+    gw.stop().await;
+}
+
 // Issue 25: "a signed delivery appears in the list within 2 s without a reload; its
 // detail shows the body and a redacted signature; a refused delivery shows its
 // reason".

@@ -24,6 +24,8 @@
   let leave = null;
   // Route names for the filters' suggestions, from /overview.
   let knownRoutes = [];
+  // Whether the gateway records deliveries ([log] enabled), from /overview.
+  let logEnabled = true;
 
   const $ = (id) => document.getElementById(id);
 
@@ -273,6 +275,7 @@
       const r = await api('GET', '/overview', signal);
       if (r.ok && r.data && Array.isArray(r.data.routes)) {
         knownRoutes = r.data.routes;
+        logEnabled = !(r.data.log && r.data.log.enabled === false);
         return r.data.routes;
       }
     } catch (e) {
@@ -365,7 +368,10 @@
       tbody));
     const empty = el('p', { class: 'empty', hidden: true }, 'No deliveries match.');
     const more = el('button', { type: 'button', class: 'secondary', hidden: true }, 'Older deliveries');
-    setView(heading('Deliveries'), form, el('div', { class: 'bar' }, live, count), table, empty, el('div', { class: 'bar' }, more));
+    const off = logEnabled ? null : el('p', { class: 'notice', id: 'log-off', role: 'note' },
+      'The delivery log is off ([log] enabled = false in the gateway\'s config): requests are only counted, in ',
+      el('a', { href: '#/routes' }, 'the routes overview'), ', and none is listed here.');
+    setView(heading('Deliveries'), off, form, el('div', { class: 'bar' }, live, count), table, empty, el('div', { class: 'bar' }, more));
 
     const seen = new Set();
     const shown = () => {
