@@ -7,7 +7,8 @@
 //! log_frames   frame number → [FRAME] records (u32) max ID (u8 length, bytes) packed records
 //!                             (each: length u32, then its bytes); frames of form 2 hold a
 //!                             JSON array of records, as they were written before
-//! log_ids      delivery ID → frame number
+//! log_times    (millisecond, frame number) → (): the frames that hold records of a
+//!              millisecond (an ID's first 12 hex digits are its millisecond)
 //! log_meta     "bytes" → what the frames count against max_size
 //! log_counts   (minute, "route\noutcome") → requests
 //! ```
@@ -30,7 +31,7 @@
 //! hence the bound on what is written between two), so the file stops growing once
 //! the log is full: it stays within `max_size` plus the margin the README states.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -44,7 +45,12 @@ use crate::store::{DiskStore, StoreError};
 
 /// frame number → a frame (see the module's table).
 const FRAMES: TableDefinition<u64, &[u8]> = TableDefinition::new("log_frames");
-/// delivery ID → the number of the frame that holds it.
+/// (millisecond, frame number) → (): which frames hold records of a millisecond. One
+/// entry per frame and millisecond rather than one per record: a write of 800
+/// records received over 100 ms adds about 100 entries.
+const TIMES: TableDefinition<(u64, u64), ()> = TableDefinition::new("log_times");
+/// delivery ID → frame number: the index before [`TIMES`]. Read into it when the
+/// store opens, then removed.
 const IDS: TableDefinition<&str, u64> = TableDefinition::new("log_ids");
 /// `bytes` → what the frames count against `max_size`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("log_meta");
@@ -58,7 +64,8 @@ const BEFORE_FRAMES: TableDefinition<&str, &[u8]> = TableDefinition::new("log");
 const FRAME: u8 = 3;
 /// The form of frames written before records were [`Stored`]: a JSON array.
 const FRAME_JSON: u8 = 2;
-/// Bytes counted per record besides its frame's size: its entry in `log_ids`.
+/// Bytes counted per record besides its frame's size: its share of the index (counted
+/// per record, as if each had an entry: an upper bound).
 const ID_ENTRY: u64 = 64;
 /// Bytes counted per frame besides its size: its entry and the B-tree around it.
 const FRAME_ENTRY: u64 = super::ENTRY_OVERHEAD;
@@ -161,10 +168,11 @@ impl DiskLog {
         let db = store.database()?;
         let txn = db.begin_write().map_err(backend)?;
         txn.open_table(FRAMES).map_err(backend)?;
-        txn.open_table(IDS).map_err(backend)?;
+        txn.open_table(TIMES).map_err(backend)?;
         txn.open_table(META).map_err(backend)?;
         txn.open_table(COUNTS).map_err(backend)?;
         txn.commit().map_err(backend)?;
+        convert_index_by_id(&db)?;
         convert_records_before_frames(&db)?;
         Ok(Self {
             store: store.clone(),
@@ -228,12 +236,17 @@ impl DiskLog {
             let now = crate::queue::now_ms();
             {
                 let mut frames = txn.open_table(FRAMES).map_err(backend)?;
-                let mut ids = txn.open_table(IDS).map_err(backend)?;
+                let mut times = txn.open_table(TIMES).map_err(backend)?;
                 let mut meta = txn.open_table(META).map_err(backend)?;
                 let mut bytes = meta.get("bytes").map_err(backend)?.map_or(0, |v| v.value());
                 if let Some(Encoded { bytes: value, cost }) = &encoded {
                     let records = batch.records.iter().filter_map(|r| r.head());
-                    put_frame(&mut frames, &mut ids, value, records.map(|h| h.delivery_id))?;
+                    put_frame(
+                        &mut frames,
+                        &mut times,
+                        value,
+                        records.map(|h| h.delivery_id),
+                    )?;
                     bytes += cost;
                 }
                 let floor = bounds.keep_floor(now);
@@ -255,13 +268,13 @@ impl DiskLog {
                         break;
                     }
                     frames.remove(number).map_err(backend)?;
-                    // The frame's IDs are at most its newest; newer frames' IDs in that
-                    // range (a request that took longer) stay.
-                    match max_id {
-                        Some(max_id) => ids
-                            .retain_in(..=max_id.as_str(), |_, n| n != number)
+                    // The frame's records are of its newest millisecond at most; newer
+                    // frames' entries in that range (a request that took longer) stay.
+                    match max_id.as_deref().and_then(id_ms) {
+                        Some(ms) => times
+                            .retain_in(..=(ms, u64::MAX), |(_, n), ()| n != number)
                             .map_err(backend)?,
-                        None => ids.retain(|_, n| n != number).map_err(backend)?,
+                        None => times.retain(|(_, n), ()| n != number).map_err(backend)?,
                     }
                     bytes = bytes.saturating_sub(cost);
                 }
@@ -295,22 +308,24 @@ impl DiskLog {
         let q = q.clone();
         self.blocking(move |db| {
             let txn = db.begin_read().map_err(backend)?;
-            let ids = txn.open_table(IDS).map_err(backend)?;
+            let times = txn.open_table(TIMES).map_err(backend)?;
             let frames = txn.open_table(FRAMES).map_err(backend)?;
             let lower = q.lower().unwrap_or_default();
-            let range = match q.upper() {
-                Some(u) => ids.range(lower.as_str()..u.as_str()),
-                None => ids.range(lower.as_str()..),
-            }
-            .map_err(backend)?;
-            // Newest first through the index; each frame is read once, when the first
-            // of its records is reached (a page's records are mostly in one or two).
-            let mut read = FrameCache::default();
-            let records = range
+            let upper = q.upper();
+            // The upper bound's millisecond, inclusive: a cursor's own millisecond
+            // may hold older records.
+            let last = upper.as_deref().and_then(id_ms).unwrap_or(u64::MAX);
+            let first = q.since.unwrap_or(0);
+            let range = times
+                .range((first, 0)..=(last, u64::MAX))
+                .map_err(backend)?
                 .rev()
                 .map_while(Result::ok)
-                .filter_map(|(id, number)| read.take(&frames, number.value(), id.value()));
-            Ok(super::page_from(&q, records))
+                .map(|(k, _)| k.value());
+            Ok(super::page_from(
+                &q,
+                newest_first(&frames, range, &lower, upper.as_deref()),
+            ))
         })
         .await
     }
@@ -322,15 +337,20 @@ impl DiskLog {
     ) -> Result<Option<DeliveryRecord>, StoreError> {
         let id = id.to_owned();
         self.blocking(move |db| {
-            let txn = db.begin_read().map_err(backend)?;
-            let ids = txn.open_table(IDS).map_err(backend)?;
-            let Some(number) = ids.get(id.as_str()).map_err(backend)? else {
+            let Some(ms) = id_ms(&id) else {
                 return Ok(None);
             };
+            let txn = db.begin_read().map_err(backend)?;
+            let times = txn.open_table(TIMES).map_err(backend)?;
             let frames = txn.open_table(FRAMES).map_err(backend)?;
-            Ok(FrameCache::default()
-                .take(&frames, number.value(), &id)
-                .and_then(|r| r.record(true)))
+            let mut read = FrameCache::default();
+            for entry in times.range((ms, 0)..=(ms, u64::MAX)).map_err(backend)? {
+                let ((_, number), ()) = (entry.map_err(backend)?.0.value(), ());
+                if let Some(r) = read.get(&frames, number, &id) {
+                    return Ok(r.record(true));
+                }
+            }
+            Ok(None)
         })
         .await
     }
@@ -367,10 +387,16 @@ impl DiskLog {
     }
 }
 
-/// Stores a frame under the next number, and its records' IDs in the index.
+/// The millisecond a delivery ID was made in: its first 12 hex digits.
+fn id_ms(id: &str) -> Option<u64> {
+    u64::from_str_radix(id.get(..12)?, 16).ok()
+}
+
+/// Stores a frame under the next number, and the milliseconds of its records in the
+/// index (a record whose ID is not the gateway's cannot be listed or found).
 fn put_frame<'a>(
     frames: &mut redb::Table<u64, &[u8]>,
-    ids: &mut redb::Table<&str, u64>,
+    times: &mut redb::Table<(u64, u64), ()>,
     frame: &[u8],
     records: impl Iterator<Item = &'a str>,
 ) -> Result<(), StoreError> {
@@ -379,30 +405,65 @@ fn put_frame<'a>(
         .map_err(backend)?
         .map_or(0, |(k, _)| k.value() + 1);
     frames.insert(number, frame).map_err(backend)?;
-    // In order: the index's inserts then go to one leaf after another.
-    let mut records: Vec<&str> = records.collect();
-    records.sort_unstable();
-    for id in records {
-        ids.insert(id, number).map_err(backend)?;
+    let mut ms: Vec<u64> = records.filter_map(id_ms).collect();
+    ms.sort_unstable();
+    ms.dedup();
+    for m in ms {
+        times.insert((m, number), ()).map_err(backend)?;
     }
     Ok(())
+}
+
+/// Records newest first through the index by millisecond: each millisecond's frames
+/// are read (each frame once, when first reached), and that millisecond's records
+/// within `lower..upper` handed out in ID order, newest first. `times`: the index's
+/// (millisecond, frame) entries, newest first.
+fn newest_first<'a>(
+    frames: &'a redb::ReadOnlyTable<u64, &[u8]>,
+    mut times: impl Iterator<Item = (u64, u64)> + 'a,
+    lower: &'a str,
+    upper: Option<&'a str>,
+) -> impl Iterator<Item = Stored> + 'a {
+    let mut read = FrameCache::default();
+    let mut next = times.next();
+    // The current millisecond's records, oldest first: handed out from the end.
+    let mut group: Vec<(String, Stored)> = Vec::new();
+    std::iter::from_fn(move || {
+        loop {
+            if let Some((_, r)) = group.pop() {
+                return Some(r);
+            }
+            let (ms, number) = next?;
+            let mut numbers = vec![number];
+            next = times.next();
+            while let Some((_, n)) = next.filter(|(m, _)| *m == ms) {
+                numbers.push(n);
+                next = times.next();
+            }
+            for n in numbers {
+                group.extend(read.of_ms(frames, n, ms).filter(|(id, _)| {
+                    id.as_str() >= lower && upper.is_none_or(|u| id.as_str() < u)
+                }));
+            }
+            group.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        }
+    })
 }
 
 /// The frames a read has decoded, by number: their records by delivery ID.
 #[derive(Default)]
 struct FrameCache {
-    frames: HashMap<u64, HashMap<String, Stored>>,
+    frames: HashMap<u64, BTreeMap<String, Stored>>,
 }
 
 impl FrameCache {
-    /// The record `id` of frame `number`, decoding the frame the first time.
-    fn take(
+    /// Frame `number`'s records, decoding it the first time.
+    fn frame(
         &mut self,
         frames: &redb::ReadOnlyTable<u64, &[u8]>,
         number: u64,
-        id: &str,
-    ) -> Option<Stored> {
-        let records = self.frames.entry(number).or_insert_with(|| {
+    ) -> &BTreeMap<String, Stored> {
+        self.frames.entry(number).or_insert_with(|| {
             frames
                 .get(number)
                 .ok()
@@ -412,9 +473,64 @@ impl FrameCache {
                 .into_iter()
                 .filter_map(|r| Some((r.head()?.delivery_id.to_owned(), r)))
                 .collect()
-        });
-        records.remove(id)
+        })
     }
+
+    /// The record `id` of frame `number`.
+    fn get(
+        &mut self,
+        frames: &redb::ReadOnlyTable<u64, &[u8]>,
+        number: u64,
+        id: &str,
+    ) -> Option<Stored> {
+        self.frame(frames, number).get(id).cloned()
+    }
+
+    /// Frame `number`'s records of millisecond `ms`.
+    fn of_ms(
+        &mut self,
+        frames: &redb::ReadOnlyTable<u64, &[u8]>,
+        number: u64,
+        ms: u64,
+    ) -> impl Iterator<Item = (String, Stored)> + '_ {
+        let (from, to) = (super::id_floor(ms), super::id_floor(ms.saturating_add(1)));
+        self.frame(frames, number)
+            .range(from..to)
+            .map(|(id, r)| (id.clone(), r.clone()))
+    }
+}
+
+/// Reads the index by delivery ID (before [`TIMES`]) into the index by millisecond,
+/// then removes it. Runs once, when a file written before is opened.
+fn convert_index_by_id(db: &Database) -> Result<(), StoreError> {
+    let exists = {
+        let txn = db.begin_read().map_err(backend)?;
+        let names = txn.list_tables().map_err(backend)?;
+        names.into_iter().any(|t| t.name() == IDS.name())
+    };
+    if !exists {
+        return Ok(());
+    }
+    let txn = db.begin_write().map_err(backend)?;
+    let mut entries = 0_usize;
+    {
+        let old = txn.open_table(IDS).map_err(backend)?;
+        let mut times = txn.open_table(TIMES).map_err(backend)?;
+        for entry in old.iter().map_err(backend)? {
+            let (id, number) = entry.map_err(backend)?;
+            if let Some(ms) = id_ms(id.value()) {
+                times.insert((ms, number.value()), ()).map_err(backend)?;
+                entries += 1;
+            }
+        }
+    }
+    txn.delete_table(IDS).map_err(backend)?;
+    txn.commit().map_err(backend)?;
+    tracing::info!(
+        records = entries,
+        "delivery log: the index by delivery ID was read into the index by millisecond"
+    );
+    Ok(())
 }
 
 /// Reads records kept one per value (before frames) into frames, oldest first, a
@@ -447,12 +563,12 @@ fn convert_records_before_frames(db: &Database) -> Result<(), StoreError> {
             if !chunk.is_empty() {
                 let Encoded { bytes: value, cost } = frame(&chunk);
                 let mut frames = txn.open_table(FRAMES).map_err(backend)?;
-                let mut ids = txn.open_table(IDS).map_err(backend)?;
+                let mut times = txn.open_table(TIMES).map_err(backend)?;
                 let mut meta = txn.open_table(META).map_err(backend)?;
                 let records = chunk.iter().filter_map(|r| r.head());
                 put_frame(
                     &mut frames,
-                    &mut ids,
+                    &mut times,
                     &value,
                     records.map(|h| h.delivery_id),
                 )?;
@@ -551,40 +667,67 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let (_store, log) = open(&dir, 1 << 30);
         let now = crate::queue::now_ms();
-        let (a, b, c, d) = (id(now, 1), id(now + 1, 2), id(now + 2, 3), id(now + 3, 4));
-        // `a` took longer than `b` and `c`: it is in the second frame.
+        let (a, b, b2, c, d) = (
+            id(now, 1),
+            id(now + 1, 2),
+            id(now + 1, 6),
+            id(now + 2, 3),
+            id(now + 3, 4),
+        );
+        // `a` took longer than `b` and `c`: it is in the second frame; `b2` was
+        // received in the same millisecond as `b`, and is in the second frame too.
         write(&log, &[&b, &c]).await;
-        write(&log, &[&d, &a]).await;
+        write(&log, &[&d, &b2, &a]).await;
         let all = LogQuery {
             limit: 10,
             ..LogQuery::default()
         };
         let page = log.list(&all, &[]).await.expect("list");
-        assert_eq!(listed(&page), [&d, &c, &b, &a]);
-        // A page's cursor reaches into the first frame, then back to the second.
-        let first = log
-            .list(
-                &LogQuery {
-                    limit: 2,
-                    ..all.clone()
-                },
-                &[],
-            )
-            .await
-            .expect("list");
-        assert_eq!(listed(&first), [&d, &c]);
-        let next = LogQuery {
-            cursor: first.next_cursor.clone(),
-            ..all
+        assert_eq!(listed(&page), [&d, &c, &b2, &b, &a]);
+        // Pages of two: each cursor falls between frames and inside a millisecond.
+        let mut pages = Vec::new();
+        let mut cursor = None;
+        loop {
+            let q = LogQuery {
+                limit: 2,
+                cursor: cursor.clone(),
+                ..all.clone()
+            };
+            let page = log.list(&q, &[]).await.expect("list");
+            pages.push(
+                listed(&page)
+                    .iter()
+                    .map(|s| (*s).to_owned())
+                    .collect::<Vec<_>>(),
+            );
+            cursor = page.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        assert_eq!(
+            pages,
+            [
+                vec![d.clone(), c.clone()],
+                vec![b2.clone(), b.clone()],
+                vec![a.clone()]
+            ]
+        );
+        // `since` and `before` bound by time.
+        let window = LogQuery {
+            since: Some(now + 1),
+            before: Some(now + 2),
+            ..all.clone()
         };
-        let rest = log.list(&next, &[]).await.expect("list");
-        assert_eq!(listed(&rest), [&b, &a]);
-        for want in [&a, &b, &c, &d] {
+        let page = log.list(&window, &[]).await.expect("list");
+        assert_eq!(listed(&page), [&b2, &b]);
+        for want in [&a, &b, &b2, &c, &d] {
             let got = log.get(want, &[]).await.expect("get").expect("found");
             assert_eq!(&got.delivery_id, want);
             assert_eq!(got.body.as_deref(), Some("{}"));
         }
         assert_eq!(log.get(&id(now, 9), &[]).await.expect("get"), None);
+        assert_eq!(log.get("not an id", &[]).await.expect("get"), None);
     }
 
     #[tokio::test]
@@ -663,12 +806,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn frames_of_json_records_written_before_still_read() {
+    async fn frames_of_json_records_and_the_index_by_id_written_before_still_read() {
         let dir = tempfile::tempdir().expect("dir");
-        let (store, log) = open(&dir, 1 << 30);
         let now = crate::queue::now_ms();
         let (a, b) = (id(now, 1), id(now + 1, 2));
-        // A frame as it was written before records were stored in one buffer.
+        // A frame as it was written before records were stored in one buffer, and
+        // the index by delivery ID of before the index by millisecond.
         let json =
             serde_json::to_vec(&[json_record(&a, "{\"a\":1}"), json_record(&b, "{\"b\":2}")])
                 .expect("json");
@@ -678,20 +821,28 @@ mod tests {
         value.extend_from_slice(b.as_bytes());
         super::super::pack_into(&json, &mut value);
         {
+            let store = DiskStore::open(&dir.path().join("h.db")).expect("store");
             let db = store.database().expect("db");
             let txn = db.begin_write().expect("txn");
             {
                 let mut frames = txn.open_table(FRAMES).expect("frames");
+                frames.insert(0, value.as_slice()).expect("frame");
                 let mut ids = txn.open_table(IDS).expect("ids");
-                put_frame(
-                    &mut frames,
-                    &mut ids,
-                    &value,
-                    [a.as_str(), b.as_str()].into_iter(),
-                )
-                .expect("put");
+                ids.insert(a.as_str(), 0).expect("id");
+                ids.insert(b.as_str(), 0).expect("id");
             }
             txn.commit().expect("commit");
+        }
+        let (store, log) = open(&dir, 1 << 30);
+        {
+            let db = store.database().expect("db");
+            let txn = db.begin_read().expect("txn");
+            assert!(
+                !txn.list_tables()
+                    .expect("tables")
+                    .any(|t| t.name() == IDS.name()),
+                "the index by ID is removed once read"
+            );
         }
         write(&log, &[&id(now + 2, 3)]).await;
         let page = log
