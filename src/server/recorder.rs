@@ -56,10 +56,10 @@ const CHANNEL: usize = 16_384;
 const QUEUED_BYTES: u64 = 64 << 20;
 /// Bytes counted per waiting record besides its buffer.
 const QUEUED_OVERHEAD: u64 = 64;
-/// Records or bytes one write takes at most: a tenth of a second's records at the
-/// rates one gateway takes, so that a write's fixed costs (on disk, a transaction
-/// under the file's write lock) are paid ten times a second, not once per record.
-const BATCH_RECORDS: usize = 2_048;
+/// Records or bytes one write takes at most. 2 048 (a tenth of a second's records)
+/// measured worse on the memory row than 256, and no better on the disk row
+/// (docs/performance.md, sixth pass).
+const BATCH_RECORDS: usize = 256;
 const BATCH_BYTES: u64 = 4 << 20;
 /// How long the writer gathers records after the first before it writes them: one
 /// write a tenth of a second at most under load, rather than one per request. On the
