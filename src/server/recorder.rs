@@ -56,10 +56,12 @@ const CHANNEL: usize = 16_384;
 const QUEUED_BYTES: u64 = 64 << 20;
 /// Bytes counted per waiting record besides its buffer.
 const QUEUED_OVERHEAD: u64 = 64;
-/// Records or bytes one write takes at most. 2 048 (a tenth of a second's records)
-/// measured worse on the memory row than 256, and no better on the disk row
+/// Records or bytes one write takes at most. On the disk store a write is a frame and
+/// a transaction under the file's write lock: up to a tenth of a second's records
+/// (2 048) go in one. Elsewhere 2 048 measured worse than 256 on the memory row
 /// (docs/performance.md, sixth pass).
 const BATCH_RECORDS: usize = 256;
+const BATCH_RECORDS_FRAMED: usize = 2_048;
 const BATCH_BYTES: u64 = 4 << 20;
 /// How long the writer gathers records after the first before it writes them: one
 /// write a tenth of a second at most under load, rather than one per request. On the
@@ -330,6 +332,11 @@ impl Recorder {
             // A write takes an eighth of max_size at most: the store trims the log
             // after each write, so the log never holds much more than max_size.
             let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
+            let batch_records = if rec.log.prepares() {
+                BATCH_RECORDS_FRAMED
+            } else {
+                BATCH_RECORDS
+            };
             let mut preparer = Preparer::start(&state);
             // With the log off, no record wakes the writer: it writes the counts
             // every COUNTS_EVERY instead.
@@ -372,7 +379,7 @@ impl Recorder {
                     while let Some(record) = next {
                         bytes += queued_size(&record);
                         records.push(record);
-                        next = (records.len() < BATCH_RECORDS && bytes < batch_bytes)
+                        next = (records.len() < batch_records && bytes < batch_bytes)
                             .then(|| rx.try_recv().ok())
                             .flatten();
                     }

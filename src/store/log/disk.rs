@@ -1,5 +1,5 @@
 //! The delivery log in the disk store's database file. Records are written in
-//! frames: each write of the recorder (up to 256 records gathered over
+//! frames: each write of the recorder (up to 2 048 records gathered over
 //! 100 ms) is one value, the records ([`Stored`]) compressed together, and a small
 //! index maps each delivery ID to its frame.
 //!
