@@ -300,3 +300,19 @@ impl Drop for ConnectionSlot {
         }
     }
 }
+
+/// The key a client's per-address limits are counted under: an IPv4 address as it
+/// is, an IPv6 address by its /64 prefix (one subscriber's allocation: a /64 holds
+/// 2^64 addresses, so counting each alone would give one client that many budgets).
+pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mask = !0u128 << 64;
+                IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & mask))
+            }
+        },
+    }
+}
