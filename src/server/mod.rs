@@ -131,8 +131,9 @@ pub struct AppState {
     reads: limits::ClientReads,
     /// Open public connections by client address (`server.max_connections_per_client`).
     connections: limits::ClientConnections,
-    /// Body bytes being received, over every client (`server.max_body_bytes_in_flight`).
-    body_bytes: Arc<tokio::sync::Semaphore>,
+    /// Body bytes being received, over every client and per client
+    /// (`server.max_body_bytes_in_flight`).
+    body_bytes: limits::BodyBudget,
     /// The TLS config of the public listener, swapped on reload (new certificates).
     tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
     /// Signing secrets providers handed over in their set-up handshake, by route, for
@@ -441,9 +442,10 @@ impl AppState {
             budgets: limits::FailureBudgets::default(),
             reads: limits::ClientReads::default(),
             connections: limits::ClientConnections::default(),
-            body_bytes: Arc::new(tokio::sync::Semaphore::new(
+            body_bytes: limits::BodyBudget::new(
                 cfg.server.max_body_bytes_in_flight,
-            )),
+                cfg.server.max_body,
+            ),
             tls: arc_swap::ArcSwapOption::new(match &cfg.server.tls {
                 Some(t) => {
                     Some(tls::server_config(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?)
