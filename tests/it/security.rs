@@ -688,7 +688,8 @@ async fn the_admin_listener_refuses_cross_site_requests_and_rebound_names() {
 
 /// Second review, 4: silent connections to the admin listener were never closed and
 /// needed no token, so they could use up the process's file descriptors. They are
-/// closed after `header_read_timeout`, and at most 64 are held at once.
+/// closed after `header_read_timeout`, and at most 64 are held at once (16 from one
+/// address; a few more for one probe each).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_admin_connections_are_bounded_and_closed() {
     use tokio::io::AsyncReadExt as _;
@@ -724,6 +725,130 @@ async fn silent_admin_connections_are_bounded_and_closed() {
         admin_status(&gw, "GET", "/healthz", &[&format!("Host: {}", gw.admin)]).await,
         200
     );
+    gw.stop().await;
+}
+
+/// One request to the admin listener from `from` (another client address): the
+/// status code.
+async fn admin_status_from(from: [u8; 4], admin: std::net::SocketAddr, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = connect_from(from, admin).await;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        s.read_to_end(&mut answer),
+    )
+    .await;
+    String::from_utf8_lossy(&answer)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Third review, 3: the admin listener's 64 connections were shared by every client
+/// and taken before any token check: 64 silent connections from one address made
+/// `/healthz` and `/readyz` answer 503 (40 of 40 probes), which makes a liveness probe
+/// restart the pod. One address holds at most 16, and past the bound a connection is
+/// still read for one probe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_admin_connections_from_one_address_never_blind_the_probes() {
+    let up = Upstream::start().await;
+    let config = format!(
+        "[server]\nheader_read_timeout = \"30s\"\n{}",
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    let mut silent = Vec::new();
+    for _ in 0..64 {
+        silent.push(connect_from([127, 0, 0, 3], gw.admin).await);
+    }
+    let mut answered = 0;
+    for i in 0..40 {
+        let path = if i % 2 == 0 { "/healthz" } else { "/readyz" };
+        if admin_status_from([127, 0, 0, 4], gw.admin, path).await == 200 {
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 40, "probes from another address");
+    // Three addresses more fill the listener (16 each): probes are still answered,
+    // anything else is refused until a connection frees.
+    for from in 5..8 {
+        for _ in 0..16 {
+            silent.push(connect_from([127, 0, 0, from], gw.admin).await);
+        }
+    }
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            admin_status_from([127, 0, 0, 9], gw.admin, path).await,
+            200,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        admin_status_from([127, 0, 0, 9], gw.admin, "/overview").await,
+        503,
+        "past the bound, probes only"
+    );
+    drop(silent);
+    gw.stop().await;
+}
+
+/// Third review, 3: open `/deliveries/stream` readers held admin connections
+/// indefinitely. Live streams have a bound of their own (16; beyond, 503), and a
+/// stream that sends no record for ten minutes ends
+/// (`server::deliveries::tests::a_quiet_live_stream_keeps_alive_then_ends_and_frees_its_slot`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_streams_have_a_bound_of_their_own() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&route("stripe", "stripe", "[\"whsec_x\"]", &up, "")).await;
+    let open_stream = async |from: [u8; 4]| {
+        let mut s = connect_from(from, gw.admin).await;
+        let req = format!(
+            "GET /deliveries/stream HTTP/1.1\r\nHost: {}\r\n\r\n",
+            gw.admin
+        );
+        s.write_all(req.as_bytes()).await.expect("write");
+        let mut buf = vec![0u8; 1024];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(0);
+        (s, String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
+    let mut streams = Vec::new();
+    for i in 0..16u8 {
+        let (s, head) = open_stream([127, 0, 0, 10 + i / 8]).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "stream {i}: {head:?}");
+        streams.push(s);
+    }
+    let (_s, head) = open_stream([127, 0, 0, 12]).await;
+    assert!(head.starts_with("HTTP/1.1 503"), "the 17th: {head:?}");
+    assert!(head.contains("live streams are open already"), "{head:?}");
+    assert_eq!(
+        admin_status_from([127, 0, 0, 12], gw.admin, "/healthz").await,
+        200
+    );
+    // A closed stream frees its place.
+    streams.pop();
+    let mut reopened = false;
+    for _ in 0..100 {
+        let (s, head) = open_stream([127, 0, 0, 12]).await;
+        if head.starts_with("HTTP/1.1 200") {
+            reopened = true;
+            streams.push(s);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(reopened, "a stream opens again once one closed");
+    drop(streams);
     gw.stop().await;
 }
 
