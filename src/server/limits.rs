@@ -70,6 +70,7 @@ impl ClientReads {
         max: usize,
         wait: Duration,
     ) -> Option<ReadSlot> {
+        let client = client_key(client);
         let semaphore = lock(&self.clients)
             .entry(client)
             .or_insert_with(|| Arc::new(Semaphore::new(max)))
@@ -259,7 +260,7 @@ impl FailureBudgets {
         let mut buckets = lock(&self.buckets);
         let now = Instant::now();
         let rate = f64::from(rate);
-        match buckets.get_mut(&(route.to_owned(), client)) {
+        match buckets.get_mut(&(route.to_owned(), client_key(client))) {
             // Absent is full.
             None => true,
             Some(b) => {
@@ -278,10 +279,12 @@ impl FailureBudgets {
             // A bucket refills completely within a second: older ones hold nothing.
             buckets.retain(|_, b| now.duration_since(b.last) < Duration::from_secs(1));
         }
-        let b = buckets.entry((route.to_owned(), client)).or_insert(Bucket {
-            tokens: f64::from(rate),
-            last: now,
-        });
+        let b = buckets
+            .entry((route.to_owned(), client_key(client)))
+            .or_insert(Bucket {
+                tokens: f64::from(rate),
+                last: now,
+            });
         b.tokens = (b.tokens - 1.0).max(0.0);
     }
 }

@@ -726,12 +726,26 @@ pub async fn run(
                 let _ = stream.write_all(&respond::overloaded_http1()).await;
             });
         };
-        let Some(client) = state
-            .connections
-            .enter(peer.ip(), state.server.max_connections_per_client)
-        else {
-            refuse(stream);
-            return;
+        // A trusted proxy carries many clients' connections: it is bounded by
+        // server.max_connections only, and each request's limits count the client it
+        // names (X-Forwarded-For).
+        let proxied = state
+            .routing()
+            .server
+            .trusted_proxies
+            .iter()
+            .any(|n| n.contains(&peer.ip()));
+        let client = if proxied {
+            None
+        } else {
+            let Some(slot) = state.connections.enter(
+                limits::client_key(peer.ip()),
+                state.server.max_connections_per_client,
+            ) else {
+                refuse(stream);
+                return;
+            };
+            Some(slot)
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
             refuse(stream);

@@ -1103,6 +1103,89 @@ async fn one_address_cannot_spend_the_body_budget_of_every_client() {
     drop(open);
 }
 
+/// Opens `n` connections from `from`, sends one signed delivery on each (keep-alive,
+/// with `X-Forwarded-For: 198.51.100.x` naming a client behind a proxy), and returns
+/// the status each was answered (0: refused before a request could be sent).
+async fn deliveries_on_open_connections(gw: &TestGateway, from: [u8; 4], n: usize) -> Vec<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr: std::net::SocketAddr = gw
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("address");
+    let mut open = Vec::new();
+    for _ in 0..n {
+        open.push(connect_from(from, addr).await);
+    }
+    let mut statuses = Vec::new();
+    for (i, s) in open.iter_mut().enumerate() {
+        let id = format!("evt_proxied_{}_{i}", from[3]);
+        let body = crate::support::stripe_body(&id);
+        let mut req = format!(
+            "POST /stripe HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nX-Forwarded-For: 198.51.100.{}\r\n",
+            body.len(),
+            i % 250
+        );
+        for (name, value) in gw.sign("stripe", &body, &id) {
+            req.push_str(&format!("{name}: {value}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(&body);
+        if s.write_all(req.as_bytes()).await.is_err() {
+            statuses.push(0);
+            continue;
+        }
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+        statuses.push(
+            String::from_utf8_lossy(&answer)
+                .split_whitespace()
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+        );
+    }
+    // Every connection stays open until all were answered.
+    drop(open);
+    statuses
+}
+
+/// Third review, 9: behind `trusted_proxies` every connection comes from the proxy's
+/// addresses, so `max_connections_per_client` (256) refused a busy ingress with 503.
+/// Connections from a trusted proxy are bounded by `max_connections` only, and the
+/// per-client limits count the client the proxy names; an untrusted address is still
+/// bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxy_is_bounded_by_max_connections_not_by_one_clients_share() {
+    let up = Upstream::start().await;
+    let config = format!(
+        "[server]\ntrusted_proxies = [\"127.0.0.20/32\"]\nheader_read_timeout = \"60s\"\nidle_timeout = \"60s\"\n{}",
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    let proxied = deliveries_on_open_connections(&gw, [127, 0, 0, 20], 300).await;
+    let ok = proxied.iter().filter(|s| **s == 200).count();
+    assert_eq!(ok, 300, "every delivery through the proxy: {proxied:?}");
+    assert_eq!(up.count(), 300);
+    let direct = deliveries_on_open_connections(&gw, [127, 0, 0, 21], 300).await;
+    let ok = direct.iter().filter(|s| **s == 200).count();
+    // Past its share a connection is answered 503 and closed at once (the request
+    // sent on it may then find it reset).
+    let refused = direct.iter().filter(|s| matches!(**s, 503 | 0)).count();
+    assert_eq!(
+        (ok, refused),
+        (256, 44),
+        "an untrusted address holds max_connections_per_client: {direct:?}"
+    );
+    gw.stop().await;
+}
+
 /// The capture files in `dir`: (size, mode).
 fn capture_files(dir: &std::path::Path) -> Vec<(u64, u32)> {
     use std::os::unix::fs::PermissionsExt as _;
