@@ -36,8 +36,8 @@ use super::respond::{Outcome, Resp};
 use crate::config::{LogBodies, LogConfig};
 use crate::provider::{Preset, Rejection, VerifyError};
 use crate::store::log::{
-    Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, Raw, Stored, View, minute_of,
-    new_delivery_id,
+    Appended, Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, NotRecorded, Raw, Stored, View,
+    minute_of, new_delivery_id,
 };
 use crate::telemetry::ResultLabel;
 
@@ -91,7 +91,15 @@ struct LogMetrics {
     /// (only counted: refused requests over their budget, or every request with
     /// `log.enabled = false`).
     records: Family<ResultLabel, Counter>,
+    /// Records the log did not write to stay within the store's budget, by reason
+    /// (`disk_reserve`, `redis_memory`).
+    not_recorded: Family<ReasonLabel, Counter>,
     queued: Gauge,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
 }
 
 impl LogMetrics {
@@ -125,6 +133,9 @@ pub(crate) struct Recorder {
     metrics: LogMetrics,
     /// Cancelled when the gateway stops: live streams end.
     pub(crate) closing: tokio_util::sync::CancellationToken,
+    /// Set while the next "stops recording" warning is due (once per stop, again
+    /// after a write succeeded).
+    warned: std::sync::atomic::AtomicBool,
 }
 
 /// What the recorder keeps of a request before the pipeline consumes it: copies, in
@@ -293,6 +304,18 @@ impl Recorder {
             m.records.clone(),
         );
         reg.register(
+            "log_not_recorded",
+            "Delivery log records not written to keep the store's budget, by reason: disk_reserve (the volume is below twice store.min_free_space), redis_memory (Redis is past 80 % of maxmemory)",
+            m.not_recorded.clone(),
+        );
+        for reason in [NotRecorded::DiskReserve, NotRecorded::RedisMemory] {
+            m.not_recorded
+                .get_or_create(&ReasonLabel {
+                    reason: reason.reason().to_owned(),
+                })
+                .inc_by(0);
+        }
+        reg.register(
             "log_queued",
             "Delivery log records waiting to be written",
             m.queued.clone(),
@@ -312,6 +335,7 @@ impl Recorder {
             buckets: Mutex::default(),
             metrics: m,
             closing: tokio_util::sync::CancellationToken::new(),
+            warned: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -329,6 +353,11 @@ impl Recorder {
         let state = state.clone();
         tokio::spawn(async move {
             let rec = &state.recorder;
+            if rec.cfg.enabled
+                && let Some(warning) = rec.log.budget_warning().await
+            {
+                tracing::warn!("{warning}");
+            }
             // A write takes an eighth of max_size at most: the store trims the log
             // after each write, so the log never holds much more than max_size.
             let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
@@ -430,10 +459,32 @@ impl Recorder {
         let counts = batch.counts.clone();
         let n = batch.records.len() as u64;
         match self.log.append(batch, &routes).await {
-            Ok(()) => {
+            Ok(Appended::Written) => {
                 self.metrics.count("written", n);
+                self.warned.store(true, Ordering::Relaxed);
                 for r in live {
                     let _ = self.live.send(r);
+                }
+            }
+            Ok(Appended::NotRecorded(why)) => {
+                // The log stays within the store's budget: these records are only
+                // counted (the counts are kept for the next write).
+                self.metrics.count("not_recorded", n);
+                self.metrics
+                    .not_recorded
+                    .get_or_create(&ReasonLabel {
+                        reason: why.reason().to_owned(),
+                    })
+                    .inc_by(n);
+                let mut pending = lock(&self.counts);
+                for (k, v) in counts {
+                    *pending.entry(k).or_default() += v;
+                }
+                if n > 0 && self.warned.swap(false, Ordering::Relaxed) {
+                    tracing::warn!(
+                        reason = why.reason(),
+                        "the delivery log stops recording to keep the store's budget (the disk's reserve, or Redis's memory); deliveries go on"
+                    );
                 }
             }
             Err(e) => {

@@ -450,7 +450,8 @@ async fn the_disk_file_stays_within_max_size_plus_the_margin() {
     let Backend::Disk(dir) = &backend else {
         unreachable!()
     };
-    let file = dir.path().join("hookgate.db");
+    // The log's own file, beside the store's.
+    let file = dir.path().join("hookgate.db.deliveries");
     let log = "max_size = \"1MiB\"\nmax_body = \"64KiB\"";
     let gw = TestGateway::start(&config(&backend, &up, log, "")).await;
     eprintln!(

@@ -9,6 +9,7 @@
 )]
 
 mod aws_sns;
+mod budgets;
 mod chaos;
 mod cli;
 mod clock;
