@@ -48,6 +48,7 @@ pub mod forward;
 mod log_format;
 pub mod provider;
 pub mod queue;
+mod redact;
 pub mod replay;
 pub mod secret;
 pub mod server;

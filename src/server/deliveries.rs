@@ -462,50 +462,84 @@ async fn requeue(
     Ok(Ok(names.len()))
 }
 
+/// A live stream's place in the recorder's writes.
+struct Live {
+    rx: tokio::sync::broadcast::Receiver<super::recorder::Written>,
+    closing: tokio_util::sync::CancellationToken,
+    /// Whether the stream's first frame (`: open`) went out.
+    open: bool,
+    /// The write being sent, and the next of its records.
+    write: Option<(super::recorder::Written, usize)>,
+    /// The number of the record expected next: a write that starts further on
+    /// follows writes this stream skipped.
+    next: Option<u64>,
+}
+
+impl Live {
+    /// The next frame: a record that passes `q`, a `lagged` event with the number of
+    /// records skipped, or a keep-alive; `None` when the gateway stops.
+    async fn next_frame(&mut self, q: &LogQuery) -> Option<Bytes> {
+        use tokio::sync::broadcast::error::RecvError;
+        if !self.open {
+            // Sent at once, so the client sees the stream is open.
+            self.open = true;
+            return Some(Bytes::from_static(b": open\n\n"));
+        }
+        loop {
+            if let Some((w, i)) = &mut self.write {
+                while let Some(r) = w.records.get(*i) {
+                    *i += 1;
+                    if let Some(v) = r.view().filter(|v| q.matches(v)) {
+                        let data = v.record(false).summary().to_string();
+                        return Some(Bytes::from(format!("event: delivery\ndata: {data}\n\n")));
+                    }
+                }
+                self.write = None;
+            }
+            let next = tokio::select! {
+                () = self.closing.cancelled() => return None,
+                r = tokio::time::timeout(KEEPALIVE, self.rx.recv()) => r,
+            };
+            match next {
+                Err(_) => return Some(Bytes::from_static(b": keepalive\n\n")),
+                Ok(Ok(w)) => {
+                    let skipped = self.next.map_or(0, |n| w.first.saturating_sub(n));
+                    self.next = Some(w.first + w.records.len() as u64);
+                    self.write = Some((w, 0));
+                    // Fell behind: some records were skipped; the page reloads the
+                    // list to catch up.
+                    if skipped > 0 {
+                        return Some(Bytes::from(format!("event: lagged\ndata: {skipped}\n\n")));
+                    }
+                }
+                // The next write received tells how many records were skipped.
+                Ok(Err(RecvError::Lagged(_))) => {}
+                Ok(Err(RecvError::Closed)) => return None,
+            }
+        }
+    }
+}
+
 /// The live stream: each new record that passes the filters as a `delivery` event.
 pub(crate) fn stream<B>(state: &Arc<AppState>, req: &Request<B>) -> Response<AdminBody> {
     let q = match query_of(&params(req.uri().query())) {
         Ok(q) => q,
         Err(e) => return error(StatusCode::BAD_REQUEST, e).map(Either::Left),
     };
-    let rx = state.recorder.subscribe();
-    let closing = state.recorder.closing.clone();
-    let frames =
-        futures_util::stream::unfold((rx, closing, true), move |(mut rx, closing, first)| {
-            let q = q.clone();
-            async move {
-                if first {
-                    // Sent at once, so the client sees the stream is open.
-                    return Some((
-                        Ok(Frame::data(Bytes::from_static(b": open\n\n"))),
-                        (rx, closing, false),
-                    ));
-                }
-                loop {
-                    let next = tokio::select! {
-                        () = closing.cancelled() => return None,
-                        r = tokio::time::timeout(KEEPALIVE, rx.recv()) => r,
-                    };
-                    let frame = match next {
-                        Err(_) => Bytes::from_static(b": keepalive\n\n"),
-                        Ok(Ok(r)) => match r.view().filter(|v| q.matches(v)) {
-                            Some(v) => {
-                                let data = v.record(false).summary().to_string();
-                                Bytes::from(format!("event: delivery\ndata: {data}\n\n"))
-                            }
-                            None => continue,
-                        },
-                        // Fell behind: some records were skipped; the page reloads the
-                        // list to catch up.
-                        Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(n))) => {
-                            Bytes::from(format!("event: lagged\ndata: {n}\n\n"))
-                        }
-                        Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
-                    };
-                    return Some((Ok(Frame::data(frame)), (rx, closing, false)));
-                }
-            }
-        });
+    let live = Live {
+        rx: state.recorder.subscribe(),
+        closing: state.recorder.closing.clone(),
+        open: false,
+        write: None,
+        next: None,
+    };
+    let frames = futures_util::stream::unfold(live, move |mut live| {
+        let q = q.clone();
+        async move {
+            let frame = live.next_frame(&q).await?;
+            Some((Ok(Frame::data(frame)), live))
+        }
+    });
     let body: SseStream = Box::pin(frames);
     let mut resp = Response::new(Either::Right(StreamBody::new(body)));
     let h = resp.headers_mut();
