@@ -13,10 +13,10 @@
 //! takes the request; [`Recorder::record`] writes the record when the answer is known.
 //!
 //! Refused requests (anyone can send them) and copies of a verified delivery
-//! (`duplicate`, `in_flight`, `mismatch`, `filtered`: anyone holding one signed
-//! capture can send them) are recorded without their body, at most [`REFUSED_BURST`]
-//! at once and [`REFUSED_PER_SEC`] a second per route and client (a token bucket;
-//! an IPv6 client by its /64, see [`client_key`]); beyond that they are only counted
+//! (`duplicate`, `in_flight`, `mismatch`: anyone holding one signed capture can send
+//! them) are recorded without their body, at most [`REFUSED_BURST`] at once and
+//! [`REFUSED_PER_SEC`] a second per route and client (a token bucket; an IPv6 client
+//! by its /64, see [`client_key`]); beyond that they are only counted
 //! (`not_recorded`), so an outsider cannot fill the log, push the genuine records out
 //! of it, or slow the store. A copy's body is the accepted delivery's, which that
 //! record keeps. Every record keeps [`HEADER_BYTES`] of header names and values at
@@ -199,11 +199,13 @@ impl Budgets {
 }
 
 /// Whether an outcome is that of a copy of a delivery already verified: anyone
-/// holding one signed capture can send as many as they like.
+/// holding one signed capture can send as many as they like. Not `filtered`: that is
+/// the event's first delivery (its ID is claimed and completed at once, so its copies
+/// are answered `duplicate`), and its record is the only one with its body.
 fn is_copy(outcome: Outcome) -> bool {
     matches!(
         outcome,
-        Outcome::Duplicate | Outcome::InFlight | Outcome::Mismatch | Outcome::Filtered
+        Outcome::Duplicate | Outcome::InFlight | Outcome::Mismatch
     )
 }
 
