@@ -176,7 +176,7 @@ impl Capture {
 }
 
 /// Removes every credential from a capture, wherever it travels: headers and query
-/// parameters by the one rule of [`crate::redact`] (`Authorization`, `Cookie`,
+/// parameters by the one rule of `crate::redact` (`Authorization`, `Cookie`,
 /// `X-Webhook-Key`, `?token=`, `?api_key=`, …, and what the route's preset names),
 /// and the preset's body fields (Notion's `verification_token`, Figma's `passcode`,
 /// Graph's `clientState`, …). Signatures are kept: useless without the secret, and
