@@ -41,6 +41,7 @@ use super::limits::client_key;
 use super::respond::{Outcome, Resp};
 use crate::config::{LogBodies, LogConfig};
 use crate::provider::{Preset, Rejection, VerifyError};
+use crate::redact::REDACTED;
 use crate::store::log::{
     Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, Raw, Stored, View, minute_of,
     new_delivery_id,
@@ -91,7 +92,8 @@ const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Bytes of the gateway's answer kept.
 const ANSWER_BYTES: usize = 4 << 10;
 /// Bytes of header names and values a record keeps at most: a provider's headers
-/// are 1 to 3 KiB; a request may carry some 100 of up to hyper's limits.
+/// are 1 to 3 KiB, and `server.max_header_bytes` (16 KiB by default) bounds a whole
+/// request head.
 pub(crate) const HEADER_BYTES: usize = 8 << 10;
 /// The name of the entry that stands for the headers a record dropped: not a valid
 /// header name, so no request can send one, and a replay never sends it.
@@ -100,8 +102,6 @@ pub(crate) const DROPPED_HEADERS: &str = "[dropped]";
 /// (up to [`BATCH_RECORDS_FRAMED`] records), so one write never overflows it; a
 /// stream more than this many writes behind skips records and says how many.
 const LIVE_WRITES: usize = 16;
-
-use crate::redact::REDACTED;
 
 /// The recorder's metrics (`hookgate_log_*`).
 #[derive(Debug, Clone, Default)]
