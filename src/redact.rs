@@ -80,22 +80,21 @@ fn holds(n: &[u8], words: &[&str]) -> bool {
         .any(|w| n.windows(w.len()).any(|x| x == w.as_bytes()))
 }
 
-/// Whether a header or parameter name carries a credential, whatever the route.
-pub(crate) fn is_credential(name: &str) -> bool {
-    with_normalized(name, |n| {
-        !holds(n, NOT_CREDENTIALS) && (holds(n, CREDENTIAL_WORDS) || n.ends_with(b"-key"))
-    })
+/// Whether a normalized name carries a credential, whatever the route.
+fn credential(n: &[u8]) -> bool {
+    !holds(n, NOT_CREDENTIALS) && (holds(n, CREDENTIAL_WORDS) || n.ends_with(b"-key"))
 }
 
-/// Whether a header or parameter name carries a signature.
-pub(crate) fn is_signature(name: &str) -> bool {
-    with_normalized(name, |n| holds(n, SIGNATURE_WORDS))
+/// Whether a name is hidden by its spelling alone (one pass over it).
+fn by_name(name: &str, hide: Hide) -> bool {
+    with_normalized(name, |n| {
+        credential(n) || (hide == Hide::CredentialsAndSignatures && holds(n, SIGNATURE_WORDS))
+    })
 }
 
 /// Whether a header's value is hidden on a route of `preset`.
 pub(crate) fn header(name: &str, preset: Option<Preset>, hide: Hide) -> bool {
-    is_credential(name)
-        || (hide == Hide::CredentialsAndSignatures && is_signature(name))
+    by_name(name, hide)
         || preset.is_some_and(|p| {
             p.credential_locations()
                 .iter()
@@ -106,8 +105,7 @@ pub(crate) fn header(name: &str, preset: Option<Preset>, hide: Hide) -> bool {
 /// Whether a query parameter's value (its name decoded) is hidden on a route of
 /// `preset`.
 fn parameter(name: &str, preset: Option<Preset>, hide: Hide) -> bool {
-    is_credential(name)
-        || (hide == Hide::CredentialsAndSignatures && is_signature(name))
+    by_name(name, hide)
         || preset.is_some_and(|p| {
             p.credential_locations()
                 .iter()
@@ -147,6 +145,14 @@ pub(crate) fn query(query: &str, preset: Option<Preset>, hide: Hide) -> Cow<'_, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn is_credential(name: &str) -> bool {
+        with_normalized(name, credential)
+    }
+
+    fn is_signature(name: &str) -> bool {
+        with_normalized(name, |n| holds(n, SIGNATURE_WORDS))
+    }
 
     #[test]
     fn credential_names_are_known_in_any_spelling() {
