@@ -467,6 +467,78 @@ async fn requeue(
     Ok(Ok(names.len()))
 }
 
+/// A live stream's place in the recorder's writes.
+struct Live {
+    rx: tokio::sync::broadcast::Receiver<super::recorder::Written>,
+    closing: tokio_util::sync::CancellationToken,
+    /// Whether the stream's first frame (`: open`) went out.
+    open: bool,
+    /// The write being sent, and the next of its records.
+    write: Option<(super::recorder::Written, usize)>,
+    /// The number of the record expected next: a write that starts further on
+    /// follows writes this stream skipped.
+    next: Option<u64>,
+    /// How long the stream stays open without sending a record.
+    idle: Duration,
+    /// When it last sent one (or opened).
+    quiet_since: tokio::time::Instant,
+    /// The stream's place among the `MAX_STREAMS`, held until it ends.
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Live {
+    /// The next frame: a record that passes `q`, a `lagged` event with the number of
+    /// records skipped, or a keep-alive; `None` when the stream was idle for `idle`
+    /// or the gateway stops.
+    async fn next_frame(&mut self, q: &LogQuery) -> Option<Bytes> {
+        use tokio::sync::broadcast::error::RecvError;
+        if !self.open {
+            // Sent at once, so the client sees the stream is open.
+            self.open = true;
+            return Some(Bytes::from_static(b": open\n\n"));
+        }
+        loop {
+            if let Some((w, i)) = &mut self.write {
+                while let Some(r) = w.records.get(*i) {
+                    *i += 1;
+                    if let Some(v) = r.view().filter(|v| q.matches(v)) {
+                        self.quiet_since = tokio::time::Instant::now();
+                        let data = v.record(false).summary().to_string();
+                        return Some(Bytes::from(format!("event: delivery\ndata: {data}\n\n")));
+                    }
+                }
+                self.write = None;
+            }
+            let ends = self.quiet_since + self.idle;
+            let wait = KEEPALIVE.min(ends.saturating_duration_since(tokio::time::Instant::now()));
+            if wait.is_zero() {
+                return None;
+            }
+            let next = tokio::select! {
+                () = self.closing.cancelled() => return None,
+                r = tokio::time::timeout(wait, self.rx.recv()) => r,
+            };
+            match next {
+                Err(_) if tokio::time::Instant::now() >= ends => return None,
+                Err(_) => return Some(Bytes::from_static(b": keepalive\n\n")),
+                Ok(Ok(w)) => {
+                    let skipped = self.next.map_or(0, |n| w.first.saturating_sub(n));
+                    self.next = Some(w.first + w.records.len() as u64);
+                    self.write = Some((w, 0));
+                    // Fell behind: some records were skipped; the page reloads the
+                    // list to catch up.
+                    if skipped > 0 {
+                        return Some(Bytes::from(format!("event: lagged\ndata: {skipped}\n\n")));
+                    }
+                }
+                // The next write received tells how many records were skipped.
+                Ok(Err(RecvError::Lagged(_))) => {}
+                Ok(Err(RecvError::Closed)) => return None,
+            }
+        }
+    }
+}
+
 /// The live stream: each new record that passes the filters as a `delivery` event.
 pub(crate) fn stream<B>(state: &Arc<AppState>, req: &Request<B>) -> Response<AdminBody> {
     let q = match query_of(&params(req.uri().query())) {
@@ -501,66 +573,34 @@ pub(crate) fn stream<B>(state: &Arc<AppState>, req: &Request<B>) -> Response<Adm
 }
 
 /// A live stream's frames: an `open` comment at once, then each record `q` matches,
-/// a keep-alive comment every [`KEEPALIVE`] without one, and the end after `idle`
-/// without one (or when the gateway closes). `slot` is held until the end.
+/// a `lagged` event with the number of records skipped when the stream fell more than
+/// the recorder's backlog of writes behind, a keep-alive comment every [`KEEPALIVE`]
+/// without a record, and the end after `idle` without one (or when the gateway
+/// closes). `slot` is held until the end.
 fn live_frames(
-    rx: tokio::sync::broadcast::Receiver<crate::store::log::Stored>,
+    rx: tokio::sync::broadcast::Receiver<super::recorder::Written>,
     closing: tokio_util::sync::CancellationToken,
     q: LogQuery,
     idle: Duration,
     slot: tokio::sync::OwnedSemaphorePermit,
 ) -> SseStream {
-    let quiet_since = tokio::time::Instant::now();
-    let state = (rx, closing, true, quiet_since, slot);
-    Box::pin(futures_util::stream::unfold(
-        state,
-        move |(mut rx, closing, first, mut quiet_since, slot)| {
-            let q = q.clone();
-            async move {
-                if first {
-                    // Sent at once, so the client sees the stream is open.
-                    return Some((
-                        Ok(Frame::data(Bytes::from_static(b": open\n\n"))),
-                        (rx, closing, false, quiet_since, slot),
-                    ));
-                }
-                loop {
-                    let ends = quiet_since + idle;
-                    let wait =
-                        KEEPALIVE.min(ends.saturating_duration_since(tokio::time::Instant::now()));
-                    if wait.is_zero() {
-                        return None;
-                    }
-                    let next = tokio::select! {
-                        () = closing.cancelled() => return None,
-                        r = tokio::time::timeout(wait, rx.recv()) => r,
-                    };
-                    let frame = match next {
-                        Err(_) if tokio::time::Instant::now() >= ends => return None,
-                        Err(_) => Bytes::from_static(b": keepalive\n\n"),
-                        Ok(Ok(r)) => match r.view().filter(|v| q.matches(v)) {
-                            Some(v) => {
-                                quiet_since = tokio::time::Instant::now();
-                                let data = v.record(false).summary().to_string();
-                                Bytes::from(format!("event: delivery\ndata: {data}\n\n"))
-                            }
-                            None => continue,
-                        },
-                        // Fell behind: some records were skipped; the page reloads the
-                        // list to catch up.
-                        Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(n))) => {
-                            Bytes::from(format!("event: lagged\ndata: {n}\n\n"))
-                        }
-                        Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
-                    };
-                    return Some((
-                        Ok(Frame::data(frame)),
-                        (rx, closing, false, quiet_since, slot),
-                    ));
-                }
-            }
-        },
-    ))
+    let live = Live {
+        rx,
+        closing,
+        open: false,
+        write: None,
+        next: None,
+        idle,
+        quiet_since: tokio::time::Instant::now(),
+        _slot: slot,
+    };
+    Box::pin(futures_util::stream::unfold(live, move |mut live| {
+        let q = q.clone();
+        async move {
+            let frame = live.next_frame(&q).await?;
+            Some((Ok(Frame::data(frame)), live))
+        }
+    }))
 }
 
 #[cfg(test)]

@@ -84,8 +84,10 @@ impl std::fmt::Display for TraceId {
 }
 
 /// The W3C trace context of a request: the provider's, or a new one (so a delivery
-/// can be followed across services). Returns the trace ID for the log.
-fn trace_context(headers: &mut HeaderMap) -> TraceId {
+/// can be followed across services). Returns the trace ID for the log, and the new
+/// `traceparent` when the provider sent none that is valid: the caller sets it once
+/// the delivery log and the capture have copied what the provider sent.
+fn trace_context(headers: &HeaderMap) -> (TraceId, Option<HeaderValue>) {
     // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 bytes.
     let valid = headers.get(&TRACEPARENT).and_then(|v| {
         let b = v.as_bytes();
@@ -104,7 +106,7 @@ fn trace_context(headers: &mut HeaderMap) -> TraceId {
         })
     });
     if let Some(trace_id) = valid {
-        return trace_id;
+        return (trace_id, None);
     }
     use rand::Rng as _;
     let (trace, span): ([u8; 16], [u8; 8]) = (rand::rng().random(), rand::rng().random());
@@ -112,12 +114,9 @@ fn trace_context(headers: &mut HeaderMap) -> TraceId {
     // Both slices are exactly twice their input's length, so encoding cannot fail.
     let _ = hex::encode_to_slice(trace, &mut value[3..35]);
     let _ = hex::encode_to_slice(span, &mut value[36..52]);
-    if let Ok(v) = HeaderValue::from_bytes(&value) {
-        headers.insert(TRACEPARENT, v);
-    }
     let mut id = [0u8; 32];
     id.copy_from_slice(&value[3..35]);
-    TraceId(id)
+    (TraceId(id), HeaderValue::from_bytes(&value).ok())
 }
 
 /// Handles one request and writes its log line.
@@ -127,7 +126,7 @@ pub(super) async fn handle(
     peer: SocketAddr,
 ) -> Resp {
     let started = Instant::now();
-    let trace_id = trace_context(req.headers_mut());
+    let (trace_id, traceparent) = trace_context(req.headers());
     let span = tracing::info_span!("delivery", trace_id = %trace_id);
     async move {
         state.metrics.in_flight.inc();
@@ -161,6 +160,11 @@ pub(super) async fn handle(
                 )
             });
         let logged = state.recorder.seen(&state, &req, peer, received_at);
+        // Set after the copies: the log and the capture show what the provider sent;
+        // the upstream gets the trace context.
+        if let Some(v) = traceparent {
+            req.headers_mut().insert(TRACEPARENT, v);
+        }
         let mut seen = Seen::default();
         let limit = state.server.request_timeout;
         // `seen` is the delivery's log record, filled in as the pipeline goes, so that

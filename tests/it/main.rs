@@ -24,6 +24,7 @@ mod eviction;
 mod fuzz;
 mod inspector;
 mod limits;
+mod log_security;
 mod malformed;
 mod on_dead;
 mod ops;
