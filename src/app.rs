@@ -104,6 +104,7 @@ impl App {
             let state = self.state.clone();
             async move {
                 state.count_stranded().await;
+                state.note_stored_queues().await;
                 state.release_blocked_lines().await;
             }
         });
