@@ -291,6 +291,19 @@ impl RedisStore {
         })
     }
 
+    /// Writes the promise rests on (the claim, the done record, the enqueue, lease
+    /// writes) wait for `n` replicas, for at most `timeout` (`min_replicas_ack`). On a
+    /// cluster `WAIT` goes in the same pipeline as the write, so it runs on the
+    /// connection to the primary that owns the key's slot; through Sentinel, on the
+    /// connection to the primary it names.
+    #[must_use]
+    pub fn wait_for_replicas(mut self, n: u32, timeout: Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.wait = (n > 0).then_some((n, timeout));
+        }
+        self
+    }
+
     /// A store on the primary that Sentinel names for `master`; after repeated
     /// failures (a failover) the primary is looked up again.
     pub fn new_sentinel(
