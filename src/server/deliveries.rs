@@ -134,31 +134,49 @@ pub(crate) async fn handle<B>(state: &Arc<AppState>, req: Request<B>) -> Resp {
                 Err(e) => unavailable(&e),
             }
         }
-        (&Method::POST, p2) if p2.ends_with("/replay") => {
-            let id = &p2["/deliveries/".len()..p2.len() - "/replay".len()];
-            replay(state, id, p.get("destination").map(String::as_str), &routes).await
-        }
-        (&Method::GET, p2) if p2.starts_with("/deliveries/") && !p2[12..].contains('/') => {
-            let id = &p2["/deliveries/".len()..];
-            match log.get(id, &routes).await {
-                Ok(Some(r)) => {
-                    let mut body = serde_json::to_value(&r).unwrap_or_default();
-                    if let Some(link) = &r.queue {
-                        match destinations(state, &link.route, &link.event_id).await {
-                            Ok(d) => body["destinations"] = d,
-                            Err(e) => return unavailable(&e),
-                        }
-                    }
-                    json(StatusCode::OK, body)
-                }
-                Ok(None) => error(StatusCode::NOT_FOUND, "no such delivery in the log"),
-                Err(e) => unavailable(&e),
+        (method, _) => match (method, one_delivery(&path)) {
+            (&Method::POST, Some((id, Some("replay")))) => {
+                replay(state, id, p.get("destination").map(String::as_str), &routes).await
             }
+            (&Method::GET, Some((id, None))) => show(state, id, &routes).await,
+            _ => error(
+                StatusCode::NOT_FOUND,
+                "use GET /deliveries, /deliveries/<id>, /deliveries/stream, /overview or POST /deliveries/<id>/replay",
+            ),
+        },
+    }
+}
+
+/// `/deliveries/<id>` as `(id, None)` and `/deliveries/<id>/<action>` as
+/// `(id, Some(action))`; any other path (no ID, an empty segment, more segments) is
+/// `None`. Split, never sliced: no path can make it panic.
+fn one_delivery(path: &str) -> Option<(&str, Option<&str>)> {
+    let rest = path.strip_prefix("/deliveries/")?;
+    let mut segments = rest.split('/');
+    let id = segments.next().filter(|id| !id.is_empty())?;
+    let action = match segments.next() {
+        None => None,
+        Some(a) if !a.is_empty() => Some(a),
+        Some(_) => return None,
+    };
+    segments.next().is_none().then_some((id, action))
+}
+
+/// `GET /deliveries/<id>`: one record, with its queue event's state on a queue route.
+async fn show(state: &Arc<AppState>, id: &str, routes: &[String]) -> Resp {
+    match state.recorder.log.get(id, routes).await {
+        Ok(Some(r)) => {
+            let mut body = serde_json::to_value(&r).unwrap_or_default();
+            if let Some(link) = &r.queue {
+                match destinations(state, &link.route, &link.event_id).await {
+                    Ok(d) => body["destinations"] = d,
+                    Err(e) => return unavailable(&e),
+                }
+            }
+            json(StatusCode::OK, body)
         }
-        _ => error(
-            StatusCode::NOT_FOUND,
-            "use GET /deliveries, /deliveries/<id>, /deliveries/stream, /overview or POST /deliveries/<id>/replay",
-        ),
+        Ok(None) => error(StatusCode::NOT_FOUND, "no such delivery in the log"),
+        Err(e) => unavailable(&e),
     }
 }
 
