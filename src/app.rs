@@ -97,6 +97,25 @@ impl App {
         // Boxed: its future is large, and nesting it in `run`'s own overflows the
         // compiler's layout query depth.
         Box::pin(server::eviction::at_start(&self.state, stop.clone())).await?;
+        // Before anything is served or delivered: a previous version's queues and log
+        // on Redis are moved into the current key layout (store/redis/layout.rs), so an
+        // upgrade loses no queued event. A store that does not answer now is tried
+        // again in the background (the move merges with what was written meanwhile).
+        if let Err(e) = Box::pin(move_previous_layout(&self.state)).await {
+            tracing::warn!(error = %e, "redis store: the keys of the previous layout could not be moved yet; trying again in the background");
+            let (state, stop) = (self.state.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.is_cancelled() {
+                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                    match Box::pin(move_previous_layout(&state)).await {
+                        Ok(()) => return,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "redis store: moving the keys of the previous layout failed; trying again")
+                        }
+                    }
+                }
+            });
+        }
         // Queues no route names any more, counted and logged (a bounded scan), and
         // lines dead events hold under `on_dead = "skip"` released; in the background:
         // serving does not wait for them.
@@ -149,4 +168,48 @@ impl App {
         state.store().flush().await;
         served
     }
+}
+
+/// On Redis, moves what a previous version wrote in the old key layout into the
+/// current one: every configured destination's queue and those found stored in the old
+/// layout (a bounded scan; not on a cluster), and every configured route's log.
+async fn move_previous_layout(state: &AppState) -> Result<(), crate::store::StoreError> {
+    let Store::Redis(redis) = state.store() else {
+        return Ok(());
+    };
+    let routing = state.routing();
+    let prefix = &routing.store_cfg.key_prefix;
+    let mut queues: Vec<(String, String)> = routing
+        .routes
+        .values()
+        .flat_map(|r| {
+            r.destinations
+                .iter()
+                .map(|d| (r.name.clone(), d.name.clone()))
+        })
+        .collect();
+    for q in redis.old_layout_queues(prefix).await? {
+        if !queues.contains(&q) {
+            queues.push(q);
+        }
+    }
+    let mut moved = 0;
+    for (route, destination) in &queues {
+        moved += redis
+            .move_queue(&crate::store::QueueRef::new(prefix, route, destination))
+            .await?;
+    }
+    let mut names: Vec<&str> = routing.routes.values().map(|r| r.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    for route in names {
+        moved += redis.move_log(prefix, route).await?;
+    }
+    if moved > 0 {
+        tracing::info!(
+            keys = moved,
+            "redis store: moved the queues and delivery log of the previous key layout into the current one"
+        );
+    }
+    Ok(())
 }

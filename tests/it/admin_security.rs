@@ -306,3 +306,247 @@ async fn a_copy_whose_accepted_delivery_left_the_log_is_not_replayed() {
     assert_eq!(up.count(), 17, "nothing replayed");
     gw.stop().await;
 }
+
+/// Every key in a Redis server (a test's own: a few hundred at most).
+fn all_keys(redis: &RedisServer) -> Vec<String> {
+    let mut keys: Vec<String> = redis.cmd(redis::cmd("KEYS").arg("*"));
+    keys.sort();
+    keys
+}
+
+fn key_type(redis: &RedisServer, key: &str) -> String {
+    redis.cmd(redis::cmd("TYPE").arg(key))
+}
+
+/// A Stripe-signed route of this name on `path`, sync or queue.
+fn route(name: &str, up: &Upstream, extra: &str) -> String {
+    format!(
+        "[[routes]]\nname = \"{name}\"\npath = \"/webhooks/{name}\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n{extra}\n",
+        up.url(&format!("/{name}"))
+    )
+}
+
+/// Event IDs a sync route named `log` receives (`{github}:ids` …, the old log keys of
+/// routes `github` and `orders`; `{orders}:…`, the old queue keys of `orders`): no
+/// route's log, queue or dedup keys change. Every key in Redis is a dedup or
+/// transmission key (`hookgate:<route>:…`, `hookgate:<route>#tx:…`) or in an
+/// internal space (`hookgate:#…`), never both.
+#[tokio::test]
+async fn no_route_name_and_event_id_reach_another_routes_keys() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    let config = format!(
+        "[store]\nbackend = \"redis\"\nurl = \"{}\"\n{}{}{}",
+        redis.url(),
+        route("github", &up, ""),
+        route("orders", &up, "delivery = \"queue\""),
+        route("log", &up, ""),
+    );
+    let gw = TestGateway::start(&config).await;
+    let deliver = |route: &'static str, id: &str| {
+        let (gw, id) = (&gw, id.to_owned());
+        async move { gw.deliver(route, &stripe_body(&id), &id).await }
+    };
+    // Route `github`'s old log key names, sent before it has a record.
+    let mut attack: Vec<String> = ["ids", "rec", "bytes", "counts"]
+        .iter()
+        .map(|k| format!("{{github}}:{k}"))
+        .collect();
+    for id in &attack {
+        let r = deliver("log", id).await;
+        assert_eq!(r.outcome(), "forwarded", "{id}: {}", r.body);
+    }
+    assert_eq!(deliver("github", "evt_g1").await.outcome(), "forwarded");
+    assert_eq!(deliver("orders", "evt_o1").await.outcome(), "queued");
+    assert!(eventually(Duration::from_secs(5), || up.effects_for("evt_o1") == 1).await);
+    listed(&gw, "?route=github", 1).await;
+    listed(&gw, "?route=orders", 1).await;
+    // Route `orders`' old log and queue key names, sent once it has them.
+    let later: Vec<String> = [
+        "ids",
+        "rec",
+        "bytes",
+        "counts",
+        "all",
+        "stream",
+        "delayed",
+        "dead",
+        "delivered",
+        "ev:evt_o1",
+    ]
+    .iter()
+    .map(|k| format!("{{orders}}:{k}"))
+    .collect();
+    for id in &later {
+        let r = deliver("log", id).await;
+        assert_eq!(r.outcome(), "forwarded", "{id}: {}", r.body);
+    }
+    attack.extend(later);
+    assert_eq!(deliver("github", "evt_g2").await.outcome(), "forwarded");
+    assert_eq!(deliver("orders", "evt_o2").await.outcome(), "queued");
+    assert!(eventually(Duration::from_secs(5), || up.effects_for("evt_o2") == 1).await);
+
+    // Both routes' logs still answer, with the records written after the attack.
+    let github = listed(&gw, "?route=github", 2).await;
+    assert_eq!(github[0]["event_id"], "evt_g2");
+    assert_eq!(github[1]["event_id"], "evt_g1");
+    let orders = listed(&gw, "?route=orders", 2).await;
+    assert_eq!(orders[0]["event_id"], "evt_o2");
+    listed(
+        &gw,
+        &format!("?route=log&limit={}", attack.len()),
+        attack.len(),
+    )
+    .await;
+    // Their dedup records and queues still answer for copies.
+    assert_eq!(deliver("github", "evt_g1").await.outcome(), "duplicate");
+    assert_eq!(deliver("orders", "evt_o1").await.outcome(), "duplicate");
+    let (status, shown) = admin(&gw, "GET", "/events/orders/evt_o1").await;
+    assert_eq!(status, 200, "{shown}");
+    assert_eq!(shown["state"], "delivered", "{shown}");
+    assert_eq!(up.effects_for("evt_o1"), 1);
+
+    let keys = all_keys(&redis);
+    for key in &keys {
+        let rest = key
+            .strip_prefix("hookgate:")
+            .unwrap_or_else(|| panic!("{key}"));
+        let internal = rest.starts_with('#');
+        let routed = ["github", "orders", "log"].iter().any(|r| {
+            rest.strip_prefix(r)
+                .is_some_and(|t| t.starts_with(':') || t.starts_with("#tx:"))
+        });
+        assert!(
+            internal != routed,
+            "{key}: internal {internal}, a route's {routed}"
+        );
+    }
+    // The attacker's event IDs are route `log`'s own dedup keys, by their documented
+    // names, and nothing else.
+    for id in &attack {
+        let key = format!("hookgate:log:{id}");
+        assert_eq!(key_type(&redis, &key), "string", "{key}");
+    }
+    for (key, kind) in [
+        ("hookgate:#log:{github}:ids", "zset"),
+        ("hookgate:#log:{github}:rec", "hash"),
+        ("hookgate:#log:{github}:bytes", "string"),
+        ("hookgate:#log:{github}:counts", "hash"),
+        ("hookgate:#q:{orders}:ev:evt_o1", "hash"),
+        ("hookgate:#q:{orders}:stream", "stream"),
+        ("hookgate:github:evt_g1", "string"),
+    ] {
+        assert_eq!(key_type(&redis, key), kind, "{key}");
+    }
+    gw.stop().await;
+}
+
+/// Renames every key of the current layout's internal spaces to the previous
+/// version's (`hookgate:#q:` → `hookgate:q:`, `hookgate:#log:` → `hookgate:log:`),
+/// rewriting the line names events hold (`okey`): the store as that version left it.
+fn to_previous_layout(redis: &RedisServer) -> usize {
+    let mut moved = 0;
+    for key in all_keys(redis) {
+        let Some(rest) = key.strip_prefix("hookgate:#") else {
+            continue;
+        };
+        let old = format!("hookgate:{rest}");
+        if key_type(redis, &key) == "hash" {
+            let okey: Option<String> = redis.cmd(redis::cmd("HGET").arg(&key).arg("okey"));
+            if let Some(line) = okey {
+                let line = line.replacen("hookgate:#", "hookgate:", 1);
+                let _: i64 = redis.cmd(redis::cmd("HSET").arg(&key).arg("okey").arg(line));
+            }
+        }
+        let _: () = redis.cmd(redis::cmd("RENAME").arg(&key).arg(&old));
+        moved += 1;
+    }
+    moved
+}
+
+/// A store the previous version wrote (queue and log in the old key layout: events
+/// retrying, one waiting behind another in its key's line) is moved at start: every
+/// queued event is delivered, in its line's order, the log still lists the old records,
+/// and no key of the old layout is left.
+#[tokio::test]
+async fn an_upgrade_moves_the_previous_layouts_queues_and_log() {
+    let redis = RedisServer::start();
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let config = format!(
+        "[store]\nbackend = \"redis\"\nurl = \"{}\"\n{}",
+        redis.url(),
+        route(
+            "orders",
+            &up,
+            "delivery = \"queue\"\norder_by = \"json:/data/object/customer\"\nretry = { max_attempts = 1000, initial = \"50ms\", max_delay = \"100ms\", max_age = \"1h\" }"
+        ),
+    );
+    let body = |id: &str| {
+        format!(
+            r#"{{"id":"{id}","object":"event","type":"invoice.paid","data":{{"object":{{"customer":"cus_1"}}}}}}"#
+        )
+    };
+    let gw = TestGateway::start(&config).await;
+    for id in ["evt_a", "evt_b", "evt_c"] {
+        assert_eq!(
+            gw.deliver("orders", &body(id), id).await.outcome(),
+            "queued"
+        );
+    }
+    assert!(
+        eventually(Duration::from_secs(5), || up.count_for("evt_a") >= 2).await,
+        "evt_a retrying"
+    );
+    listed(&gw, "?route=orders", 3).await;
+    gw.stop().await;
+    assert_eq!(up.effects(), 0);
+    let moved = to_previous_layout(&redis);
+    assert!(moved >= 10, "{moved} keys in the old layout");
+    let old: Vec<String> = all_keys(&redis);
+    assert!(
+        old.iter().any(|k| k == "hookgate:q:{orders}:stream"),
+        "{old:?}"
+    );
+    assert!(
+        old.iter().any(|k| k == "hookgate:log:{orders}:ids"),
+        "{old:?}"
+    );
+
+    up.set_status(200);
+    let gw = TestGateway::start(&config).await;
+    assert!(
+        eventually(Duration::from_secs(10), || ["evt_a", "evt_b", "evt_c"]
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "every queued event delivered after the upgrade: {} 2xx",
+        up.effects()
+    );
+    let delivered: Vec<String> = up
+        .received()
+        .iter()
+        .filter(|r| (200..300).contains(&r.status))
+        .filter_map(|r| r.header("idempotency-key").map(str::to_owned))
+        .collect();
+    assert_eq!(delivered, ["evt_a", "evt_b", "evt_c"], "the key's order");
+    let records = listed(&gw, "?route=orders", 3).await;
+    assert_eq!(records.len(), 3, "the previous version's records");
+    assert_eq!(
+        gw.deliver("orders", &body("evt_a"), "evt_a")
+            .await
+            .outcome(),
+        "duplicate"
+    );
+    let keys = all_keys(&redis);
+    assert!(
+        keys.iter()
+            .all(|k| !k.starts_with("hookgate:q:") && !k.starts_with("hookgate:log:")),
+        "{keys:?}"
+    );
+    assert!(
+        keys.iter().any(|k| k == "hookgate:#q:{orders}:stream"),
+        "{keys:?}"
+    );
+    gw.stop().await;
+}
