@@ -101,13 +101,13 @@ impl App {
         // on Redis are moved into the current key layout (store/redis/layout.rs), so an
         // upgrade loses no queued event. A store that does not answer now is tried
         // again in the background (the move merges with what was written meanwhile).
-        if let Err(e) = Box::pin(move_previous_layout(&self.state)).await {
+        if let Err(e) = Box::pin(move_previous_layout(&self.state, false)).await {
             tracing::warn!(error = %e, "redis store: the keys of the previous layout could not be moved yet; trying again in the background");
             let (state, stop) = (self.state.clone(), stop.clone());
             tokio::spawn(async move {
                 while !stop.is_cancelled() {
                     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-                    match Box::pin(move_previous_layout(&state)).await {
+                    match Box::pin(move_previous_layout(&state, false)).await {
                         Ok(()) => return,
                         Err(e) => {
                             tracing::warn!(error = %e, "redis store: moving the keys of the previous layout failed; trying again")
@@ -122,6 +122,11 @@ impl App {
         tokio::spawn({
             let state = self.state.clone();
             async move {
+                // Queues of the previous layout that no route names (a bounded scan):
+                // moved first, so that they are counted as stranded.
+                if let Err(e) = Box::pin(move_previous_layout(&state, true)).await {
+                    tracing::warn!(error = %e, "redis store: the queues of the previous layout that no route names could not be moved");
+                }
                 state.count_stranded().await;
                 state.release_blocked_lines().await;
             }
@@ -171,15 +176,19 @@ impl App {
 }
 
 /// On Redis, moves what a previous version wrote in the old key layout into the
-/// current one: every configured destination's queue and those found stored in the old
-/// layout (a bounded scan; not on a cluster), and every configured route's log.
-async fn move_previous_layout(state: &AppState) -> Result<(), crate::store::StoreError> {
+/// current one: every configured destination's queue and every configured route's
+/// log; with `unnamed`, instead the queues found stored in the old layout that no
+/// route names (a bounded scan; none on a cluster).
+async fn move_previous_layout(
+    state: &AppState,
+    unnamed: bool,
+) -> Result<(), crate::store::StoreError> {
     let Store::Redis(redis) = state.store() else {
         return Ok(());
     };
     let routing = state.routing();
     let prefix = &routing.store_cfg.key_prefix;
-    let mut queues: Vec<(String, String)> = routing
+    let named: Vec<(String, String)> = routing
         .routes
         .values()
         .flat_map(|r| {
@@ -188,22 +197,26 @@ async fn move_previous_layout(state: &AppState) -> Result<(), crate::store::Stor
                 .map(|d| (r.name.clone(), d.name.clone()))
         })
         .collect();
-    for q in redis.old_layout_queues(prefix).await? {
-        if !queues.contains(&q) {
-            queues.push(q);
-        }
-    }
+    let queues = if unnamed {
+        let mut found = redis.old_layout_queues(prefix).await?;
+        found.retain(|q| !named.contains(q));
+        found
+    } else {
+        named
+    };
     let mut moved = 0;
     for (route, destination) in &queues {
         moved += redis
             .move_queue(&crate::store::QueueRef::new(prefix, route, destination))
             .await?;
     }
-    let mut names: Vec<&str> = routing.routes.values().map(|r| r.name.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    for route in names {
-        moved += redis.move_log(prefix, route).await?;
+    if !unnamed {
+        let mut names: Vec<&str> = routing.routes.values().map(|r| r.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        for route in names {
+            moved += redis.move_log(prefix, route).await?;
+        }
     }
     if moved > 0 {
         tracing::info!(

@@ -473,27 +473,30 @@ async fn an_upgrade_moves_the_previous_layouts_queues_and_log() {
     let redis = RedisServer::start();
     let up = Upstream::start().await;
     up.set_status(503);
+    let queue = "delivery = \"queue\"\norder_by = \"json:/data/object/customer\"\nretry = { max_attempts = 1000, initial = \"50ms\", max_delay = \"100ms\", max_age = \"1h\" }";
     let config = format!(
         "[store]\nbackend = \"redis\"\nurl = \"{}\"\n{}",
         redis.url(),
-        route(
-            "orders",
-            &up,
-            "delivery = \"queue\"\norder_by = \"json:/data/object/customer\"\nretry = { max_attempts = 1000, initial = \"50ms\", max_delay = \"100ms\", max_age = \"1h\" }"
-        ),
+        route("orders", &up, queue),
     );
+    // The previous version also had a route `gone`, which the new config drops.
+    let before = format!("{config}{}", route("gone", &up, queue));
     let body = |id: &str| {
         format!(
             r#"{{"id":"{id}","object":"event","type":"invoice.paid","data":{{"object":{{"customer":"cus_1"}}}}}}"#
         )
     };
-    let gw = TestGateway::start(&config).await;
+    let gw = TestGateway::start(&before).await;
     for id in ["evt_a", "evt_b", "evt_c"] {
         assert_eq!(
             gw.deliver("orders", &body(id), id).await.outcome(),
             "queued"
         );
     }
+    assert_eq!(
+        gw.deliver("gone", &body("evt_g"), "evt_g").await.outcome(),
+        "queued"
+    );
     assert!(
         eventually(Duration::from_secs(5), || up.count_for("evt_a") >= 2).await,
         "evt_a retrying"
@@ -538,10 +541,22 @@ async fn an_upgrade_moves_the_previous_layouts_queues_and_log() {
             .outcome(),
         "duplicate"
     );
+    // The dropped route's queue is moved too (in the background), and counted as
+    // stranded.
+    let sample = "hookgate_queue_stranded{queue=\"gone\"}";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while gw.metric(sample).await != 1.0 {
+        assert!(tokio::time::Instant::now() < deadline, "{sample} never 1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let keys = all_keys(&redis);
     assert!(
         keys.iter()
-            .all(|k| !k.starts_with("hookgate:q:") && !k.starts_with("hookgate:log:")),
+            .all(|k| !k.starts_with("hookgate:q:") && !k.starts_with("hookgate:log:{orders}")),
+        "{keys:?}"
+    );
+    assert!(
+        keys.iter().any(|k| k == "hookgate:#q:{gone}:ev:evt_g"),
         "{keys:?}"
     );
     assert!(

@@ -1123,7 +1123,7 @@ async fn the_redis_queue_keeps_its_layout_and_recovers_its_group() {
 }
 
 /// The Redis layout of destinations and lines: a named destination's keys are under
-/// `q:{<route>}/<destination>:`; a key's line is a list of IDs under `o:<key>`, each
+/// `#q:{<route>}/<destination>:`; a key's line is a list of IDs under `o:<key>`, each
 /// event's hash names it (`okey`) while it holds a place, and only the first of the
 /// line has a stream entry (a stray entry for another is dropped, not delivered).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
