@@ -565,3 +565,75 @@ async fn an_upgrade_moves_the_previous_layouts_queues_and_log() {
     );
     gw.stop().await;
 }
+
+/// On a cluster (no scan), a configured queue left in the previous layout is moved by
+/// name: its event is taken from the new layout's stream afterwards, and no key of the
+/// old layout is left in the route's slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_of_the_previous_layout_is_moved_on_a_cluster() {
+    use hookgate::store::{Enqueued, QueueRef, QueueStore as _};
+
+    let cluster = crate::support::redis::RedisCluster::start();
+    let store = hookgate::store::RedisStore::new_cluster(&cluster.urls(), Duration::from_secs(1))
+        .expect("store");
+    let q = QueueRef::new("hookgate:", "orders", "orders");
+    let ev = crate::queue_conformance::event("evt_cl", b"{}", hookgate::queue::now_ms());
+    assert_eq!(
+        store
+            .enqueue(&q, &ev, Duration::from_secs(60))
+            .await
+            .expect("enqueue"),
+        Enqueued::Queued
+    );
+    // As the previous version left it: every key of the queue under `q:`.
+    let node = cluster.primary_of("{orders}");
+    let node_cmd = |cmd: &mut redis::Cmd| -> redis::Value {
+        let mut c = redis::Client::open(format!("redis://127.0.0.1:{node}"))
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .expect("connect");
+        cmd.query(&mut c).expect("command")
+    };
+    let mut renamed = 0;
+    for suffix in [
+        "ev:evt_cl",
+        "stream",
+        "all",
+        "delayed",
+        "dead",
+        "delivered",
+        "clock",
+    ] {
+        let new = format!("hookgate:#q:{{orders}}:{suffix}");
+        if node_cmd(redis::cmd("EXISTS").arg(&new)) == redis::Value::Int(1) {
+            node_cmd(
+                redis::cmd("RENAME")
+                    .arg(&new)
+                    .arg(format!("hookgate:q:{{orders}}:{suffix}")),
+            );
+            renamed += 1;
+        }
+    }
+    assert!(renamed >= 3, "{renamed} keys in the old layout");
+    assert!(
+        store
+            .take_due(&q, 10, Duration::from_secs(30))
+            .await
+            .expect("take")
+            .is_empty()
+    );
+    assert!(store.move_queue(&q).await.expect("move") >= 2);
+    let taken = store
+        .take_due(&q, 10, Duration::from_secs(30))
+        .await
+        .expect("take");
+    assert_eq!(taken.len(), 1, "the moved event is due");
+    assert_eq!(taken[0].event.envelope.event_id, "evt_cl");
+    for suffix in ["ev:evt_cl", "stream", "all"] {
+        let old = format!("hookgate:q:{{orders}}:{suffix}");
+        assert_eq!(
+            node_cmd(redis::cmd("EXISTS").arg(&old)),
+            redis::Value::Int(0),
+            "{old}"
+        );
+    }
+}
