@@ -99,34 +99,17 @@ impl App {
         Box::pin(server::eviction::at_start(&self.state, stop.clone())).await?;
         // Before anything is served or delivered: a previous version's queues and log
         // on Redis are moved into the current key layout (store/redis/layout.rs), so an
-        // upgrade loses no queued event. A store that does not answer now is tried
-        // again in the background (the move merges with what was written meanwhile).
-        if let Err(e) = Box::pin(move_previous_layout(&self.state, false)).await {
-            tracing::warn!(error = %e, "redis store: the keys of the previous layout could not be moved yet; trying again in the background");
-            let (state, stop) = (self.state.clone(), stop.clone());
-            tokio::spawn(async move {
-                while !stop.is_cancelled() {
-                    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-                    match Box::pin(move_previous_layout(&state, false)).await {
-                        Ok(()) => return,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "redis store: moving the keys of the previous layout failed; trying again")
-                        }
-                    }
-                }
-            });
-        }
+        // upgrade loses no queued event.
+        move_previous_layout_at_start(&self.state, &stop).await;
         // Queues no route names any more, counted and logged (a bounded scan), and
         // lines dead events hold under `on_dead = "skip"` released; in the background:
         // serving does not wait for them.
         tokio::spawn({
             let state = self.state.clone();
             async move {
-                // Queues of the previous layout that no route names (a bounded scan):
-                // moved first, so that they are counted as stranded.
-                if let Err(e) = Box::pin(move_previous_layout(&state, true)).await {
-                    tracing::warn!(error = %e, "redis store: the queues of the previous layout that no route names could not be moved");
-                }
+                // Queues of the previous layout that no route names: moved first, so
+                // that they are counted as stranded.
+                move_unnamed_previous_layout(&state).await;
                 state.count_stranded().await;
                 state.release_blocked_lines().await;
             }
@@ -175,11 +158,61 @@ impl App {
     }
 }
 
+/// A future of the start-up steps below, type-erased: nested in `App::run`'s future,
+/// their own overflow the compiler's layout query depth.
+type Step<'a> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// [`move_previous_layout`] of the configured queues and logs; a store that does not
+/// answer now is tried again in the background every 5 s (the move merges with what
+/// was written meanwhile).
+fn move_previous_layout_at_start<'a>(
+    state: &'a Arc<AppState>,
+    stop: &'a tokio_util::sync::CancellationToken,
+) -> Step<'a> {
+    Box::pin(async move {
+        let Err(e) = move_previous_layout(state, false).await else {
+            return;
+        };
+        tracing::warn!(error = %e, "redis store: the keys of the previous layout could not be moved yet; trying again in the background");
+        let (state, stop) = (state.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                match move_previous_layout(&state, false).await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "redis store: moving the keys of the previous layout failed; trying again");
+                    }
+                }
+            }
+        });
+    })
+}
+
+/// [`move_previous_layout`] of the queues no route names (a bounded scan).
+fn move_unnamed_previous_layout(state: &AppState) -> Step<'_> {
+    Box::pin(async move {
+        if let Err(e) = move_previous_layout(state, true).await {
+            tracing::warn!(error = %e, "redis store: the queues of the previous layout that no route names could not be moved");
+        }
+    })
+}
+
 /// On Redis, moves what a previous version wrote in the old key layout into the
 /// current one: every configured destination's queue and every configured route's
 /// log; with `unnamed`, instead the queues found stored in the old layout that no
 /// route names (a bounded scan; none on a cluster).
-async fn move_previous_layout(
+///
+/// Type-erased: nested in `App::run`'s future, its own overflows the compiler's layout
+/// query depth.
+fn move_previous_layout(
+    state: &AppState,
+    unnamed: bool,
+) -> std::pin::Pin<Box<dyn Future<Output = Result<(), crate::store::StoreError>> + Send + '_>> {
+    Box::pin(move_previous_layout_now(state, unnamed))
+}
+
+async fn move_previous_layout_now(
     state: &AppState,
     unnamed: bool,
 ) -> Result<(), crate::store::StoreError> {

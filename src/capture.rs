@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::provider::Preset;
 use crate::provider::catalogue::CredentialAt;
+use crate::redact::REDACTED;
 use crate::replay::Replay;
 use crate::telemetry::ResultLabel;
 
@@ -174,29 +175,22 @@ impl Capture {
     }
 }
 
-/// Headers whose value is a credential for any route, never written to a capture
-/// (signatures are kept: useless without the secret, and replays re-sign anyway).
-const CREDENTIAL_HEADERS: &[&str] = &[
-    "authorization",
-    "proxy-authorization",
-    "cookie",
-    "x-gitlab-token",
-    "x-hook-secret",
-];
-
-const REDACTED: &str = "[redacted]";
-
-/// Removes every credential the route's preset knows from a capture, wherever it
-/// travels: headers, query parameters and body fields (Mailchimp's `?token=`,
-/// Notion's `verification_token`, Figma's `passcode`, Graph's `clientState`, …).
-/// Credential headers (`Authorization`, `Cookie`, …) are redacted for every route.
+/// Removes every credential from a capture, wherever it travels: headers and query
+/// parameters by the one rule of `crate::redact` (`Authorization`, `Cookie`,
+/// `X-Webhook-Key`, `?token=`, `?api_key=`, …, and what the route's preset names),
+/// and the preset's body fields (Notion's `verification_token`, Figma's `passcode`,
+/// Graph's `clientState`, …). Signatures are kept: useless without the secret, and
+/// a capture replayed as of its own time verifies with them.
 pub fn redact(r: &mut Replay, preset: Option<Preset>) {
+    use crate::redact::Hide;
     for (name, value) in &mut r.headers {
-        if is_credential_header(name, preset) {
+        if crate::redact::header(name, preset, Hide::Credentials) {
             *value = REDACTED.to_owned();
         }
     }
-    if let Some(clean) = r.query.as_deref().and_then(|q| redact_query(q, preset)) {
+    if let Some(q) = r.query.as_deref()
+        && let std::borrow::Cow::Owned(clean) = crate::redact::query(q, preset, Hide::Credentials)
+    {
         r.query = Some(clean);
     }
     if body_has_credentials(preset)
@@ -207,52 +201,6 @@ pub fn redact(r: &mut Replay, preset: Option<Preset>) {
         r.body = fresh.body;
         r.body_base64 = fresh.body_base64;
     }
-}
-
-/// Whether a header carries a credential: one every capture redacts, or one the
-/// route's preset names.
-pub(crate) fn is_credential_header(name: &str, preset: Option<Preset>) -> bool {
-    CREDENTIAL_HEADERS
-        .iter()
-        .any(|h| name.eq_ignore_ascii_case(h))
-        || preset.is_some_and(|p| {
-            p.credential_locations()
-                .iter()
-                .any(|l| matches!(l, CredentialAt::Header(h) if name.eq_ignore_ascii_case(h)))
-        })
-}
-
-/// A query string with the preset's credential parameters' values redacted; `None`
-/// when the preset has no credential in the query.
-pub(crate) fn redact_query(query: &str, preset: Option<Preset>) -> Option<String> {
-    let params: Vec<&str> = preset
-        .map(Preset::credential_locations)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|l| match l {
-            CredentialAt::Query(p) => Some(*p),
-            _ => None,
-        })
-        .collect();
-    if params.is_empty() {
-        return None;
-    }
-    let redacted: Vec<String> = query
-        .split('&')
-        .map(|pair| {
-            let raw_key = pair.split_once('=').map_or(pair, |(k, _)| k);
-            let key = form_urlencoded::parse(raw_key.as_bytes())
-                .next()
-                .map(|(k, _)| k.into_owned())
-                .unwrap_or_default();
-            if params.contains(&key.as_str()) {
-                format!("{raw_key}={REDACTED}")
-            } else {
-                pair.to_owned()
-            }
-        })
-        .collect();
-    Some(redacted.join("&"))
 }
 
 /// Whether the preset has a credential in the JSON body.

@@ -30,6 +30,8 @@
 //! - [`config`]: the TOML file as data — parsed, then validated section by section;
 //!   it depends on nothing that serves ([`tls`] loads certificates for both).
 //! - [`capture`], [`replay`], [`sign`]: capturing deliveries, replay files, signing.
+//! - `redact`: the one rule for which headers and query parameters captures and the
+//!   delivery log never show.
 //! - `testing` (with the `testing` feature): a gateway and a recording upstream for
 //!   your own test suites; a production build carries none of it.
 //! - [`cli`] (a file per command), [`telemetry`], [`shutdown`]: the binary's plumbing;
@@ -48,6 +50,7 @@ pub mod forward;
 mod log_format;
 pub mod provider;
 pub mod queue;
+mod redact;
 pub mod replay;
 pub mod secret;
 pub mod server;

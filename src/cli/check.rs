@@ -16,6 +16,7 @@ pub(super) async fn run(args: CheckArgs) -> anyhow::Result<i32> {
         Ok(cfg) => {
             print!("{}", describe(&cfg));
             print!("{}", check_stranded(&cfg).await);
+            print!("{}", check_log_budget(&cfg).await);
             Ok(0)
         }
         Err(e) => {
@@ -23,6 +24,40 @@ pub(super) async fn run(args: CheckArgs) -> anyhow::Result<i32> {
             Ok(1)
         }
     }
+}
+
+/// `hookgate check`: whether `log.max_size` is more than the store can give the log
+/// (the disk's volume beside `store.min_free_space` and the log's margin; a quarter of
+/// Redis's `maxmemory`), when the store can be reached.
+async fn check_log_budget(cfg: &Config) -> String {
+    use crate::store::Store;
+    use crate::store::log::{Bounds, DeliveryLog};
+    if !cfg.log.enabled {
+        return String::new();
+    }
+    let warning = match &cfg.store.backend {
+        Backend::Memory => None,
+        Backend::Disk { path } => {
+            crate::store::log::max_size_warning(path, cfg.store.min_free_space, cfg.log.max_size)
+        }
+        _ => {
+            let Ok(store @ Store::Redis(_)) = Store::connect(&cfg.store) else {
+                return String::new();
+            };
+            let bounds = Bounds {
+                keep: cfg.log.keep,
+                max_size: cfg.log.max_size,
+            };
+            let Ok(log) = DeliveryLog::open(&store, bounds, &cfg.store.key_prefix) else {
+                return String::new();
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(10), log.budget_warning())
+                .await
+                .ok()
+                .flatten()
+        }
+    };
+    warning.map_or_else(String::new, |w| format!("log: warning: {w}\n"))
 }
 
 /// `hookgate check`: the stored queues under the config's prefix that no route or

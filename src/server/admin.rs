@@ -31,7 +31,7 @@
 //! `same-site` (403); and a `POST` (every state change but `DELETE`, which no page can
 //! send cross-site without the listener's consent) must carry `Authorization` or
 //! `X-Requested-By`, which no page can add to a cross-site request either (403). The
-//! command line sends `X-Requested-By: hookgate`. Connections are bounded (`ADMIN_CONNECTIONS`)
+//! command line sends `X-Requested-By: hookgate`. Connections are bounded (`ADMIN_LIMITS`)
 //! and closed when silent or idle, as the public listener's are.
 
 use std::collections::HashMap;
@@ -64,9 +64,14 @@ fn authorized<B>(state: &AppState, req: &Request<B>) -> bool {
     crate::provider::mac::ct_eq(presented, token.expose())
 }
 
-/// Connections the admin listener holds open at most; beyond, a new one is answered
-/// 503 and closed.
-const ADMIN_CONNECTIONS: usize = 64;
+/// Connections the admin listener holds open at most (64), from one address (16),
+/// and past those, taken for one probe only (16): beyond, a new one is answered 503
+/// and closed.
+const ADMIN_LIMITS: super::AdminLimits = super::AdminLimits {
+    max: 64,
+    per_client: 16,
+    probes: 16,
+};
 
 /// Why a request is refused as one a web page may have sent through an operator's
 /// browser, if it is: the status and the reason.
@@ -682,7 +687,7 @@ pub async fn run(
         state,
         listener,
         shutdown,
-        ADMIN_CONNECTIONS,
+        ADMIN_LIMITS,
         |st, http, _peer| async move {
             // The delivery log's live stream answers with a streaming body.
             if super::deliveries::is_stream(&http) {
@@ -692,6 +697,14 @@ pub async fn run(
                 }
             }
             handle(st, http).await.map(http_body_util::Either::Left)
+        },
+        // Past the bounds, probes only.
+        |st, http| async move {
+            if AdminRequest::parse(http.method(), http.uri()).is_probe() {
+                handle(st, http).await
+            } else {
+                super::respond::response(super::respond::Answer::Overloaded)
+            }
         },
     )
     .await;

@@ -46,6 +46,11 @@ pub(crate) type AdminBody = Either<Full<Bytes>, StreamBody<SseStream>>;
 /// A live stream's comment when nothing happened for this long (proxies and browsers
 /// close silent connections).
 const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Live streams open at once, over every client; beyond, 503.
+pub(crate) const MAX_STREAMS: usize = 16;
+/// A live stream that has sent no record for this long is ended (an inspector's page
+/// reconnects by itself): an open reader holds its slot only while records flow.
+const STREAM_IDLE: Duration = Duration::from_secs(600);
 /// Records a list answers at most, and by default.
 const MAX_LIMIT: usize = 500;
 const DEFAULT_LIMIT: usize = 50;
@@ -643,52 +648,101 @@ async fn requeue(
     Ok(Ok(queued))
 }
 
+/// A live stream's place in the recorder's writes.
+struct Live {
+    rx: tokio::sync::broadcast::Receiver<super::recorder::Written>,
+    closing: tokio_util::sync::CancellationToken,
+    /// Whether the stream's first frame (`: open`) went out.
+    open: bool,
+    /// The write being sent, and the next of its records.
+    write: Option<(super::recorder::Written, usize)>,
+    /// The number of the record expected next: a write that starts further on
+    /// follows writes this stream skipped.
+    next: Option<u64>,
+    /// How long the stream stays open without sending a record.
+    idle: Duration,
+    /// When it last sent one (or opened).
+    quiet_since: tokio::time::Instant,
+    /// The stream's place among the `MAX_STREAMS`, held until it ends.
+    _slot: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Live {
+    /// The next frame: a record that passes `q`, a `lagged` event with the number of
+    /// records skipped, or a keep-alive; `None` when the stream was idle for `idle`
+    /// or the gateway stops.
+    async fn next_frame(&mut self, q: &LogQuery) -> Option<Bytes> {
+        use tokio::sync::broadcast::error::RecvError;
+        if !self.open {
+            // Sent at once, so the client sees the stream is open.
+            self.open = true;
+            return Some(Bytes::from_static(b": open\n\n"));
+        }
+        loop {
+            if let Some((w, i)) = &mut self.write {
+                while let Some(r) = w.records.get(*i) {
+                    *i += 1;
+                    if let Some(v) = r.view().filter(|v| q.matches(v)) {
+                        self.quiet_since = tokio::time::Instant::now();
+                        let data = v.record(false).summary().to_string();
+                        return Some(Bytes::from(format!("event: delivery\ndata: {data}\n\n")));
+                    }
+                }
+                self.write = None;
+            }
+            let ends = self.quiet_since + self.idle;
+            let wait = KEEPALIVE.min(ends.saturating_duration_since(tokio::time::Instant::now()));
+            if wait.is_zero() {
+                return None;
+            }
+            let next = tokio::select! {
+                () = self.closing.cancelled() => return None,
+                r = tokio::time::timeout(wait, self.rx.recv()) => r,
+            };
+            match next {
+                Err(_) if tokio::time::Instant::now() >= ends => return None,
+                Err(_) => return Some(Bytes::from_static(b": keepalive\n\n")),
+                Ok(Ok(w)) => {
+                    let skipped = self.next.map_or(0, |n| w.first.saturating_sub(n));
+                    self.next = Some(w.first + w.records.len() as u64);
+                    self.write = Some((w, 0));
+                    // Fell behind: some records were skipped; the page reloads the
+                    // list to catch up.
+                    if skipped > 0 {
+                        return Some(Bytes::from(format!("event: lagged\ndata: {skipped}\n\n")));
+                    }
+                }
+                // The next write received tells how many records were skipped.
+                Ok(Err(RecvError::Lagged(_))) => {}
+                Ok(Err(RecvError::Closed)) => return None,
+            }
+        }
+    }
+}
+
 /// The live stream: each new record that passes the filters as a `delivery` event.
 pub(crate) fn stream<B>(state: &Arc<AppState>, req: &Request<B>) -> Response<AdminBody> {
     let q = match query_of(&params(req.uri().query())) {
         Ok(q) => q,
         Err(e) => return error(StatusCode::BAD_REQUEST, e).map(Either::Left),
     };
-    let rx = state.recorder.subscribe();
-    let closing = state.recorder.closing.clone();
-    let frames =
-        futures_util::stream::unfold((rx, closing, true), move |(mut rx, closing, first)| {
-            let q = q.clone();
-            async move {
-                if first {
-                    // Sent at once, so the client sees the stream is open.
-                    return Some((
-                        Ok(Frame::data(Bytes::from_static(b": open\n\n"))),
-                        (rx, closing, false),
-                    ));
-                }
-                loop {
-                    let next = tokio::select! {
-                        () = closing.cancelled() => return None,
-                        r = tokio::time::timeout(KEEPALIVE, rx.recv()) => r,
-                    };
-                    let frame = match next {
-                        Err(_) => Bytes::from_static(b": keepalive\n\n"),
-                        Ok(Ok(r)) => match r.view().filter(|v| q.matches(v)) {
-                            Some(v) => {
-                                let data = v.record(false).summary().to_string();
-                                Bytes::from(format!("event: delivery\ndata: {data}\n\n"))
-                            }
-                            None => continue,
-                        },
-                        // Fell behind: some records were skipped; the page reloads the
-                        // list to catch up.
-                        Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(n))) => {
-                            Bytes::from(format!("event: lagged\ndata: {n}\n\n"))
-                        }
-                        Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return None,
-                    };
-                    return Some((Ok(Frame::data(frame)), (rx, closing, false)));
-                }
-            }
-        });
-    let body: SseStream = Box::pin(frames);
-    let mut resp = Response::new(Either::Right(StreamBody::new(body)));
+    let Ok(slot) = state.live_streams.clone().try_acquire_owned() else {
+        let mut resp = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{MAX_STREAMS} live streams are open already: retry later"),
+        );
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return resp.map(Either::Left);
+    };
+    let frames = live_frames(
+        state.recorder.subscribe(),
+        state.recorder.closing.clone(),
+        q,
+        STREAM_IDLE,
+        slot,
+    );
+    let mut resp = Response::new(Either::Right(StreamBody::new(frames)));
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -697,4 +751,74 @@ pub(crate) fn stream<B>(state: &Arc<AppState>, req: &Request<B>) -> Response<Adm
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
+}
+
+/// A live stream's frames: an `open` comment at once, then each record `q` matches,
+/// a `lagged` event with the number of records skipped when the stream fell more than
+/// the recorder's backlog of writes behind, a keep-alive comment every [`KEEPALIVE`]
+/// without a record, and the end after `idle` without one (or when the gateway
+/// closes). `slot` is held until the end.
+fn live_frames(
+    rx: tokio::sync::broadcast::Receiver<super::recorder::Written>,
+    closing: tokio_util::sync::CancellationToken,
+    q: LogQuery,
+    idle: Duration,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> SseStream {
+    let live = Live {
+        rx,
+        closing,
+        open: false,
+        write: None,
+        next: None,
+        idle,
+        quiet_since: tokio::time::Instant::now(),
+        _slot: slot,
+    };
+    Box::pin(futures_util::stream::unfold(live, move |mut live| {
+        let q = q.clone();
+        async move {
+            let frame = live.next_frame(&q).await?;
+            Some((Ok(Frame::data(frame)), live))
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt as _;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_live_stream_keeps_alive_then_ends_and_frees_its_slot() {
+        let (_tx, rx) = tokio::sync::broadcast::channel(4);
+        let slots = Arc::new(tokio::sync::Semaphore::new(1));
+        let slot = slots.clone().try_acquire_owned().expect("slot");
+        let started = tokio::time::Instant::now();
+        let mut frames = live_frames(
+            rx,
+            tokio_util::sync::CancellationToken::new(),
+            LogQuery::default(),
+            Duration::from_secs(60),
+            slot,
+        );
+        let mut seen = Vec::new();
+        while let Some(Ok(frame)) = frames.next().await {
+            let data = frame.into_data().unwrap_or_default();
+            seen.push(String::from_utf8_lossy(&data).into_owned());
+        }
+        assert_eq!(seen[0], ": open\n\n");
+        assert_eq!(
+            seen.len(),
+            1 + 3,
+            "keep-alives at 15, 30 and 45 s: {seen:?}"
+        );
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_secs(60),
+            "ended when idle"
+        );
+        drop(frames);
+        assert_eq!(slots.available_permits(), 1, "its slot is free again");
+    }
 }

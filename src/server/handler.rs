@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use tracing::Instrument as _;
 
@@ -84,8 +84,10 @@ impl std::fmt::Display for TraceId {
 }
 
 /// The W3C trace context of a request: the provider's, or a new one (so a delivery
-/// can be followed across services). Returns the trace ID for the log.
-fn trace_context(headers: &mut HeaderMap) -> TraceId {
+/// can be followed across services). Returns the trace ID for the log, and the new
+/// `traceparent` when the provider sent none that is valid: the caller sets it once
+/// the delivery log and the capture have copied what the provider sent.
+fn trace_context(headers: &HeaderMap) -> (TraceId, Option<HeaderValue>) {
     // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 bytes.
     let valid = headers.get(&TRACEPARENT).and_then(|v| {
         let b = v.as_bytes();
@@ -104,7 +106,7 @@ fn trace_context(headers: &mut HeaderMap) -> TraceId {
         })
     });
     if let Some(trace_id) = valid {
-        return trace_id;
+        return (trace_id, None);
     }
     use rand::Rng as _;
     let (trace, span): ([u8; 16], [u8; 8]) = (rand::rng().random(), rand::rng().random());
@@ -112,12 +114,9 @@ fn trace_context(headers: &mut HeaderMap) -> TraceId {
     // Both slices are exactly twice their input's length, so encoding cannot fail.
     let _ = hex::encode_to_slice(trace, &mut value[3..35]);
     let _ = hex::encode_to_slice(span, &mut value[36..52]);
-    if let Ok(v) = HeaderValue::from_bytes(&value) {
-        headers.insert(TRACEPARENT, v);
-    }
     let mut id = [0u8; 32];
     id.copy_from_slice(&value[3..35]);
-    TraceId(id)
+    (TraceId(id), HeaderValue::from_bytes(&value).ok())
 }
 
 /// Handles one request and writes its log line.
@@ -127,7 +126,7 @@ pub(super) async fn handle(
     peer: SocketAddr,
 ) -> Resp {
     let started = Instant::now();
-    let trace_id = trace_context(req.headers_mut());
+    let (trace_id, traceparent) = trace_context(req.headers());
     let span = tracing::info_span!("delivery", trace_id = %trace_id);
     async move {
         state.metrics.in_flight.inc();
@@ -161,6 +160,11 @@ pub(super) async fn handle(
                 )
             });
         let logged = state.recorder.seen(&state, &req, peer, received_at);
+        // Set after the copies: the log and the capture show what the provider sent;
+        // the upstream gets the trace context.
+        if let Some(v) = traceparent {
+            req.headers_mut().insert(TRACEPARENT, v);
+        }
         let mut seen = Seen::default();
         let limit = state.server.request_timeout;
         // `seen` is the delivery's log record, filled in as the pipeline goes, so that
@@ -346,25 +350,18 @@ async fn admit(
     else {
         return Err(Answer::ClientBusy);
     };
-    // Bytes being received, over every client, are bounded too (many clients holding
-    // large bodies open): the declared length, or the largest body without one.
+    // Bytes being received are bounded over every client and per client, counted as
+    // they arrive (a declared length costs the sender nothing).
+    let mut receiving = state.body_bytes.body(client);
     let max_body = routing.server.max_body;
-    let expected = body
-        .size_hint()
-        .upper()
-        .map_or(max_body, |n| {
-            usize::try_from(n).unwrap_or(max_body).min(max_body)
-        })
-        .max(1);
-    let Ok(receiving) = state
-        .body_bytes
-        .clone()
-        .try_acquire_many_owned(u32::try_from(expected).unwrap_or(u32::MAX))
-    else {
-        seen.detail = Some("server.max_body_bytes_in_flight reached".into());
-        return Err(Answer::Overloaded);
+    let body = match read_body(body, max_body, routing.server.body_timeout, &mut receiving).await {
+        Ok(body) => body,
+        Err(Unread::Answer(answer)) => return Err(answer),
+        Err(Unread::OverBudget(why)) => {
+            seen.detail = Some(why.detail().into());
+            return Err(Answer::Overloaded);
+        }
     };
-    let body = read_body(body, max_body, routing.server.body_timeout).await?;
     drop(receiving);
     drop(reading);
     // Bounded, never queued: beyond server.max_in_flight the provider retries later.
@@ -612,20 +609,60 @@ where
     }
 }
 
-/// Reads the body under the size limit and the body timeout. A declared
-/// `Content-Length` over the limit is refused before anything is read.
-async fn read_body(body: Incoming, max: usize, limit: Duration) -> Result<Bytes, Answer> {
+/// Why a body was not read whole.
+enum Unread {
+    Answer(Answer),
+    OverBudget(super::limits::OverBudget),
+}
+
+/// Reads the body under the size limit and the body timeout, each frame's bytes held
+/// of the body budget as it arrives. A declared `Content-Length` over the limit is
+/// refused before anything is read; nothing is set aside for a declared length.
+async fn read_body(
+    body: Incoming,
+    max: usize,
+    limit: Duration,
+    budget: &mut super::limits::BodyBytes<'_>,
+) -> Result<Bytes, Unread> {
     if body.size_hint().upper().is_some_and(|n| n > max as u64) {
-        return Err(Answer::TooLarge { limit: max });
+        return Err(Unread::Answer(Answer::TooLarge { limit: max }));
     }
-    match tokio::time::timeout(limit, Limited::new(body, max).collect()).await {
-        Err(_) => Err(Answer::BodyTimeout),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            Err(Answer::TooLarge { limit: max })
+    let read = async {
+        let mut body = body;
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut len = 0usize;
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame
+                .map_err(|_| Unread::Answer(Answer::BadBody))?
+                .into_data()
+            else {
+                continue; // trailers carry nothing of the body
+            };
+            if data.is_empty() {
+                continue;
+            }
+            len += data.len();
+            if len > max {
+                return Err(Unread::Answer(Answer::TooLarge { limit: max }));
+            }
+            budget.grow(data.len()).map_err(Unread::OverBudget)?;
+            chunks.push(data);
         }
-        Ok(Err(_)) => Err(Answer::BadBody),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-    }
+        Ok(match chunks.len() {
+            0 => Bytes::new(),
+            1 => chunks.swap_remove(0),
+            _ => {
+                let mut whole = bytes::BytesMut::with_capacity(len);
+                for chunk in chunks {
+                    whole.extend_from_slice(&chunk);
+                }
+                whole.freeze()
+            }
+        })
+    };
+    tokio::time::timeout(limit, read)
+        .await
+        .unwrap_or(Err(Unread::Answer(Answer::BodyTimeout)))
 }
 
 /// A verified delivery on its way through the store and the upstream.

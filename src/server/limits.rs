@@ -70,6 +70,7 @@ impl ClientReads {
         max: usize,
         wait: Duration,
     ) -> Option<ReadSlot> {
+        let client = client_key(client);
         let semaphore = lock(&self.clients)
             .entry(client)
             .or_insert_with(|| Arc::new(Semaphore::new(max)))
@@ -113,6 +114,133 @@ impl Drop for ReadSlot {
     }
 }
 
+/// The first bytes of every body may use the whole of the body budget; bytes past
+/// them only what the reserve leaves. Deliveries are a few KiB: they are admitted
+/// while large bodies hold everything else.
+const SMALL_BODY: usize = 64 * 1024;
+
+/// Body bytes being received, over every client (`server.max_body_bytes_in_flight`):
+/// counted as they arrive, never from a declared `Content-Length` (a head costs a
+/// few bytes to send and would otherwise hold a megabyte of budget). One client (an
+/// address, an IPv6 /64) holds at most its share; bytes past a body's first
+/// [`SMALL_BODY`] leave a reserve, so that small deliveries from everyone else are
+/// still received while a few clients hold their shares.
+#[derive(Debug)]
+pub(crate) struct BodyBudget {
+    total: usize,
+    share: usize,
+    /// What bytes past a body's first [`SMALL_BODY`] may hold in all.
+    bulk: usize,
+    held: Mutex<Held>,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    bytes: usize,
+    bulk: usize,
+    clients: HashMap<IpAddr, usize>,
+}
+
+/// Why a body's next bytes were refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OverBudget {
+    /// The client already receives its share of the budget.
+    Share,
+    /// Every client together holds the budget (or what the reserve leaves large
+    /// bodies).
+    Total,
+}
+
+impl OverBudget {
+    /// The detail an answer and the delivery log give.
+    pub(crate) fn detail(self) -> &'static str {
+        match self {
+            Self::Share => "this client's share of server.max_body_bytes_in_flight reached",
+            Self::Total => "server.max_body_bytes_in_flight reached",
+        }
+    }
+}
+
+/// The bytes one body holds of the budget; dropping it gives them back.
+#[derive(Debug)]
+pub(crate) struct BodyBytes<'a> {
+    budget: &'a BodyBudget,
+    client: IpAddr,
+    bytes: usize,
+    bulk: usize,
+}
+
+impl BodyBudget {
+    /// A budget of `total` bytes; one client's share is a sixteenth of it, or one
+    /// whole body (`max_body`) if that is more, and an eighth is kept for the first
+    /// bytes of bodies.
+    pub(crate) fn new(total: usize, max_body: usize) -> Self {
+        let bulk = total - total / 8;
+        Self {
+            total,
+            share: (total / 16).max(max_body).min(bulk),
+            bulk,
+            held: Mutex::default(),
+        }
+    }
+
+    /// An empty reservation for one body from `client`.
+    pub(crate) fn body(&self, client: IpAddr) -> BodyBytes<'_> {
+        BodyBytes {
+            budget: self,
+            client: client_key(client),
+            bytes: 0,
+            bulk: 0,
+        }
+    }
+
+    /// Bytes held, over every client (tests and diagnostics).
+    #[cfg(test)]
+    fn held(&self) -> (usize, usize) {
+        let held = lock(&self.held);
+        (held.bytes, held.clients.len())
+    }
+}
+
+impl BodyBytes<'_> {
+    /// Holds `n` more bytes of the body, or says why they may not be held.
+    pub(crate) fn grow(&mut self, n: usize) -> Result<(), OverBudget> {
+        let b = self.budget;
+        let bulk = n.saturating_sub(SMALL_BODY.saturating_sub(self.bytes));
+        let mut held = lock(&b.held);
+        let mine = held.clients.get(&self.client).copied().unwrap_or(0);
+        if mine + n > b.share {
+            return Err(OverBudget::Share);
+        }
+        if held.bytes + n > b.total || held.bulk + bulk > b.bulk {
+            return Err(OverBudget::Total);
+        }
+        held.bytes += n;
+        held.bulk += bulk;
+        *held.clients.entry(self.client).or_insert(0) += n;
+        self.bytes += n;
+        self.bulk += bulk;
+        Ok(())
+    }
+}
+
+impl Drop for BodyBytes<'_> {
+    fn drop(&mut self) {
+        if self.bytes == 0 {
+            return;
+        }
+        let mut held = lock(&self.budget.held);
+        held.bytes -= self.bytes;
+        held.bulk -= self.bulk;
+        if let Some(mine) = held.clients.get_mut(&self.client) {
+            *mine -= self.bytes;
+            if *mine == 0 {
+                held.clients.remove(&self.client);
+            }
+        }
+    }
+}
+
 /// A token bucket: `rate` per second, at most `rate` banked.
 #[derive(Debug)]
 struct Bucket {
@@ -132,7 +260,7 @@ impl FailureBudgets {
         let mut buckets = lock(&self.buckets);
         let now = Instant::now();
         let rate = f64::from(rate);
-        match buckets.get_mut(&(route.to_owned(), client)) {
+        match buckets.get_mut(&(route.to_owned(), client_key(client))) {
             // Absent is full.
             None => true,
             Some(b) => {
@@ -151,10 +279,12 @@ impl FailureBudgets {
             // A bucket refills completely within a second: older ones hold nothing.
             buckets.retain(|_, b| now.duration_since(b.last) < Duration::from_secs(1));
         }
-        let b = buckets.entry((route.to_owned(), client)).or_insert(Bucket {
-            tokens: f64::from(rate),
-            last: now,
-        });
+        let b = buckets
+            .entry((route.to_owned(), client_key(client)))
+            .or_insert(Bucket {
+                tokens: f64::from(rate),
+                last: now,
+            });
         b.tokens = (b.tokens - 1.0).max(0.0);
     }
 }
@@ -241,6 +371,71 @@ mod tests {
             drop(slot);
         }
         assert_eq!(reads.tracked(), 0);
+    }
+
+    #[test]
+    fn a_body_holds_the_bytes_it_received_within_its_clients_share() {
+        const MIB: usize = 1024 * 1024;
+        let budget = BodyBudget::new(64 * MIB, MIB);
+        let (a, b) = (ip("192.0.2.1"), ip("192.0.2.2"));
+        // A declared length costs nothing: 64 bodies from one client hold nothing
+        // until their bytes arrive.
+        let mut bodies: Vec<_> = (0..64).map(|_| budget.body(a)).collect();
+        assert_eq!(budget.held(), (0, 0));
+        // Their bytes take the client's share (4 MiB), and no more.
+        let mut held = 0;
+        for body in &mut bodies {
+            match body.grow(256 * 1024) {
+                Ok(()) => held += 256 * 1024,
+                Err(why) => assert_eq!(why, OverBudget::Share),
+            }
+        }
+        assert_eq!(held, 4 * MIB);
+        // Another client is received meanwhile.
+        let mut other = budget.body(b);
+        assert_eq!(other.grow(4096), Ok(()));
+        drop(other);
+        drop(bodies);
+        assert_eq!(budget.held(), (0, 0), "everything given back");
+    }
+
+    #[test]
+    fn small_bodies_keep_a_reserve_while_large_ones_hold_the_rest() {
+        const MIB: usize = 1024 * 1024;
+        let budget = BodyBudget::new(64 * MIB, MIB);
+        // 14 clients each holding their 4 MiB share of large bodies fill what the
+        // reserve leaves (56 MiB)...
+        let mut large = Vec::new();
+        for i in 0..16u8 {
+            let mut body = budget.body(ip(&format!("192.0.2.{i}")));
+            for _ in 0..4 {
+                if body.grow(MIB).is_err() {
+                    break;
+                }
+            }
+            large.push(body);
+        }
+        let (held, _) = budget.held();
+        assert!(held <= 56 * MIB + 16 * SMALL_BODY, "{held}");
+        // ...and a small delivery from anyone else is still received.
+        let mut small = budget.body(ip("198.51.100.1"));
+        assert_eq!(small.grow(8 * 1024), Ok(()));
+        // Past its first 64 KiB, a body is large: refused.
+        assert_eq!(small.grow(2 * MIB), Err(OverBudget::Total));
+    }
+
+    #[test]
+    fn ipv6_clients_share_their_slash_64() {
+        assert_eq!(
+            client_key(ip("2001:db8:1:2:aaaa::1")),
+            client_key(ip("2001:db8:1:2:bbbb::2"))
+        );
+        assert_ne!(
+            client_key(ip("2001:db8:1:2::1")),
+            client_key(ip("2001:db8:1:3::1"))
+        );
+        assert_eq!(client_key(ip("::ffff:192.0.2.1")), ip("192.0.2.1"));
+        assert_eq!(client_key(ip("192.0.2.1")), ip("192.0.2.1"));
     }
 
     #[test]

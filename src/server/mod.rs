@@ -131,8 +131,9 @@ pub struct AppState {
     reads: limits::ClientReads,
     /// Open public connections by client address (`server.max_connections_per_client`).
     connections: limits::ClientConnections,
-    /// Body bytes being received, over every client (`server.max_body_bytes_in_flight`).
-    body_bytes: Arc<tokio::sync::Semaphore>,
+    /// Body bytes being received, over every client and per client
+    /// (`server.max_body_bytes_in_flight`).
+    body_bytes: limits::BodyBudget,
     /// The TLS config of the public listener, swapped on reload (new certificates).
     tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
     /// Signing secrets providers handed over in their set-up handshake, by route, for
@@ -149,6 +150,9 @@ pub struct AppState {
     pub(crate) stranded_seen: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The delivery log's recorder (`recorder.rs`; the admin API in `deliveries.rs`).
     pub(crate) recorder: recorder::Recorder,
+    /// The delivery log's live streams open at once (`deliveries::MAX_STREAMS`):
+    /// readers that hold a stream open cannot take the admin listener's slots.
+    pub(crate) live_streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// When a connection with no request in progress is closed: `header_read_timeout`
@@ -441,9 +445,10 @@ impl AppState {
             budgets: limits::FailureBudgets::default(),
             reads: limits::ClientReads::default(),
             connections: limits::ClientConnections::default(),
-            body_bytes: Arc::new(tokio::sync::Semaphore::new(
+            body_bytes: limits::BodyBudget::new(
                 cfg.server.max_body_bytes_in_flight,
-            )),
+                cfg.server.max_body,
+            ),
             tls: arc_swap::ArcSwapOption::new(match &cfg.server.tls {
                 Some(t) => {
                     Some(tls::server_config(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?)
@@ -456,6 +461,7 @@ impl AppState {
             eviction: ArcSwap::from_pointee(policy),
             stranded_seen: std::sync::Mutex::default(),
             recorder,
+            live_streams: Arc::new(tokio::sync::Semaphore::new(deliveries::MAX_STREAMS)),
         })
     }
 
@@ -587,16 +593,37 @@ fn http_builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
     builder
 }
 
+/// The admin listener's connection bounds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdminLimits {
+    /// Connections open at once, over every client.
+    pub(crate) max: usize,
+    /// Connections open at once from one address (an IPv6 /64), well below `max`:
+    /// one address cannot take them all.
+    pub(crate) per_client: usize,
+    /// Connections past `max` that are read for one probe (`/healthz`, `/readyz`)
+    /// and closed, at most this many at once (and a quarter of them per address),
+    /// each within [`PROBE_DEADLINE`]: a full listener still answers its probes.
+    pub(crate) probes: usize,
+}
+
+/// How long a connection taken past the admin listener's bound has to send its
+/// probe and read the answer.
+const PROBE_DEADLINE: Duration = Duration::from_secs(2);
+
 /// Serves the admin endpoints on `listener` until `shutdown` resolves, with the
 /// public listener's deadlines (a silent connection is closed after
-/// `header_read_timeout`, an idle one after `idle_timeout`) and at most `max`
-/// connections open: silent connections cannot use up the process's descriptors.
-pub(crate) async fn serve_admin<H, Fut, B>(
+/// `header_read_timeout`, an idle one after `idle_timeout`) and the connection bounds
+/// of `limits`: silent connections cannot use up the process's descriptors, and one
+/// address cannot blind the probes. Past the bound, a connection is read for one
+/// request: `probe` answers it (a probe, or 503) and the connection is closed.
+pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
     state: Arc<AppState>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
-    max: usize,
+    limits: AdminLimits,
     handle: H,
+    probe: P,
 ) where
     H: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>, std::net::SocketAddr) -> Fut
         + Clone
@@ -606,17 +633,58 @@ pub(crate) async fn serve_admin<H, Fut, B>(
     Fut: Future<Output = http::Response<B>> + Send + 'static,
     B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    P: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>) -> PFut
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    PFut: Future<Output = respond::Resp> + Send + 'static,
 {
     let builder = http_builder(&state.server);
-    let connections = Arc::new(tokio::sync::Semaphore::new(max));
+    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max));
+    let by_client = limits::ClientConnections::default();
+    let probing = Arc::new(tokio::sync::Semaphore::new(limits.probes));
+    let probing_by_client = limits::ClientConnections::default();
     let closing = tokio_util::sync::CancellationToken::new();
     let open = TaskTracker::new();
+    let refuse = |stream: tokio::net::TcpStream| {
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt as _;
+            let mut stream = stream;
+            let _ = stream.write_all(&respond::overloaded_http1()).await;
+        });
+    };
     listen::accept_loop(&listener, shutdown, |stream, peer| {
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt as _;
-                let mut stream = stream;
-                let _ = stream.write_all(&respond::overloaded_http1()).await;
+        let client = limits::client_key(peer.ip());
+        let slot = by_client.enter(client, limits.per_client);
+        let permit = slot
+            .as_ref()
+            .and_then(|_| connections.clone().try_acquire_owned().ok());
+        let (Some(slot), Some(permit)) = (slot, permit) else {
+            // Full, or this address holds its share: one probe, then closed.
+            let Some(probe_slot) = probing_by_client.enter(client, (limits.probes / 4).max(1))
+            else {
+                refuse(stream);
+                return;
+            };
+            let Ok(probe_permit) = probing.clone().try_acquire_owned() else {
+                refuse(stream);
+                return;
+            };
+            let (st, probe) = (state.clone(), probe.clone());
+            open.spawn(async move {
+                let svc = service_fn(move |req| {
+                    let (st, probe) = (st.clone(), probe.clone());
+                    async move { Ok::<_, std::convert::Infallible>(probe(st, req).await) }
+                });
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(false)
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(PROBE_DEADLINE)
+                    .max_buf_size(8 * 1024)
+                    .serve_connection(TokioIo::new(stream), svc);
+                let _ = tokio::time::timeout(PROBE_DEADLINE, conn).await;
+                drop((probe_permit, probe_slot));
             });
             return;
         };
@@ -628,7 +696,7 @@ pub(crate) async fn serve_admin<H, Fut, B>(
         );
         open.spawn(async move {
             serve_connection(st, &builder, stream, peer, closing, handle).await;
-            drop(permit);
+            drop((permit, slot));
         });
     })
     .await;
@@ -658,12 +726,26 @@ pub async fn run(
                 let _ = stream.write_all(&respond::overloaded_http1()).await;
             });
         };
-        let Some(client) = state
-            .connections
-            .enter(peer.ip(), state.server.max_connections_per_client)
-        else {
-            refuse(stream);
-            return;
+        // A trusted proxy carries many clients' connections: it is bounded by
+        // server.max_connections only, and each request's limits count the client it
+        // names (X-Forwarded-For).
+        let proxied = state
+            .routing()
+            .server
+            .trusted_proxies
+            .iter()
+            .any(|n| n.contains(&peer.ip()));
+        let client = if proxied {
+            None
+        } else {
+            let Some(slot) = state.connections.enter(
+                limits::client_key(peer.ip()),
+                state.server.max_connections_per_client,
+            ) else {
+                refuse(stream);
+                return;
+            };
+            Some(slot)
         };
         let Ok(permit) = connections.clone().try_acquire_owned() else {
             refuse(stream);

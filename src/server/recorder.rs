@@ -12,10 +12,15 @@
 //! writer. [`Recorder::seen`] copies the path, query and headers before the pipeline
 //! takes the request; [`Recorder::record`] writes the record when the answer is known.
 //!
-//! Refused requests (anyone can send them) are recorded without their body, at most
-//! [`REFUSED_BURST`] at once and [`REFUSED_PER_SEC`] a second per route and client (a
-//! token bucket); beyond that they are only counted, so an outsider cannot fill the
-//! log or slow the store.
+//! Refused requests (anyone can send them) and copies of a verified delivery
+//! (`duplicate`, `in_flight`, `mismatch`: anyone holding one signed capture can send
+//! them) are recorded without their body, at most [`REFUSED_BURST`] at once and
+//! [`REFUSED_PER_SEC`] a second per route and client (a token bucket; an IPv6 client
+//! by its /64, see [`client_key`]); beyond that they are only counted
+//! (`not_recorded`), so an outsider cannot fill the log, push the genuine records out
+//! of it, or slow the store. A copy's body is the accepted delivery's, which that
+//! record keeps. Every record keeps [`HEADER_BYTES`] of header names and values at
+//! most; the headers beyond are dropped, and one `[dropped]` entry says how many.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -32,12 +37,14 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc};
 
 use super::AppState;
+use super::limits::client_key;
 use super::respond::{Outcome, Resp};
 use crate::config::{LogBodies, LogConfig};
 use crate::provider::{Preset, Rejection, VerifyError};
+use crate::redact::REDACTED;
 use crate::store::log::{
-    Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, Raw, Stored, View, minute_of,
-    new_delivery_id,
+    Appended, Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, NotRecorded, Raw, Stored, View,
+    minute_of, new_delivery_id,
 };
 use crate::telemetry::ResultLabel;
 
@@ -71,27 +78,47 @@ const LINGER: Duration = Duration::from_millis(100);
 const RETAIN_EVERY: Duration = Duration::from_secs(10);
 /// How often the counts are written when the log is off (`log.enabled = false`).
 const COUNTS_EVERY: Duration = Duration::from_secs(1);
-/// Refused requests recorded per route and client: a burst, then this many a second.
+/// Refused requests and copies recorded per route and client: a burst, then this
+/// many a second.
 pub(crate) const REFUSED_BURST: f64 = 20.0;
 pub(crate) const REFUSED_PER_SEC: f64 = 2.0;
-/// Clients tracked for the refused-request budget at most; beyond, the full buckets
-/// are forgotten.
+/// Clients tracked for that budget at most; beyond, the full buckets are forgotten,
+/// and while the table holds only clients still spending theirs, every other client
+/// shares one bucket per route.
 const BUCKETS: usize = 10_000;
+/// How often a full table of buckets is swept of the full ones at most (a sweep
+/// reads every entry).
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 /// Bytes of the gateway's answer kept.
 const ANSWER_BYTES: usize = 4 << 10;
-/// Live streams' backlog: a stream that falls further behind skips records.
-const LIVE: usize = 1_024;
-
-const REDACTED: &str = "[redacted]";
+/// Bytes of header names and values a record keeps at most: a provider's headers
+/// are 1 to 3 KiB, and `server.max_header_bytes` (16 KiB by default) bounds a whole
+/// request head.
+pub(crate) const HEADER_BYTES: usize = 8 << 10;
+/// The name of the entry that stands for the headers a record dropped: not a valid
+/// header name, so no request can send one, and a replay never sends it.
+pub(crate) const DROPPED_HEADERS: &str = "[dropped]";
+/// Live streams' backlog, in writes: each write is one message, whatever its size
+/// (up to [`BATCH_RECORDS_FRAMED`] records), so one write never overflows it; a
+/// stream more than this many writes behind skips records and says how many.
+const LIVE_WRITES: usize = 16;
 
 /// The recorder's metrics (`hookgate_log_*`).
 #[derive(Debug, Clone, Default)]
 struct LogMetrics {
     /// `written`, `dropped_full` (channel full), `write_failed`, `not_recorded`
-    /// (only counted: refused requests over their budget, or every request with
-    /// `log.enabled = false`).
+    /// (only counted: refused requests and copies over their budget, or every
+    /// request with `log.enabled = false`).
     records: Family<ResultLabel, Counter>,
+    /// Records the log did not write to stay within the store's budget, by reason
+    /// (`disk_reserve`, `redis_memory`).
+    not_recorded: Family<ReasonLabel, Counter>,
     queued: Gauge,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
 }
 
 impl LogMetrics {
@@ -110,6 +137,95 @@ struct Bucket {
     at: Instant,
 }
 
+impl Bucket {
+    fn full(now: Instant) -> Self {
+        Self {
+            tokens: REFUSED_BURST,
+            at: now,
+        }
+    }
+
+    /// The tokens it holds at `now`.
+    fn refilled(&self, now: Instant) -> f64 {
+        (self.tokens + now.saturating_duration_since(self.at).as_secs_f64() * REFUSED_PER_SEC)
+            .min(REFUSED_BURST)
+    }
+
+    /// Takes a token if it holds one at `now`.
+    fn take(&mut self, now: Instant) -> bool {
+        self.tokens = self.refilled(now);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The budget of records for what anyone can send many of (refusals, copies): a
+/// bucket per route and client key.
+#[derive(Debug, Default)]
+struct Budgets {
+    buckets: HashMap<(String, IpAddr), Bucket>,
+    /// Per route, the bucket every client shares while `buckets` is full of clients
+    /// still spending theirs (there are as many as routes).
+    overflow: HashMap<String, Bucket>,
+    /// When the table was last swept of its full buckets.
+    swept: Option<Instant>,
+}
+
+impl Budgets {
+    /// Whether a request from `client` on `route` may be recorded at `now`.
+    fn take(&mut self, route: &str, client: IpAddr, now: Instant) -> bool {
+        let key = (route.to_owned(), client_key(client));
+        if let Some(b) = self.buckets.get_mut(&key) {
+            return b.take(now);
+        }
+        if self.buckets.len() >= BUCKETS {
+            if self
+                .swept
+                .is_none_or(|t| now.saturating_duration_since(t) >= SWEEP_EVERY)
+            {
+                self.swept = Some(now);
+                self.buckets.retain(|_, b| b.refilled(now) < REFUSED_BURST);
+            }
+            if self.buckets.len() >= BUCKETS {
+                return self
+                    .overflow
+                    .entry(key.0)
+                    .or_insert_with(|| Bucket::full(now))
+                    .take(now);
+            }
+        }
+        self.buckets
+            .entry(key)
+            .or_insert_with(|| Bucket::full(now))
+            .take(now)
+    }
+}
+
+/// Whether an outcome is that of a copy of a delivery already verified: anyone
+/// holding one signed capture can send as many as they like. Not `filtered`: that is
+/// the event's first delivery (its ID is claimed and completed at once, so its copies
+/// are answered `duplicate`), and its record is the only one with its body.
+fn is_copy(outcome: Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Duplicate | Outcome::InFlight | Outcome::Mismatch
+    )
+}
+
+/// One write's records, as the live streams get them.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    /// How many records were written before these: a stream that skipped writes
+    /// tells how many records it missed.
+    pub(crate) first: u64,
+    pub(crate) records: Arc<[Stored]>,
+}
+
 /// The delivery log's writer side, shared by all requests.
 #[derive(Debug)]
 pub(crate) struct Recorder {
@@ -120,11 +236,16 @@ pub(crate) struct Recorder {
     queued_bytes: Arc<AtomicU64>,
     /// Requests counted since the last write, by route, outcome and minute.
     counts: Mutex<Counts>,
-    live: broadcast::Sender<Stored>,
-    buckets: Mutex<HashMap<(String, IpAddr), Bucket>>,
+    live: broadcast::Sender<Written>,
+    /// Records written so far (numbers the live streams' writes).
+    written: AtomicU64,
+    budgets: Mutex<Budgets>,
     metrics: LogMetrics,
     /// Cancelled when the gateway stops: live streams end.
     pub(crate) closing: tokio_util::sync::CancellationToken,
+    /// Set while the next "stops recording" warning is due (once per stop, again
+    /// after a write succeeded).
+    warned: std::sync::atomic::AtomicBool,
 }
 
 /// What the recorder keeps of a request before the pipeline consumes it: copies, in
@@ -289,9 +410,21 @@ impl Recorder {
         let reg = metrics.registry_mut();
         reg.register(
             "log_records",
-            "Delivery log records: written, dropped_full (the recorder's queue was full), write_failed, not_recorded (only counted: refused requests over their budget, or every request with log.enabled = false)",
+            "Delivery log records: written, dropped_full (the recorder's queue was full), write_failed, not_recorded (only counted: refused requests and copies over their budget, or every request with log.enabled = false)",
             m.records.clone(),
         );
+        reg.register(
+            "log_not_recorded",
+            "Delivery log records not written to keep the store's budget, by reason: disk_reserve (the volume is below twice store.min_free_space), redis_memory (Redis is past 80 % of maxmemory)",
+            m.not_recorded.clone(),
+        );
+        for reason in [NotRecorded::DiskReserve, NotRecorded::RedisMemory] {
+            m.not_recorded
+                .get_or_create(&ReasonLabel {
+                    reason: reason.reason().to_owned(),
+                })
+                .inc_by(0);
+        }
         reg.register(
             "log_queued",
             "Delivery log records waiting to be written",
@@ -308,15 +441,17 @@ impl Recorder {
             rx: Mutex::new(Some(rx)),
             queued_bytes: Arc::default(),
             counts: Mutex::default(),
-            live: broadcast::channel(LIVE).0,
-            buckets: Mutex::default(),
+            live: broadcast::channel(LIVE_WRITES).0,
+            written: AtomicU64::new(0),
+            budgets: Mutex::default(),
             metrics: m,
             closing: tokio_util::sync::CancellationToken::new(),
+            warned: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
     /// New records as they are written, for a live stream.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Stored> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Written> {
         self.live.subscribe()
     }
 
@@ -329,6 +464,11 @@ impl Recorder {
         let state = state.clone();
         tokio::spawn(async move {
             let rec = &state.recorder;
+            if rec.cfg.enabled
+                && let Some(warning) = rec.log.budget_warning().await
+            {
+                tracing::warn!("{warning}");
+            }
             // A write takes an eighth of max_size at most: the store trims the log
             // after each write, so the log never holds much more than max_size.
             let batch_bytes = BATCH_BYTES.min(rec.cfg.max_size / 8).max(1);
@@ -422,18 +562,39 @@ impl Recorder {
     async fn write(&self, state: &AppState, batch: Batch) {
         let routes = route_names(state);
         // Handles for the live streams, if one is open.
-        let live = if self.live.receiver_count() > 0 {
-            batch.records.clone()
-        } else {
-            Vec::new()
-        };
+        let live: Option<Arc<[Stored]>> = (self.live.receiver_count() > 0
+            && !batch.records.is_empty())
+        .then(|| batch.records.clone().into());
         let counts = batch.counts.clone();
         let n = batch.records.len() as u64;
         match self.log.append(batch, &routes).await {
-            Ok(()) => {
+            Ok(Appended::Written) => {
                 self.metrics.count("written", n);
-                for r in live {
-                    let _ = self.live.send(r);
+                self.warned.store(true, Ordering::Relaxed);
+                let first = self.written.fetch_add(n, Ordering::Relaxed);
+                if let Some(records) = live {
+                    let _ = self.live.send(Written { first, records });
+                }
+            }
+            Ok(Appended::NotRecorded(why)) => {
+                // The log stays within the store's budget: these records are only
+                // counted (the counts are kept for the next write).
+                self.metrics.count("not_recorded", n);
+                self.metrics
+                    .not_recorded
+                    .get_or_create(&ReasonLabel {
+                        reason: why.reason().to_owned(),
+                    })
+                    .inc_by(n);
+                let mut pending = lock(&self.counts);
+                for (k, v) in counts {
+                    *pending.entry(k).or_default() += v;
+                }
+                if n > 0 && self.warned.swap(false, Ordering::Relaxed) {
+                    tracing::warn!(
+                        reason = why.reason(),
+                        "the delivery log stops recording to keep the store's budget (the disk's reserve, or Redis's memory); deliveries go on"
+                    );
                 }
             }
             Err(e) => {
@@ -503,14 +664,12 @@ impl Recorder {
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
             .collect();
         let mut lossy = lossy.iter();
-        let headers = req
-            .headers()
-            .iter()
-            .map(|(n, v)| {
-                let v = v.to_str().ok().or_else(|| lossy.next().map(String::as_str));
-                (n.as_str(), v.unwrap_or_default())
-            })
-            .collect();
+        let all = req.headers().iter().map(|(n, v)| {
+            let v = v.to_str().ok().or_else(|| lossy.next().map(String::as_str));
+            (n.as_str(), v.unwrap_or_default())
+        });
+        let mut dropped = String::new();
+        let headers = capped(all, &mut dropped);
         let parts = Parts {
             path: req.uri().path(),
             query: req.uri().query(),
@@ -528,39 +687,19 @@ impl Recorder {
         seen
     }
 
-    /// Whether a refused request from `client` on `route` may be recorded now.
+    /// Whether a refused request or a copy from `client` on `route` may be recorded
+    /// now.
     fn refused_budget(&self, route: &str, client: IpAddr) -> bool {
-        let now = Instant::now();
-        let mut buckets = lock(&self.buckets);
-        if buckets.len() >= BUCKETS {
-            buckets.retain(|_, b| {
-                b.tokens + now.duration_since(b.at).as_secs_f64() * REFUSED_PER_SEC < REFUSED_BURST
-            });
-            if buckets.len() >= BUCKETS {
-                return false;
-            }
-        }
-        let b = buckets.entry((route.to_owned(), client)).or_insert(Bucket {
-            tokens: REFUSED_BURST,
-            at: now,
-        });
-        b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * REFUSED_PER_SEC)
-            .min(REFUSED_BURST);
-        b.at = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
+        lock(&self.budgets).take(route, client, Instant::now())
     }
 
     /// Records one request to a route and gives the response back. Never waits: the
     /// record is written to the store by the writer.
     pub(crate) fn record(&self, state: &AppState, seen: Seen, done: Done, resp: Resp) -> Resp {
         self.count_only(&done.route, done.outcome.as_str(), seen.received_at);
-        let recorded = self.cfg.enabled
-            && (done.event_id.is_some() || self.refused_budget(&done.route, seen.client));
+        let budgeted = done.event_id.is_none() || is_copy(done.outcome);
+        let recorded =
+            self.cfg.enabled && (!budgeted || self.refused_budget(&done.route, seen.client));
         if !recorded {
             self.metrics.count("not_recorded", 1);
             return resp;
@@ -587,9 +726,9 @@ impl Recorder {
         let preset = done.provider;
         let routing = state.routing();
         let signature_headers = routing_signature_headers(&routing, parts.path);
+        let hide = crate::redact::Hide::CredentialsAndSignatures;
         for (name, value) in &mut parts.headers {
-            if is_signature(name)
-                || crate::capture::is_credential_header(name, preset)
+            if (*name != DROPPED_HEADERS && crate::redact::header(name, preset, hide))
                 || signature_headers
                     .iter()
                     .any(|h| h.as_str().eq_ignore_ascii_case(name))
@@ -597,14 +736,11 @@ impl Recorder {
                 *value = REDACTED;
             }
         }
-        let query: Option<std::borrow::Cow<'_, str>> =
-            parts
-                .query
-                .map(|q| match crate::capture::redact_query(q, preset) {
-                    Some(clean) => clean.into(),
-                    None => q.into(),
-                });
-        let keep_body = self.cfg.bodies == LogBodies::Verified && done.event_id.is_some();
+        let query = parts.query.map(|q| crate::redact::query(q, preset, hide));
+        // A copy's body is the accepted delivery's: that record keeps it.
+        let keep_body = self.cfg.bodies == LogBodies::Verified
+            && done.event_id.is_some()
+            && !is_copy(done.outcome);
         let full = done.body.as_deref().filter(|_| keep_body);
         // Redacted (a copy) only where the preset has a credential in the body.
         let redacted = full.and_then(|b| crate::capture::redact_body(b, preset));
@@ -717,31 +853,34 @@ fn routing_signature_headers<'a>(
     }
 }
 
-/// Whether a header carries a signature or a credential by its name: providers'
-/// signature headers all say so (`Stripe-Signature`, `X-Hub-Signature-256`,
-/// `X-Shopify-Hmac-Sha256`, `PAYPAL-TRANSMISSION-SIG`, …).
-fn is_signature(name: &str) -> bool {
-    // Header names come lowercase from the parser: no copy unless one is not. Names
-    // are short: a scan of each window is cheaper than a substring searcher.
-    let n: std::borrow::Cow<'_, str> = if name.bytes().any(|b| b.is_ascii_uppercase()) {
-        name.to_ascii_lowercase().into()
-    } else {
-        name.into()
-    };
-    let n = n.as_bytes();
-    [
-        "signature",
-        "-sig",
-        "hmac",
-        "token",
-        "secret",
-        "auth",
-        "api-key",
-        "apikey",
-        "password",
-    ]
-    .iter()
-    .any(|w| n.windows(w.len()).any(|x| x == w.as_bytes()))
+/// The headers a record keeps: in order, each that still fits in [`HEADER_BYTES`]
+/// of names and values; when some do not, a last [`DROPPED_HEADERS`] entry whose
+/// value (written into `dropped`) says how many and how large.
+fn capped<'a>(
+    all: impl Iterator<Item = (&'a str, &'a str)>,
+    dropped: &'a mut String,
+) -> Vec<(&'a str, &'a str)> {
+    let mut kept = Vec::new();
+    let (mut used, mut n, mut bytes) = (0usize, 0usize, 0usize);
+    for (name, value) in all {
+        let size = name.len() + value.len();
+        if used + size <= HEADER_BYTES {
+            used += size;
+            kept.push((name, value));
+        } else {
+            n += 1;
+            bytes += size;
+        }
+    }
+    if n > 0 {
+        *dropped = format!(
+            "{n} more header{} ({bytes} bytes) not recorded: a record keeps {} KiB of headers",
+            if n == 1 { "" } else { "s" },
+            HEADER_BYTES >> 10
+        );
+        kept.push((DROPPED_HEADERS, dropped.as_str()));
+    }
+    kept
 }
 
 /// The bytes of a response body the gateway built (a `Full`, complete at once).
@@ -835,6 +974,175 @@ fn human_ms(ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A gateway's state on a disk store in `dir`, not serving (its writer not
+    /// started: a test writes batches itself).
+    fn disk_state(dir: &std::path::Path) -> Arc<AppState> {
+        let text = format!(
+            "[store]\nbackend = \"disk\"\npath = \"{}\"\n[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"http://127.0.0.1:9/\"\n",
+            dir.join("hookgate.db").display()
+        );
+        let env = |_: &str| None;
+        let cfg = crate::config::parse(&text, std::path::Path::new("test.toml"), &env)
+            .unwrap_or_else(|e| panic!("{e}"));
+        crate::app::App::build(&cfg, super::super::Clock::System)
+            .expect("state")
+            .state()
+            .clone()
+    }
+
+    fn record(n: u64) -> Stored {
+        let id = new_delivery_id(1_764_590_000_000 + n);
+        Stored::encode(&View {
+            delivery_id: &id,
+            received_at: 1_764_590_000_000 + n,
+            route: "stripe",
+            provider: "stripe",
+            peer: "127.0.0.1:5000",
+            method: "POST",
+            path: "/webhooks/stripe",
+            query: None,
+            headers: vec![("content-type", "application/json")],
+            body: None,
+            body_bytes: 0,
+            body_truncated: false,
+            event_id: Some("evt"),
+            provider_delivery_id: None,
+            event_type: None,
+            outcome: "forwarded",
+            status: 200,
+            answer: None,
+            duration_us: 1,
+            secret: None,
+            reason: None,
+            replay_of: None,
+            queue: None,
+        })
+    }
+
+    /// A disk write takes up to BATCH_RECORDS_FRAMED records: an open live stream
+    /// gets every one of them, and no `lagged` event (which makes every open page
+    /// read its list again).
+    #[tokio::test]
+    async fn one_disk_write_reaches_a_live_stream_whole() {
+        use http_body_util::BodyExt as _;
+        let dir = tempfile::tempdir().expect("dir");
+        let state = disk_state(dir.path());
+        let req = Request::get("/deliveries/stream")
+            .body(())
+            .expect("request");
+        let mut body = super::super::deliveries::stream(&state, &req).into_body();
+        let mut batch = Batch {
+            records: (0..BATCH_RECORDS_FRAMED as u64).map(record).collect(),
+            ..Batch::default()
+        };
+        state.recorder.log.prepare(&mut batch);
+        state.recorder.write(&state, batch).await;
+        let (mut delivered, mut lagged) = (0, 0);
+        let mut text = String::new();
+        while delivered + lagged < BATCH_RECORDS_FRAMED {
+            let frame = tokio::time::timeout(Duration::from_secs(10), body.frame()).await;
+            let Ok(Some(Ok(frame))) = frame else { break };
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            text.push_str(&String::from_utf8_lossy(&data));
+            while let Some(cut) = text.find("\n\n") {
+                let event: String = text.drain(..cut + 2).collect();
+                if event.starts_with("event: delivery\n") {
+                    delivered += 1;
+                } else if let Some(n) = event.strip_prefix("event: lagged\ndata: ") {
+                    lagged += n.trim().parse::<usize>().unwrap_or(1);
+                }
+            }
+        }
+        assert_eq!((delivered, lagged), (BATCH_RECORDS_FRAMED, 0));
+    }
+
+    #[test]
+    fn an_ipv6_client_has_one_budget_per_64() {
+        let mut b = Budgets::default();
+        let now = Instant::now();
+        let base = u128::from(std::net::Ipv6Addr::new(0x2001, 0xdb8, 1, 2, 0, 0, 0, 0));
+        // Every request from another address of the same /64.
+        let taken = (0..1_000u128)
+            .filter(|i| b.take("r", IpAddr::V6((base + i * 7_919 + 1).into()), now))
+            .count();
+        assert_eq!(taken, REFUSED_BURST as usize);
+        // Another /64, and an IPv4 client, have budgets of their own.
+        let other = IpAddr::V6((base + (1u128 << 64)).into());
+        assert!(b.take("r", other, now));
+        assert!(b.take("r", IpAddr::from([192, 0, 2, 1]), now));
+        // An IPv4 address written as IPv6 is that IPv4 client.
+        let mapped = IpAddr::V6(std::net::Ipv4Addr::new(192, 0, 2, 1).to_ipv6_mapped());
+        assert!(b.take("r", mapped, now));
+        assert_eq!(
+            b.buckets.len(),
+            3,
+            "{:?}",
+            b.buckets.keys().collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_full_table_shares_one_bucket_rather_than_record_nothing() {
+        let mut b = Budgets::default();
+        let now = Instant::now();
+        // BUCKETS clients, each still spending its budget.
+        for i in 0..BUCKETS as u32 {
+            assert!(b.take("r", IpAddr::from((0x0a00_0000 + i).to_be_bytes()), now));
+        }
+        assert_eq!(b.buckets.len(), BUCKETS);
+        // New clients are recorded, all of them from one bucket: its burst, then
+        // nothing until it refills.
+        let newcomers = (0..100u32)
+            .filter(|i| b.take("r", IpAddr::from((0xc000_0200 + i).to_be_bytes()), now))
+            .count();
+        assert_eq!(newcomers, REFUSED_BURST as usize);
+        assert_eq!(b.buckets.len(), BUCKETS);
+        // Half a second later, the shared bucket has refilled by one; another route
+        // has a shared bucket of its own.
+        let later = now + Duration::from_millis(500);
+        assert!(b.take("r", IpAddr::from([192, 0, 2, 200]), later));
+        assert!(!b.take("r", IpAddr::from([192, 0, 2, 201]), later));
+        assert!(b.take("other", IpAddr::from([192, 0, 2, 202]), later));
+        // Once the table's clients have refilled, the next sweep forgets them and
+        // newcomers get buckets of their own.
+        let refilled = now + SWEEP_EVERY;
+        assert!(b.take("r", IpAddr::from([192, 0, 2, 203]), refilled));
+        assert_eq!(b.buckets.len(), 1);
+    }
+
+    #[test]
+    fn a_records_headers_are_capped() {
+        let big = "x".repeat(3_000);
+        let headers: Vec<(String, String)> = (0..10)
+            .map(|i| (format!("x-h{i}"), big.clone()))
+            .chain([("x-small".to_owned(), "1".to_owned())])
+            .collect();
+        let mut dropped = String::new();
+        let kept = capped(
+            headers.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+            &mut dropped,
+        );
+        let bytes: usize = kept
+            .iter()
+            .filter(|(n, _)| *n != DROPPED_HEADERS)
+            .map(|(n, v)| n.len() + v.len())
+            .sum();
+        assert!(bytes <= HEADER_BYTES, "{bytes}");
+        let names: Vec<&str> = kept.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["x-h0", "x-h1", "x-small", DROPPED_HEADERS]);
+        assert_eq!(
+            kept.last().map(|(_, v)| *v),
+            Some("8 more headers (24032 bytes) not recorded: a record keeps 8 KiB of headers")
+        );
+        assert!(http::HeaderName::try_from(DROPPED_HEADERS).is_err());
+        // Under the cap, nothing changes.
+        let mut none = String::new();
+        let few = capped([("a", "1"), ("b", "2")].into_iter(), &mut none);
+        assert_eq!(few, [("a", "1"), ("b", "2")]);
+    }
 
     #[test]
     fn what_a_request_left_is_not_in_debug_output() {
@@ -939,6 +1247,7 @@ mod tests {
 
     #[test]
     fn signature_headers_are_known_by_name() {
+        let hide = crate::redact::Hide::CredentialsAndSignatures;
         for h in [
             "Stripe-Signature",
             "x-hub-signature-256",
@@ -947,10 +1256,10 @@ mod tests {
             "webhook-signature",
             "x-gitlab-token",
         ] {
-            assert!(is_signature(h), "{h}");
+            assert!(crate::redact::header(h, None, hide), "{h}");
         }
         for h in ["content-type", "user-agent", "x-github-event"] {
-            assert!(!is_signature(h), "{h}");
+            assert!(!crate::redact::header(h, None, hide), "{h}");
         }
     }
 }

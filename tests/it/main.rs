@@ -10,6 +10,7 @@
 
 mod admin_security;
 mod aws_sns;
+mod budgets;
 mod chaos;
 mod cli;
 mod clock;
@@ -24,6 +25,7 @@ mod eviction;
 mod fuzz;
 mod inspector;
 mod limits;
+mod log_security;
 mod malformed;
 mod on_dead;
 mod ops;

@@ -688,7 +688,8 @@ async fn the_admin_listener_refuses_cross_site_requests_and_rebound_names() {
 
 /// Second review, 4: silent connections to the admin listener were never closed and
 /// needed no token, so they could use up the process's file descriptors. They are
-/// closed after `header_read_timeout`, and at most 64 are held at once.
+/// closed after `header_read_timeout`, and at most 64 are held at once (16 from one
+/// address; a few more for one probe each).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_admin_connections_are_bounded_and_closed() {
     use tokio::io::AsyncReadExt as _;
@@ -724,6 +725,130 @@ async fn silent_admin_connections_are_bounded_and_closed() {
         admin_status(&gw, "GET", "/healthz", &[&format!("Host: {}", gw.admin)]).await,
         200
     );
+    gw.stop().await;
+}
+
+/// One request to the admin listener from `from` (another client address): the
+/// status code.
+async fn admin_status_from(from: [u8; 4], admin: std::net::SocketAddr, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = connect_from(from, admin).await;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        return 0;
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        s.read_to_end(&mut answer),
+    )
+    .await;
+    String::from_utf8_lossy(&answer)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Third review, 3: the admin listener's 64 connections were shared by every client
+/// and taken before any token check: 64 silent connections from one address made
+/// `/healthz` and `/readyz` answer 503 (40 of 40 probes), which makes a liveness probe
+/// restart the pod. One address holds at most 16, and past the bound a connection is
+/// still read for one probe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_admin_connections_from_one_address_never_blind_the_probes() {
+    let up = Upstream::start().await;
+    let config = format!(
+        "[server]\nheader_read_timeout = \"30s\"\n{}",
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    let mut silent = Vec::new();
+    for _ in 0..64 {
+        silent.push(connect_from([127, 0, 0, 3], gw.admin).await);
+    }
+    let mut answered = 0;
+    for i in 0..40 {
+        let path = if i % 2 == 0 { "/healthz" } else { "/readyz" };
+        if admin_status_from([127, 0, 0, 4], gw.admin, path).await == 200 {
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 40, "probes from another address");
+    // Three addresses more fill the listener (16 each): probes are still answered,
+    // anything else is refused until a connection frees.
+    for from in 5..8 {
+        for _ in 0..16 {
+            silent.push(connect_from([127, 0, 0, from], gw.admin).await);
+        }
+    }
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            admin_status_from([127, 0, 0, 9], gw.admin, path).await,
+            200,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        admin_status_from([127, 0, 0, 9], gw.admin, "/overview").await,
+        503,
+        "past the bound, probes only"
+    );
+    drop(silent);
+    gw.stop().await;
+}
+
+/// Third review, 3: open `/deliveries/stream` readers held admin connections
+/// indefinitely. Live streams have a bound of their own (16; beyond, 503), and a
+/// stream that sends no record for ten minutes ends
+/// (`server::deliveries::tests::a_quiet_live_stream_keeps_alive_then_ends_and_frees_its_slot`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_streams_have_a_bound_of_their_own() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let up = Upstream::start().await;
+    let gw = TestGateway::start(&route("stripe", "stripe", "[\"whsec_x\"]", &up, "")).await;
+    let open_stream = async |from: [u8; 4]| {
+        let mut s = connect_from(from, gw.admin).await;
+        let req = format!(
+            "GET /deliveries/stream HTTP/1.1\r\nHost: {}\r\n\r\n",
+            gw.admin
+        );
+        s.write_all(req.as_bytes()).await.expect("write");
+        let mut buf = vec![0u8; 1024];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(0);
+        (s, String::from_utf8_lossy(&buf[..n]).into_owned())
+    };
+    let mut streams = Vec::new();
+    for i in 0..16u8 {
+        let (s, head) = open_stream([127, 0, 0, 10 + i / 8]).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "stream {i}: {head:?}");
+        streams.push(s);
+    }
+    let (_s, head) = open_stream([127, 0, 0, 12]).await;
+    assert!(head.starts_with("HTTP/1.1 503"), "the 17th: {head:?}");
+    assert!(head.contains("live streams are open already"), "{head:?}");
+    assert_eq!(
+        admin_status_from([127, 0, 0, 12], gw.admin, "/healthz").await,
+        200
+    );
+    // A closed stream frees its place.
+    streams.pop();
+    let mut reopened = false;
+    for _ in 0..100 {
+        let (s, head) = open_stream([127, 0, 0, 12]).await;
+        if head.starts_with("HTTP/1.1 200") {
+            reopened = true;
+            streams.push(s);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(reopened, "a stream opens again once one closed");
+    drop(streams);
     gw.stop().await;
 }
 
@@ -791,8 +916,8 @@ async fn one_address_holds_at_most_its_share_of_connections() {
 
 /// Second review, 6: bodies being received were bounded per connection only
 /// (`max_connections × max_body`): clients holding large bodies open took the
-/// process's memory. Past `max_body_bytes_in_flight`, over every client, a request is
-/// answered 503 with `Retry-After` before its body is read.
+/// process's memory. Past `max_body_bytes_in_flight`, over every client, a body's next
+/// bytes are answered 503 with `Retry-After`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_bytes_being_received_are_bounded_over_every_client() {
     use tokio::io::AsyncWriteExt as _;
@@ -808,18 +933,32 @@ async fn body_bytes_being_received_are_bounded_over_every_client() {
         .parse()
         .expect("address");
     let head = b"POST /stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n";
-    // Two clients each start a 1 MiB body and hold it.
+    // Two clients each send 900 KiB of a 1 MiB body and hold it: 1.8 MiB held.
     let mut held = Vec::new();
     for from in [[127, 0, 0, 3], [127, 0, 0, 4]] {
         let mut s = connect_from(from, addr).await;
         s.write_all(head).await.expect("head");
-        s.write_all(&[b'x'; 1000]).await.expect("some body");
+        s.write_all(&[b'x'; 900 * 1024]).await.expect("some body");
         held.push(s);
     }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // A third client's bytes find the budget held: 503, Retry-After.
     let mut third = connect_from([127, 0, 0, 5], addr).await;
     third.write_all(head).await.expect("head");
-    let answer = answer_on(&mut third).await;
+    let mut answer = String::new();
+    for _ in 0..64 {
+        // Its bytes go out until the gateway answers (and may close: a failed
+        // write then is the answer arriving).
+        if third.write_all(&[b'x'; 16 * 1024]).await.is_err() {
+            break;
+        }
+        answer = answer_within(&mut third, std::time::Duration::from_millis(50)).await;
+        if !answer.is_empty() {
+            break;
+        }
+    }
+    if answer.is_empty() {
+        answer = answer_on(&mut third).await;
+    }
     assert!(
         answer.starts_with("HTTP/1.1 503"),
         "past the bound: {answer:?}"
@@ -830,16 +969,220 @@ async fn body_bytes_being_received_are_bounded_over_every_client() {
     );
     // Once they are gone, bodies are received again.
     drop(held);
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let mut later = connect_from([127, 0, 0, 6], addr).await;
-    later
-        .write_all(
-            b"POST /stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
-        )
-        .await
-        .expect("write");
-    let answer = answer_on(&mut later).await;
+    let later = async || {
+        let mut later = connect_from([127, 0, 0, 6], addr).await;
+        later
+            .write_all(
+                b"POST /stripe HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+            )
+            .await
+            .expect("write");
+        answer_on(&mut later).await
+    };
+    let mut answer = String::new();
+    for _ in 0..50 {
+        answer = later().await;
+        if answer.starts_with("HTTP/1.1 401") {
+            break;
+        }
+    }
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer:?}");
+    gw.stop().await;
+}
+
+/// Reads what arrives on a connection within `limit`.
+async fn answer_within(stream: &mut tokio::net::TcpStream, limit: std::time::Duration) -> String {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = vec![0u8; 2048];
+    let n = tokio::time::timeout(limit, stream.read(&mut buf))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// The resident memory of a process, in bytes.
+fn rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// A signed delivery sent from `from` (another client address) to the real binary.
+async fn deliver_from(from: [u8; 4], url: &str, headers: &[(String, String)], body: &str) -> u16 {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .local_address(std::net::IpAddr::from(from))
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let mut req = client.post(url).body(body.to_owned());
+    for (n, v) in headers {
+        req = req.header(n.as_str(), v.as_str());
+    }
+    req.send().await.map_or(0, |r| r.status().as_u16())
+}
+
+/// Third review, 1: the body budget was reserved from the declared `Content-Length`,
+/// so 64 request heads from one address (about 6 KB sent), each declaring 1 MiB, held
+/// the whole 64 MiB and every other client's delivery got 503 for `body_timeout`.
+/// Bytes are held as they arrive, one address holds at most its share (a sixteenth),
+/// and small bodies keep a reserve: with one address, then four more, holding all they
+/// can, signed deliveries from another address are forwarded, and the process's memory
+/// stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_cannot_spend_the_body_budget_of_every_client() {
+    use crate::process::{Gateway, signed, write_config};
+    use tokio::io::AsyncWriteExt as _;
+    let up = Upstream::start().await;
+    let port = crate::support::free_port();
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\nbody_timeout = \"60s\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
+            up.url("/up")
+        ),
+    );
+    let gw = Gateway::spawn(&cfg, port);
+    let url = gw.url("/s");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut sent = 0;
+    let mut deliver = async |n: usize| {
+        for _ in 0..n {
+            sent += 1;
+            let body = crate::support::stripe_body(&format!("evt_budget_{sent}"));
+            let status = deliver_from([127, 0, 0, 9], &url, &signed(&cfg, &body), &body).await;
+            assert_eq!(status, 200, "delivery {sent} from another address");
+        }
+    };
+    deliver(2).await;
+    let before = rss(gw.child.id());
+
+    // 64 heads declaring 1 MiB from one address, each followed by 200 KiB of its body.
+    let head = b"POST /s HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n";
+    let mut open = Vec::new();
+    let mut hold = async |from: [u8; 4]| {
+        for _ in 0..64 {
+            let mut s = connect_from(from, addr).await;
+            let _ = s.write_all(head).await;
+            let _ = s.write_all(&[b'x'; 200 * 1024]).await;
+            open.push(s);
+        }
+    };
+    hold([127, 0, 0, 3]).await;
+    deliver(10).await;
+    // Four addresses more, each holding its share.
+    for from in 4..8 {
+        hold([127, 0, 0, from]).await;
+    }
+    deliver(10).await;
+    let after = rss(gw.child.id());
+    assert!(
+        up.count() == 22,
+        "every delivery from the other address was forwarded: {}",
+        up.count()
+    );
+    let grown = after.saturating_sub(before);
+    eprintln!(
+        "RSS {} MiB before, {} MiB with 320 large bodies open from 5 addresses",
+        before >> 20,
+        after >> 20
+    );
+    assert!(
+        grown < 96 << 20,
+        "memory is bounded by the shares held: grew {} MiB",
+        grown >> 20
+    );
+    drop(open);
+}
+
+/// Opens `n` connections from `from`, sends one signed delivery on each (keep-alive,
+/// with `X-Forwarded-For: 198.51.100.x` naming a client behind a proxy), and returns
+/// the status each was answered (0: refused before a request could be sent).
+async fn deliveries_on_open_connections(gw: &TestGateway, from: [u8; 4], n: usize) -> Vec<u16> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let addr: std::net::SocketAddr = gw
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("address");
+    let mut open = Vec::new();
+    for _ in 0..n {
+        open.push(connect_from(from, addr).await);
+    }
+    let mut statuses = Vec::new();
+    for (i, s) in open.iter_mut().enumerate() {
+        let id = format!("evt_proxied_{}_{i}", from[3]);
+        let body = crate::support::stripe_body(&id);
+        let mut req = format!(
+            "POST /stripe HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nX-Forwarded-For: 198.51.100.{}\r\n",
+            body.len(),
+            i % 250
+        );
+        for (name, value) in gw.sign("stripe", &body, &id) {
+            req.push_str(&format!("{name}: {value}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(&body);
+        if s.write_all(req.as_bytes()).await.is_err() {
+            statuses.push(0);
+            continue;
+        }
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&buf[..n]),
+                _ => break,
+            }
+        }
+        statuses.push(
+            String::from_utf8_lossy(&answer)
+                .split_whitespace()
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+        );
+    }
+    // Every connection stays open until all were answered.
+    drop(open);
+    statuses
+}
+
+/// Third review, 9: behind `trusted_proxies` every connection comes from the proxy's
+/// addresses, so `max_connections_per_client` (256) refused a busy ingress with 503.
+/// Connections from a trusted proxy are bounded by `max_connections` only, and the
+/// per-client limits count the client the proxy names; an untrusted address is still
+/// bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxy_is_bounded_by_max_connections_not_by_one_clients_share() {
+    let up = Upstream::start().await;
+    let config = format!(
+        "[server]\ntrusted_proxies = [\"127.0.0.20/32\"]\nheader_read_timeout = \"60s\"\nidle_timeout = \"60s\"\n{}",
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    let proxied = deliveries_on_open_connections(&gw, [127, 0, 0, 20], 300).await;
+    let ok = proxied.iter().filter(|s| **s == 200).count();
+    assert_eq!(ok, 300, "every delivery through the proxy: {proxied:?}");
+    assert_eq!(up.count(), 300);
+    let direct = deliveries_on_open_connections(&gw, [127, 0, 0, 21], 300).await;
+    let ok = direct.iter().filter(|s| **s == 200).count();
+    // Past its share a connection is answered 503 and closed at once (the request
+    // sent on it may then find it reset).
+    let refused = direct.iter().filter(|s| matches!(**s, 503 | 0)).count();
+    assert_eq!(
+        (ok, refused),
+        (256, 44),
+        "an untrusted address holds max_connections_per_client: {direct:?}"
+    );
     gw.stop().await;
 }
 

@@ -29,20 +29,31 @@
 
   const $ = (id) => document.getElementById(id);
 
-  // el('a', {href: '#', class: 'x'}, 'text', node, ...): an element with text children.
+  // Control characters (C0, DEL, C1) and the Unicode bidirectional overrides and
+  // isolates, written out as \u202e (as the command line writes them), so text from
+  // a request cannot reorder or hide what the page shows. A body's block keeps its
+  // tabs and line breaks.
+  const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+  const UNSAFE_IN_BLOCK = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+  const writtenOut = (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0');
+  const printable = (s) => String(s).replace(UNSAFE, writtenOut);
+  const printableBlock = (s) => String(s).replace(UNSAFE_IN_BLOCK, writtenOut);
+
+  // el('a', {href: '#', class: 'x'}, 'text', node, ...): an element with text children
+  // (made printable).
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === undefined || v === null || v === false) continue;
       if (k === 'class') e.className = v;
-      else if (k === 'text') e.textContent = v;
+      else if (k === 'text') e.textContent = printable(v);
       else if (k === 'on') for (const [ev, f] of Object.entries(v)) e.addEventListener(ev, f);
       else if (k in e && typeof v !== 'string') e[k] = v;
       else e.setAttribute(k, v === true ? '' : String(v));
     }
     for (const c of children.flat()) {
       if (c === undefined || c === null || c === false) continue;
-      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+      e.append(c instanceof Node ? c : document.createTextNode(printable(c)));
     }
     return e;
   }
@@ -84,7 +95,7 @@
 
   function say(message, isError) {
     const s = $('status');
-    s.textContent = message || '';
+    s.textContent = printable(message || '');
     s.classList.toggle('error', !!isError);
   }
 
@@ -155,12 +166,13 @@
     if (!isBase64) {
       try { pretty = JSON.stringify(JSON.parse(text), null, 2); } catch (_) { pretty = null; }
     }
-    const pre = el('pre', { class: 'body', tabindex: '0', 'aria-label': label }, pretty !== null ? pretty : text);
+    const pre = el('pre', { class: 'body', tabindex: '0', 'aria-label': label });
+    pre.textContent = printableBlock(pretty !== null ? pretty : text);
     if (pretty !== null) {
       const prettyBtn = el('button', { type: 'button', 'aria-pressed': 'true', class: 'view-pretty' }, 'Pretty');
       const rawBtn = el('button', { type: 'button', 'aria-pressed': 'false', class: 'view-raw' }, 'Raw');
       const pick = (raw) => {
-        pre.textContent = raw ? text : pretty;
+        pre.textContent = printableBlock(raw ? text : pretty);
         prettyBtn.setAttribute('aria-pressed', String(!raw));
         rawBtn.setAttribute('aria-pressed', String(raw));
       };

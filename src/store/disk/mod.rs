@@ -99,33 +99,50 @@ enum Reply {
 
 type Answer = tokio::sync::oneshot::Sender<Result<Reply, StoreError>>;
 
-/// The open database, shared by the writer and readers. Empty while the writer
-/// reopens the file after an I/O error (redb refuses every later write on a handle
-/// that saw one, until it is closed and opened again).
+/// An open database file, shared by its writer and readers. Empty while the writer
+/// reopens it after an I/O error (redb refuses every later write on a handle that saw
+/// one, until it is closed and opened again). The store has one; the delivery log has
+/// its own (`store/log/disk.rs`), so that a failed log write never touches the store's.
 #[derive(Debug)]
-struct Shared {
+pub(crate) struct DbFile {
     db: std::sync::RwLock<Option<Arc<Database>>>,
     path: PathBuf,
-    /// Below this much free space, new claims and events are refused.
-    min_free: u64,
-    metrics: crate::telemetry::StoreMetrics,
-    /// Set while writes fail: new claims are refused (their done records could not
-    /// be written).
-    failing: std::sync::atomic::AtomicBool,
+    /// redb's page cache for this file.
+    cache: usize,
 }
 
-impl Shared {
-    fn get(&self) -> Result<Arc<Database>, StoreError> {
+impl DbFile {
+    /// Opens (or creates) the file at `path`, its owner's only (it holds bodies and
+    /// headers).
+    pub(crate) fn open(path: &Path, cache: usize) -> anyhow::Result<Self> {
+        let db = open_file(path, cache)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+        crate::files::owner_only(path)
+            .map_err(|e| anyhow::anyhow!("cannot restrict {} to its owner: {e}", path.display()))?;
+        Ok(Self {
+            db: std::sync::RwLock::new(Some(Arc::new(db))),
+            path: path.to_path_buf(),
+            cache,
+        })
+    }
+
+    pub(crate) fn get(&self) -> Result<Arc<Database>, StoreError> {
         self.db
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
-            .ok_or_else(|| StoreError::Refused("the disk store is reopening its file".into()))
+            .ok_or_else(|| {
+                StoreError::Refused(format!("{} is being reopened", self.path.display()))
+            })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Closes the handle and opens the file again (redb checks and repairs it). Waits
     /// for readers to let go of the old handle: the file admits one opener.
-    fn reopen(&self) -> Result<(), StoreError> {
+    pub(crate) fn reopen(&self) -> Result<(), StoreError> {
         let old = self
             .db
             .write()
@@ -156,7 +173,8 @@ impl Shared {
                 }
             }
         }
-        let db = open_file(&self.path).map_err(|e| backend(format!("reopening the file: {e}")))?;
+        let db = open_file(&self.path, self.cache)
+            .map_err(|e| backend(format!("reopening the file: {e}")))?;
         *self
             .db
             .write()
@@ -164,14 +182,41 @@ impl Shared {
         Ok(())
     }
 
-    /// Whether the file's filesystem has less than `min_free` bytes available.
-    fn low_on_space(&self) -> Option<u64> {
+    /// The free space of the file's filesystem (`None` where it cannot be read).
+    pub(crate) fn free_space(&self) -> Option<u64> {
         let dir = self
             .path
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let free = crate::files::free_space(dir)?;
+        crate::files::free_space(dir)
+    }
+}
+
+/// The store's file and what its writer and readers share.
+#[derive(Debug)]
+struct Shared {
+    file: DbFile,
+    /// Below this much free space, new claims and events are refused.
+    min_free: u64,
+    metrics: crate::telemetry::StoreMetrics,
+    /// Set while writes fail: new claims are refused (their done records could not
+    /// be written).
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    fn get(&self) -> Result<Arc<Database>, StoreError> {
+        self.file.get()
+    }
+
+    fn reopen(&self) -> Result<(), StoreError> {
+        self.file.reopen()
+    }
+
+    /// Whether the file's filesystem has less than `min_free` bytes available.
+    fn low_on_space(&self) -> Option<u64> {
+        let free = self.file.free_space()?;
         (free < self.min_free).then_some(free)
     }
 
@@ -228,8 +273,8 @@ fn decode(bytes: &[u8]) -> Option<(Record, u64)> {
 /// written, so a small cache serves it.
 const CACHE: usize = 32 << 20;
 
-fn open_file(path: &Path) -> Result<Database, redb::DatabaseError> {
-    Database::builder().set_cache_size(CACHE).create(path)
+fn open_file(path: &Path, cache: usize) -> Result<Database, redb::DatabaseError> {
+    Database::builder().set_cache_size(cache).create(path)
 }
 
 fn expiry(now: u64, d: Duration) -> u64 {
@@ -366,12 +411,10 @@ impl DiskStore {
             crate::files::private_dir(dir)
                 .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         }
-        let db = open_file(path)
-            .map_err(|e| anyhow::anyhow!("cannot open the store {}: {e}", path.display()))?;
         // Queued events hold bodies and headers (credentials among them): the file is
         // its owner's only, whoever created it.
-        crate::files::owner_only(path)
-            .map_err(|e| anyhow::anyhow!("cannot restrict {} to its owner: {e}", path.display()))?;
+        let file = DbFile::open(path, CACHE).map_err(|e| anyhow::anyhow!("the store: {e}"))?;
+        let db = file.get()?;
         // The table exists from the start, so reads never race its creation.
         let txn = db.begin_write().map_err(|e| anyhow::anyhow!("{e}"))?;
         let indexed = txn
@@ -396,9 +439,9 @@ impl DiskStore {
         let index = Arc::new(Mutex::new(queue::Index::load(&db).map_err(|e| {
             anyhow::anyhow!("cannot read the queue of {}: {e}", path.display())
         })?));
+        drop(db);
         let shared = Arc::new(Shared {
-            db: std::sync::RwLock::new(Some(Arc::new(db))),
-            path: path.to_path_buf(),
+            file,
             min_free,
             failing: std::sync::atomic::AtomicBool::new(false),
             metrics: {
@@ -457,11 +500,16 @@ impl DiskStore {
     }
 
     pub fn path(&self) -> &Path {
-        &self.inner.shared.path
+        self.inner.shared.file.path()
     }
 
-    /// The open database: the delivery log keeps tables of its own in the same file
-    /// and writes them from its own task (`store/log/disk.rs`).
+    /// The free-space reserve (`store.min_free_space`).
+    pub(crate) fn min_free(&self) -> u64 {
+        self.inner.shared.min_free
+    }
+
+    /// The open database: the delivery log reads the tables it kept in this file
+    /// before it had one of its own (`store/log/disk.rs`), once, at open.
     pub(crate) fn database(&self) -> Result<Arc<Database>, StoreError> {
         self.inner.shared.get()
     }
@@ -1312,7 +1360,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("h.db");
         {
-            let db = open_file(&path).expect("create");
+            let db = open_file(&path, CACHE).expect("create");
             let txn = db.begin_write().expect("write");
             {
                 let mut t = txn.open_table(DEDUP).expect("table");

@@ -40,7 +40,13 @@ use redb::{
     TableDefinition, TableHandle as _,
 };
 
-use super::{Batch, Bounds, COUNT_MINUTES, DeliveryRecord, Encoded, LogPage, LogQuery, Stored};
+use std::path::{Path, PathBuf};
+
+use super::{
+    Appended, Batch, Bounds, COUNT_MINUTES, DeliveryRecord, Encoded, LogPage, LogQuery,
+    NotRecorded, Stored,
+};
+use crate::store::disk::DbFile;
 use crate::store::{DiskStore, StoreError};
 
 /// frame number → a frame (see the module's table).
@@ -157,28 +163,99 @@ fn frame_records(bytes: &[u8]) -> Option<Vec<Stored>> {
 /// The disk store's log.
 #[derive(Debug, Clone)]
 pub struct DiskLog {
-    store: DiskStore,
+    file: Arc<DbFile>,
+    /// The store's free-space reserve (`store.min_free_space`): the log records only
+    /// while the volume has [`Self::floor`] free.
+    reserve: u64,
+    store_path: PathBuf,
     bounds: Bounds,
     /// When the last durable log commit was, and the bytes written since.
     synced: Arc<Mutex<(Instant, u64)>>,
 }
 
+/// The log's own file beside the store's: `hookgate.redb` → `hookgate.redb.deliveries`.
+pub(crate) fn log_path(store: &Path) -> PathBuf {
+    let mut name = store.file_name().unwrap_or_default().to_os_string();
+    name.push(".deliveries");
+    store.with_file_name(name)
+}
+
+/// The log's floor of free space: it keeps a margin of its own as large as the
+/// store's reserve above it, so that records stop well before claims and events are
+/// refused.
+fn free_space_floor(reserve: u64) -> u64 {
+    reserve.saturating_mul(2)
+}
+
+/// What the volume can hold of the log beside the store's reserve and the log's
+/// margin: what is free now plus what the log's file holds already, less the floor
+/// (`None` where free space cannot be read). `hookgate check` and the start warn when
+/// `log.max_size` asks for more.
+fn room_for_log(store: &Path, reserve: u64) -> Option<u64> {
+    // The folder may not exist yet (`hookgate check` before a first start): its
+    // nearest ancestor that does is on the volume it will be on.
+    let dir = store
+        .ancestors()
+        .skip(1)
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .find(|d| d.exists())?;
+    let free = crate::files::free_space(dir)?;
+    let held = std::fs::metadata(log_path(store)).map_or(0, |m| m.len());
+    Some((free + held).saturating_sub(free_space_floor(reserve)))
+}
+
+/// The warning `hookgate check` and the start give when `max_size` is more than the
+/// volume can hold beside the reserve, if it is.
+pub(crate) fn max_size_warning(store: &Path, reserve: u64, max_size: u64) -> Option<String> {
+    let room = room_for_log(store, reserve)?;
+    (max_size > room).then(|| {
+        format!(
+            "log.max_size ({} MiB) is more than the volume of {} can hold beside store.min_free_space and the log's margin ({} MiB): the log will stop recording (counted as not_recorded, reason disk_reserve) when {} MiB are free; set log.max_size to at most {} MiB to keep the whole log",
+            max_size >> 20,
+            store.display(),
+            free_space_floor(reserve) >> 20,
+            free_space_floor(reserve) >> 20,
+            room >> 20
+        )
+    })
+}
+
+/// redb's page cache for the log's file: reads are the admin API's, of recent frames.
+const LOG_CACHE: usize = 8 << 20;
+/// The tables the log kept in the store's file before it had one of its own.
+const MOVED: [&str; 4] = ["log_frames", "log_times", "log_meta", "log_counts"];
+
 impl DiskLog {
     pub(super) fn open(store: &DiskStore, bounds: Bounds) -> Result<Self, StoreError> {
-        let db = store.database()?;
+        let file = DbFile::open(&log_path(store.path()), LOG_CACHE)
+            .map_err(|e| backend(format!("{e:#}")))?;
+        let db = file.get()?;
         let txn = db.begin_write().map_err(backend)?;
         txn.open_table(FRAMES).map_err(backend)?;
         txn.open_table(TIMES).map_err(backend)?;
         txn.open_table(META).map_err(backend)?;
         txn.open_table(COUNTS).map_err(backend)?;
         txn.commit().map_err(backend)?;
-        convert_index_by_id(&db)?;
-        convert_records_before_frames(&db)?;
+        move_out_of_the_store(store.database()?.as_ref(), &db)?;
+        drop(db);
         Ok(Self {
-            store: store.clone(),
+            file: Arc::new(file),
+            reserve: store.min_free(),
+            store_path: store.path().to_path_buf(),
             bounds,
             synced: Arc::new(Mutex::new((Instant::now(), 0))),
         })
+    }
+
+    /// The warning `log.max_size` gives against the volume, as at open.
+    pub(super) fn budget_warning(&self) -> Option<String> {
+        max_size_warning(&self.store_path, self.reserve, self.bounds.max_size)
     }
 
     /// Runs `f` on the database in a blocking task.
@@ -186,10 +263,18 @@ impl DiskLog {
         &self,
         f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = self.store.database()?;
+        let db = self.file.get()?;
         tokio::task::spawn_blocking(move || f(&db))
             .await
             .map_err(backend)?
+    }
+
+    /// Whether the volume has room for a write of `bytes` above the log's floor.
+    fn has_room(&self, bytes: u64) -> bool {
+        // A commit writes its pages anew (copy on write): twice the frame, at most.
+        self.file.free_space().is_none_or(|free| {
+            free >= free_space_floor(self.reserve).saturating_add(bytes.saturating_mul(2))
+        })
     }
 
     /// `records` as one frame (`None` for none).
@@ -201,13 +286,20 @@ impl DiskLog {
         &self,
         mut batch: Batch,
         _routes: &[String],
-    ) -> Result<(), StoreError> {
+    ) -> Result<Appended, StoreError> {
         let bounds = self.bounds;
         let written: u64 = batch
             .records
             .iter()
             .map(|r| super::ENTRY_OVERHEAD + r.len() as u64)
             .sum();
+        let frame_len = batch
+            .encoded
+            .as_ref()
+            .map_or(written, |e| e.bytes.len() as u64);
+        if !self.has_room(frame_len) {
+            return Ok(Appended::NotRecorded(NotRecorded::DiskReserve));
+        }
         let durable = {
             let mut synced = self
                 .synced
@@ -221,83 +313,91 @@ impl DiskLog {
                 false
             }
         };
-        self.blocking(move |db| {
-            // Encoded before the transaction (by the recorder, usually): the file's
-            // write lock, which the store's writer needs for every claim and event,
-            // is held only for the inserts.
-            let encoded = batch
-                .encoded
-                .take()
-                .or_else(|| Self::encode(&batch.records));
-            let mut txn = db.begin_write().map_err(backend)?;
-            if !durable {
-                txn.set_durability(Durability::None).map_err(backend)?;
-            }
-            let now = crate::queue::now_ms();
-            {
-                let mut frames = txn.open_table(FRAMES).map_err(backend)?;
-                let mut times = txn.open_table(TIMES).map_err(backend)?;
-                let mut meta = txn.open_table(META).map_err(backend)?;
-                let mut bytes = meta.get("bytes").map_err(backend)?.map_or(0, |v| v.value());
-                if let Some(Encoded { bytes: value, cost }) = &encoded {
-                    let records = batch.records.iter().filter_map(|r| r.head());
-                    put_frame(
-                        &mut frames,
-                        &mut times,
-                        value,
-                        records.map(|h| h.delivery_id),
-                    )?;
-                    bytes += cost;
+        let written = self
+            .blocking(move |db| {
+                // Encoded before the transaction (by the recorder, usually): the file's
+                // write lock, which the store's writer needs for every claim and event,
+                // is held only for the inserts.
+                let encoded = batch
+                    .encoded
+                    .take()
+                    .or_else(|| Self::encode(&batch.records));
+                let mut txn = db.begin_write().map_err(backend)?;
+                if !durable {
+                    txn.set_durability(Durability::None).map_err(backend)?;
                 }
-                let floor = bounds.keep_floor(now);
-                loop {
-                    let oldest = frames.first().map_err(backend)?.map(|(k, v)| {
-                        let value = v.value();
-                        let head = frame_head(value);
-                        (
-                            k.value(),
-                            head.as_ref().map(|h| h.max_id.to_owned()),
-                            frame_cost(value.len(), head.map_or(0, |h| h.records)),
-                        )
-                    });
-                    let Some((number, max_id, cost)) = oldest else {
-                        break;
-                    };
-                    let stale = max_id.as_deref().is_none_or(|m| m < floor.as_str());
-                    if !stale && bytes <= bounds.max_size {
-                        break;
+                let now = crate::queue::now_ms();
+                {
+                    let mut frames = txn.open_table(FRAMES).map_err(backend)?;
+                    let mut times = txn.open_table(TIMES).map_err(backend)?;
+                    let mut meta = txn.open_table(META).map_err(backend)?;
+                    let mut bytes = meta.get("bytes").map_err(backend)?.map_or(0, |v| v.value());
+                    if let Some(Encoded { bytes: value, cost }) = &encoded {
+                        let records = batch.records.iter().filter_map(|r| r.head());
+                        put_frame(
+                            &mut frames,
+                            &mut times,
+                            value,
+                            records.map(|h| h.delivery_id),
+                        )?;
+                        bytes += cost;
                     }
-                    frames.remove(number).map_err(backend)?;
-                    // The frame's records are of its newest millisecond at most; newer
-                    // frames' entries in that range (a request that took longer) stay.
-                    match max_id.as_deref().and_then(id_ms) {
-                        Some(ms) => times
-                            .retain_in(..=(ms, u64::MAX), |(_, n), ()| n != number)
-                            .map_err(backend)?,
-                        None => times.retain(|(_, n), ()| n != number).map_err(backend)?,
+                    let floor = bounds.keep_floor(now);
+                    loop {
+                        let oldest = frames.first().map_err(backend)?.map(|(k, v)| {
+                            let value = v.value();
+                            let head = frame_head(value);
+                            (
+                                k.value(),
+                                head.as_ref().map(|h| h.max_id.to_owned()),
+                                frame_cost(value.len(), head.map_or(0, |h| h.records)),
+                            )
+                        });
+                        let Some((number, max_id, cost)) = oldest else {
+                            break;
+                        };
+                        let stale = max_id.as_deref().is_none_or(|m| m < floor.as_str());
+                        if !stale && bytes <= bounds.max_size {
+                            break;
+                        }
+                        frames.remove(number).map_err(backend)?;
+                        // The frame's records are of its newest millisecond at most; newer
+                        // frames' entries in that range (a request that took longer) stay.
+                        match max_id.as_deref().and_then(id_ms) {
+                            Some(ms) => times
+                                .retain_in(..=(ms, u64::MAX), |(_, n), ()| n != number)
+                                .map_err(backend)?,
+                            None => times.retain(|(_, n), ()| n != number).map_err(backend)?,
+                        }
+                        bytes = bytes.saturating_sub(cost);
                     }
-                    bytes = bytes.saturating_sub(cost);
-                }
-                meta.insert("bytes", bytes).map_err(backend)?;
-                let mut counts = txn.open_table(COUNTS).map_err(backend)?;
-                for ((route, outcome, minute), n) in &batch.counts {
-                    let key = format!("{route}\n{outcome}");
-                    let had = counts
-                        .get((*minute, key.as_str()))
-                        .map_err(backend)?
-                        .map_or(0, |v| v.value());
+                    meta.insert("bytes", bytes).map_err(backend)?;
+                    let mut counts = txn.open_table(COUNTS).map_err(backend)?;
+                    for ((route, outcome, minute), n) in &batch.counts {
+                        let key = format!("{route}\n{outcome}");
+                        let had = counts
+                            .get((*minute, key.as_str()))
+                            .map_err(backend)?
+                            .map_or(0, |v| v.value());
+                        counts
+                            .insert((*minute, key.as_str()), had + n)
+                            .map_err(backend)?;
+                    }
+                    let old_minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
                     counts
-                        .insert((*minute, key.as_str()), had + n)
+                        .retain_in((0, "")..(old_minute, ""), |_, _| false)
                         .map_err(backend)?;
                 }
-                let old_minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
-                counts
-                    .retain_in((0, "")..(old_minute, ""), |_, _| false)
-                    .map_err(backend)?;
-            }
-            txn.commit().map_err(backend)
-        })
-        .await
+                txn.commit().map_err(backend)
+            })
+            .await;
+        if written.is_err() {
+            // redb refuses every write on a handle that saw an I/O error (a full
+            // disk): the next write gets a fresh one. The store's file is not touched.
+            let file = self.file.clone();
+            let _ = tokio::task::spawn_blocking(move || file.reopen()).await;
+        }
+        written.map(|()| Appended::Written)
     }
 
     pub(super) async fn list(
@@ -498,6 +598,86 @@ impl FrameCache {
             .range(from..to)
             .map(|(id, r)| (id.clone(), r.clone()))
     }
+}
+
+/// Moves the log's tables out of the store's file, where the log kept them before it
+/// had a file of its own: read into older forms' successors first, copied into the
+/// log's file, then removed from the store's. Runs once, when such a file is opened.
+fn move_out_of_the_store(store: &Database, log: &Database) -> Result<(), StoreError> {
+    let present = |db: &Database| -> Result<bool, StoreError> {
+        let txn = db.begin_read().map_err(backend)?;
+        let names = txn.list_tables().map_err(backend)?;
+        Ok(names.into_iter().any(|t| {
+            MOVED.contains(&t.name()) || t.name() == IDS.name() || t.name() == BEFORE_FRAMES.name()
+        }))
+    };
+    if !present(store)? {
+        return Ok(());
+    }
+    convert_index_by_id(store)?;
+    convert_records_before_frames(store)?;
+    let from = store.begin_read().map_err(backend)?;
+    let names: Vec<String> = from
+        .list_tables()
+        .map_err(backend)?
+        .map(|t| t.name().to_owned())
+        .collect();
+    let to = log.begin_write().map_err(backend)?;
+    let mut records = 0u64;
+    if names.iter().any(|n| n == FRAMES.name()) {
+        let (src, mut dst) = (
+            from.open_table(FRAMES).map_err(backend)?,
+            to.open_table(FRAMES).map_err(backend)?,
+        );
+        for entry in src.iter().map_err(backend)? {
+            let (k, v) = entry.map_err(backend)?;
+            records += frame_head(v.value()).map_or(0, |h| h.records as u64);
+            dst.insert(k.value(), v.value()).map_err(backend)?;
+        }
+    }
+    if names.iter().any(|n| n == TIMES.name()) {
+        let (src, mut dst) = (
+            from.open_table(TIMES).map_err(backend)?,
+            to.open_table(TIMES).map_err(backend)?,
+        );
+        for entry in src.iter().map_err(backend)? {
+            dst.insert(entry.map_err(backend)?.0.value(), ())
+                .map_err(backend)?;
+        }
+    }
+    if names.iter().any(|n| n == META.name()) {
+        let (src, mut dst) = (
+            from.open_table(META).map_err(backend)?,
+            to.open_table(META).map_err(backend)?,
+        );
+        for entry in src.iter().map_err(backend)? {
+            let (k, v) = entry.map_err(backend)?;
+            dst.insert(k.value(), v.value()).map_err(backend)?;
+        }
+    }
+    if names.iter().any(|n| n == COUNTS.name()) {
+        let (src, mut dst) = (
+            from.open_table(COUNTS).map_err(backend)?,
+            to.open_table(COUNTS).map_err(backend)?,
+        );
+        for entry in src.iter().map_err(backend)? {
+            let (k, v) = entry.map_err(backend)?;
+            dst.insert(k.value(), v.value()).map_err(backend)?;
+        }
+    }
+    to.commit().map_err(backend)?;
+    drop(from);
+    let txn = store.begin_write().map_err(backend)?;
+    txn.delete_table(FRAMES).map_err(backend)?;
+    txn.delete_table(TIMES).map_err(backend)?;
+    txn.delete_table(META).map_err(backend)?;
+    txn.delete_table(COUNTS).map_err(backend)?;
+    txn.commit().map_err(backend)?;
+    tracing::info!(
+        records,
+        "delivery log: moved out of the store's file into a file of its own"
+    );
+    Ok(())
 }
 
 /// Reads the index by delivery ID (before [`TIMES`]) into the index by millisecond,

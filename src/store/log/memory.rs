@@ -5,7 +5,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use super::{Batch, Bounds, COUNT_MINUTES, Counts, DeliveryRecord, LogPage, LogQuery, Stored};
+use super::{
+    Appended, Batch, Bounds, COUNT_MINUTES, Counts, DeliveryRecord, LogPage, LogQuery, Stored,
+};
 use crate::store::StoreError;
 
 /// Bytes counted per record besides its buffer: its slot in the ring (the key, the
@@ -68,7 +70,11 @@ impl MemoryLog {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(super) async fn append(&self, batch: Batch, _routes: &[String]) -> Result<(), StoreError> {
+    pub(super) async fn append(
+        &self,
+        batch: Batch,
+        _routes: &[String],
+    ) -> Result<Appended, StoreError> {
         let now = crate::queue::now_ms();
         let floor = key(&self.bounds.keep_floor(now));
         let mut guard = self.lock();
@@ -97,7 +103,7 @@ impl MemoryLog {
         }
         let minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
         super::merge_counts(&mut ring.counts, &batch.counts, minute);
-        Ok(())
+        Ok(Appended::Written)
     }
 
     pub(super) async fn list(

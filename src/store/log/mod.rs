@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use super::{Store, StoreError};
 
 pub use self::disk::DiskLog;
+pub(crate) use self::disk::max_size_warning;
 pub use self::memory::MemoryLog;
 pub use self::record::{Raw, Stored, View};
 pub use self::redis::RedisLog;
@@ -194,6 +195,34 @@ pub fn id_floor(ms: u64) -> String {
     format!("{ms:012x}-")
 }
 
+/// What became of a batch's records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Appended {
+    Written,
+    /// Not written, only counted: the log stays within the store's budget.
+    NotRecorded(NotRecorded),
+}
+
+/// Why a batch's records were not written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRecorded {
+    /// The disk store's volume is below the log's floor (twice
+    /// `store.min_free_space`).
+    DiskReserve,
+    /// Redis is past 80 % of its `maxmemory`.
+    RedisMemory,
+}
+
+impl NotRecorded {
+    /// The `reason` label of `hookgate_log_not_recorded_total`.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::DiskReserve => "disk_reserve",
+            Self::RedisMemory => "redis_memory",
+        }
+    }
+}
+
 /// What a list asks for. Every filter is optional; records come newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogQuery {
@@ -332,14 +361,27 @@ impl DeliveryLog {
     }
 
     /// Stores a batch, then drops the oldest records beyond the bounds. `routes`: the
-    /// configured routes (Redis divides `max_size` among them).
-    pub async fn append(&self, batch: Batch, routes: &[String]) -> Result<(), StoreError> {
+    /// configured routes (Redis divides `max_size` among them). A log that would take
+    /// what the store needs (the disk's free-space reserve, Redis's memory) records
+    /// nothing and says why.
+    pub async fn append(&self, batch: Batch, routes: &[String]) -> Result<Appended, StoreError> {
         dispatch!(self, l => l.append(batch, routes).await)
     }
 
     /// Enforces the bounds with nothing new (records age out of an idle log).
     pub async fn retain(&self, routes: &[String]) -> Result<(), StoreError> {
-        self.append(Batch::default(), routes).await
+        self.append(Batch::default(), routes).await.map(|_| ())
+    }
+
+    /// What the start warns of when `log.max_size` is more than the store can give
+    /// the log (the disk's volume beside its reserve, a quarter of Redis's
+    /// `maxmemory`), if it is.
+    pub async fn budget_warning(&self) -> Option<String> {
+        match self {
+            Self::Memory(_) => None,
+            Self::Disk(l) => l.budget_warning(),
+            Self::Redis(l) => l.budget_warning().await,
+        }
     }
 
     /// A page of records, newest first.

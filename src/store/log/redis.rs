@@ -17,12 +17,14 @@
 //! across routes reads each route's newest IDs and merges them.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use redis::Script;
 
 use super::{
-    Batch, Bounds, COUNT_MINUTES, DeliveryRecord, ENTRY_OVERHEAD, LogPage, LogQuery, Stored,
+    Appended, Batch, Bounds, COUNT_MINUTES, DeliveryRecord, ENTRY_OVERHEAD, LogPage, LogQuery,
+    NotRecorded, Stored,
 };
 use crate::store::{RedisStore, StoreError};
 
@@ -81,6 +83,29 @@ pub struct RedisLog {
     bounds: Bounds,
     prefix: String,
     script: Arc<Script>,
+    memory: Arc<Mutex<Memory>>,
+}
+
+/// The log holds at most this fraction of Redis's `maxmemory` (1/4), whatever
+/// `log.max_size` says: the rest is the claims' and events'.
+const SHARE_OF_MAXMEMORY: u64 = 4;
+/// Past this much of `maxmemory` used (4/5), on any node, the log records nothing
+/// and gives back half of what it holds at each write, until Redis is below again:
+/// a new event or claim is never refused because of the log.
+const PRESSURE: (u64, u64) = (4, 5);
+/// How often Redis's memory is read (`INFO memory`), at most.
+const MEMORY_EVERY: Duration = Duration::from_secs(1);
+
+/// What the log last read of Redis's memory, and what it holds.
+#[derive(Debug, Default)]
+struct Memory {
+    read_at: Option<Instant>,
+    /// The smallest `maxmemory` set on a node (`None`: no limit, or not read).
+    limit: Option<u64>,
+    /// Some node is past [`PRESSURE`].
+    pressed: bool,
+    /// What each route's records count, as the last write left it.
+    held: HashMap<String, u64>,
 }
 
 /// A route's four keys.
@@ -104,7 +129,59 @@ impl RedisLog {
             bounds,
             prefix: prefix.to_owned(),
             script: Arc::new(Script::new(APPEND)),
+            memory: Arc::default(),
         }
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Redis's memory as last read, read again if that was [`MEMORY_EVERY`] ago:
+    /// the smallest `maxmemory` and whether a node is past [`PRESSURE`]. Unreadable
+    /// (an ACL refusing `INFO`): no limit known, no pressure.
+    async fn watch(&self) -> (Option<u64>, bool) {
+        {
+            let m = self.memory();
+            if m.read_at.is_some_and(|at| at.elapsed() < MEMORY_EVERY) {
+                return (m.limit, m.pressed);
+            }
+        }
+        let nodes = self.store.memory().await.unwrap_or_default();
+        let limit = nodes.iter().map(|(_, max)| *max).filter(|m| *m > 0).min();
+        let pressed = nodes.iter().any(|(used, max)| {
+            *max > 0 && used.saturating_mul(PRESSURE.1) >= max.saturating_mul(PRESSURE.0)
+        });
+        let mut m = self.memory();
+        m.read_at = Some(Instant::now());
+        m.limit = limit;
+        m.pressed = pressed;
+        (limit, pressed)
+    }
+
+    /// The log's bound: `log.max_size`, or a quarter of Redis's `maxmemory` if that
+    /// is less.
+    fn max_size(&self, limit: Option<u64>) -> u64 {
+        limit.map_or(self.bounds.max_size, |m| {
+            self.bounds.max_size.min(m / SHARE_OF_MAXMEMORY)
+        })
+    }
+
+    /// The warning the start gives when `log.max_size` is more than the log may hold
+    /// of Redis's `maxmemory`, if it is.
+    pub(super) async fn budget_warning(&self) -> Option<String> {
+        let (limit, _) = self.watch().await;
+        let limit = limit?;
+        (self.bounds.max_size > limit / SHARE_OF_MAXMEMORY).then(|| {
+            format!(
+                "log.max_size ({} MiB) is more than a quarter of Redis's maxmemory ({} MiB): the log keeps at most {} MiB, and records nothing while Redis is past 80 % of maxmemory (counted as not_recorded, reason redis_memory)",
+                self.bounds.max_size >> 20,
+                limit >> 20,
+                (limit / SHARE_OF_MAXMEMORY) >> 20
+            )
+        })
     }
 
     fn keys(&self, route: &str) -> Keys {
@@ -117,21 +194,40 @@ impl RedisLog {
         }
     }
 
-    /// Each route's share of `max_size`.
-    fn share(&self, routes: &[String]) -> u64 {
-        self.bounds.max_size / routes.len().max(1) as u64
+    /// Each route's share of the log's bound.
+    fn share(max_size: u64, routes: &[String]) -> u64 {
+        max_size / routes.len().max(1) as u64
     }
 
-    pub(super) async fn append(&self, batch: Batch, routes: &[String]) -> Result<(), StoreError> {
+    pub(super) async fn append(
+        &self,
+        mut batch: Batch,
+        routes: &[String],
+    ) -> Result<Appended, StoreError> {
         let now = crate::queue::now_ms();
         let keep = u64::try_from(self.bounds.keep.as_millis()).unwrap_or(u64::MAX);
         let floor = now.saturating_sub(keep);
         let old_minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
-        let share = self.share(routes);
+        let (limit, pressed) = self.watch().await;
+        let share = Self::share(self.max_size(limit), routes);
+        // Near maxmemory: nothing recorded, and every route gives back half.
+        let appended = if pressed && !batch.records.is_empty() {
+            batch.records.clear();
+            Appended::NotRecorded(NotRecorded::RedisMemory)
+        } else {
+            Appended::Written
+        };
+        let share_of = |route: &str| {
+            if pressed {
+                self.memory().held.get(route).map_or(share / 2, |b| b / 2)
+            } else {
+                share
+            }
+        };
         // An empty batch enforces the bounds on every route (records age out of an
         // idle one); a batch touches only the routes it has records or counts of.
         let mut per_route: HashMap<&str, RouteBatch> =
-            if batch.records.is_empty() && batch.counts.is_empty() {
+            if pressed || (batch.records.is_empty() && batch.counts.is_empty()) {
                 routes
                     .iter()
                     .map(|r| (r.as_str(), Default::default()))
@@ -158,6 +254,7 @@ impl RedisLog {
         for (route, (records, counts)) in per_route {
             let keys = self.keys(route);
             let script = &self.script;
+            let share = share_of(route);
             let result: Result<i64, StoreError> = self
                 .store
                 .run(|mut c| async move {
@@ -180,11 +277,16 @@ impl RedisLog {
                     inv.invoke_async(&mut c).await
                 })
                 .await;
-            if let Err(e) = result {
-                failed = Some(e);
+            match result {
+                Ok(bytes) => {
+                    self.memory()
+                        .held
+                        .insert(route.to_owned(), u64::try_from(bytes).unwrap_or(0));
+                }
+                Err(e) => failed = Some(e),
             }
         }
-        failed.map_or(Ok(()), Err)
+        failed.map_or(Ok(appended), Err)
     }
 
     /// Up to `n` IDs of a route below `upper` and from `lower` on, newest first.

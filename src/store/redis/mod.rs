@@ -468,6 +468,25 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// Each node's `used_memory` and `maxmemory` (0: no limit), from `INFO memory`:
+    /// the server's, or every primary's on a cluster.
+    pub async fn memory(&self) -> Result<Vec<(u64, u64)>, StoreError> {
+        let info: redis::Value = self
+            .run(|mut c| async move { redis::cmd("INFO").arg("memory").query_async(&mut c).await })
+            .await?;
+        let mut texts = Vec::new();
+        collect_info(&info, &mut texts);
+        let nodes: Vec<_> = texts.iter().filter_map(|t| memory_of(t)).collect();
+        if nodes.is_empty() {
+            return Err(StoreError::Backend(
+                "INFO memory names no used_memory and maxmemory".into(),
+            ));
+        }
+        Ok(nodes)
+    }
+}
+
 /// SCAN calls (of up to 1000 keys each) when looking for the queues a prefix holds.
 const QUEUE_SCAN_CALLS: usize = 1000;
 
@@ -567,29 +586,44 @@ pub fn policy_evicts(policy: &str) -> bool {
 
 /// The `maxmemory_policy:` values in an `INFO` answer (one text, or one per node).
 fn collect_policies(v: &redis::Value, out: &mut Vec<String>) {
-    let mut text = |t: &str| {
-        out.extend(
-            t.lines()
-                .filter_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
-                .map(|p| p.trim().to_owned()),
-        );
-    };
+    let mut texts = Vec::new();
+    collect_info(v, &mut texts);
+    out.extend(texts.iter().flat_map(|t| {
+        t.lines()
+            .filter_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
+            .map(|p| p.trim().to_owned())
+    }));
+}
+
+/// The text of each node's `INFO` answer (one for a server, one per primary on a
+/// cluster).
+fn collect_info(v: &redis::Value, out: &mut Vec<String>) {
     match v {
-        redis::Value::BulkString(b) => text(&String::from_utf8_lossy(b)),
-        redis::Value::SimpleString(t) => text(t),
-        redis::Value::VerbatimString { text: t, .. } => text(t),
+        redis::Value::BulkString(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+        redis::Value::SimpleString(t) => out.push(t.clone()),
+        redis::Value::VerbatimString { text: t, .. } => out.push(t.clone()),
         redis::Value::Map(kv) => {
             for (_, v) in kv {
-                collect_policies(v, out);
+                collect_info(v, out);
             }
         }
         redis::Value::Array(a) | redis::Value::Set(a) => {
             for v in a {
-                collect_policies(v, out);
+                collect_info(v, out);
             }
         }
         _ => {}
     }
+}
+
+/// A node's `used_memory` and `maxmemory` (0: no limit) from its `INFO memory`.
+fn memory_of(info: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some((field("used_memory:")?, field("maxmemory:")?))
 }
 
 /// Runs a script, then `WAIT` for `n` replicas for at most `t`, in one pipeline: the
