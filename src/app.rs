@@ -111,6 +111,7 @@ impl App {
                 // that they are counted as stranded.
                 move_unnamed_previous_layout(&state).await;
                 state.count_stranded().await;
+                state.note_stored_queues().await;
                 state.release_blocked_lines().await;
             }
         });

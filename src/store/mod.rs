@@ -384,6 +384,10 @@ impl QueueStore for Store {
         queue_dispatch!(self, s => s.renew(q, leased, lease).await)
     }
 
+    async fn give_back(&self, q: &QueueRef<'_>, leased: &Leased) -> Result<bool, StoreError> {
+        queue_dispatch!(self, s => s.give_back(q, leased).await)
+    }
+
     async fn finish(
         &self,
         q: &QueueRef<'_>,

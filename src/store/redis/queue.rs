@@ -494,6 +494,16 @@ if redis.call('ZADD', KEYS[1], 'XX', 'CH', untl, ARGV[1]) == 1 then
 end
 return 0";
 
+/// KEYS: event hash, stream. ARGV: lease token, entry id, event id. Gives back a
+/// lease that was never used: the entry goes back to the stream as a new one, due now.
+const GIVE_BACK: &str = r"#!lua flags=allow-oom
+if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'lease', 'until')
+redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
+redis.call('XDEL', KEYS[2], ARGV[2])
+redis.call('XADD', KEYS[2], '*', 'id', ARGV[3])
+return 1";
+
 /// KEYS: event hash, stream. ARGV: lease token, entry id. Sets a leased entry aside.
 const DROP: &str = r"#!lua flags=allow-oom
 if redis.call('HGET', KEYS[1], 'lease') == ARGV[1] then
@@ -593,6 +603,7 @@ static RELEASE_BLOCKED_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(&with_helpers(RELEASE_BLOCKED, &[LEAVE_LINE])));
 static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
 static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(RENEW));
+static GIVE_BACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(GIVE_BACK));
 
 /// What a store keeps for its queues: its consumer name and, per stream, where the
 /// next `XAUTOCLAIM` resumes.
@@ -1173,6 +1184,27 @@ impl QueueStore for RedisStore {
             .arg(entry)
             .arg(&self.queue_state().consumer)
             .arg(millis(lease));
+        let inv = &inv;
+        let n: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn give_back(&self, q: &QueueRef<'_>, leased: &Leased) -> Result<bool, StoreError> {
+        let k = Keys::new(q);
+        let Some((entry, _)) = leased.lease.split_once(':') else {
+            return Err(StoreError::Backend(
+                "give back: not a lease of the redis queue".into(),
+            ));
+        };
+        let id = &leased.event.envelope.event_id;
+        let mut inv = GIVE_BACK_SCRIPT.prepare_invoke();
+        inv.key(k.ev(id))
+            .key(k.stream())
+            .arg(&leased.lease)
+            .arg(entry)
+            .arg(id);
         let inv = &inv;
         let n: i64 = self
             .run(|mut c| async move { inv.invoke_async(&mut c).await })
