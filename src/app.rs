@@ -159,8 +159,8 @@ impl App {
     }
 }
 
-/// A future of the start-up steps below, type-erased: nested in `App::run`'s future,
-/// their own overflow the compiler's layout query depth.
+/// A future of the start-up steps below, boxed and type-erased (as `eviction::at_start`
+/// is boxed): `App::run`'s future, which `main`'s nests, stays as deep as it was.
 type Step<'a> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// [`move_previous_layout`] of the configured queues and logs; a store that does not
@@ -203,17 +203,7 @@ fn move_unnamed_previous_layout(state: &AppState) -> Step<'_> {
 /// current one: every configured destination's queue and every configured route's
 /// log; with `unnamed`, instead the queues found stored in the old layout that no
 /// route names (a bounded scan; none on a cluster).
-///
-/// Type-erased: nested in `App::run`'s future, its own overflows the compiler's layout
-/// query depth.
-fn move_previous_layout(
-    state: &AppState,
-    unnamed: bool,
-) -> std::pin::Pin<Box<dyn Future<Output = Result<(), crate::store::StoreError>> + Send + '_>> {
-    Box::pin(move_previous_layout_now(state, unnamed))
-}
-
-async fn move_previous_layout_now(
+async fn move_previous_layout(
     state: &AppState,
     unnamed: bool,
 ) -> Result<(), crate::store::StoreError> {
