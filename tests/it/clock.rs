@@ -162,7 +162,7 @@ async fn a_redis_clock_stepping_back_does_not_hold_a_rate_limit() {
     let hour = 3_600_000.0;
     let starts: Vec<(String, f64)> = redis.cmd(
         redis::cmd("ZRANGE")
-            .arg("hg:q:{stripe}:rate")
+            .arg("hg:#q:{stripe}:rate")
             .arg(0)
             .arg(-1)
             .arg("WITHSCORES"),
@@ -171,7 +171,7 @@ async fn a_redis_clock_stepping_back_does_not_hold_a_rate_limit() {
     for (member, at) in &starts {
         let _: i64 = redis.cmd(
             redis::cmd("ZADD")
-                .arg("hg:q:{stripe}:rate")
+                .arg("hg:#q:{stripe}:rate")
                 .arg(at + hour)
                 .arg(member),
         );
@@ -179,15 +179,15 @@ async fn a_redis_clock_stepping_back_does_not_hold_a_rate_limit() {
     // Keys expire by Redis' wall clock too: the log would live an hour longer.
     let _: i64 = redis.cmd(
         redis::cmd("PEXPIRE")
-            .arg("hg:q:{stripe}:rate")
+            .arg("hg:#q:{stripe}:rate")
             .arg(3_700_000),
     );
     let (secs, micros): (f64, f64) = redis.cmd(&mut redis::cmd("TIME"));
-    let hi: Option<f64> = redis.cmd(redis::cmd("HGET").arg("hg:q:{stripe}:clock").arg("hi"));
+    let hi: Option<f64> = redis.cmd(redis::cmd("HGET").arg("hg:#q:{stripe}:clock").arg("hi"));
     let hi = hi.unwrap_or(secs * 1000.0 + (micros / 1000.0).floor());
     let _: i64 = redis.cmd(
         redis::cmd("HSET")
-            .arg("hg:q:{stripe}:clock")
+            .arg("hg:#q:{stripe}:clock")
             .arg("hi")
             .arg(hi + hour),
     );

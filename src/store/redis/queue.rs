@@ -2,9 +2,10 @@
 //! consumer group per destination queue.
 //!
 //! Each destination of a route has a queue of its own, under a base of
-//! `<prefix>q:{<route>}:` for the destination named after the route (the keys a route
-//! had before it had destinations) and `<prefix>q:{<route>}/<destination>:` for the
-//! others. Every key of every destination carries the route's hash tag `{<route>}`, so
+//! `<prefix>#q:{<route>}:` for the destination named after the route (the keys a route
+//! had before it had destinations) and `<prefix>#q:{<route>}/<destination>:` for the
+//! others (`#`: a character no route name holds, so no dedup key is one of these;
+//! `layout.rs`). Every key of every destination carries the route's hash tag `{<route>}`, so
 //! a route's keys share one cluster slot and every script and pipeline below runs on
 //! one node, a fan-out to several destinations included:
 //!
@@ -657,23 +658,15 @@ type Pair = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// A destination queue's keys.
 struct Keys {
-    /// `<prefix>q:{<route>}:`, or `<prefix>q:{<route>}/<destination>:` for a
-    /// destination not named after the route.
+    /// `<prefix>#q:{<route>}:`, or `<prefix>#q:{<route>}/<destination>:` for a
+    /// destination not named after the route (`layout.rs`).
     base: String,
 }
 
 impl Keys {
     fn new(q: &QueueRef<'_>) -> Self {
         Self {
-            base: format!(
-                "{}q:{{{}}}{}:",
-                q.prefix,
-                q.route,
-                match q.is_own() {
-                    true => String::new(),
-                    false => format!("/{}", q.destination),
-                }
-            ),
+            base: super::layout::queue_base(q, super::QUEUES),
         }
     }
 
@@ -1582,10 +1575,10 @@ mod tests {
             k.dead(),
             k.delivered(),
         ] {
-            assert!(key.starts_with("hg:q:{stripe}:"), "{key}");
+            assert!(key.starts_with("hg:#q:{stripe}:"), "{key}");
         }
         assert!(k.ev("evt_1").starts_with(&k.ev_prefix()));
-        assert_eq!(k.line("cust_1"), "hg:q:{stripe}:o:cust_1");
+        assert_eq!(k.line("cust_1"), "hg:#q:{stripe}:o:cust_1");
     }
 
     #[test]
@@ -1604,7 +1597,7 @@ mod tests {
             k.pause(),
             k.busy(),
         ] {
-            assert!(key.starts_with("hg:q:{stripe}/billing:"), "{key}");
+            assert!(key.starts_with("hg:#q:{stripe}/billing:"), "{key}");
         }
         // The route's own destination keeps the keys it had before destinations.
         assert_ne!(
