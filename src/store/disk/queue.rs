@@ -515,21 +515,63 @@ impl RouteIndex {
         }
     }
 
-    /// At a load: the events of the lines, in acceptance order, each with the due
-    /// time its status gives held in its `Meta` ([`NOT_DUE`] if dead), take their
-    /// places; the first of each line is made due at that time.
-    fn take_places(&mut self, waiting: Vec<(u64, u64, Id)>) {
-        for (_, line, id) in waiting {
-            let Some(due) = self
-                .events
-                .get_mut(&id)
-                .map(|m| std::mem::replace(&mut m.due_at, NOT_DUE))
-            else {
-                continue;
-            };
-            self.join_line(&id, line);
-            if due != NOT_DUE && !self.waits_in_line(&id) {
-                self.make_due(&id, due);
+    /// At a load: an event alone in its line, its `Meta` holding its sequence number,
+    /// takes the line's first place, due when its status says unless dead.
+    fn take_first_place(&mut self, id: &str, st: &Entry<'_>, clock: &Clock) {
+        let Some(m) = self.events.get_mut(id) else {
+            return;
+        };
+        m.due_at = NOT_DUE;
+        m.set_place(Place::First);
+        if st.state != State::Dead {
+            self.make_due(id, clock.mono_of(st.next_at_ms.unwrap_or(0)));
+        }
+    }
+
+    /// At a load: the events of a line that holds more than one, listed in
+    /// [`Self::behind`] in any order, each `Meta` holding its sequence number, are
+    /// sorted into acceptance order; the first takes its place (its due time read
+    /// again from its status), the others wait behind it.
+    fn order_line(
+        &mut self,
+        line: u64,
+        table: &redb::ReadOnlyTable<&str, &[u8]>,
+        route: &str,
+        clock: &Clock,
+    ) {
+        let Some(mut members) = self.behind.remove(&line) else {
+            self.lines.remove(&line);
+            return;
+        };
+        members
+            .make_contiguous()
+            .sort_by_cached_key(|id| self.events.get(id).map_or(i64::MAX, |m| m.due_at));
+        for id in &members {
+            if let Some(m) = self.events.get_mut(id) {
+                m.due_at = NOT_DUE;
+                m.set_place(Place::Behind);
+            }
+        }
+        let Some(first) = members.pop_front() else {
+            self.lines.remove(&line);
+            return;
+        };
+        if !members.is_empty() {
+            self.behind.insert(line, members);
+        }
+        let rec = table
+            .get(qkey(route, &first).as_str())
+            .ok()
+            .flatten()
+            .and_then(|v| LeanRecord::decode(v.value()));
+        match rec {
+            Some(rec) => self.take_first_place(&first, &rec.entry(), clock),
+            // Unreadable now: first in its line (holding it, as a record that cannot
+            // be read holds it when taken), not due.
+            None => {
+                if let Some(m) = self.events.get_mut(&first) {
+                    m.set_place(Place::First);
+                }
             }
         }
     }
@@ -627,11 +669,41 @@ impl Index {
             .map_or(1, |(k, _)| k.value() + 1);
         let table = txn.open_table(STATUS)?;
         let clock = Clock::now();
-        // Events in a key's line take their places last, in acceptance order, so that
-        // each line is rebuilt as it was; until then each is held as 32 bytes (its
-        // sequence number, line and ID), its due time kept in its `Meta`. The others
-        // are indexed at once (their order is their due time's).
-        let mut in_lines: HashMap<String, Vec<(u64, u64, Id)>> = HashMap::new();
+        // Each route's structures are sized once for its undelivered events, counted
+        // first from each record's expiry alone (`u64::MAX` while undelivered): grown
+        // by doubling instead, each would leave the buffers it outgrew (a third of
+        // the index at 1 000 000 events) to the allocator, still resident once the
+        // load is over.
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            if v.value().get(..8) != Some(&u64::MAX.to_be_bytes()[..]) {
+                continue;
+            }
+            let Some((route, _)) = split(k.value()) else {
+                continue;
+            };
+            match counts.get_mut(route) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(route.to_owned(), 1);
+                }
+            }
+        }
+        for (route, n) in &counts {
+            let r = index.route(route);
+            r.events.reserve(*n);
+            r.due.reserve(*n);
+        }
+        // Events of an ordered route take their places in their keys' lines in
+        // acceptance order (their sequence numbers), so that each line is rebuilt as
+        // it was, at no cost beyond the index's own: this pass notes each event's line
+        // in `lines` and which lines hold more than one event (`shared`), each event's
+        // `Meta` holding its sequence number meanwhile; a second pass places the event
+        // alone in its line (most of them, with a key per customer or object) and
+        // lists the others, sorted per line afterwards. The others are indexed at once
+        // (their order is their due time's).
+        let mut shared: HashMap<String, HashSet<u64>> = HashMap::new();
         for entry in table.iter()? {
             let (k, v) = entry?;
             let Some((route, id)) = split(k.value()) else {
@@ -655,29 +727,63 @@ impl Index {
             };
             let (line, id) = (r.line(key), Id::from(id));
             r.insert(&id, rec.rx, Place::None);
-            let due = match rec.status.state {
-                State::Dead => {
-                    r.dead.insert((rec.rx & RX, id.clone()));
-                    NOT_DUE
-                }
-                _ => clock
-                    .mono_of(rec.status.next_at_ms.unwrap_or(0))
-                    .max(NOT_DUE + 1),
-            };
-            // Not counted as due (nor in `due`): `take_places` decides.
-            if let Some(m) = r.events.get_mut(&id) {
-                m.due_at = due;
+            if rec.status.state == State::Dead {
+                r.dead.insert((rec.rx & RX, id.clone()));
             }
-            match in_lines.get_mut(route) {
-                Some(v) => v.push((rec.seq, line, id)),
+            // Not counted as due (nor in `due`) until placed.
+            if let Some(m) = r.events.get_mut(&id) {
+                m.due_at = i64::try_from(rec.seq).unwrap_or(i64::MAX);
+            }
+            let lines = match shared.get_mut(route) {
+                Some(lines) => lines,
                 None => {
-                    in_lines.insert(route.to_owned(), vec![(rec.seq, line, id)]);
+                    // At most a line per undelivered event (the pages a smaller
+                    // count leaves unused are never touched, so never resident).
+                    r.lines
+                        .reserve(counts.get(route).copied().unwrap_or_default());
+                    shared.entry(route.to_owned()).or_default()
                 }
+            };
+            if !r.lines.insert(line) {
+                lines.insert(line);
             }
         }
-        for (route, mut waiting) in in_lines {
-            waiting.sort_unstable_by_key(|(seq, _, _)| *seq);
-            index.route(&route).take_places(waiting);
+        if !shared.is_empty() {
+            for entry in table.iter()? {
+                let (k, v) = entry?;
+                let Some((route, id)) = split(k.value()) else {
+                    continue;
+                };
+                let Some(lines) = shared.get(route) else {
+                    continue;
+                };
+                let Some(rec) = LeanRecord::decode(v.value()) else {
+                    continue;
+                };
+                let (true, Some(key)) = (
+                    rec.status.state.undelivered(),
+                    rec.status.order_key.as_deref(),
+                ) else {
+                    continue;
+                };
+                let r = index.route(route);
+                let line = r.line(key);
+                if lines.contains(&line) {
+                    if let Some((id, _)) = r.events.get_key_value(id) {
+                        let id = id.clone();
+                        r.behind.entry(line).or_default().push_back(id);
+                    }
+                } else {
+                    r.take_first_place(id, &rec.entry(), &clock);
+                }
+            }
+            for (route, lines) in shared {
+                let r = index.route(&route);
+                for line in lines {
+                    r.order_line(line, &table, &route, &clock);
+                }
+                r.lines.shrink_to_fit();
+            }
         }
         for r in index.routes.values_mut() {
             r.due.make_contiguous().sort_unstable();
