@@ -97,13 +97,21 @@ impl App {
         // Boxed: its future is large, and nesting it in `run`'s own overflows the
         // compiler's layout query depth.
         Box::pin(server::eviction::at_start(&self.state, stop.clone())).await?;
+        // Before anything is served or delivered: a previous version's queues and log
+        // on Redis are moved into the current key layout (store/redis/layout.rs), so an
+        // upgrade loses no queued event.
+        move_previous_layout_at_start(&self.state, &stop).await;
         // Queues no route names any more, counted and logged (a bounded scan), and
         // lines dead events hold under `on_dead = "skip"` released; in the background:
         // serving does not wait for them.
         tokio::spawn({
             let state = self.state.clone();
             async move {
+                // Queues of the previous layout that no route names: moved first, so
+                // that they are counted as stranded.
+                move_unnamed_previous_layout(&state).await;
                 state.count_stranded().await;
+                state.note_stored_queues().await;
                 state.release_blocked_lines().await;
             }
         });
@@ -149,4 +157,96 @@ impl App {
         state.store().flush().await;
         served
     }
+}
+
+/// A future of the start-up steps below, boxed and type-erased (as `eviction::at_start`
+/// is boxed): `App::run`'s future, which `main`'s nests, stays as deep as it was.
+type Step<'a> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// [`move_previous_layout`] of the configured queues and logs; a store that does not
+/// answer now is tried again in the background every 5 s (the move merges with what
+/// was written meanwhile).
+fn move_previous_layout_at_start<'a>(
+    state: &'a Arc<AppState>,
+    stop: &'a tokio_util::sync::CancellationToken,
+) -> Step<'a> {
+    Box::pin(async move {
+        let Err(e) = move_previous_layout(state, false).await else {
+            return;
+        };
+        tracing::warn!(error = %e, "redis store: the keys of the previous layout could not be moved yet; trying again in the background");
+        let (state, stop) = (state.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.is_cancelled() {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                match move_previous_layout(&state, false).await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "redis store: moving the keys of the previous layout failed; trying again");
+                    }
+                }
+            }
+        });
+    })
+}
+
+/// [`move_previous_layout`] of the queues no route names (a bounded scan).
+fn move_unnamed_previous_layout(state: &AppState) -> Step<'_> {
+    Box::pin(async move {
+        if let Err(e) = move_previous_layout(state, true).await {
+            tracing::warn!(error = %e, "redis store: the queues of the previous layout that no route names could not be moved");
+        }
+    })
+}
+
+/// On Redis, moves what a previous version wrote in the old key layout into the
+/// current one: every configured destination's queue and every configured route's
+/// log; with `unnamed`, instead the queues found stored in the old layout that no
+/// route names (a bounded scan; none on a cluster).
+async fn move_previous_layout(
+    state: &AppState,
+    unnamed: bool,
+) -> Result<(), crate::store::StoreError> {
+    let Store::Redis(redis) = state.store() else {
+        return Ok(());
+    };
+    let routing = state.routing();
+    let prefix = &routing.store_cfg.key_prefix;
+    let named: Vec<(String, String)> = routing
+        .routes
+        .values()
+        .flat_map(|r| {
+            r.destinations
+                .iter()
+                .map(|d| (r.name.clone(), d.name.clone()))
+        })
+        .collect();
+    let queues = if unnamed {
+        let mut found = redis.old_layout_queues(prefix).await?;
+        found.retain(|q| !named.contains(q));
+        found
+    } else {
+        named
+    };
+    let mut moved = 0;
+    for (route, destination) in &queues {
+        moved += redis
+            .move_queue(&crate::store::QueueRef::new(prefix, route, destination))
+            .await?;
+    }
+    if !unnamed {
+        let mut names: Vec<&str> = routing.routes.values().map(|r| r.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        for route in names {
+            moved += redis.move_log(prefix, route).await?;
+        }
+    }
+    if moved > 0 {
+        tracing::info!(
+            keys = moved,
+            "redis store: moved the queues and delivery log of the previous key layout into the current one"
+        );
+    }
+    Ok(())
 }

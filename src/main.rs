@@ -1,5 +1,11 @@
 //! The `hookgate` binary: parse the command line and hand over to [`hookgate::cli`].
 
+// The future of `main` nests every command's, `serve` down to the admin listener's
+// replay and the start-up's store steps: laying it out takes more than the default 128
+// nested queries (`queries overflow the depth limit`), and boxing one step more each
+// time it grows only moves the edge.
+#![recursion_limit = "256"]
+
 use clap::Parser as _;
 
 /// mimalloc instead of the system allocator: a delivery makes a few dozen short-lived

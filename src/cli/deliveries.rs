@@ -77,12 +77,14 @@ pub enum DeliveriesAction {
         admin: AdminArgs,
     },
     /// Send a recorded delivery again, as an operator's deliberate repeat with the same
-    /// Idempotency-Key: to the route's upstream, or on a queue route into its
-    /// destinations' queues (or one's). The replay is recorded too.
+    /// Idempotency-Key: to the route's upstream, or on a queue route into the queues of
+    /// the destinations whose `events` take its type (or one's). A copy's record
+    /// (duplicate, in_flight, mismatch) sends the accepted delivery's record. The replay
+    /// is recorded too.
     Replay {
         /// The delivery's ID (as `list` prints it).
         delivery_id: String,
-        /// On a queue route, only this destination.
+        /// Only this destination, whatever its `events` filter.
         #[arg(long)]
         destination: Option<String>,
         #[arg(long)]

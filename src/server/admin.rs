@@ -42,7 +42,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
-use hyper::body::Incoming;
 use tokio::net::TcpListener;
 
 use super::{AppState, Routing};
@@ -53,7 +52,7 @@ use crate::store::{DedupKey, DedupStore, QueueStore as _, State, StoreError, Tar
 use super::respond::{Resp, admin as json};
 
 /// Whether the request may use an endpoint that changes state or reveals secrets.
-fn authorized(state: &AppState, req: &Request<Incoming>) -> bool {
+fn authorized<B>(state: &AppState, req: &Request<B>) -> bool {
     let Some(token) = &state.server.admin_token else {
         return true;
     };
@@ -76,7 +75,7 @@ const ADMIN_LIMITS: super::AdminLimits = super::AdminLimits {
 
 /// Why a request is refused as one a web page may have sent through an operator's
 /// browser, if it is: the status and the reason.
-fn browser_refusal(state: &AppState, req: &Request<Incoming>) -> Option<(StatusCode, String)> {
+fn browser_refusal<B>(state: &AppState, req: &Request<B>) -> Option<(StatusCode, String)> {
     let host = req
         .uri()
         .authority()
@@ -193,7 +192,10 @@ impl AdminRequest {
     /// Everything after the route, decoded, if the path goes on past it: the event ID
     /// of `/keys/<route>/<event id>` and `/events/<route>/<event id>`, or an action.
     fn after_route(&self) -> Option<String> {
-        (self.args.len() > 1).then(|| self.args[1..].join("/"))
+        self.args
+            .split_first()
+            .filter(|(_, rest)| !rest.is_empty())
+            .map(|(_, rest)| rest.join("/"))
     }
 
     /// `/healthz` and `/readyz`, which probes call without a token.
@@ -265,7 +267,7 @@ fn response(answer: AdminAnswer) -> Resp {
 
 /// The one guard ahead of every endpoint: a request a web page may have sent is
 /// refused, then one without the admin token (but the probes').
-fn guard(state: &AppState, http: &Request<Incoming>, req: &AdminRequest) -> Option<AdminAnswer> {
+fn guard<B>(state: &AppState, http: &Request<B>, req: &AdminRequest) -> Option<AdminAnswer> {
     if let Some((status, why)) = browser_refusal(state, http) {
         return Some(AdminAnswer::Refused(status, why));
     }
@@ -276,7 +278,10 @@ fn guard(state: &AppState, http: &Request<Incoming>, req: &AdminRequest) -> Opti
     (!req.is_probe() && !page && !authorized(state, http)).then_some(AdminAnswer::Unauthorized)
 }
 
-async fn handle(state: Arc<AppState>, http: Request<Incoming>) -> Resp {
+/// The admin router: every request but the live stream's, whatever its method and
+/// path (each parsed by splitting, never by slicing), answered here; an unknown path
+/// gets 404 with a JSON body.
+pub(crate) async fn handle<B>(state: Arc<AppState>, http: Request<B>) -> Resp {
     let req = AdminRequest::parse(http.method(), http.uri());
     if let Some(refused) = guard(&state, &http, &req) {
         return response(refused);
@@ -396,7 +401,7 @@ fn clear_handed_secret(state: &AppState, route: &str) -> AdminAnswer {
 
 /// `DELETE /keys/<route>/<event id>`: frees one key for a deliberate redelivery.
 async fn forget(state: &AppState, req: &AdminRequest) -> AdminAnswer {
-    let (route, Some(raw_id)) = (&req.args[0], req.after_route()) else {
+    let (Some(route), Some(raw_id)) = (req.args.first(), req.after_route()) else {
         return AdminAnswer::BadRequest(error("use DELETE /keys/<route>/<event id>"));
     };
     let routing = state.routing();
@@ -483,7 +488,7 @@ async fn events(state: &AppState, req: &AdminRequest) -> AdminAnswer {
 impl<'a> Queues<'a> {
     /// The route `/events/<route>` names, or the answer that it has no queue.
     fn of(state: &'a AppState, req: &'a AdminRequest) -> Result<Self, AdminAnswer> {
-        let route = req.args[0].as_str();
+        let route = req.args.first().map_or("", String::as_str);
         let routing = state.routing();
         // Any configured route: one a reload switched back to sync may still hold events.
         let Some(config) = routing
@@ -743,5 +748,229 @@ mod tests {
         assert_eq!(r.args, ["a", ""]);
         assert_eq!(r.after_route().as_deref(), Some(""));
         assert_eq!(parse(Method::GET, "/events/a").after_route(), None);
+    }
+}
+
+/// The router against arbitrary requests: whatever the method and path, it answers
+/// (no panic) and, but for the assets that are not JSON by nature (the inspector's
+/// page, `/metrics`), with a JSON body.
+#[cfg(test)]
+mod router_properties {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use http::{Method, Request, header};
+    use http_body_util::{BodyExt as _, Empty};
+    use proptest::prelude::*;
+
+    use super::AppState;
+
+    const CONFIG: &str = r#"
+[store]
+backend = "memory"
+[[routes]]
+name = "stripe"
+path = "/webhooks/stripe"
+provider = "stripe"
+secrets = ["whsec_test"]
+upstream = "http://127.0.0.1:9/hooks"
+"#;
+
+    fn gateway(rt: &tokio::runtime::Runtime) -> Arc<AppState> {
+        rt.block_on(async {
+            let env = |_: &str| None;
+            let cfg = crate::config::parse(CONFIG, std::path::Path::new("test.toml"), &env)
+                .unwrap_or_else(|e| panic!("{e}"));
+            crate::app::App::build(&cfg, crate::server::Clock::System)
+                .expect("gateway state")
+                .state()
+                .clone()
+        })
+    }
+
+    /// A path segment: the endpoints' own words, empty ones, broken escapes, and
+    /// anything at all percent-encoded (non-ASCII, control characters, slashes) or
+    /// very long.
+    fn segment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(String::new()),
+            prop::sample::select(vec![
+                "deliveries",
+                "replay",
+                "stream",
+                "events",
+                "keys",
+                "handshakes",
+                "ui",
+                "overview",
+                "healthz",
+                "readyz",
+                "metrics",
+                "reload",
+                "retry",
+                "purge",
+                "stripe",
+                "..",
+                ".",
+                "%",
+                "%zz",
+                "%FF",
+                "%2F",
+                "%00",
+                "a%2Fb",
+                "index.html",
+            ])
+            .prop_map(str::to_owned),
+            any::<String>().prop_map(|s| {
+                percent_encoding::utf8_percent_encode(&s, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string()
+            }),
+            "[a-zA-Z0-9._~!$&'()*+,;=:@-]{1,12}",
+            (1usize..6000).prop_map(|n| "a".repeat(n)),
+        ]
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        (
+            prop::sample::select(vec![
+                "",
+                "/",
+                "/deliveries",
+                "/deliveries/",
+                "/deliveries/replay",
+                "/deliveries//replay",
+                "/deliveries/0190a2b3c4d5-00000001",
+                "/events",
+                "/events/stripe",
+                "/keys",
+                "/keys/stripe",
+                "/handshakes",
+                "/ui",
+                "/overview",
+                "/healthz",
+                "/metrics",
+                "/reload",
+            ]),
+            prop_oneof![
+                2 => Just(Vec::new()),
+                3 => prop::collection::vec(segment(), 1..5),
+            ],
+            prop::option::of("[a-z_=&%0-9]{0,20}"),
+        )
+            .prop_map(|(head, segments, query)| {
+                let mut p = head.to_owned();
+                for s in segments {
+                    p.push('/');
+                    p.push_str(&s);
+                }
+                if p.is_empty() {
+                    p.push('/');
+                }
+                if let Some(q) = query {
+                    p.push('?');
+                    p.push_str(&q);
+                }
+                p
+            })
+    }
+
+    fn method() -> impl Strategy<Value = Method> {
+        prop_oneof![
+            2 => Just(Method::POST),
+            1 => Just(Method::GET),
+            2 => prop::sample::select(vec![
+                Method::GET,
+                Method::POST,
+                Method::DELETE,
+                Method::PUT,
+                Method::HEAD,
+                Method::OPTIONS,
+                Method::PATCH,
+            ]),
+            1 => "[A-Z]{1,10}".prop_filter_map("a method", |m| Method::from_bytes(m.as_bytes()).ok()),
+        ]
+    }
+
+    /// The answers that are not JSON by design: the page's assets and the metrics.
+    fn not_json_by_design(method: &Method, path: &str, status: u16) -> bool {
+        let path = path.split('?').next().unwrap_or_default();
+        let read = method == Method::GET || method == Method::HEAD;
+        (read && super::super::ui::is_page(path) && status < 400)
+            || (method == Method::GET && path == "/metrics" && status == 200)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn every_request_gets_an_answer_and_unknown_paths_json(method in method(), path in path()) {
+            static RT: std::sync::OnceLock<(tokio::runtime::Runtime, Arc<AppState>)> = std::sync::OnceLock::new();
+            let (rt, state) = RT.get_or_init(|| {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                let state = gateway(&rt);
+                (rt, state)
+            });
+            // Only a path the HTTP layer would pass on reaches the router.
+            let Ok(uri) = path.parse::<http::Uri>() else {
+                return Err(TestCaseError::reject("not a URI"));
+            };
+            let req = Request::builder()
+                .method(method.clone())
+                .uri(uri)
+                .header(header::HOST, "127.0.0.1")
+                .header("x-requested-by", "hookgate-tests")
+                .body(Empty::<Bytes>::new())
+                .expect("request");
+            let resp = rt.block_on(super::handle(state.clone(), req));
+            let status = resp.status().as_u16();
+            let ctype = resp.headers().get(header::CONTENT_TYPE).cloned();
+            let body = rt.block_on(resp.into_body().collect()).map(|b| b.to_bytes()).unwrap_or_default();
+            if !not_json_by_design(&method, &path, status) {
+                prop_assert_eq!(ctype.as_ref().map(|v| v.as_bytes()), Some(&b"application/json"[..]), "{} {}: {}", method, path, status);
+                prop_assert!(
+                    serde_json::from_slice::<serde_json::Value>(&body).is_ok(),
+                    "{} {}: {} {:?}", method, path, status, String::from_utf8_lossy(&body)
+                );
+            }
+        }
+    }
+
+    /// The paths that panicked before, and their neighbours: each answered, 404 JSON.
+    #[test]
+    fn paths_without_an_id_are_not_found() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let state = gateway(&rt);
+        for (method, path) in [
+            (Method::POST, "/deliveries/replay"),
+            (Method::POST, "/deliveries//replay"),
+            (Method::POST, "/deliveries/x/y/replay"),
+            (Method::POST, "/deliveries/replay/"),
+            (Method::GET, "/deliveries//"),
+            (Method::GET, "/deliveries/a/"),
+            (Method::POST, "/replay"),
+        ] {
+            let req = Request::builder()
+                .method(method.clone())
+                .uri(path)
+                .header(header::HOST, "127.0.0.1")
+                .header("x-requested-by", "hookgate-tests")
+                .body(Empty::<Bytes>::new())
+                .expect("request");
+            let resp = rt.block_on(super::handle(state.clone(), req));
+            assert_eq!(resp.status().as_u16(), 404, "{method} {path}");
+            let body = rt
+                .block_on(resp.into_body().collect())
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+            assert!(v["error"].is_string(), "{method} {path}: {v}");
+        }
     }
 }

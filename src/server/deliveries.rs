@@ -8,7 +8,11 @@
 //! - `GET /deliveries/stream?<the same filters>` — Server-Sent Events, one `delivery`
 //!   event per new record, a `: keepalive` comment every 15 s;
 //! - `POST /deliveries/<id>/replay[?destination=NAME]` — the recorded delivery again,
-//!   to the route's upstream (sync) or its destinations' queues, recorded as a replay;
+//!   to the route's upstream (sync) or its destinations' queues, recorded as a replay:
+//!   only where the config sends that event type (the destinations whose `events`
+//!   admit it), or to the one `destination` names; a copy's record (`duplicate`,
+//!   `in_flight`, `mismatch`) replays the accepted delivery's record instead, never
+//!   the copy's own headers;
 //! - `GET /overview` — each route's requests by outcome in the last hour and its
 //!   queues' depth.
 
@@ -27,7 +31,9 @@ use super::respond::{Resp, admin as json};
 use crate::config::{Delivery, Route};
 use crate::store::Store;
 use crate::store::log::{DeliveryRecord, LogQuery, minute_of, new_delivery_id};
-use crate::store::{Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent, Target};
+use crate::store::{
+    DedupStore as _, Enqueued, Envelope, Fanout, QueueStore as _, StoredEvent, Target,
+};
 
 /// The frames of a live stream.
 pub(crate) type SseStream = std::pin::Pin<
@@ -139,31 +145,49 @@ pub(crate) async fn handle<B>(state: &Arc<AppState>, req: Request<B>) -> Resp {
                 Err(e) => unavailable(&e),
             }
         }
-        (&Method::POST, p2) if p2.ends_with("/replay") => {
-            let id = &p2["/deliveries/".len()..p2.len() - "/replay".len()];
-            replay(state, id, p.get("destination").map(String::as_str), &routes).await
-        }
-        (&Method::GET, p2) if p2.starts_with("/deliveries/") && !p2[12..].contains('/') => {
-            let id = &p2["/deliveries/".len()..];
-            match log.get(id, &routes).await {
-                Ok(Some(r)) => {
-                    let mut body = serde_json::to_value(&r).unwrap_or_default();
-                    if let Some(link) = &r.queue {
-                        match destinations(state, &link.route, &link.event_id).await {
-                            Ok(d) => body["destinations"] = d,
-                            Err(e) => return unavailable(&e),
-                        }
-                    }
-                    json(StatusCode::OK, body)
-                }
-                Ok(None) => error(StatusCode::NOT_FOUND, "no such delivery in the log"),
-                Err(e) => unavailable(&e),
+        (method, _) => match (method, one_delivery(&path)) {
+            (&Method::POST, Some((id, Some("replay")))) => {
+                replay(state, id, p.get("destination").map(String::as_str), &routes).await
             }
+            (&Method::GET, Some((id, None))) => show(state, id, &routes).await,
+            _ => error(
+                StatusCode::NOT_FOUND,
+                "use GET /deliveries, /deliveries/<id>, /deliveries/stream, /overview or POST /deliveries/<id>/replay",
+            ),
+        },
+    }
+}
+
+/// `/deliveries/<id>` as `(id, None)` and `/deliveries/<id>/<action>` as
+/// `(id, Some(action))`; any other path (no ID, an empty segment, more segments) is
+/// `None`. Split, never sliced: no path can make it panic.
+fn one_delivery(path: &str) -> Option<(&str, Option<&str>)> {
+    let rest = path.strip_prefix("/deliveries/")?;
+    let mut segments = rest.split('/');
+    let id = segments.next().filter(|id| !id.is_empty())?;
+    let action = match segments.next() {
+        None => None,
+        Some(a) if !a.is_empty() => Some(a),
+        Some(_) => return None,
+    };
+    segments.next().is_none().then_some((id, action))
+}
+
+/// `GET /deliveries/<id>`: one record, with its queue event's state on a queue route.
+async fn show(state: &Arc<AppState>, id: &str, routes: &[String]) -> Resp {
+    match state.recorder.log.get(id, routes).await {
+        Ok(Some(r)) => {
+            let mut body = serde_json::to_value(&r).unwrap_or_default();
+            if let Some(link) = &r.queue {
+                match destinations(state, &link.route, &link.event_id).await {
+                    Ok(d) => body["destinations"] = d,
+                    Err(e) => return unavailable(&e),
+                }
+            }
+            json(StatusCode::OK, body)
         }
-        _ => error(
-            StatusCode::NOT_FOUND,
-            "use GET /deliveries, /deliveries/<id>, /deliveries/stream, /overview or POST /deliveries/<id>/replay",
-        ),
+        Ok(None) => error(StatusCode::NOT_FOUND, "no such delivery in the log"),
+        Err(e) => unavailable(&e),
     }
 }
 
@@ -273,15 +297,134 @@ fn replay_body(r: &DeliveryRecord) -> Option<Bytes> {
     }
 }
 
+/// Outcomes of a request that did not take its event's claim: a copy of an event the
+/// gateway already had. Its record holds what the copy's sender sent (any unsigned
+/// header, any body under a reused ID), so a replay of it sends the accepted
+/// delivery's record instead.
+const COPIES: [&str; 3] = ["duplicate", "in_flight", "mismatch"];
+
+/// Outcomes of the request that took its event's claim: the accepted delivery.
+const ACCEPTED: [&str; 6] = [
+    "forwarded",
+    "forwarded_unclaimed",
+    "queued",
+    "upstream_rejected",
+    "upstream_error",
+    "filtered",
+];
+
+/// Pages (of [`MAX_LIMIT`]) a replay of a copy reads at most looking for the accepted
+/// delivery's record.
+const SEARCH_PAGES: usize = 20;
+
+/// The record a replay of `clicked` sends: itself, or for a copy the newest record of
+/// the accepted delivery of its route and event ID (not itself a replay). `Ok(None)`:
+/// the log no longer holds that record.
+async fn accepted_record(
+    state: &AppState,
+    clicked: &DeliveryRecord,
+    routes: &[String],
+) -> Result<Option<DeliveryRecord>, crate::store::StoreError> {
+    if !COPIES.contains(&clicked.outcome.as_str()) {
+        return Ok(Some(clicked.clone()));
+    }
+    let Some(event_id) = clicked.event_id.as_deref() else {
+        return Ok(None);
+    };
+    let log = &state.recorder.log;
+    let mut q = LogQuery {
+        route: Some(clicked.route.clone()),
+        event_id: Some(event_id.to_owned()),
+        limit: MAX_LIMIT,
+        ..LogQuery::default()
+    };
+    for _ in 0..SEARCH_PAGES {
+        let page = log.list(&q, routes).await?;
+        let accepted = page.records.iter().find(|r| {
+            r.event_id.as_deref() == Some(event_id)
+                && r.replay_of.is_none()
+                && ACCEPTED.contains(&r.outcome.as_str())
+        });
+        if let Some(r) = accepted {
+            return log.get(&r.delivery_id, routes).await;
+        }
+        match page.next_cursor {
+            Some(c) => q.cursor = Some(c),
+            None => break,
+        }
+    }
+    Ok(None)
+}
+
+/// Where a replay of a recorded event goes: the destination `?destination=` names
+/// (whatever its filter: the operator chose it), or the route's destinations whose
+/// `events` filters admit the recorded type, as the config sends a new delivery of it.
+/// `Err`: why it goes nowhere (or no such destination), and the status.
+fn replay_targets(
+    route: &Route,
+    event_type: Option<&str>,
+    destination: Option<&str>,
+) -> Result<Vec<Arc<crate::config::Destination>>, (StatusCode, String)> {
+    if let Some(d) = destination {
+        return route
+            .destination(d)
+            .map(|d| vec![d.clone()])
+            .ok_or_else(|| {
+                (
+                    StatusCode::NOT_FOUND,
+                    format!("route {:?} has no destination {d:?}", route.name),
+                )
+            });
+    }
+    let targets = match (route.filters_events(), event_type) {
+        (false, _) => route.destinations.clone(),
+        (true, Some(t)) => route.destinations_for(t),
+        (true, None) => route.destinations_for_untyped(),
+    };
+    if targets.is_empty() {
+        let what = event_type.map_or_else(
+            || "an event without a readable type".to_owned(),
+            |t| format!("event type {t:?}"),
+        );
+        let nothing = match route.delivery {
+            Delivery::Queue => "nothing was queued",
+            Delivery::Sync => "nothing was forwarded",
+        };
+        return Err((
+            StatusCode::CONFLICT,
+            format!(
+                "route {:?}'s events filters send {what} nowhere (a new delivery of it is answered filtered): {nothing}; name one destination with ?destination=NAME to send it there anyway",
+                route.name
+            ),
+        ));
+    }
+    Ok(targets)
+}
+
 async fn replay(
     state: &Arc<AppState>,
     id: &str,
     destination: Option<&str>,
     routes: &[String],
 ) -> Resp {
-    let original = match state.recorder.log.get(id, routes).await {
+    let clicked = match state.recorder.log.get(id, routes).await {
         Ok(Some(r)) => r,
         Ok(None) => return error(StatusCode::NOT_FOUND, "no such delivery in the log"),
+        Err(e) => return unavailable(&e),
+    };
+    let original = match accepted_record(state, &clicked, routes).await {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            return error(
+                StatusCode::CONFLICT,
+                format!(
+                    "delivery {id} is a copy ({}) of event {:?} on route {:?}: a replay sends the accepted delivery's record (its headers, its body), and the log no longer holds it: nothing was replayed",
+                    clicked.outcome,
+                    clicked.event_id.as_deref().unwrap_or_default(),
+                    clicked.route
+                ),
+            );
+        }
         Err(e) => return unavailable(&e),
     };
     let (Some(body), Some(event_id), false) = (
@@ -306,30 +449,34 @@ async fn replay(
             format!("route {:?} is no longer configured", original.route),
         );
     };
+    let targets = match replay_targets(&route, original.event_type.as_deref(), destination) {
+        Ok(t) => t,
+        Err((status, why)) => return error(status, why),
+    };
     let headers = replay_headers(&original);
     let method = Method::from_bytes(original.method.as_bytes()).unwrap_or(Method::POST);
     let query = original.path.split_once('?').map(|(_, q)| q.to_owned());
     let started = std::time::Instant::now();
     let received_at = crate::queue::now_ms();
+    let mut sent_to: Vec<String> = targets.iter().map(|d| d.name.clone()).collect();
     let (outcome, status, answer) = if route.delivery == Delivery::Queue {
-        match requeue(
-            state,
-            &route,
-            &event_id,
-            destination,
-            &headers,
-            &body,
-            &method,
-            &original,
-        )
-        .await
-        {
-            Ok(Ok(n)) => (
-                "queued",
-                200,
-                serde_json::json!({ "status": "queued", "event_id": event_id, "destinations": n })
-                    .to_string(),
-            ),
+        let names: Vec<&str> = targets.iter().map(|d| d.name.as_str()).collect();
+        let parts = Parts {
+            headers: &headers,
+            body: &body,
+            method: &method,
+            original: &original,
+        };
+        match requeue(state, &route, &event_id, &names, &parts).await {
+            Ok(Ok(queued)) => {
+                sent_to = queued;
+                (
+                    "queued",
+                    200,
+                    serde_json::json!({ "status": "queued", "event_id": event_id, "destinations": sent_to.len() })
+                        .to_string(),
+                )
+            }
             Ok(Err(resp)) => return resp,
             Err(e) => return unavailable(&e),
         }
@@ -344,7 +491,8 @@ async fn replay(
             peer: std::net::IpAddr::from([127, 0, 0, 1]),
             now: state.clock.now(),
         };
-        match state.forwarder.send(&route, route.primary(), out).await {
+        // A sync route has one destination: its upstream.
+        match state.forwarder.send(&route, &targets[0], out).await {
             Ok(up) => (
                 if up.status.is_success() {
                     "forwarded"
@@ -365,6 +513,7 @@ async fn replay(
             ),
         }
     };
+    let replay_of = original.delivery_id.clone();
     let record = DeliveryRecord {
         delivery_id: new_delivery_id(received_at),
         received_at,
@@ -374,62 +523,66 @@ async fn replay(
         answer: Some(answer),
         duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
         reason: None,
-        replay_of: Some(original.delivery_id.clone()),
+        replay_of: Some(replay_of.clone()),
         ..original
     };
     let new_id = record.delivery_id.clone();
-    tracing::info!(route = %record.route, event_id, replay_of = id, outcome, "delivery replayed by an operator");
+    tracing::info!(route = %record.route, event_id, replay_of, clicked = id, outcome, "delivery replayed by an operator");
     state.recorder.push(&record);
     json(
         StatusCode::OK,
-        serde_json::json!({ "replayed": true, "delivery_id": new_id, "outcome": outcome, "status": status }),
+        serde_json::json!({
+            "replayed": true,
+            "delivery_id": new_id,
+            "replay_of": replay_of,
+            "outcome": outcome,
+            "status": status,
+            "destinations": sent_to,
+        }),
     )
 }
 
-/// Queues a recorded event again for the route's destinations (or one): a dead or
+/// The parts of the recorded request a replay sends again.
+struct Parts<'a> {
+    headers: &'a HeaderMap,
+    body: &'a Bytes,
+    method: &'a Method,
+    original: &'a DeliveryRecord,
+}
+
+/// Queues a recorded event again for these destinations of the route: a dead or
 /// retrying event is due now; a delivered one (or one no longer stored) is stored
-/// again. `Ok(Err(resp))`: an unknown destination.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the parts of one recorded request"
-)]
+/// again. `Ok(Ok(names))`: the destinations it is queued for now; `Ok(Err(resp))`:
+/// nothing was queued (the store already held the event in a way no replay may
+/// undo, such as the record of a filtered delivery), answered 409.
 async fn requeue(
     state: &AppState,
     route: &Route,
     event_id: &str,
-    destination: Option<&str>,
-    headers: &HeaderMap,
-    body: &Bytes,
-    method: &Method,
-    original: &DeliveryRecord,
-) -> Result<Result<usize, Resp>, crate::store::StoreError> {
+    names: &[&str],
+    parts: &Parts<'_>,
+) -> Result<Result<Vec<String>, Resp>, crate::store::StoreError> {
     let routing = state.routing();
-    let names: Vec<&str> = match destination {
-        None => route.destinations.iter().map(|d| d.name.as_str()).collect(),
-        Some(d) if route.destination(d).is_some() => vec![d],
-        Some(d) => {
-            return Ok(Err(error(
-                StatusCode::NOT_FOUND,
-                format!("route {:?} has no destination {d:?}", route.name),
-            )));
-        }
-    };
     let store = state.store();
+    let mut queued = Vec::new();
     let mut again = Vec::new();
-    for d in &names {
+    for d in names {
         let q = routing.queue(&route.name, d);
         if store.retry(&q, &Target::One(event_id.to_owned())).await? == 0 {
             store.forget_delivered(&q, event_id).await?;
             again.push(*d);
+        } else {
+            queued.push((*d).to_owned());
         }
     }
     if !again.is_empty() {
+        let (headers, body, original) = (parts.headers, parts.body, parts.original);
         let event = StoredEvent {
             envelope: Envelope {
                 event_id: event_id.to_owned(),
                 event_type: original.event_type.clone(),
                 fingerprint: crate::provider::Fingerprint::of(body).short_hex(),
-                method: method.as_str().to_owned(),
+                method: parts.method.as_str().to_owned(),
                 headers: Envelope::store_headers(headers),
                 query: original.path.split_once('?').map(|(_, q)| q.to_owned()),
                 peer: original
@@ -456,15 +609,43 @@ async fn requeue(
                 })
                 .collect(),
         };
+        // The route's record of the event (the disk store's, or a filtered
+        // delivery's) would make the enqueue a copy and store nothing: the operator's
+        // replay lets go of it, and the enqueue writes it again. A provider's copy in
+        // between is still one: the destinations that hold the event answer for it.
+        let key = crate::store::DedupKey::new(&routing.store_cfg.key_prefix, &route.name, event_id);
+        store.forget(&key).await?;
         match store
             .enqueue_to(&fanout, &event, routing.store_cfg.dedup_ttl)
             .await?
         {
-            Enqueued::Queued | Enqueued::Existing(_) => {}
+            Enqueued::Queued => queued.extend(again.iter().map(|d| (*d).to_owned())),
+            // Already there: queued only where it still waits (not delivered).
+            Enqueued::Existing(_) => {
+                for d in &again {
+                    let q = routing.queue(&route.name, d);
+                    let waits = store
+                        .show(&q, event_id)
+                        .await?
+                        .is_some_and(|(_, s)| s.state != crate::store::State::Delivered);
+                    if waits {
+                        queued.push((*d).to_owned());
+                    }
+                }
+            }
         }
     }
+    if queued.is_empty() {
+        return Ok(Err(error(
+            StatusCode::CONFLICT,
+            format!(
+                "nothing was queued: the store already holds event {event_id:?} of route {:?} for the dedup window (a filtered delivery's record, or a copy being settled), and no destination took it again",
+                route.name
+            ),
+        )));
+    }
     state.deliveries.notify_waiters();
-    Ok(Ok(names.len()))
+    Ok(Ok(queued))
 }
 
 /// A live stream's place in the recorder's writes.

@@ -704,6 +704,11 @@ impl Job {
             }
             return self.enqueue().await;
         }
+        if st.had_queue(&self.ctx.route.name)
+            && let Some(copy) = self.queued_before().await
+        {
+            return copy;
+        }
         let id = self.verified.delivery.event_id().as_str();
         let key = DedupKey::new(&cfg.key_prefix, &self.ctx.route.name, id);
         let fp = self.verified.delivery.fingerprint().short_hex();
@@ -871,6 +876,31 @@ impl Job {
             Ok(None) => None,
             Err(e) => Some((Answer::StoreUnavailable, Some(e.to_string()))),
         }
+    }
+
+    /// On a sync route that was a queue route (a reload switched it, or its queues
+    /// held events at start): an event one of its destinations' queues holds, in any
+    /// state, is a copy. The queue delivers it (or did); the sync claim's key, which
+    /// the queue does not write (Redis) or keeps only for `dedup_ttl` (disk), cannot
+    /// say so.
+    async fn queued_before(&self) -> Option<(Answer, Option<String>)> {
+        use crate::store::QueueStore as _;
+        let id = self.verified.delivery.event_id().as_str();
+        let fp = self.verified.delivery.fingerprint().short_hex();
+        for dest in &self.ctx.route.destinations {
+            let q = self.ctx.routing.queue(&self.ctx.route.name, &dest.name);
+            match self.state.store.show(&q, id).await {
+                Ok(Some((envelope, _))) => {
+                    let earlier = Claim::Done {
+                        fingerprint: envelope.fingerprint,
+                    };
+                    return Some((copy_of(earlier, &fp, id), None));
+                }
+                Ok(None) => {}
+                Err(e) => return Some((Answer::StoreUnavailable, Some(e.to_string()))),
+            }
+        }
+        None
     }
 
     /// Records which body a signed transmission ID carried, and refuses another

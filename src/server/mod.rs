@@ -150,6 +150,12 @@ pub struct AppState {
     pub(crate) stranded_seen: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The delivery log's recorder (`recorder.rs`; the admin API in `deliveries.rs`).
     pub(crate) recorder: recorder::Recorder,
+    /// Routes whose destinations' queues may hold their events: every queue route of
+    /// a config this process ran, and every route with a stored queue at start. A
+    /// sync claim on one of them first looks for the event in those queues
+    /// ([`Self::had_queue`]): a route a reload switched back to sync must not forward
+    /// a copy of an event its queue holds.
+    pub(crate) queue_history: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The delivery log's live streams open at once (`deliveries::MAX_STREAMS`):
     /// readers that hold a stream open cannot take the admin listener's slots.
     pub(crate) live_streams: Arc<tokio::sync::Semaphore>,
@@ -462,6 +468,13 @@ impl AppState {
             stranded_seen: std::sync::Mutex::default(),
             recorder,
             live_streams: Arc::new(tokio::sync::Semaphore::new(deliveries::MAX_STREAMS)),
+            queue_history: std::sync::Mutex::new(
+                cfg.routes
+                    .iter()
+                    .filter(|r| r.delivery == config::Delivery::Queue)
+                    .map(|r| r.name.clone())
+                    .collect(),
+            ),
         })
     }
 
@@ -526,6 +539,7 @@ impl AppState {
             _ => tracing::warn!("reload: turning TLS on or off takes effect only on restart"),
         }
         let n = cfg.routes.len();
+        self.note_queue_routes(cfg.routes.iter());
         self.routing.store(Arc::new(Routing::new(&cfg)));
         self.metrics
             .reloads
@@ -538,6 +552,41 @@ impl AppState {
         self.count_stranded().await;
         self.release_blocked_lines().await;
         Ok(n)
+    }
+
+    /// Remembers the queue routes among `routes` (see [`AppState::queue_history`]).
+    fn note_queue_routes<'a>(&self, routes: impl Iterator<Item = &'a Route>) {
+        let mut history = self
+            .queue_history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        history.extend(
+            routes
+                .filter(|r| r.delivery == config::Delivery::Queue)
+                .map(|r| r.name.clone()),
+        );
+    }
+
+    /// Adds the routes of the queues the store holds (at start: a route switched to
+    /// sync while the gateway was stopped).
+    pub(crate) async fn note_stored_queues(&self) {
+        let prefix = self.routing().store_cfg.key_prefix.clone();
+        let stored =
+            tokio::time::timeout(Duration::from_secs(10), self.store.stored_queues(&prefix)).await;
+        if let Ok(Ok(stored)) = stored {
+            self.queue_history
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend(stored.into_iter().map(|(route, _)| route));
+        }
+    }
+
+    /// Whether `route`'s destinations' queues may hold its events.
+    pub(crate) fn had_queue(&self, route: &str) -> bool {
+        self.queue_history
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(route)
     }
 
     /// For every destination with `order_by` and `on_dead = "skip"`: dead events that

@@ -27,6 +27,9 @@ const SCRIPT: &str = include_str!("ui/app.js");
 const STYLE: &str = include_str!("ui/app.css");
 const ICON: &[u8] = include_bytes!("ui/icon.svg");
 
+/// The refusals' type: JSON, as every other admin refusal.
+const JSON: &str = "application/json";
+
 /// Only the listener's own assets and endpoints; nothing inline, nothing framed.
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; \
                    connect-src 'self'; base-uri 'none'; form-action 'self'; \
@@ -42,8 +45,8 @@ pub(crate) fn serve(method: &Method, path: &str) -> Resp {
     if method != Method::GET && method != Method::HEAD {
         return asset(
             StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain; charset=utf-8",
-            Bytes::from_static(b"the inspector page answers GET only\n"),
+            JSON,
+            Bytes::from_static(br#"{"error":"the inspector page answers GET only"}"#),
         );
     }
     let (ctype, body): (&str, Bytes) = match path {
@@ -74,8 +77,8 @@ pub(crate) fn serve(method: &Method, path: &str) -> Resp {
         _ => {
             return asset(
                 StatusCode::NOT_FOUND,
-                "text/plain; charset=utf-8",
-                Bytes::from_static(b"no such page: the inspector is at /ui/\n"),
+                JSON,
+                Bytes::from_static(br#"{"error":"no such page: the inspector is at /ui/"}"#),
             );
         }
     };

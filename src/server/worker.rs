@@ -106,14 +106,25 @@ pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
                 if free == 0 {
                     continue;
                 }
+                // The slots first, then the events: every event taken has its slot,
+                // so none is left leased with nothing to run it.
+                let Ok(mut permits) = sem
+                    .clone()
+                    .try_acquire_many_owned(u32::try_from(free).unwrap_or(u32::MAX))
+                else {
+                    continue;
+                };
                 let lease = dest.upstream_timeout + LEASE_MARGIN;
                 // The store starts counting the lease after this: ours ends no later.
                 let held_until = Instant::now() + lease;
                 match take_bounded(&state, &q, dest, free, lease).await {
                     Ok(batch) => {
                         for (leased, slot) in batch {
-                            let Ok(permit) = sem.clone().try_acquire_owned() else {
-                                break;
+                            let Some(permit) = permits.split(1) else {
+                                // Cannot happen (one event per slot taken); given
+                                // back rather than left leased if it did.
+                                let _ = state.store().give_back(&q, &leased).await;
+                                continue;
                             };
                             let (st, rt, stop) = (state.clone(), routing.clone(), stop.clone());
                             let (r, d) = (route.clone(), dest.clone());
@@ -216,7 +227,11 @@ async fn take_bounded(
     }
     let batch = store.take_due(q, slots.len(), lease).await?;
     for unused in slots.split_off(batch.len()) {
-        store.slot_return(q, &unused).await?;
+        // Not given back, a slot frees itself when its lease ends; the events taken
+        // are run either way (an error here must not drop them while leased).
+        if let Err(e) = store.slot_return(q, &unused).await {
+            tracing::debug!(route = q.route, error = %e, "queue: an unused concurrency slot could not be given back; it frees itself with its lease");
+        }
     }
     Ok(batch
         .into_iter()
@@ -477,7 +492,16 @@ async fn send(
     stop: &CancellationToken,
 ) -> Option<Sent> {
     let rate = match &to.dest.rate_limit {
-        Some(limit) => Some(rate_slot(to, limit, stop).await?),
+        Some(limit) => {
+            let Some(slot) = rate_slot(to, limit, stop).await else {
+                // The gateway stops before a slot came: the event is due again at
+                // once (another replica, or this one restarted, takes it), not after
+                // the lease.
+                let _ = to.state.store().give_back(&to.q, leased).await;
+                return None;
+            };
+            Some(slot)
+        }
         None => None,
     };
     if !enough_lease(to, leased, held).await {
@@ -542,7 +566,7 @@ const RATE_FRESH: Duration = Duration::from_millis(50);
 /// waiting for it as long as the limit (or a pause the upstream asked for) says: the
 /// lease is kept meanwhile ([`keep_lease`]), so no other worker takes the event, and
 /// the attempt ends with it if it is lost. A store that does not answer is asked
-/// again. `None` when the gateway stops first: the event is tried after its lease.
+/// again. `None` when the gateway stops first (the caller gives the lease back).
 async fn rate_slot(to: &Target<'_>, limit: &RateLimit, stop: &CancellationToken) -> Option<String> {
     let mut backoff = RATE_BACKOFF;
     let mut late_since: Option<Instant> = None;

@@ -268,12 +268,14 @@ impl Store {
                     replica_ack_timeout: cfg.replica_ack_timeout,
                 },
             )?),
-            Backend::RedisSentinel { sentinels, master } => {
-                Self::Redis(RedisStore::new_sentinel(sentinels, master, cfg.timeout)?)
-            }
-            Backend::RedisCluster { urls } => {
-                Self::Redis(RedisStore::new_cluster(urls, cfg.timeout)?)
-            }
+            Backend::RedisSentinel { sentinels, master } => Self::Redis(
+                RedisStore::new_sentinel(sentinels, master, cfg.timeout)?
+                    .wait_for_replicas(cfg.min_replicas_ack, cfg.replica_ack_timeout),
+            ),
+            Backend::RedisCluster { urls } => Self::Redis(
+                RedisStore::new_cluster(urls, cfg.timeout)?
+                    .wait_for_replicas(cfg.min_replicas_ack, cfg.replica_ack_timeout),
+            ),
         })
     }
 }
@@ -382,6 +384,10 @@ impl QueueStore for Store {
         lease: Duration,
     ) -> Result<bool, StoreError> {
         queue_dispatch!(self, s => s.renew(q, leased, lease).await)
+    }
+
+    async fn give_back(&self, q: &QueueRef<'_>, leased: &Leased) -> Result<bool, StoreError> {
+        queue_dispatch!(self, s => s.give_back(q, leased).await)
     }
 
     async fn finish(

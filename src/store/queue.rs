@@ -439,6 +439,16 @@ pub trait QueueStore: Send + Sync {
         lease: Duration,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Ends a lease whose attempt was never sent (the gateway stops while it waits for
+    /// a rate slot, a batch taken for more slots than were free): the event is due
+    /// again at once, rather than after the lease. `Ok(false)`: the lease was lost
+    /// already.
+    fn give_back(
+        &self,
+        q: &QueueRef<'_>,
+        leased: &Leased,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
+
     /// Records how a leased attempt ended. A lease that was lost (it ran out and another
     /// worker took the event) is ignored: `Ok(false)`.
     fn finish(

@@ -162,7 +162,7 @@ async fn a_redis_clock_stepping_back_does_not_hold_a_rate_limit() {
     let hour = 3_600_000.0;
     let starts: Vec<(String, f64)> = redis.cmd(
         redis::cmd("ZRANGE")
-            .arg("hg:q:{stripe}:rate")
+            .arg("hg:#q:{stripe}:rate")
             .arg(0)
             .arg(-1)
             .arg("WITHSCORES"),
@@ -171,7 +171,7 @@ async fn a_redis_clock_stepping_back_does_not_hold_a_rate_limit() {
     for (member, at) in &starts {
         let _: i64 = redis.cmd(
             redis::cmd("ZADD")
-                .arg("hg:q:{stripe}:rate")
+                .arg("hg:#q:{stripe}:rate")
                 .arg(at + hour)
                 .arg(member),
         );
@@ -179,15 +179,15 @@ async fn a_redis_clock_stepping_back_does_not_hold_a_rate_limit() {
     // Keys expire by Redis' wall clock too: the log would live an hour longer.
     let _: i64 = redis.cmd(
         redis::cmd("PEXPIRE")
-            .arg("hg:q:{stripe}:rate")
+            .arg("hg:#q:{stripe}:rate")
             .arg(3_700_000),
     );
     let (secs, micros): (f64, f64) = redis.cmd(&mut redis::cmd("TIME"));
-    let hi: Option<f64> = redis.cmd(redis::cmd("HGET").arg("hg:q:{stripe}:clock").arg("hi"));
+    let hi: Option<f64> = redis.cmd(redis::cmd("HGET").arg("hg:#q:{stripe}:clock").arg("hi"));
     let hi = hi.unwrap_or(secs * 1000.0 + (micros / 1000.0).floor());
     let _: i64 = redis.cmd(
         redis::cmd("HSET")
-            .arg("hg:q:{stripe}:clock")
+            .arg("hg:#q:{stripe}:clock")
             .arg("hi")
             .arg(hi + hour),
     );
@@ -200,4 +200,64 @@ async fn a_redis_clock_stepping_back_does_not_hold_a_rate_limit() {
         store.rate_take(&q, &limit).await.expect("rate").is_ok(),
         "one window later, deliveries start again"
     );
+}
+
+/// Issue 34, 4: the disk store's claims in flight expired on the wall clock, so a
+/// step of +120 s let a copy through while the first forward was still open (two
+/// forwards). Leases held in the process run on the monotonic clock: a step forward
+/// or back leaves a copy `in_flight`, and the event is forwarded once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wall_clock_step_never_lets_a_copy_through_an_open_forward_on_disk() {
+    let up = Upstream::start().await;
+    up.set_delay(Duration::from_secs(4));
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = FakeClock::new(dir.path());
+    let port = free_port();
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\nshutdown_grace = \"1s\"\n[store]\nbackend = \"disk\"\npath = \"{}\"\ninflight_ttl = \"30s\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\nupstream_timeout = \"20s\"\n",
+            dir.path().join("hookgate.db").display(),
+            up.url("/up")
+        ),
+    );
+    let gw = Faked::spawn(&cfg, port, &clock);
+    let url = format!("http://127.0.0.1:{port}/s");
+    for (i, step) in [120i64, -120].into_iter().enumerate() {
+        clock.step(0);
+        let id = format!("evt_clock_claim_{i}");
+        let body = stripe_body(&id);
+        let headers = signed(&cfg, &body);
+        let first = tokio::spawn({
+            let (url, headers, body) = (url.clone(), headers.clone(), body.clone());
+            async move { post(&url, &headers, body.into_bytes()).await }
+        });
+        assert!(
+            eventually(Duration::from_secs(10), || up.count_for(&id) == 1).await,
+            "the first forward is open"
+        );
+        clock.step(step);
+        // Signed again on the stepped clock (the signature's time must be in the
+        // tolerance of the gateway's clock).
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .saturating_add_signed(step);
+        let copy = post(
+            &url,
+            &crate::process::signed_at(&cfg, &body, Some(at)),
+            body.clone().into_bytes(),
+        )
+        .await;
+        assert_eq!(
+            copy.outcome(),
+            "in_flight",
+            "a copy {step:+} s later, during the forward: {}",
+            copy.body
+        );
+        let first = first.await.expect("first");
+        assert_eq!(first.outcome(), "forwarded", "{}", first.body);
+        assert_eq!(up.count_for(&id), 1, "forwarded once ({step:+} s)");
+    }
+    drop(gw);
 }

@@ -189,3 +189,92 @@ async fn keys_moved_by_a_reshard_are_followed_without_a_restart() {
     }
     drop(cluster);
 }
+
+/// The replica of the primary on `primary` (its port), from `CLUSTER NODES`.
+fn replica_of(cluster: &RedisCluster, primary: u16) -> u16 {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &primary.to_string(), "cluster", "nodes"])
+        .output()
+        .expect("cluster nodes");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let id_of = |port: u16| {
+        text.lines()
+            .find(|l| l.contains(&format!("127.0.0.1:{port}@")))
+            .and_then(|l| l.split_whitespace().next())
+            .map(str::to_owned)
+            .expect("the node's ID")
+    };
+    let primary_id = id_of(primary);
+    cluster
+        .ports
+        .iter()
+        .copied()
+        .find(|p| {
+            text.lines().any(|l| {
+                l.contains(&format!("127.0.0.1:{p}@"))
+                    && l.split_whitespace().nth(3) == Some(primary_id.as_str())
+            })
+        })
+        .expect("the primary has a replica")
+}
+
+/// Issue 34, 6: `min_replicas_ack` was refused on a cluster, so a done record could
+/// reach a primary and not its replica before a failover. On a cluster `WAIT` runs in
+/// the write's pipeline, on the connection to the primary that owns the key: with the
+/// replica of that primary frozen, the write fails (503 to the provider, never a 2xx
+/// resting on the primary alone); once it runs again, the same delivery is forwarded
+/// and its copy is a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_replicas_ack_waits_for_the_replica_of_the_keys_primary_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let up = Upstream::start().await;
+    let config = cluster_config(&cluster, &up).replace(
+        "timeout = \"1s\"\n",
+        "timeout = \"1s\"\nmin_replicas_ack = 1\nreplica_ack_timeout = \"200ms\"\n",
+    );
+    let gw = TestGateway::start(&config).await;
+    let id = "evt_cluster_wait";
+    let key = DedupKey::new("hookgate:", "stripe", id);
+    let primary = cluster.primary_of(key.as_str());
+    let replica = replica_of(&cluster, primary);
+    // Its pid, read while it runs (a frozen server answers nothing).
+    let info = std::process::Command::new("redis-cli")
+        .args(["-p", &replica.to_string(), "info", "server"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let pid = info
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .map(|p| p.trim().to_owned())
+        .expect("the replica's pid");
+    let stop = |sig: &str| {
+        let _ = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status();
+    };
+    stop("-STOP");
+    let r = gw.deliver("stripe", &stripe_body(id), id).await;
+    stop("-CONT");
+    assert_eq!(r.status, 503, "no replica acknowledged: {}", r.body);
+    let mut forwarded = None;
+    for _ in 0..100 {
+        // 503 while refused, `in_flight` until the refused claim is released.
+        let r = gw.deliver("stripe", &stripe_body(id), id).await;
+        if r.status != 503 && r.outcome() != "in_flight" {
+            forwarded = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let forwarded = forwarded.expect("an answer once the replica runs");
+    assert!(
+        matches!(forwarded.outcome(), "forwarded" | "duplicate"),
+        "{}",
+        forwarded.body
+    );
+    let copy = gw.deliver("stripe", &stripe_body(id), id).await;
+    assert_eq!(copy.outcome(), "duplicate", "{}", copy.body);
+    gw.stop().await;
+    drop(cluster);
+}

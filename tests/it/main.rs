@@ -8,6 +8,7 @@
     reason = "a test binary has no public API; `pub` only spans its modules"
 )]
 
+mod admin_security;
 mod aws_sns;
 mod budgets;
 mod chaos;

@@ -207,8 +207,23 @@ impl Drop for Gateway {
 }
 
 pub fn signed(config: &std::path::Path, body: &str) -> Vec<(String, String)> {
-    let out = Command::new(BIN)
-        .args(["sign", "--headers", "--route", "stripe", "--config"])
+    signed_at(config, body, None)
+}
+
+/// `hookgate sign --headers` for the stripe route, at `timestamp` (Unix seconds) or
+/// now.
+pub fn signed_at(
+    config: &std::path::Path,
+    body: &str,
+    timestamp: Option<u64>,
+) -> Vec<(String, String)> {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["sign", "--headers", "--route", "stripe"]);
+    if let Some(t) = timestamp {
+        cmd.arg("--timestamp").arg(t.to_string());
+    }
+    let out = cmd
+        .arg("--config")
         .arg(config)
         .arg(body)
         .output()

@@ -978,7 +978,7 @@ async fn the_redis_queue_keeps_its_layout_and_recovers_its_group() {
     let s = redis_store(&server);
     let route = unique_route("layout");
     let q = queue(&route);
-    let key = |suffix: &str| format!("{PREFIX}q:{{{route}}}:{suffix}");
+    let key = |suffix: &str| format!("{PREFIX}#q:{{{route}}}:{suffix}");
     let ev = event("evt_x", b"\x00\xffraw", now_ms());
     assert_eq!(enqueue(&s, &q, &ev).await, Enqueued::Queued);
     let ttl: i64 = server.cmd(redis::cmd("PTTL").arg(key("ev:evt_x")));
@@ -1123,7 +1123,7 @@ async fn the_redis_queue_keeps_its_layout_and_recovers_its_group() {
 }
 
 /// The Redis layout of destinations and lines: a named destination's keys are under
-/// `q:{<route>}/<destination>:`; a key's line is a list of IDs under `o:<key>`, each
+/// `#q:{<route>}/<destination>:`; a key's line is a list of IDs under `o:<key>`, each
 /// event's hash names it (`okey`) while it holds a place, and only the first of the
 /// line has a stream entry (a stray entry for another is dropped, not delivered).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1132,7 +1132,7 @@ async fn the_redis_queue_keeps_lines_per_destination() {
     let s = redis_store(&server);
     let route = unique_route("lines");
     let q = dest(&route, "billing");
-    let key = |suffix: &str| format!("{PREFIX}q:{{{route}}}/billing:{suffix}");
+    let key = |suffix: &str| format!("{PREFIX}#q:{{{route}}}/billing:{suffix}");
     let xlen = || -> i64 { server.cmd(redis::cmd("XLEN").arg(key("stream"))) };
     let line =
         || -> Vec<String> { server.cmd(redis::cmd("LRANGE").arg(key("o:cust")).arg(0).arg(-1)) };
@@ -1195,7 +1195,7 @@ async fn an_enqueue_without_replica_acks_fails() {
     // provider's retry is refused too, not answered as a duplicate.
     assert!(s.enqueue(&q, &ev, TTL).await.is_err());
     let stored: i64 =
-        server.cmd(redis::cmd("EXISTS").arg(format!("{PREFIX}q:{{{route}}}:ev:evt_w")));
+        server.cmd(redis::cmd("EXISTS").arg(format!("{PREFIX}#q:{{{route}}}:ev:evt_w")));
     assert_eq!(stored, 1, "kept on the primary, to be delivered");
 }
 

@@ -79,8 +79,8 @@ impl Pacing {
     }
 }
 
-/// The first part of every queue key on Redis, after the key prefix: no route may be
-/// named so.
+/// The first part of every queue key on Redis, after the key prefix, in the layout
+/// before `#q:` (still moved at start): no route may be named so.
 const QUEUE_KEYS: &str = "q";
 
 impl Validator<'_> {
@@ -200,10 +200,11 @@ impl Validator<'_> {
                 format_args!("{name:?}: use letters, digits, '-', '_' and '.'"),
             );
         } else if name == QUEUE_KEYS {
-            // A route's dedup keys are `<prefix><route>:<event id>`, and every queue's
-            // keys are `<prefix>q:{<route>}…`: a route named `q` would share key space
-            // with the queues, and an event ID from outside could name a queue's key.
-            // Route names hold no ':', so no other name can.
+            // A route's dedup keys are `<prefix><route>:<event id>`; the queues' keys
+            // are `<prefix>#q:{<route>}…` now (no route name holds '#': no dedup key is
+            // one, store/redis/layout.rs), but they were `<prefix>q:{<route>}…`, and
+            // those are moved into the new layout at start: a route named `q` could
+            // have its dedup keys taken for a queue's.
             self.err(
                 n,
                 &k("name"),

@@ -21,7 +21,7 @@ impl Validator<'_> {
         let backend = self.backend(&st);
         self.disk_keys_only_on_disk(&st, &backend);
         self.max_records_only_in_memory(&st, &backend);
-        self.replica_acks_need_one_primary(&st, &backend);
+        self.replica_acks_need_redis(&st, &backend);
         let min_free_space = self.min_free_space(&st);
         let max_records = self.count(
             &st.max_records,
@@ -242,17 +242,20 @@ impl Validator<'_> {
         }
     }
 
-    /// `min_replicas_ack` (`WAIT`) needs one Redis primary behind `url`.
-    fn replica_acks_need_one_primary(&mut self, st: &RawStore, backend: &Backend) {
-        if let (Some(n), false) = (
-            &st.min_replicas_ack,
-            matches!(backend, Backend::Redis { .. }),
-        ) && *n.get_ref() > 0
+    /// `min_replicas_ack` (`WAIT`) needs Redis: a single primary, the one Sentinel
+    /// names, or each cluster primary (on the connection that wrote).
+    fn replica_acks_need_redis(&mut self, st: &RawStore, backend: &Backend) {
+        let redis = matches!(
+            backend,
+            Backend::Redis { .. } | Backend::RedisSentinel { .. } | Backend::RedisCluster { .. }
+        );
+        if let (Some(n), false) = (&st.min_replicas_ack, redis)
+            && *n.get_ref() > 0
         {
             self.err(
                 n,
                 "store.min_replicas_ack",
-                "is supported with a single Redis primary (backend = \"redis\" with url) only",
+                "needs backend = \"redis\" (replicas acknowledge Redis writes)",
             );
         }
     }

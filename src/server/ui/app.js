@@ -526,7 +526,7 @@
       let pick = null;
       if (Array.isArray(d.destinations) && d.destinations.length > 1) {
         pick = el('select', { id: 'replay-destination' },
-          el('option', { value: '' }, 'every destination'),
+          el('option', { value: '' }, 'where its type goes'),
           d.destinations.map((x) => el('option', { value: x.destination || '' }, x.destination || '(the route)')));
         form.append(el('label', { for: 'replay-destination' }, 'To'), pick);
       }

@@ -6,7 +6,8 @@
 //! (and their fsyncs) before its forward could start; held here, a claim is a map
 //! insert under a lock, after a read of the file for a done record. Only what a
 //! provider's 2xx depends on, the done record, goes through the writer, fsynced before
-//! the answer. After a restart a copy of an event whose forward was cut off is
+//! the answer. Leases run on the monotonic clock: a step of the wall clock either way
+//! changes none. After a restart a copy of an event whose forward was cut off is
 //! forwarded again at once (it carries the same `Idempotency-Key`), where a lease in
 //! the file made it wait for `inflight_ttl`; a crash cut that forward off either way.
 
@@ -24,7 +25,9 @@ const SWEEP_EVERY: u32 = 1_024;
 #[derive(Debug)]
 pub(super) struct Held {
     pub(super) token: Token,
-    /// Unix ms when the lease runs out.
+    /// When the lease runs out, on the process's monotonic clock (`queue::mono_ms`):
+    /// a wall clock stepping forward cannot end a lease while its forward is open,
+    /// nor one stepping back hold a key longer.
     pub(super) expires: u64,
     /// Its done record is being written: the lease cannot run out meanwhile, so no
     /// other claim takes the key between the write and the answer.
@@ -130,7 +133,7 @@ impl Claims {
     /// beside it; `None` when a claim holds the key already. The writer serialised the
     /// two when claims were written to the file.
     pub(super) fn hold(&self, key: &str, lease: std::time::Duration) -> Option<Hold<'_>> {
-        let now = crate::queue::now_ms();
+        let now = super::queue::mono_ms();
         let mut shard = self.shard(key);
         let token = match shard.held.get(key).filter(|h| h.holds(now)) {
             Some(h) if !h.enqueue => return None,

@@ -1083,7 +1083,7 @@ impl DedupStore for DiskStore {
         // find the key free. A done record is written before its claim lets go of the
         // key (`complete`), so a key free here is either done in the file or new.
         let mut shard = self.inner.claims.shard(key.as_str());
-        let now = now_ms();
+        let now = queue::mono_ms();
         if shard.held.get(key.as_str()).is_some_and(|h| h.holds(now)) {
             return Ok(Claim::InFlight);
         }
@@ -1106,7 +1106,7 @@ impl DedupStore for DiskStore {
         {
             let mut shard = self.inner.claims.shard(key.as_str());
             match shard.held.get_mut(key.as_str()) {
-                Some(h) if h.token != *token && h.holds(now_ms()) => {
+                Some(h) if h.token != *token && h.holds(queue::mono_ms()) => {
                     return Ok(Settled::NotOwner);
                 }
                 Some(h) if h.token == *token => h.settling = true,
@@ -1153,7 +1153,7 @@ impl DedupStore for DiskStore {
                 shard.held.remove(key.as_str());
                 Settled::Applied
             }
-            Some(h) if h.holds(now_ms()) => Settled::NotOwner,
+            Some(h) if h.holds(queue::mono_ms()) => Settled::NotOwner,
             // Nothing held: a done record (this claim's or another's) is not undone.
             _ => match self.stored(key)? {
                 Some(_) => Settled::NotOwner,
@@ -1169,7 +1169,7 @@ impl DedupStore for DiskStore {
             .shard(key.as_str())
             .held
             .remove(key.as_str())
-            .is_some_and(|h| h.holds(now_ms()));
+            .is_some_and(|h| h.holds(queue::mono_ms()));
         match self.call(Op::Forget { key: key.clone() }).await? {
             Reply::Forgot(existed) => Ok(existed || held),
             _ => Err(StoreError::Backend("unexpected reply".into())),
@@ -1187,7 +1187,7 @@ impl DedupStore for DiskStore {
         if shard
             .held
             .get(key.as_str())
-            .is_some_and(|h| h.holds(now_ms()))
+            .is_some_and(|h| h.holds(queue::mono_ms()))
         {
             return Ok(Some(Claim::InFlight));
         }

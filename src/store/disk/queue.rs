@@ -1508,8 +1508,9 @@ fn read_status(
     }
 }
 
-/// Milliseconds on the process's monotonic clock (since its first reading).
-fn mono_ms() -> u64 {
+/// Milliseconds on the process's monotonic clock (since its first reading): what
+/// leases held in the process (the index's, the claims') run on.
+pub(super) fn mono_ms() -> u64 {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
 }
@@ -1819,6 +1820,16 @@ impl QueueStore for DiskStore {
     ) -> Result<bool, StoreError> {
         let id = &leased.event.envelope.event_id;
         Ok(self.index().renew(&space(q), id, &leased.lease, lease))
+    }
+
+    async fn give_back(&self, q: &QueueRef<'_>, leased: &Leased) -> Result<bool, StoreError> {
+        let (space, id) = (space(q), &leased.event.envelope.event_id);
+        let mut index = self.index();
+        if !index.holds(&space, id, &leased.lease) {
+            return Ok(false);
+        }
+        index.give_back(&space, id);
+        Ok(true)
     }
 
     async fn finish(

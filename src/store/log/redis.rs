@@ -2,11 +2,14 @@
 //! slot), four keys:
 //!
 //! ```text
-//! <prefix>log:{<route>}:ids     sorted set, every score 0: delivery IDs in ID (time) order
-//! <prefix>log:{<route>}:rec     hash: delivery ID → the record, compressed (`Stored::pack`)
-//! <prefix>log:{<route>}:bytes   what the route's records count against its share
-//! <prefix>log:{<route>}:counts  hash: "<minute>|<outcome>" → requests
+//! <prefix>#log:{<route>}:ids     sorted set, every score 0: delivery IDs in ID (time) order
+//! <prefix>#log:{<route>}:rec     hash: delivery ID → the record, compressed (`Stored::pack`)
+//! <prefix>#log:{<route>}:bytes   what the route's records count against its share
+//! <prefix>#log:{<route>}:counts  hash: "<minute>|<outcome>" → requests
 //! ```
+//!
+//! (`#`: a character no route name holds, so no route's dedup key is one of these;
+//! `store/redis/layout.rs`.)
 //!
 //! One script per route and batch adds the records, then deletes the oldest (`HDEL`
 //! and `ZREM`: Redis frees them at once) until the route is within its share of
@@ -182,7 +185,7 @@ impl RedisLog {
     }
 
     fn keys(&self, route: &str) -> Keys {
-        let base = format!("{}log:{{{route}}}:", self.prefix);
+        let base = crate::store::redis::log_base(&self.prefix, route, crate::store::redis::LOG);
         Keys {
             ids: format!("{base}ids"),
             rec: format!("{base}rec"),

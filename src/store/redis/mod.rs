@@ -16,7 +16,11 @@ use redis::{
     AsyncCommands, Client, ExistenceCheck, IntoConnectionInfo, Script, SetExpiry, SetOptions,
 };
 
+mod layout;
 mod queue;
+
+pub(crate) use self::layout::log_base;
+pub use self::layout::{INTERNAL, LOG, QUEUES};
 
 use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 
@@ -291,6 +295,19 @@ impl RedisStore {
         })
     }
 
+    /// Writes the promise rests on (the claim, the done record, the enqueue, lease
+    /// writes) wait for `n` replicas, for at most `timeout` (`min_replicas_ack`). On a
+    /// cluster `WAIT` goes in the same pipeline as the write, so it runs on the
+    /// connection to the primary that owns the key's slot; through Sentinel, on the
+    /// connection to the primary it names.
+    #[must_use]
+    pub fn wait_for_replicas(mut self, n: u32, timeout: Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.wait = (n > 0).then_some((n, timeout));
+        }
+        self
+    }
+
     /// A store on the primary that Sentinel names for `master`; after repeated
     /// failures (a failover) the primary is looked up again.
     pub fn new_sentinel(
@@ -492,12 +509,27 @@ impl RedisStore {
     /// bounded `SCAN`, for start, `hookgate check` and reloads only; not on a cluster
     /// (its keys are spread over nodes).
     pub async fn stored_queues(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.queues_in(prefix, QUEUES).await
+    }
+
+    /// Whether the store is a Redis Cluster.
+    fn is_cluster(&self) -> bool {
+        matches!(self.inner.target, Target::Cluster { .. })
+    }
+
+    /// The destination queues under `<prefix><space>` (the current layout's or the
+    /// previous one's).
+    async fn queues_in(
+        &self,
+        prefix: &str,
+        space: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         if matches!(self.inner.target, Target::Cluster { .. }) {
             return Err(StoreError::Backend(
                 "listing the stored queues is not supported on a Redis Cluster".into(),
             ));
         }
-        let head = format!("{prefix}q:{{");
+        let head = format!("{prefix}{space}{{");
         let pattern = format!("{}*all", glob_escape(&head));
         let pattern = &pattern;
         let mut found = Vec::new();
@@ -536,7 +568,7 @@ impl RedisStore {
 }
 
 /// `<route>}:all` or `<route>}/<destination>:all` (a queue's `all` index after
-/// `<prefix>q:{`) as `(route, destination)`; any other key (an event hash or a line
+/// `<prefix>#q:{`) as `(route, destination)`; any other key (an event hash or a line
 /// whose name ends in `all`) is `None`.
 fn parse_queue_index(rest: &str) -> Option<(String, String)> {
     let (route, tail) = rest.split_once('}')?;

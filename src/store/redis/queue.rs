@@ -2,9 +2,10 @@
 //! consumer group per destination queue.
 //!
 //! Each destination of a route has a queue of its own, under a base of
-//! `<prefix>q:{<route>}:` for the destination named after the route (the keys a route
-//! had before it had destinations) and `<prefix>q:{<route>}/<destination>:` for the
-//! others. Every key of every destination carries the route's hash tag `{<route>}`, so
+//! `<prefix>#q:{<route>}:` for the destination named after the route (the keys a route
+//! had before it had destinations) and `<prefix>#q:{<route>}/<destination>:` for the
+//! others (`#`: a character no route name holds, so no dedup key is one of these;
+//! `layout.rs`). Every key of every destination carries the route's hash tag `{<route>}`, so
 //! a route's keys share one cluster slot and every script and pipeline below runs on
 //! one node, a fan-out to several destinations included:
 //!
@@ -493,6 +494,16 @@ if redis.call('ZADD', KEYS[1], 'XX', 'CH', untl, ARGV[1]) == 1 then
 end
 return 0";
 
+/// KEYS: event hash, stream. ARGV: lease token, entry id, event id. Gives back a
+/// lease that was never used: the entry goes back to the stream as a new one, due now.
+const GIVE_BACK: &str = r"#!lua flags=allow-oom
+if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'lease', 'until')
+redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
+redis.call('XDEL', KEYS[2], ARGV[2])
+redis.call('XADD', KEYS[2], '*', 'id', ARGV[3])
+return 1";
+
 /// KEYS: event hash, stream. ARGV: lease token, entry id. Sets a leased entry aside.
 const DROP: &str = r"#!lua flags=allow-oom
 if redis.call('HGET', KEYS[1], 'lease') == ARGV[1] then
@@ -592,6 +603,7 @@ static RELEASE_BLOCKED_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(&with_helpers(RELEASE_BLOCKED, &[LEAVE_LINE])));
 static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
 static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(RENEW));
+static GIVE_BACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(GIVE_BACK));
 
 /// What a store keeps for its queues: its consumer name and, per stream, where the
 /// next `XAUTOCLAIM` resumes.
@@ -646,23 +658,15 @@ type Pair = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// A destination queue's keys.
 struct Keys {
-    /// `<prefix>q:{<route>}:`, or `<prefix>q:{<route>}/<destination>:` for a
-    /// destination not named after the route.
+    /// `<prefix>#q:{<route>}:`, or `<prefix>#q:{<route>}/<destination>:` for a
+    /// destination not named after the route (`layout.rs`).
     base: String,
 }
 
 impl Keys {
     fn new(q: &QueueRef<'_>) -> Self {
         Self {
-            base: format!(
-                "{}q:{{{}}}{}:",
-                q.prefix,
-                q.route,
-                match q.is_own() {
-                    true => String::new(),
-                    false => format!("/{}", q.destination),
-                }
-            ),
+            base: super::layout::queue_base(q, super::QUEUES),
         }
     }
 
@@ -1187,6 +1191,27 @@ impl QueueStore for RedisStore {
         Ok(n == 1)
     }
 
+    async fn give_back(&self, q: &QueueRef<'_>, leased: &Leased) -> Result<bool, StoreError> {
+        let k = Keys::new(q);
+        let Some((entry, _)) = leased.lease.split_once(':') else {
+            return Err(StoreError::Backend(
+                "give back: not a lease of the redis queue".into(),
+            ));
+        };
+        let id = &leased.event.envelope.event_id;
+        let mut inv = GIVE_BACK_SCRIPT.prepare_invoke();
+        inv.key(k.ev(id))
+            .key(k.stream())
+            .arg(&leased.lease)
+            .arg(entry)
+            .arg(id);
+        let inv = &inv;
+        let n: i64 = self
+            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await?;
+        Ok(n == 1)
+    }
+
     async fn finish(
         &self,
         q: &QueueRef<'_>,
@@ -1550,10 +1575,10 @@ mod tests {
             k.dead(),
             k.delivered(),
         ] {
-            assert!(key.starts_with("hg:q:{stripe}:"), "{key}");
+            assert!(key.starts_with("hg:#q:{stripe}:"), "{key}");
         }
         assert!(k.ev("evt_1").starts_with(&k.ev_prefix()));
-        assert_eq!(k.line("cust_1"), "hg:q:{stripe}:o:cust_1");
+        assert_eq!(k.line("cust_1"), "hg:#q:{stripe}:o:cust_1");
     }
 
     #[test]
@@ -1572,7 +1597,7 @@ mod tests {
             k.pause(),
             k.busy(),
         ] {
-            assert!(key.starts_with("hg:q:{stripe}/billing:"), "{key}");
+            assert!(key.starts_with("hg:#q:{stripe}/billing:"), "{key}");
         }
         // The route's own destination keeps the keys it had before destinations.
         assert_ne!(

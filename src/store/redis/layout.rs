@@ -1,0 +1,295 @@
+//! Where hookgate's own keys live in Redis, apart from the keys routes name.
+//!
+//! A route's dedup keys are `<prefix><route>:<event id>` (users read them: their names
+//! stay), and its transmission keys `<prefix><route>#tx:<id>`. A route name holds only
+//! letters, digits, `-`, `_` and `.` (config validation), so the character after the
+//! prefix of any key a route and an event ID produce is one of those. Every internal
+//! key space starts with [`INTERNAL`] after the prefix instead, which no route name
+//! may hold:
+//!
+//! ```text
+//! <prefix>#q:{<route>}…      the queues (store/redis/queue.rs)
+//! <prefix>#log:{<route>}:…   the delivery log (store/log/redis.rs)
+//! ```
+//!
+//! Before, they were `<prefix>q:{<route>}…` and `<prefix>log:{<route>}:…`: event ID
+//! `{github}:ids` on a route named `log` was route `github`'s log index. At start,
+//! [`RedisStore::move_queue`] and [`RedisStore::move_log`] move what a previous version
+//! wrote there into the new spaces (each key by `RENAME`, which keeps its value, its
+//! expiry and a stream's consumer group; it stays in its route's cluster slot, the
+//! hash tag being the same), merging when a key exists in both. Only keys of the type
+//! the old layout gave them are moved: a dedup key a route named `log` wrote under the
+//! old log's names is a string, and stays where it is.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use super::RedisStore;
+use crate::store::{QueueRef, StoreError};
+
+/// The first character of every internal key space after the key prefix: not one a
+/// route name may hold.
+pub const INTERNAL: char = '#';
+
+/// The queues' key space, after the key prefix.
+pub const QUEUES: &str = "#q:";
+
+/// The delivery log's key space, after the key prefix.
+pub const LOG: &str = "#log:";
+
+/// The previous version's queue and log spaces (read once at start, and moved).
+const OLD_QUEUES: &str = "q:";
+const OLD_LOG: &str = "log:";
+
+/// A queue's key base in a space: `<prefix><space>{<route>}:` for the route's own
+/// destination, `<prefix><space>{<route>}/<destination>:` for the others.
+pub(super) fn queue_base(q: &QueueRef<'_>, space: &str) -> String {
+    if q.is_own() {
+        format!("{}{space}{{{}}}:", q.prefix, q.route)
+    } else {
+        format!("{}{space}{{{}}}/{}:", q.prefix, q.route, q.destination)
+    }
+}
+
+/// A route's log key base in a space: `<prefix><space>{<route>}:`.
+pub(crate) fn log_base(prefix: &str, route: &str, space: &str) -> String {
+    format!("{prefix}{space}{{{route}}}:")
+}
+
+/// Events moved per call of [`MOVE_EVENTS`].
+const CHUNK: usize = 500;
+
+/// KEYS: the old and the new `all` (they route the call to the queue's slot). ARGV:
+/// old base, new base, the index it walks (`all` or `delivered`), start, count. Moves
+/// the event hashes that index names (and the lines their `okey` names, rewriting
+/// `okey`); a hash already at the new name wins (it is newer). Returns how many
+/// members it read.
+const MOVE_EVENTS: &str = r"#!lua flags=allow-oom
+local old, new = ARGV[1], ARGV[2]
+local start = tonumber(ARGV[4])
+local ids = redis.call('ZRANGE', old .. ARGV[3], start, start + tonumber(ARGV[5]) - 1)
+local function rebase(k)
+  if string.sub(k, 1, #old) == old then return new .. string.sub(k, #old + 1) end
+  return nil
+end
+local function move_line(o)
+  local d = rebase(o)
+  if d == nil or redis.call('TYPE', o).ok ~= 'list' then return end
+  if redis.call('EXISTS', d) == 0 then redis.call('RENAME', o, d) return end
+  -- Both: the old line's IDs were accepted first.
+  local items = redis.call('LRANGE', o, 0, -1)
+  for i = #items, 1, -1 do redis.call('LPUSH', d, items[i]) end
+  redis.call('DEL', o)
+end
+for _, id in ipairs(ids) do
+  local o, d = old .. 'ev:' .. id, new .. 'ev:' .. id
+  if redis.call('TYPE', o).ok == 'hash' then
+    local okey = redis.call('HGET', o, 'okey')
+    if redis.call('EXISTS', d) == 0 then
+      redis.call('RENAME', o, d)
+      if okey then
+        local moved = rebase(okey)
+        if moved then redis.call('HSET', d, 'okey', moved) end
+      end
+    else
+      redis.call('DEL', o)
+    end
+    if okey then move_line(okey) end
+  end
+end
+return #ids
+";
+
+/// KEYS: the old and the new `all`. ARGV: old base, new base. Moves a queue's own keys
+/// (after its events): indexes are merged when both exist, a stream's entries added to
+/// the new stream; the pacing keys (rate, busy, pause, clock) already at the new name
+/// win.
+const MOVE_QUEUE: &str = r"#!lua flags=allow-oom
+local old, new = ARGV[1], ARGV[2]
+local moved = 0
+local function move(suffix, kind, merge)
+  local o, d = old .. suffix, new .. suffix
+  local t = redis.call('TYPE', o).ok
+  if t == 'none' or (kind and t ~= kind) then return end
+  moved = moved + 1
+  if redis.call('EXISTS', d) == 0 then redis.call('RENAME', o, d) return end
+  if merge == 'zset' then
+    redis.call('ZUNIONSTORE', d, 2, d, o, 'AGGREGATE', 'MIN')
+  elseif merge == 'stream' then
+    for _, e in ipairs(redis.call('XRANGE', o, '-', '+')) do
+      redis.call('XADD', d, '*', unpack(e[2]))
+    end
+  end
+  redis.call('DEL', o)
+end
+move('stream', 'stream', 'stream')
+move('delayed', 'zset', 'zset')
+move('all', 'zset', 'zset')
+move('dead', 'zset', 'zset')
+move('delivered', 'zset', 'zset')
+move('rate', nil, nil)
+move('busy', nil, nil)
+move('pause', nil, nil)
+move('clock', nil, nil)
+return moved
+";
+
+/// KEYS: the old and the new `ids`. ARGV: old base, new base. Moves a route's log
+/// (index, records, byte count, counts), merging when both exist. A key of another type
+/// than the log gives it (a dedup record a route named `log` wrote there) stays.
+const MOVE_LOG: &str = r"#!lua flags=allow-oom
+local old, new = ARGV[1], ARGV[2]
+local moved = 0
+local function kind(k) return redis.call('TYPE', k).ok end
+if kind(old .. 'ids') == 'zset' then
+  moved = moved + 1
+  if redis.call('EXISTS', new .. 'ids') == 0 then
+    redis.call('RENAME', old .. 'ids', new .. 'ids')
+  else
+    redis.call('ZUNIONSTORE', new .. 'ids', 2, new .. 'ids', old .. 'ids')
+    redis.call('DEL', old .. 'ids')
+  end
+end
+for _, s in ipairs({'rec', 'counts'}) do
+  local o, d = old .. s, new .. s
+  if kind(o) == 'hash' then
+    moved = moved + 1
+    if redis.call('EXISTS', d) == 0 then
+      redis.call('RENAME', o, d)
+    else
+      local cursor = '0'
+      repeat
+        local r = redis.call('HSCAN', o, cursor, 'COUNT', 1000)
+        cursor = r[1]
+        local kv = r[2]
+        for i = 1, #kv, 2 do
+          if s == 'rec' then
+            redis.call('HSETNX', d, kv[i], kv[i + 1])
+          else
+            redis.call('HINCRBY', d, kv[i], tonumber(kv[i + 1]) or 0)
+          end
+        end
+      until cursor == '0'
+      redis.call('DEL', o)
+    end
+  end
+end
+local ob, nb = old .. 'bytes', new .. 'bytes'
+if kind(ob) == 'string' then
+  local v = tonumber(redis.call('GET', ob))
+  if v then
+    moved = moved + 1
+    if redis.call('EXISTS', nb) == 0 then
+      redis.call('RENAME', ob, nb)
+    else
+      redis.call('INCRBY', nb, v)
+      redis.call('DEL', ob)
+    end
+  end
+end
+return moved
+";
+
+static MOVE_EVENTS_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MOVE_EVENTS));
+static MOVE_QUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MOVE_QUEUE));
+static MOVE_LOG_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MOVE_LOG));
+
+impl RedisStore {
+    /// Moves one destination queue from the previous layout (`<prefix>q:{…}`) into
+    /// [`QUEUES`]: its events first, then its indexes and stream. Returns how many
+    /// keys of the queue itself were found there (0: nothing to move).
+    pub async fn move_queue(&self, q: &QueueRef<'_>) -> Result<i64, StoreError> {
+        let (old, new) = (queue_base(q, OLD_QUEUES), queue_base(q, QUEUES));
+        let (old_all, new_all) = (format!("{old}all"), format!("{new}all"));
+        for index in ["all", "delivered"] {
+            let mut start = 0usize;
+            loop {
+                let mut inv = MOVE_EVENTS_SCRIPT.prepare_invoke();
+                inv.key(&old_all)
+                    .key(&new_all)
+                    .arg(&old)
+                    .arg(&new)
+                    .arg(index)
+                    .arg(start)
+                    .arg(CHUNK);
+                let inv = &inv;
+                let read: usize = self
+                    .run(|mut c| async move { inv.invoke_async(&mut c).await })
+                    .await?;
+                if read < CHUNK {
+                    break;
+                }
+                start += read;
+            }
+        }
+        let mut inv = MOVE_QUEUE_SCRIPT.prepare_invoke();
+        inv.key(&old_all).key(&new_all).arg(&old).arg(&new);
+        let inv = &inv;
+        self.run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await
+    }
+
+    /// Moves one route's delivery log from the previous layout (`<prefix>log:{…}`)
+    /// into [`LOG`]. Returns how many of its keys were moved.
+    pub async fn move_log(&self, prefix: &str, route: &str) -> Result<i64, StoreError> {
+        let (old, new) = (
+            log_base(prefix, route, OLD_LOG),
+            log_base(prefix, route, LOG),
+        );
+        let mut inv = MOVE_LOG_SCRIPT.prepare_invoke();
+        inv.key(format!("{old}ids"))
+            .key(format!("{new}ids"))
+            .arg(&old)
+            .arg(&new);
+        let inv = &inv;
+        self.run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .await
+    }
+
+    /// The queues stored in the previous layout (a bounded `SCAN`); none on a
+    /// cluster (its keys are spread over nodes), where the configured queues are moved
+    /// by name.
+    pub async fn old_layout_queues(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        if self.is_cluster() {
+            return Ok(Vec::new());
+        }
+        self.queues_in(prefix, OLD_QUEUES).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_route_name_can_begin_an_internal_key_space() {
+        let q = QueueRef::new("hg:", "github", "github");
+        assert_eq!(queue_base(&q, QUEUES), "hg:#q:{github}:");
+        let q = QueueRef::new("hg:", "github", "billing");
+        assert_eq!(queue_base(&q, QUEUES), "hg:#q:{github}/billing:");
+        assert_eq!(log_base("hg:", "github", LOG), "hg:#log:{github}:");
+        for space in [QUEUES, LOG] {
+            assert!(space.starts_with(INTERNAL));
+        }
+        // The config refuses a route name that holds it, wherever.
+        for name in ["#q", "#log", "a#b", "log#"] {
+            let text = format!(
+                "[[routes]]\nname = \"{name}\"\npath = \"/h\"\nprovider = \"stripe\"\nsecrets = [\"whsec_x\"]\nupstream = \"http://127.0.0.1:9/\"\n"
+            );
+            let env = |_: &str| None;
+            let refused = crate::config::parse(&text, std::path::Path::new("t.toml"), &env)
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                refused
+                    .as_deref()
+                    .is_some_and(|e| e.contains("routes[0].name")),
+                "{name}: {refused:?}"
+            );
+        }
+    }
+}
