@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench store -- backlog [--events 1000000] [--attempts 3] [--body 1024]
 //!                                       [--acks 50000] [--repeat 1] [--dir D]
+//!                                       [--keys 0|all|K]
 //! cargo bench --bench store -- sweep [--rate 5000] [--ttl 2s] [--duration 30s]
 //! cargo bench --bench store -- sizes [--records 1000000]
 //! ```
@@ -12,7 +13,9 @@
 //!   a fresh process: the restart (opening the file, which rebuilds the queue's index),
 //!   its peak and settled RSS, the acknowledgement (enqueue) rate on that store and on an
 //!   empty one, and the drain rate (take, then record a delivery) on it and on a small
-//!   backlog of the same events.
+//!   backlog of the same events. `--keys` makes it an ordered route's (`order_by`):
+//!   `all` gives each event a key of its own, `K` spreads the events over K keys, 0
+//!   (the default) gives none.
 //! - `sweep`: claims and completes `--rate` dedup records per second with a `--ttl`
 //!   window for `--duration`: the file's size each second (flat once expiry keeps up),
 //!   the expired count, and the slowest claim against a run where nothing expires.
@@ -29,8 +32,8 @@ use std::time::{Duration, Instant};
 
 use hookgate::queue::now_ms;
 use hookgate::store::{
-    Attempt, Claim, DedupKey, DedupStore as _, DiskStore, Envelope, Finish, MemoryStore, QueueRef,
-    QueueStore as _, StoredEvent, Target,
+    Attempt, Claim, DedupKey, DedupStore as _, DiskStore, Envelope, Fanout, Finish, MemoryStore,
+    QueueRef, QueueStore as _, StoredEvent, Target,
 };
 
 type AnyResult<T> = anyhow::Result<T>;
@@ -126,8 +129,75 @@ fn id(tag: &str, i: u64) -> String {
     format!("evt_{tag}{i:0>20}")
 }
 
+/// The order keys of a backlog's events (`--keys`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Keys {
+    /// No `order_by`.
+    None,
+    /// A key of its own for each event.
+    Distinct,
+    /// The events spread over this many keys, in turn.
+    Few(u64),
+}
+
+impl Keys {
+    fn parse(args: &[String]) -> Self {
+        match args
+            .iter()
+            .position(|a| a == "--keys")
+            .and_then(|i| args.get(i + 1))
+            .map(String::as_str)
+        {
+            Some("all") => Self::Distinct,
+            Some(k) => k
+                .parse()
+                .ok()
+                .filter(|k| *k > 0)
+                .map_or(Self::None, Self::Few),
+            None => Self::None,
+        }
+    }
+
+    /// The order key of the `i`th event, like a provider's customer ID.
+    fn of(self, i: u64) -> Option<String> {
+        match self {
+            Self::None => None,
+            Self::Distinct => Some(format!("cus_{i:0>20}")),
+            Self::Few(k) => Some(format!("cus_{:0>20}", i % k)),
+        }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Self::None => "unordered".into(),
+            Self::Distinct => "ordered, a key per event".into(),
+            Self::Few(k) => format!("ordered, {k} keys"),
+        }
+    }
+
+    fn file_tag(self) -> String {
+        match self {
+            Self::None => String::new(),
+            Self::Distinct => "-keys-all".into(),
+            Self::Few(k) => format!("-keys-{k}"),
+        }
+    }
+}
+
 /// Enqueues `n` events from `tasks` concurrent callers; events per second.
 async fn enqueue(store: &DiskStore, tag: &str, n: u64, body: usize, tasks: u64) -> AnyResult<f64> {
+    enqueue_keyed(store, tag, n, body, tasks, Keys::None).await
+}
+
+/// [`enqueue`], each event with its order key.
+async fn enqueue_keyed(
+    store: &DiskStore,
+    tag: &str,
+    n: u64,
+    body: usize,
+    tasks: u64,
+    keys: Keys,
+) -> AnyResult<f64> {
     let payload = vec![b'x'; body];
     let started = Instant::now();
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -142,9 +212,15 @@ async fn enqueue(store: &DiskStore, tag: &str, n: u64, body: usize, tasks: u64) 
                     return Ok::<_, anyhow::Error>(());
                 }
                 let ev = event(&id(&tag, i), &payload);
+                let fanout = Fanout {
+                    prefix: PREFIX,
+                    route: ROUTE,
+                    all: vec![ROUTE],
+                    to: vec![(ROUTE, keys.of(i))],
+                };
                 let mut wait = Duration::from_millis(1);
                 // A full write queue answers at once: wait and try again.
-                while store.enqueue(&queue(), &ev, TTL).await.is_err() {
+                while store.enqueue_to(&fanout, &ev, TTL).await.is_err() {
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_millis(100));
                 }
@@ -174,10 +250,15 @@ async fn take_and_finish(
             continue;
         }
         let mut finishes = Vec::with_capacity(leased.len());
-        for l in leased {
+        for mut l in leased {
             let Some(f) = end(l.status.attempts) else {
                 continue;
             };
+            // A dead event gives its key's line to the next one, as under
+            // `on_dead = "skip"` (the worker does the same).
+            if matches!(f, Finish::Dead(..)) {
+                l.status.left_line = l.status.order_key.take();
+            }
             let store = store.clone();
             finishes.push(tokio::spawn(async move {
                 store.finish(&queue(), &l, &f, TTL).await
@@ -197,15 +278,22 @@ fn file_size(path: &Path) -> u64 {
 }
 
 /// Fills `path` with `n` undelivered events, each with `attempts` attempts recorded.
-async fn build_backlog(path: &Path, n: u64, attempts: u32, body: usize) -> AnyResult<()> {
+async fn build_backlog(
+    path: &Path,
+    n: u64,
+    attempts: u32,
+    body: usize,
+    keys: Keys,
+) -> AnyResult<()> {
     let store = DiskStore::open(path)?;
     let started = Instant::now();
-    let rate = enqueue(&store, "b", n, body, 256).await?;
+    let rate = enqueue_keyed(&store, "b", n, body, 256, keys).await?;
     println!("  built: {n} events enqueued at {rate:.0}/s");
     // Each event is tried `attempts` times: failed attempts due again at once (a time
     // long past, so they come before the events not yet tried), the last one dead;
     // then every dead event is queued again (its history kept), as an operator's
-    // `retry --all-dead` after an outage would.
+    // `retry --all-dead` after an outage would (on an ordered route, back at the end
+    // of its key's line).
     let (tried, rate) = take_and_finish(
         &store,
         512,
@@ -309,7 +397,11 @@ async fn backlog(args: &[String], dir: &Path) -> AnyResult<()> {
     let small_n = (n / 20).clamp(1, 50_000);
     let repeat: usize = arg(args, "--repeat", 1);
     let acks: u64 = arg(args, "--acks", 50_000);
-    println!("backlog: {n} events of {body} B, {attempts} attempts each");
+    let keys = Keys::parse(args);
+    println!(
+        "backlog: {n} events of {body} B, {attempts} attempts each, {}",
+        keys.name()
+    );
     // `--dir D` keeps the files in D (and reuses them: a later run only measures).
     let dir = args
         .iter()
@@ -318,15 +410,15 @@ async fn backlog(args: &[String], dir: &Path) -> AnyResult<()> {
         .map_or_else(|| dir.to_path_buf(), PathBuf::from);
     std::fs::create_dir_all(&dir)?;
     let (big, small, empty) = (
-        dir.join(format!("big-{n}.db")),
-        dir.join(format!("small-{small_n}.db")),
+        dir.join(format!("big-{n}{}.db", keys.file_tag())),
+        dir.join(format!("small-{small_n}{}.db", keys.file_tag())),
         dir.join("empty.db"),
     );
     // Each file is measured as built: the restarts add events to copies of it.
     for (path, events) in [(&big, n), (&small, small_n)] {
         if !path.exists() {
             let building = path.with_extension("building");
-            build_backlog(&building, events, attempts, body).await?;
+            build_backlog(&building, events, attempts, body, keys).await?;
             std::fs::rename(&building, path)?;
         }
     }
@@ -338,14 +430,29 @@ async fn backlog(args: &[String], dir: &Path) -> AnyResult<()> {
         ("small backlog", &small, small_n),
         ("large backlog", &big, n),
     ];
+    // RSS after open of the run before (the empty store's, the small backlog's): what
+    // an event costs is the difference over the difference in events, which leaves
+    // out what any store holds once serving (the runtime, redb's page cache).
+    let mut below = (0u64, 0.0);
     // Interleaved, so that what else runs on the machine weighs on each alike.
     for (name, path, events) in (0..repeat).flat_map(|_| runs.iter()) {
         let copy = dir.join("measured.db");
         std::fs::copy(path, &copy)?;
         let v = restart(&copy, *events, acks)?;
         std::fs::remove_file(&copy)?;
+        let after_open = v["rss_after_open"].as_f64().unwrap_or(0.0);
+        let per_event = if *events > below.0 {
+            (after_open - below.1).max(0.0) / (*events - below.0) as f64
+        } else {
+            0.0
+        };
+        below = if *events == n {
+            (0, 0.0)
+        } else {
+            (*events, after_open)
+        };
         println!(
-            "  {name:<14} ({events} waiting): restart {:.2} s, RSS after open {:.0} MiB (peak {:.0} MiB, {:.0} MiB before), enqueue {}/s ({} µs CPU each), drain {}/s ({} µs CPU each), file {} MiB",
+            "  {name:<14} ({events} waiting): restart {:.2} s, RSS after open {:.0} MiB (peak {:.0} MiB, {:.0} MiB before; {per_event:.0} B per event more than the run above), enqueue {}/s ({} µs CPU each), drain {}/s ({} µs CPU each), file {} MiB",
             v["open_s"].as_f64().unwrap_or(0.0),
             mib(&v, "rss_after_open"),
             mib(&v, "rss_peak_open"),
@@ -514,6 +621,21 @@ fn main() -> AnyResult<()> {
             &smoke(&["--events", "200", "--attempts", "2", "--acks", "200"]),
             dir.path(),
         ))?;
+        for keys in ["all", "7"] {
+            rt.block_on(backlog(
+                &smoke(&[
+                    "--events",
+                    "200",
+                    "--attempts",
+                    "2",
+                    "--acks",
+                    "200",
+                    "--keys",
+                    keys,
+                ]),
+                dir.path(),
+            ))?;
+        }
         rt.block_on(sweep(
             &smoke(&["--rate", "500", "--ttl", "200ms", "--duration", "1s"]),
             dir.path(),

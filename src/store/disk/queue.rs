@@ -13,7 +13,8 @@
 //! - `queue_status`: 8 bytes of expiry (Unix ms, big-endian; `u64::MAX` while
 //!   undelivered) + a JSON [`StatusRecord`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher as _, RandomState};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -146,16 +147,20 @@ pub(super) enum Change {
         rec: StatusRecord,
         expires: u64,
         removed_body: Option<u64>,
+        /// The key of the line the event held before (its status's until then).
+        was_in: Option<String>,
     },
     /// Queued again by an operator.
     Requeued {
         route: String,
         id: String,
         rec: StatusRecord,
+        was_in: Option<String>,
     },
     Purged {
         route: String,
         id: String,
+        was_in: Option<String>,
     },
 }
 
@@ -188,14 +193,63 @@ type Id = Arc<str>;
 /// What the index keeps of an undelivered event (dead ones included): 16 bytes.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
-    /// Unix ms when it was received.
-    rx: u64,
+    /// Unix ms when it was received (the low 62 bits), and its [`Place`] in its key's
+    /// line (the top two): an ordered route's events cost no more than the others'.
+    rx_place: u64,
     /// Its next try on the monotonic timeline while it is due, else [`NOT_DUE`].
     due_at: i64,
 }
 
 /// [`Meta::due_at`] of an event that is not due (leased, dead, waiting in its line).
 const NOT_DUE: i64 = i64::MIN;
+
+/// The bits of [`Meta::rx_place`] that hold the time received: Unix ms up to the year
+/// 146 million.
+const RX: u64 = (1 << 62) - 1;
+
+/// Where an event stands in its key's line (`order_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// In no line.
+    None,
+    /// The first of its line: the only one of its key that may be due.
+    First,
+    /// Behind the first of its line, in [`RouteIndex::behind`].
+    Behind,
+}
+
+impl Meta {
+    fn new(rx: u64, place: Place) -> Self {
+        let bits = match place {
+            Place::None => 0,
+            Place::First => 0b10,
+            Place::Behind => 0b11,
+        };
+        Self {
+            rx_place: (rx & RX) | (bits << 62),
+            due_at: NOT_DUE,
+        }
+    }
+
+    fn rx(&self) -> u64 {
+        self.rx_place & RX
+    }
+
+    fn place(&self) -> Place {
+        match self.rx_place >> 62 {
+            0b10 => Place::First,
+            0b11 => Place::Behind,
+            _ => Place::None,
+        }
+    }
+
+    fn set_place(&mut self, place: Place) {
+        *self = Self {
+            due_at: self.due_at,
+            ..Self::new(self.rx(), place)
+        };
+    }
+}
 
 /// What the index needs of a status: read from a whole [`StatusRecord`], or from a
 /// [`LeanRecord`] at load (the attempt history, most of a record, is never decoded).
@@ -276,10 +330,19 @@ struct RouteIndex {
     arrivals: BTreeMap<u64, u32>,
     /// (received, id) of the dead events.
     dead: BTreeSet<(u64, Id)>,
-    /// Per-key order (`order_by`): the events holding a place in each key's line, in
-    /// acceptance order. Only the first of a line is ever due; the rest wait.
-    lines: HashMap<Id, VecDeque<Id>>,
-    line_of: HashMap<Id, Id>,
+    /// Per-key order (`order_by`). A line is named by its key's hash ([`Self::line`]):
+    /// two keys of one hash share a line, which keeps the order of each (one of them
+    /// waits for the other without need) and never breaks it. Only the first event of
+    /// a line is ever due; the rest wait. Each event's [`Place`] is in its [`Meta`],
+    /// and a line that holds one event (the common case: a key per customer or per
+    /// object) costs only its entry here, 8 bytes.
+    lines: HashSet<u64>,
+    /// The events behind the first of each line that has more than one, in
+    /// acceptance order.
+    behind: HashMap<u64, VecDeque<Id>>,
+    /// The hash of the lines' keys: random per index, so that no sender can choose
+    /// keys that share a line.
+    hasher: RandomState,
     /// Events whose state the batch being committed changes, with the due time each
     /// had (or is given meanwhile; [`NOT_DUE`] if none). The writer decides "leased or
     /// not" and pins the event in one step under the index's lock, and applies the
@@ -300,36 +363,40 @@ impl RouteIndex {
             .unwrap_or_else(|| Id::from(id))
     }
 
-    /// Takes a place at the end of its key's line.
-    fn join_line(&mut self, id: &Id, key: &str) {
-        if self.line_of.contains_key(&**id) {
+    /// The line of an order key.
+    fn line(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn place(&self, id: &str) -> Place {
+        self.events.get(id).map_or(Place::None, Meta::place)
+    }
+
+    /// Takes a place at the end of line `line` (an undelivered event in no line).
+    fn join_line(&mut self, id: &Id, line: u64) {
+        if self.place(id) != Place::None {
             return;
         }
-        let key = self
-            .lines
-            .get_key_value(key)
-            .map_or_else(|| Id::from(key), |(k, _)| k.clone());
-        self.lines
-            .entry(key.clone())
-            .or_default()
-            .push_back(id.clone());
-        self.line_of.insert(id.clone(), key);
+        let place = if self.lines.insert(line) {
+            Place::First
+        } else {
+            self.behind.entry(line).or_default().push_back(id.clone());
+            Place::Behind
+        };
+        if let Some(m) = self.events.get_mut(id) {
+            m.set_place(place);
+        }
     }
 
     /// Whether an event waits behind another of its key.
     fn waits_in_line(&self, id: &str) -> bool {
-        self.line_of.get(id).is_some_and(|key| {
-            self.lines
-                .get(key)
-                .and_then(VecDeque::front)
-                .is_some_and(|first| &**first != id)
-        })
+        self.place(id) == Place::Behind
     }
 
     fn is_dead(&self, id: &Id) -> bool {
         self.events
             .get(id)
-            .is_some_and(|m| self.dead.contains(&(m.rx, id.clone())))
+            .is_some_and(|m| self.dead.contains(&(m.rx(), id.clone())))
     }
 
     /// Makes an undelivered event due at `at` (monotonic).
@@ -406,29 +473,106 @@ impl RouteIndex {
         }
     }
 
-    /// Leaves its key's line (delivered, dead under `on_dead = "skip"`, or purged);
-    /// when it was first, the next event of the key is due now.
-    fn leave_line(&mut self, id: &str) {
-        let Some(key) = self.line_of.remove(id) else {
-            return;
-        };
-        let Some(line) = self.lines.get_mut(&key) else {
-            return;
-        };
-        let was_first = line.front().is_some_and(|f| &**f == id);
-        line.retain(|x| &**x != id);
-        let next = line.front().cloned();
-        if line.is_empty() {
-            self.lines.remove(&key);
+    /// Leaves line `line` (delivered, dead under `on_dead = "skip"`, or purged: the
+    /// line its status named until then); when it was first, the next event of the
+    /// line is due now. An event in no line leaves none.
+    fn leave_line(&mut self, id: &str, line: u64) {
+        let place = self.place(id);
+        if let Some(m) = self.events.get_mut(id) {
+            m.set_place(Place::None);
         }
-        if let (true, Some(next)) = (was_first, next)
-            && self.events.get(&next).is_some_and(|m| m.due_at == NOT_DUE)
-            && !self.is_dead(&next)
-            && !self.leased.contains_key(&next)
-        {
-            // Due now (not at its stored arrival time: after the wall clock stepped
-            // back, that would lie ahead on the monotonic timeline).
-            self.make_due(&next, Clock::now().mono);
+        match place {
+            Place::None => {}
+            Place::Behind => {
+                if let Some(behind) = self.behind.get_mut(&line) {
+                    behind.retain(|x| &**x != id);
+                    if behind.is_empty() {
+                        self.behind.remove(&line);
+                    }
+                }
+            }
+            Place::First => {
+                let next = self.behind.get_mut(&line).and_then(VecDeque::pop_front);
+                if self.behind.get(&line).is_some_and(VecDeque::is_empty) {
+                    self.behind.remove(&line);
+                }
+                let Some(next) = next else {
+                    self.lines.remove(&line);
+                    return;
+                };
+                if let Some(m) = self.events.get_mut(&next) {
+                    m.set_place(Place::First);
+                }
+                if self.events.get(&next).is_some_and(|m| m.due_at == NOT_DUE)
+                    && !self.is_dead(&next)
+                    && !self.leased.contains_key(&next)
+                {
+                    // Due now (not at its stored arrival time: after the wall clock
+                    // stepped back, that would lie ahead on the monotonic timeline).
+                    self.make_due(&next, Clock::now().mono);
+                }
+            }
+        }
+    }
+
+    /// At a load: an event alone in its line, its `Meta` holding its sequence number,
+    /// takes the line's first place, due when its status says unless dead.
+    fn take_first_place(&mut self, id: &str, st: &Entry<'_>, clock: &Clock) {
+        let Some(m) = self.events.get_mut(id) else {
+            return;
+        };
+        m.due_at = NOT_DUE;
+        m.set_place(Place::First);
+        if st.state != State::Dead {
+            self.make_due(id, clock.mono_of(st.next_at_ms.unwrap_or(0)));
+        }
+    }
+
+    /// At a load: the events of a line that holds more than one, listed in
+    /// [`Self::behind`] in any order, each `Meta` holding its sequence number, are
+    /// sorted into acceptance order; the first takes its place (its due time read
+    /// again from its status), the others wait behind it.
+    fn order_line(
+        &mut self,
+        line: u64,
+        table: &redb::ReadOnlyTable<&str, &[u8]>,
+        route: &str,
+        clock: &Clock,
+    ) {
+        let Some(mut members) = self.behind.remove(&line) else {
+            self.lines.remove(&line);
+            return;
+        };
+        members
+            .make_contiguous()
+            .sort_by_cached_key(|id| self.events.get(id).map_or(i64::MAX, |m| m.due_at));
+        for id in &members {
+            if let Some(m) = self.events.get_mut(id) {
+                m.due_at = NOT_DUE;
+                m.set_place(Place::Behind);
+            }
+        }
+        let Some(first) = members.pop_front() else {
+            self.lines.remove(&line);
+            return;
+        };
+        if !members.is_empty() {
+            self.behind.insert(line, members);
+        }
+        let rec = table
+            .get(qkey(route, &first).as_str())
+            .ok()
+            .flatten()
+            .and_then(|v| LeanRecord::decode(v.value()));
+        match rec {
+            Some(rec) => self.take_first_place(&first, &rec.entry(), clock),
+            // Unreadable now: first in its line (holding it, as a record that cannot
+            // be read holds it when taken), not due.
+            None => {
+                if let Some(m) = self.events.get_mut(&first) {
+                    m.set_place(Place::First);
+                }
+            }
         }
     }
 
@@ -454,41 +598,52 @@ impl RouteIndex {
         }
     }
 
-    fn forget(&mut self, id: &str) {
+    /// Drops an event from the index, and its place in its line without a word to
+    /// the line (see [`Self::leave_line`] for that). What place it had.
+    fn forget(&mut self, id: &str) -> Place {
         self.leased.remove(id);
         self.not_due(id);
-        if let Some((id, m)) = self.events.remove_entry(id) {
-            if let Some(n) = self.arrivals.get_mut(&m.rx) {
-                *n -= 1;
-                if *n == 0 {
-                    self.arrivals.remove(&m.rx);
-                }
+        let Some((id, m)) = self.events.remove_entry(id) else {
+            return Place::None;
+        };
+        if let Some(n) = self.arrivals.get_mut(&m.rx()) {
+            *n -= 1;
+            if *n == 0 {
+                self.arrivals.remove(&m.rx());
             }
-            self.dead.remove(&(m.rx, id));
         }
+        self.dead.remove(&(m.rx(), id));
+        m.place()
     }
 
-    fn set(&mut self, id: &str, st: &Entry<'_>, clock: &Clock) {
+    /// Adds an undelivered event (not due, in `place`).
+    fn insert(&mut self, id: &Id, rx: u64, place: Place) {
+        self.events.insert(id.clone(), Meta::new(rx, place));
+        *self.arrivals.entry(rx & RX).or_default() += 1;
+    }
+
+    /// Sets an event's state from its status. `was_in` is the line its status named
+    /// before (its key's), which it leaves unless the status keeps it there.
+    fn set(&mut self, id: &str, was_in: Option<&str>, st: &Entry<'_>, clock: &Clock) {
         let id = self.intern(id);
-        self.forget(&id);
-        match (st.order_key, st.state.undelivered()) {
-            (Some(key), true) => self.join_line(&id, key),
-            _ => self.leave_line(&id),
+        let stays = st.state.undelivered() && st.order_key.is_some();
+        if !stays && let Some(key) = was_in {
+            let line = self.line(key);
+            self.leave_line(&id, line);
         }
+        // An event keeps its place while its status keeps its key.
+        let place = self.forget(&id);
         if !st.state.undelivered() {
             return;
         }
-        self.events.insert(
-            id.clone(),
-            Meta {
-                rx: st.rx,
-                due_at: NOT_DUE,
-            },
-        );
-        *self.arrivals.entry(st.rx).or_default() += 1;
+        self.insert(&id, st.rx, if stays { place } else { Place::None });
+        if let Some(key) = st.order_key {
+            let line = self.line(key);
+            self.join_line(&id, line);
+        }
         match st.state {
             State::Dead => {
-                self.dead.insert((st.rx, id));
+                self.dead.insert((st.rx & RX, id));
             }
             State::Queued | State::Retrying if self.waits_in_line(&id) => {}
             State::Queued | State::Retrying => {
@@ -514,10 +669,41 @@ impl Index {
             .map_or(1, |(k, _)| k.value() + 1);
         let table = txn.open_table(STATUS)?;
         let clock = Clock::now();
-        // Events in a key's line are indexed last, in acceptance order, so that each
-        // line is rebuilt as it was; the others at once (their order is their due
-        // time's), so that nothing but the index is held for them.
-        let mut in_lines = Vec::new();
+        // Each route's structures are sized once for its undelivered events, counted
+        // first from each record's expiry alone (`u64::MAX` while undelivered): grown
+        // by doubling instead, each would leave the buffers it outgrew (a third of
+        // the index at 1 000 000 events) to the allocator, still resident once the
+        // load is over.
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for entry in table.iter()? {
+            let (k, v) = entry?;
+            if v.value().get(..8) != Some(&u64::MAX.to_be_bytes()[..]) {
+                continue;
+            }
+            let Some((route, _)) = split(k.value()) else {
+                continue;
+            };
+            match counts.get_mut(route) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(route.to_owned(), 1);
+                }
+            }
+        }
+        for (route, n) in &counts {
+            let r = index.route(route);
+            r.events.reserve(*n);
+            r.due.reserve(*n);
+        }
+        // Events of an ordered route take their places in their keys' lines in
+        // acceptance order (their sequence numbers), so that each line is rebuilt as
+        // it was, at no cost beyond the index's own: this pass notes each event's line
+        // in `lines` and which lines hold more than one event (`shared`), each event's
+        // `Meta` holding its sequence number meanwhile; a second pass places the event
+        // alone in its line (most of them, with a key per customer or object) and
+        // lists the others, sorted per line afterwards. The others are indexed at once
+        // (their order is their due time's).
+        let mut shared: HashMap<String, HashSet<u64>> = HashMap::new();
         for entry in table.iter()? {
             let (k, v) = entry?;
             let Some((route, id)) = split(k.value()) else {
@@ -534,15 +720,70 @@ impl Index {
             if !rec.status.state.undelivered() {
                 continue;
             }
-            if rec.status.order_key.is_some() {
-                in_lines.push((route.to_owned(), Id::from(id), rec));
-            } else {
-                index.route(route).set(id, &rec.entry(), &clock);
+            let r = index.route(route);
+            let Some(key) = rec.status.order_key.as_deref() else {
+                r.set(id, None, &rec.entry(), &clock);
+                continue;
+            };
+            let (line, id) = (r.line(key), Id::from(id));
+            r.insert(&id, rec.rx, Place::None);
+            if rec.status.state == State::Dead {
+                r.dead.insert((rec.rx & RX, id.clone()));
+            }
+            // Not counted as due (nor in `due`) until placed.
+            if let Some(m) = r.events.get_mut(&id) {
+                m.due_at = i64::try_from(rec.seq).unwrap_or(i64::MAX);
+            }
+            let lines = match shared.get_mut(route) {
+                Some(lines) => lines,
+                None => {
+                    // At most a line per undelivered event (the pages a smaller
+                    // count leaves unused are never touched, so never resident).
+                    r.lines
+                        .reserve(counts.get(route).copied().unwrap_or_default());
+                    shared.entry(route.to_owned()).or_default()
+                }
+            };
+            if !r.lines.insert(line) {
+                lines.insert(line);
             }
         }
-        in_lines.sort_by_key(|(_, _, rec)| rec.seq);
-        for (route, id, rec) in in_lines {
-            index.route(&route).set(&id, &rec.entry(), &clock);
+        if !shared.is_empty() {
+            for entry in table.iter()? {
+                let (k, v) = entry?;
+                let Some((route, id)) = split(k.value()) else {
+                    continue;
+                };
+                let Some(lines) = shared.get(route) else {
+                    continue;
+                };
+                let Some(rec) = LeanRecord::decode(v.value()) else {
+                    continue;
+                };
+                let (true, Some(key)) = (
+                    rec.status.state.undelivered(),
+                    rec.status.order_key.as_deref(),
+                ) else {
+                    continue;
+                };
+                let r = index.route(route);
+                let line = r.line(key);
+                if lines.contains(&line) {
+                    if let Some((id, _)) = r.events.get_key_value(id) {
+                        let id = id.clone();
+                        r.behind.entry(line).or_default().push_back(id);
+                    }
+                } else {
+                    r.take_first_place(id, &rec.entry(), &clock);
+                }
+            }
+            for (route, lines) in shared {
+                let r = index.route(&route);
+                for line in lines {
+                    r.order_line(line, &table, &route, &clock);
+                }
+                r.lines.shrink_to_fit();
+            }
         }
         for r in index.routes.values_mut() {
             r.due.make_contiguous().sort_unstable();
@@ -615,31 +856,42 @@ impl Index {
             } => {
                 let r = self.route(&route);
                 let id = r.intern(&id);
-                r.events.insert(
-                    id.clone(),
-                    Meta {
-                        rx,
-                        due_at: NOT_DUE,
-                    },
-                );
-                *r.arrivals.entry(rx).or_default() += 1;
+                // (An event the index holds already keeps its place.)
+                let place = r.place(&id);
+                r.insert(&id, rx, place);
                 if let Some(key) = order_key {
-                    r.join_line(&id, &key);
+                    let line = r.line(&key);
+                    r.join_line(&id, line);
                 }
                 if !r.waits_in_line(&id) {
                     r.make_due(&id, Clock::now().mono);
                 }
             }
-            Change::Finished { route, id, rec, .. } | Change::Requeued { route, id, rec } => {
+            Change::Finished {
+                route,
+                id,
+                rec,
+                was_in,
+                ..
+            }
+            | Change::Requeued {
+                route,
+                id,
+                rec,
+                was_in,
+            } => {
                 self.unpin(&route, &id);
                 self.route(&route)
-                    .set(&id, &Entry::from(&rec), &Clock::now());
+                    .set(&id, was_in.as_deref(), &Entry::from(&rec), &Clock::now());
             }
-            Change::Purged { route, id } => {
+            Change::Purged { route, id, was_in } => {
                 self.unpin(&route, &id);
                 let r = self.route(&route);
+                if let Some(key) = was_in {
+                    let line = r.line(&key);
+                    r.leave_line(&id, line);
+                }
                 r.forget(&id);
-                r.leave_line(&id);
             }
         }
     }
@@ -653,12 +905,13 @@ impl Index {
             id,
             lease,
             rec,
+            was_in,
             ..
         } = change
         {
             let r = self.route(&route);
             if r.leased.get(id.as_str()).is_none_or(|l| l.token == lease) {
-                r.set(&id, &Entry::from(&rec), &Clock::now());
+                r.set(&id, was_in.as_deref(), &Entry::from(&rec), &Clock::now());
             }
         }
     }
@@ -818,7 +1071,7 @@ impl Index {
         let Some(r) = self.routes.get(route) else {
             return Vec::new();
         };
-        let mut all: Vec<(u64, &Id)> = r.events.iter().map(|(id, m)| (m.rx, id)).collect();
+        let mut all: Vec<(u64, &Id)> = r.events.iter().map(|(id, m)| (m.rx(), id)).collect();
         if all.len() > max {
             all.select_nth_unstable(max);
             all.truncate(max);
@@ -1002,7 +1255,7 @@ impl Batch<'_, '_> {
         if !self.index().pin_held(route, id, lease) {
             return Ok(QReply::Finished(false));
         }
-        rec.status = new.clone();
+        let was_in = std::mem::replace(&mut rec.status, new.clone()).order_key;
         // Delivered: the event goes (its status stays, as the dedup record of the
         // window, with its attempts for `hookgate events show`).
         let (expires, removed_body) = if new.state == State::Delivered {
@@ -1022,6 +1275,7 @@ impl Batch<'_, '_> {
             rec,
             expires,
             removed_body,
+            was_in,
         });
         Ok(QReply::Finished(true))
     }
@@ -1039,7 +1293,8 @@ impl Batch<'_, '_> {
             {
                 continue;
             }
-            let rejoins = rec.status.order_key.is_none() && rec.status.left_line.is_some();
+            let was_in = rec.status.order_key.clone();
+            let rejoins = was_in.is_none() && rec.status.left_line.is_some();
             rec.status.requeue(self.now);
             if rejoins {
                 // Back at the end of its key's line: under a new sequence number,
@@ -1060,6 +1315,7 @@ impl Batch<'_, '_> {
                 route: route.to_owned(),
                 id: id.clone(),
                 rec,
+                was_in,
             });
             n += 1;
         }
@@ -1111,6 +1367,7 @@ impl Batch<'_, '_> {
             self.changes.push(Change::Purged {
                 route: space.to_owned(),
                 id: id.clone(),
+                was_in: rec.status.order_key,
             });
             n += 1;
         }
@@ -1136,6 +1393,7 @@ impl Batch<'_, '_> {
             self.changes.push(Change::Requeued {
                 route: route.to_owned(),
                 id: id.clone(),
+                was_in: rec.status.left_line.clone(),
                 rec,
             });
             n += 1;
@@ -1851,5 +2109,190 @@ mod tests {
         let again = s.take_due(&q, 10, ttl).await.expect("take");
         assert_eq!(again.len(), 1, "due again at once, not set aside");
         assert_eq!(again[0].event.envelope.event_id, "e1");
+    }
+    /// Queues `id` in line `line` of `r`, as an enqueue would.
+    fn queue_in(r: &mut RouteIndex, id: &str, line: u64) {
+        let id = Id::from(id);
+        r.insert(&id, now_ms(), Place::None);
+        r.join_line(&id, line);
+        if !r.waits_in_line(&id) {
+            r.make_due(&id, 0);
+        }
+    }
+
+    fn due_now(r: &mut RouteIndex) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(id) = r.pop_due(i64::MAX) {
+            out.push(id.to_string());
+        }
+        out
+    }
+
+    /// Delivered: out of its line (line `line`) and of the index.
+    fn deliver(r: &mut RouteIndex, id: &str, line: u64) {
+        r.leave_line(id, line);
+        r.forget(id);
+    }
+
+    #[test]
+    fn two_keys_whose_hashes_collide_share_a_line_and_keep_the_order_of_each() {
+        // a1, a2 of key A and b1 of key B, whose hash is A's: one line, 7.
+        let mut r = RouteIndex::default();
+        queue_in(&mut r, "a1", 7);
+        queue_in(&mut r, "b1", 7);
+        queue_in(&mut r, "a2", 7);
+        queue_in(&mut r, "c1", 9);
+        assert_eq!(due_now(&mut r), ["a1", "c1"], "the first of each line");
+        deliver(&mut r, "a1", 7);
+        assert_eq!(
+            due_now(&mut r),
+            ["b1"],
+            "B's event waited, never ran beside A's"
+        );
+        deliver(&mut r, "b1", 7);
+        assert_eq!(due_now(&mut r), ["a2"], "A's second after its first");
+        deliver(&mut r, "a2", 7);
+        deliver(&mut r, "c1", 9);
+        assert!(r.lines.is_empty() && r.behind.is_empty() && r.events.is_empty());
+    }
+
+    #[test]
+    fn a_line_of_one_event_keeps_nothing_behind_and_a_purge_from_behind_keeps_the_order() {
+        let mut r = RouteIndex::default();
+        for i in 0..100 {
+            queue_in(&mut r, &format!("e{i}"), i);
+        }
+        assert_eq!(r.lines.len(), 100);
+        assert!(r.behind.is_empty(), "no line holds more than its first");
+        assert_eq!(due_now(&mut r).len(), 100);
+        // A longer line: x2 purged from behind x1; x3 still goes after x1.
+        for id in ["x1", "x2", "x3"] {
+            queue_in(&mut r, id, 500);
+        }
+        assert_eq!(due_now(&mut r), ["x1"]);
+        deliver(&mut r, "x2", 500);
+        assert!(due_now(&mut r).is_empty(), "x3 waits for x1");
+        deliver(&mut r, "x1", 500);
+        assert_eq!(due_now(&mut r), ["x3"]);
+        deliver(&mut r, "x3", 500);
+        assert!(!r.lines.contains(&500) && r.behind.is_empty());
+    }
+
+    #[test]
+    fn an_events_place_lives_in_the_bits_its_receipt_time_leaves() {
+        for place in [Place::None, Place::First, Place::Behind] {
+            let mut m = Meta::new(1_764_000_000_123, place);
+            assert_eq!((m.rx(), m.place()), (1_764_000_000_123, place));
+            m.due_at = 42;
+            m.set_place(Place::First);
+            assert_eq!(
+                (m.rx(), m.place(), m.due_at),
+                (1_764_000_000_123, Place::First, 42)
+            );
+        }
+        // A time no clock gives (a damaged record) cannot take a place's bits.
+        assert_eq!(Meta::new(u64::MAX, Place::None).place(), Place::None);
+        assert_eq!(std::mem::size_of::<Meta>(), 16);
+    }
+
+    /// Lines rebuilt by a restart: a key's events in acceptance order, an event
+    /// queued again after it died (skipped) at the end of its line, one-event lines due
+    /// at once, a dead event under `block` still holding its line.
+    #[tokio::test]
+    async fn a_restart_rebuilds_every_line_in_acceptance_order() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("h.db");
+        let q = QueueRef::new("t:", "r", "r");
+        let ttl = Duration::from_secs(60);
+        let enqueue = |s: DiskStore, id: &'static str, key: &'static str| async move {
+            let fanout = Fanout {
+                prefix: "t:",
+                route: "r",
+                all: vec!["r"],
+                to: vec![("r", Some(key.to_owned()))],
+            };
+            s.enqueue_to(&fanout, &event(id), ttl)
+                .await
+                .expect("enqueue")
+        };
+        let dead = || {
+            Finish::Dead(
+                crate::store::Attempt {
+                    at_ms: now_ms(),
+                    status: Some(500),
+                    result: "http_5xx".parse().expect("result"),
+                    error: None,
+                    duration_ms: 1,
+                },
+                "attempts".into(),
+            )
+        };
+        {
+            let s = DiskStore::open(&path).expect("open");
+            for (id, key) in [("k1", "a"), ("k2", "a"), ("k3", "a"), ("solo", "b")] {
+                enqueue(s.clone(), id, key).await;
+            }
+            enqueue(s.clone(), "blocker", "c").await;
+            enqueue(s.clone(), "blocked", "c").await;
+            let mut first = s.take_due(&q, 10, ttl).await.expect("take");
+            first.sort_by(|a, b| a.event.envelope.event_id.cmp(&b.event.envelope.event_id));
+            let ids: Vec<_> = first
+                .iter()
+                .map(|l| l.event.envelope.event_id.clone())
+                .collect();
+            assert_eq!(ids, ["blocker", "k1", "solo"]);
+            // k1 dies and skips (its line goes on), then is queued again: behind k3.
+            let mut k1 = first.remove(1);
+            k1.status.left_line = k1.status.order_key.take();
+            assert!(s.finish(&q, &k1, &dead(), ttl).await.expect("finish"));
+            // blocker dies under `block`: it keeps its line.
+            assert!(s.finish(&q, &first[0], &dead(), ttl).await.expect("finish"));
+            assert_eq!(
+                s.retry(&q, &Target::One("k1".into())).await.expect("retry"),
+                1
+            );
+        }
+        let mut reopened = None;
+        for _ in 0..100 {
+            if let Ok(s) = DiskStore::open(&path) {
+                reopened = Some(s);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let s = reopened.expect("reopen");
+        let mut order = Vec::new();
+        loop {
+            let leased = s.take_due(&q, 10, ttl).await.expect("take");
+            let Some(l) = leased.iter().find(|l| l.event.envelope.event_id != "solo") else {
+                break;
+            };
+            assert_eq!(
+                leased
+                    .iter()
+                    .filter(|l| l.event.envelope.event_id != "solo")
+                    .count(),
+                1
+            );
+            order.push(l.event.envelope.event_id.clone());
+            for l in &leased {
+                let delivered = Finish::Delivered(crate::store::Attempt {
+                    at_ms: now_ms(),
+                    status: Some(200),
+                    result: "delivered".parse().expect("result"),
+                    error: None,
+                    duration_ms: 1,
+                });
+                assert!(s.finish(&q, l, &delivered, ttl).await.expect("finish"));
+            }
+        }
+        assert_eq!(order, ["k2", "k3", "k1"], "key a's line as it was");
+        let index = s.index();
+        let r = &index.routes["t:r"];
+        assert_eq!(
+            (r.lines.len(), r.behind.len(), r.events.len()),
+            (1, 1, 2),
+            "only key c's line is left: blocker (dead) and blocked behind it"
+        );
     }
 }
