@@ -174,11 +174,14 @@ impl BodyBudget {
     /// A budget of `total` bytes; one client's share is a sixteenth of it, or one
     /// whole body (`max_body`) if that is more, and an eighth is kept for the first
     /// bytes of bodies.
+    /// A budget smaller than eight sevenths of `max_body` keeps no reserve: one whole
+    /// body is always receivable.
     pub(crate) fn new(total: usize, max_body: usize) -> Self {
-        let bulk = total - total / 8;
+        let whole = max_body.min(total);
+        let bulk = (total - total / 8).max(whole);
         Self {
             total,
-            share: (total / 16).max(max_body).min(bulk),
+            share: (total / 16).max(whole).min(bulk),
             bulk,
             held: Mutex::default(),
         }
@@ -422,6 +425,16 @@ mod tests {
         assert_eq!(small.grow(8 * 1024), Ok(()));
         // Past its first 64 KiB, a body is large: refused.
         assert_eq!(small.grow(2 * MIB), Err(OverBudget::Total));
+    }
+
+    #[test]
+    fn a_budget_of_one_body_still_receives_a_whole_one() {
+        const MIB: usize = 1024 * 1024;
+        let budget = BodyBudget::new(MIB, MIB);
+        let mut body = budget.body(ip("192.0.2.1"));
+        assert_eq!(body.grow(MIB), Ok(()));
+        let mut other = budget.body(ip("192.0.2.2"));
+        assert_eq!(other.grow(1), Err(OverBudget::Total));
     }
 
     #[test]
