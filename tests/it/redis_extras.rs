@@ -35,6 +35,42 @@ fn redis(args: &[&str], dir: &std::path::Path, port: u16) -> Proc {
     Proc(child)
 }
 
+/// A Sentinel with config `conf` (written in `dir`), once it listens on `port`.
+fn sentinel(conf: &str, dir: &std::path::Path, port: u16) -> Proc {
+    let path = dir.join("sentinel.conf");
+    std::fs::write(&path, conf).expect("conf");
+    let child = Command::new("redis-server")
+        .arg(&path)
+        .arg("--sentinel")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("sentinel");
+    let proc = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "sentinel did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    proc
+}
+
+/// A replica of the server on `primary`, listening on `port`.
+fn replica(primary: u16, dir: &std::path::Path, port: u16) -> Proc {
+    let (port_arg, primary_arg) = (port.to_string(), primary.to_string());
+    redis(
+        &[
+            "--port",
+            &port_arg,
+            "--replicaof",
+            "127.0.0.1",
+            &primary_arg,
+        ],
+        dir,
+        port,
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_contract_holds_over_tls() {
     let dir = tempfile::tempdir().expect("dir");
@@ -131,17 +167,7 @@ async fn claims_wait_for_a_replica_and_fail_closed_without_one() {
         &primary_dir,
         primary_port,
     );
-    let replica = redis(
-        &[
-            "--port",
-            &replica_port.to_string(),
-            "--replicaof",
-            "127.0.0.1",
-            &primary_port.to_string(),
-        ],
-        &replica_dir,
-        replica_port,
-    );
+    let replica = replica(primary_port, &replica_dir, replica_port);
     let opts = RedisOptions {
         min_replicas_ack: 1,
         replica_ack_timeout: Duration::from_millis(300),
@@ -217,41 +243,17 @@ async fn a_sentinel_failover_is_followed_without_a_restart() {
         &dir.path().join("p"),
         primary_port,
     ));
-    let _replica = redis(
-        &[
-            "--port",
-            &replica_port.to_string(),
-            "--replicaof",
-            "127.0.0.1",
-            &primary_port.to_string(),
-        ],
-        &dir.path().join("r"),
-        replica_port,
-    );
+    let _replica = replica(primary_port, &dir.path().join("r"), replica_port);
     let mut sentinels = Vec::new();
     let mut urls = Vec::new();
     for i in 0..3 {
         let port = free_port();
-        let conf = dir.path().join(format!("s{i}/sentinel.conf"));
-        std::fs::write(
-            &conf,
-            format!("port {port}\nbind 127.0.0.1\nsentinel monitor hg 127.0.0.1 {primary_port} 2\nsentinel down-after-milliseconds hg 1000\nsentinel failover-timeout hg 3000\n"),
-        )
-        .expect("conf");
-        let child = Command::new("redis-server")
-            .arg(&conf)
-            .arg("--sentinel")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("sentinel");
-        sentinels.push(Proc(child));
+        sentinels.push(sentinel(
+            &format!("port {port}\nbind 127.0.0.1\nsentinel monitor hg 127.0.0.1 {primary_port} 2\nsentinel down-after-milliseconds hg 1000\nsentinel failover-timeout hg 3000\n"),
+            &dir.path().join(format!("s{i}")),
+            port,
+        ));
         urls.push(format!("redis://127.0.0.1:{port}"));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "sentinel did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
     let store =
         Store::Redis(RedisStore::new_sentinel(&urls, "hg", Duration::from_secs(1)).expect("store"));
@@ -308,4 +310,66 @@ async fn a_sentinel_failover_is_followed_without_a_restart() {
         ),
         "writes go to the new primary"
     );
+}
+
+/// Issue 34, 6: `min_replicas_ack` was refused through Sentinel. It runs on the
+/// connection to the primary Sentinel names: with the replica frozen a claim fails
+/// closed; once it runs again, claims pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_sentinel_claims_wait_for_a_replica() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (primary_port, replica_port, sentinel_port) = (free_port(), free_port(), free_port());
+    for d in ["p", "r", "s"] {
+        std::fs::create_dir_all(dir.path().join(d)).expect("dir");
+    }
+    let _primary = redis(
+        &["--port", &primary_port.to_string()],
+        &dir.path().join("p"),
+        primary_port,
+    );
+    let replica = replica(primary_port, &dir.path().join("r"), replica_port);
+    // A long down-after: the frozen replica must not start a failover of anything.
+    let _sentinel = sentinel(
+        &format!(
+            "port {sentinel_port}\nbind 127.0.0.1\nsentinel monitor hg 127.0.0.1 {primary_port} 1\nsentinel down-after-milliseconds hg 60000\n"
+        ),
+        &dir.path().join("s"),
+        sentinel_port,
+    );
+    let urls = vec![format!("redis://127.0.0.1:{sentinel_port}")];
+    let store = Store::Redis(
+        RedisStore::new_sentinel(&urls, "hg", Duration::from_secs(2))
+            .expect("store")
+            .wait_for_replicas(1, Duration::from_millis(300)),
+    );
+    let claim = async |name: &str| {
+        let k = DedupKey::new("t:", "r", name);
+        store.claim(&k, "fp", Duration::from_secs(30)).await
+    };
+    let mut claimed = false;
+    for i in 0..100 {
+        if matches!(claim(&format!("sync{i}")).await, Ok(Claim::Claimed(_))) {
+            claimed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(claimed, "claims pass once the replica acknowledges them");
+    let pid = replica.0.id().to_string();
+    let signal = |sig: &str| {
+        let _ = Command::new("kill").args([sig, &pid]).status();
+    };
+    signal("-STOP");
+    let frozen = claim("while_frozen").await;
+    signal("-CONT");
+    assert!(frozen.is_err(), "no replica acknowledged: {frozen:?}");
+    let mut passed = false;
+    for i in 0..100 {
+        if matches!(claim(&format!("after{i}")).await, Ok(Claim::Claimed(_))) {
+            passed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(passed, "claims pass again once the replica runs");
 }
