@@ -155,7 +155,8 @@ pub struct AppState {
     /// sync claim on one of them first looks for the event in those queues
     /// ([`Self::had_queue`]): a route a reload switched back to sync must not forward
     /// a copy of an event its queue holds.
-    pub(crate) queue_history: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Read on every sync delivery: swapped whole (rarely), never locked.
+    pub(crate) queue_history: ArcSwap<std::collections::HashSet<String>>,
     /// The delivery log's live streams open at once (`deliveries::MAX_STREAMS`):
     /// readers that hold a stream open cannot take the admin listener's slots.
     pub(crate) live_streams: Arc<tokio::sync::Semaphore>,
@@ -468,7 +469,7 @@ impl AppState {
             stranded_seen: std::sync::Mutex::default(),
             recorder,
             live_streams: Arc::new(tokio::sync::Semaphore::new(deliveries::MAX_STREAMS)),
-            queue_history: std::sync::Mutex::new(
+            queue_history: ArcSwap::from_pointee(
                 cfg.routes
                     .iter()
                     .filter(|r| r.delivery == config::Delivery::Queue)
@@ -556,15 +557,11 @@ impl AppState {
 
     /// Remembers the queue routes among `routes` (see [`AppState::queue_history`]).
     fn note_queue_routes<'a>(&self, routes: impl Iterator<Item = &'a Route>) {
-        let mut history = self
-            .queue_history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        history.extend(
-            routes
-                .filter(|r| r.delivery == config::Delivery::Queue)
-                .map(|r| r.name.clone()),
-        );
+        let names: Vec<String> = routes
+            .filter(|r| r.delivery == config::Delivery::Queue)
+            .map(|r| r.name.clone())
+            .collect();
+        self.remember_queues(names);
     }
 
     /// Adds the routes of the queues the store holds (at start: a route switched to
@@ -574,19 +571,21 @@ impl AppState {
         let stored =
             tokio::time::timeout(Duration::from_secs(10), self.store.stored_queues(&prefix)).await;
         if let Ok(Ok(stored)) = stored {
-            self.queue_history
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .extend(stored.into_iter().map(|(route, _)| route));
+            self.remember_queues(stored.into_iter().map(|(route, _)| route).collect());
         }
+    }
+
+    fn remember_queues(&self, names: Vec<String>) {
+        self.queue_history.rcu(|history| {
+            let mut history = (**history).clone();
+            history.extend(names.iter().cloned());
+            history
+        });
     }
 
     /// Whether `route`'s destinations' queues may hold its events.
     pub(crate) fn had_queue(&self, route: &str) -> bool {
-        self.queue_history
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(route)
+        self.queue_history.load().contains(route)
     }
 
     /// For every destination with `order_by` and `on_dead = "skip"`: dead events that
@@ -640,6 +639,16 @@ fn http_builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
         .max_concurrent_streams(server.max_concurrent_streams)
         .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
     builder
+}
+
+/// Answers a connection past a listener's bounds with 503 and closes it, in a task of
+/// its own (never queued, never blocking the accept loop).
+fn refuse(stream: tokio::net::TcpStream) {
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stream = stream;
+        let _ = stream.write_all(&respond::overloaded_http1()).await;
+    });
 }
 
 /// The admin listener's connection bounds.
@@ -696,13 +705,6 @@ pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
     let probing_by_client = limits::ClientConnections::default();
     let closing = tokio_util::sync::CancellationToken::new();
     let open = TaskTracker::new();
-    let refuse = |stream: tokio::net::TcpStream| {
-        tokio::spawn(async move {
-            use tokio::io::AsyncWriteExt as _;
-            let mut stream = stream;
-            let _ = stream.write_all(&respond::overloaded_http1()).await;
-        });
-    };
     listen::accept_loop(&listener, shutdown, |stream, peer| {
         let client = limits::client_key(peer.ip());
         let slot = by_client.enter(client, limits.per_client);
@@ -768,13 +770,6 @@ pub async fn run(
     listen::accept_loop(&listener, shutdown, |stream, peer| {
         // Over server.max_connections, or this client's share of them: answer and
         // close, never queue.
-        let refuse = |stream: tokio::net::TcpStream| {
-            tokio::spawn(async move {
-                use tokio::io::AsyncWriteExt as _;
-                let mut stream = stream;
-                let _ = stream.write_all(&respond::overloaded_http1()).await;
-            });
-        };
         // A trusted proxy carries many clients' connections: it is bounded by
         // server.max_connections only, and each request's limits count the client it
         // names (X-Forwarded-For).

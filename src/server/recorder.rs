@@ -245,7 +245,7 @@ pub(crate) struct Recorder {
     pub(crate) closing: tokio_util::sync::CancellationToken,
     /// Set while the next "stops recording" warning is due (once per stop, again
     /// after a write succeeded).
-    warned: std::sync::atomic::AtomicBool,
+    warn_next: std::sync::atomic::AtomicBool,
 }
 
 /// What the recorder keeps of a request before the pipeline consumes it: copies, in
@@ -446,7 +446,7 @@ impl Recorder {
             budgets: Mutex::default(),
             metrics: m,
             closing: tokio_util::sync::CancellationToken::new(),
-            warned: std::sync::atomic::AtomicBool::new(true),
+            warn_next: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -570,7 +570,7 @@ impl Recorder {
         match self.log.append(batch, &routes).await {
             Ok(Appended::Written) => {
                 self.metrics.count("written", n);
-                self.warned.store(true, Ordering::Relaxed);
+                self.warn_next.store(true, Ordering::Relaxed);
                 let first = self.written.fetch_add(n, Ordering::Relaxed);
                 if let Some(records) = live {
                     let _ = self.live.send(Written { first, records });
@@ -590,7 +590,7 @@ impl Recorder {
                 for (k, v) in counts {
                     *pending.entry(k).or_default() += v;
                 }
-                if n > 0 && self.warned.swap(false, Ordering::Relaxed) {
+                if n > 0 && self.warn_next.swap(false, Ordering::Relaxed) {
                     tracing::warn!(
                         reason = why.reason(),
                         "the delivery log stops recording to keep the store's budget (the disk's reserve, or Redis's memory); deliveries go on"

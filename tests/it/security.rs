@@ -861,16 +861,9 @@ async fn connect_from(from: [u8; 4], addr: std::net::SocketAddr) -> tokio::net::
     socket.connect(addr).await.expect("connect")
 }
 
-/// Reads what arrives on a connection within a second.
+/// Reads what arrives on a connection within two seconds.
 async fn answer_on(stream: &mut tokio::net::TcpStream) -> String {
-    use tokio::io::AsyncReadExt as _;
-    let mut buf = vec![0u8; 2048];
-    let n = tokio::time::timeout(std::time::Duration::from_secs(2), stream.read(&mut buf))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or(0);
-    String::from_utf8_lossy(&buf[..n]).into_owned()
+    answer_within(stream, std::time::Duration::from_secs(2)).await
 }
 
 /// Second review, 5: silent connections from one address were bounded only by
