@@ -101,6 +101,15 @@ impl App {
         // on Redis are moved into the current key layout (store/redis/layout.rs), so an
         // upgrade loses no queued event.
         move_previous_layout_at_start(&self.state, &stop).await;
+        // Before anything is served: whether writes wait for replicas, when the config
+        // leaves it to the topology (store/redis/replicas.rs); then kept up to date.
+        if let Store::Redis(redis) = self.state.store() {
+            if let Err(e) = redis.refresh_replica_acks().await {
+                tracing::warn!(error = %e, "redis store: the replication topology could not be read yet; writes wait for no replica until it is");
+            }
+            let (redis, stop) = (redis.clone(), stop.clone());
+            tokio::spawn(async move { redis.keep_replica_acks(stop).await });
+        }
         // Queues no route names any more, counted and logged (a bounded scan), and
         // lines dead events hold under `on_dead = "skip"` released; in the background:
         // serving does not wait for them.

@@ -169,8 +169,9 @@ pub struct StoreConfig {
     pub timeout: Duration,
     /// PEM of a private CA for `rediss://` (default: the system's roots).
     pub tls_ca: Option<Vec<u8>>,
-    /// Claims wait for this many replicas (`WAIT`); 0 = off.
-    pub min_replicas_ack: u32,
+    /// Claims, done records, events and results wait for this many replicas (`WAIT`);
+    /// 0 = off; `None` (unset): one while every primary has a replica connected.
+    pub min_replicas_ack: Option<u32>,
     pub replica_ack_timeout: Duration,
     /// Serve queue routes on a Redis whose `maxmemory-policy` evicts keys. Off by
     /// default: `allkeys-*` evicts queued events (loss), `volatile-*` dedup records and

@@ -377,7 +377,7 @@ fn redis_topologies_are_configured_and_checked() {
         "[store]\nbackend = \"redis\"\nurl = \"rediss://h:6380\"\nmin_replicas_ack = 1\n{ROUTE}"
     ))
     .expect("tls");
-    assert_eq!(tls.store.min_replicas_ack, 1);
+    assert_eq!(tls.store.min_replicas_ack, Some(1));
     let e = errors(&format!(
         "[store]\nbackend = \"memory\"\ncluster = [\"redis://a:1\"]\n{ROUTE}"
     ));

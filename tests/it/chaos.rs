@@ -670,15 +670,12 @@ async fn chaos_three_replicas_on_a_cluster_lose_a_primary() {
         counts.repeats_after_faults
     );
     assert_eq!(counts.lost, 0, "events lost");
-    // Asynchronous replication may lose the done records written in the last moments
-    // before the primary died (the harness has made sure the replica was receiving);
-    // a copy arriving later is then forwarded again, the window min_replicas_ack
-    // narrows on a single primary. Report it, and bound it by what a few milliseconds
-    // of replication lag can touch.
-    assert!(
-        counts.duplicate_effects <= 10,
-        "{} duplicate effects",
-        counts.duplicate_effects
+    // Every primary has a replica, so `min_replicas_ack` is 1 without being set: a
+    // done record is acknowledged only once the replica holds it, and the replica
+    // promoted after the kill answers every later copy `duplicate` (issue 34, 6).
+    assert_eq!(
+        counts.duplicate_effects, 0,
+        "forwarded again after a 2xx across the failover"
     );
     drop(gateways);
 }
@@ -1160,8 +1157,40 @@ async fn chaos_queue_routes_through_a_replica_promotion_with_min_replicas_ack() 
         async {
             tokio::time::sleep(Duration::from_millis(100)).await;
             record.down.store(true, Ordering::Relaxed);
-            // What was delivered before reaches the replica (it is not cut off yet).
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // What was delivered before reaches the replica (it is not cut off yet):
+            // the link is cut once the replica holds the delivered record of every
+            // event the destination answered 2xx (a delivery whose record no replica
+            // holds yet is the window docs/guarantees.md names: it is delivered
+            // again, with its Idempotency-Key, after a promotion).
+            let settled = Instant::now() + Duration::from_secs(20);
+            loop {
+                let delivered: Vec<String> = {
+                    let all = record.attempts.lock().expect("lock");
+                    all.iter()
+                        .filter(|(_, t)| t.iter().any(|(d, _)| *d == Did::Ok))
+                        .map(|(id, _)| id.clone())
+                        .collect()
+                };
+                let on_replica: Vec<Option<f64>> = if delivered.is_empty() {
+                    Vec::new()
+                } else {
+                    replica.cmd(
+                        redis::cmd("ZMSCORE")
+                            .arg("hookgate:#q:{stripe}:delivered")
+                            .arg(&delivered),
+                    )
+                };
+                let missing = on_replica.iter().filter(|at| at.is_none()).count();
+                if missing == 0 {
+                    break;
+                }
+                assert!(
+                    Instant::now() < settled,
+                    "{missing} of {} delivered events never reached the replica",
+                    delivered.len()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
             // The link is cut: the replica keeps what it has and takes no more (a
             // frozen replica would not do: on loopback the primary's stream waits in
             // its socket and arrives when it resumes, even after the primary died).

@@ -1182,7 +1182,7 @@ async fn the_redis_queue_keeps_lines_per_destination() {
 async fn an_enqueue_without_replica_acks_fails() {
     let server = RedisServer::start();
     let opts = RedisOptions {
-        min_replicas_ack: 1,
+        min_replicas_ack: Some(1),
         replica_ack_timeout: Duration::from_millis(100),
         ..RedisOptions::default()
     };

@@ -169,7 +169,7 @@ async fn claims_wait_for_a_replica_and_fail_closed_without_one() {
     );
     let replica = replica(primary_port, &replica_dir, replica_port);
     let opts = RedisOptions {
-        min_replicas_ack: 1,
+        min_replicas_ack: Some(1),
         replica_ack_timeout: Duration::from_millis(300),
         ..RedisOptions::default()
     };
@@ -340,7 +340,7 @@ async fn through_sentinel_claims_wait_for_a_replica() {
     let store = Store::Redis(
         RedisStore::new_sentinel(&urls, "hg", Duration::from_secs(2))
             .expect("store")
-            .wait_for_replicas(1, Duration::from_millis(300)),
+            .wait_for_replicas(Some(1), Duration::from_millis(300)),
     );
     let claim = async |name: &str| {
         let k = DedupKey::new("t:", "r", name);

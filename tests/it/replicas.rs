@@ -109,7 +109,7 @@ async fn a_sync_copy_is_acknowledged_only_once_a_replica_holds_the_done_record()
     let primary = RedisServer::start();
     let replica = RedisServer::start_replica_of(&primary);
     let opts = RedisOptions {
-        min_replicas_ack: 1,
+        min_replicas_ack: Some(1),
         // Long enough for a replica on a loaded machine; the frozen one never answers.
         replica_ack_timeout: Duration::from_secs(1),
         ..RedisOptions::default()
@@ -174,4 +174,88 @@ async fn eventually_async(limit: Duration, mut f: impl AsyncFnMut() -> bool) -> 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     false
+}
+
+/// Issue 34, 6: unset, `min_replicas_ack` follows the topology. On a primary with a
+/// replica, claims wait for it (frozen: refused 503, nothing forwarded; running again:
+/// forwarded); `min_replicas_ack = 0` turns that off; a primary alone waits for none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unset_min_replicas_ack_waits_for_the_replica_a_primary_has() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start_replica_of(&primary);
+    let up = Upstream::start().await;
+    let ack_timeout = "replica_ack_timeout = \"200ms\"";
+    let gw = TestGateway::start(&stripe_config(
+        &up,
+        &store_toml(Some(&primary), ack_timeout),
+        "",
+    ))
+    .await;
+    let first = gw
+        .deliver("stripe", &stripe_body("evt_auto_1"), "evt_auto_1")
+        .await;
+    assert_eq!((first.status, first.outcome()), (200, "forwarded"));
+
+    replica.signal("STOP");
+    let frozen = gw
+        .deliver("stripe", &stripe_body("evt_auto_2"), "evt_auto_2")
+        .await;
+    eprintln!(
+        "unset, replica frozen: {} {} {}",
+        frozen.status,
+        frozen.outcome(),
+        frozen.body
+    );
+    assert_eq!(
+        frozen.status, 503,
+        "a claim no replica acknowledged is refused"
+    );
+    assert_eq!(up.effects_for("evt_auto_2"), 0, "nothing forwarded");
+
+    // Turned off in the config: the frozen replica is not waited for.
+    let off = TestGateway::start(&stripe_config(
+        &up,
+        &store_toml(
+            Some(&primary),
+            &format!("{ack_timeout}\nmin_replicas_ack = 0"),
+        ),
+        "",
+    ))
+    .await;
+    let r = off
+        .deliver("stripe", &stripe_body("evt_auto_3"), "evt_auto_3")
+        .await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"));
+    off.stop().await;
+
+    replica.signal("CONT");
+    let mut answer = None;
+    assert!(
+        eventually_async(Duration::from_secs(10), async || {
+            let r = gw
+                .deliver("stripe", &stripe_body("evt_auto_2"), "evt_auto_2")
+                .await;
+            let ok = r.status == 200;
+            answer = Some(r);
+            ok
+        })
+        .await,
+        "forwarded once the replica is back: {answer:?}"
+    );
+    assert_eq!(up.effects_for("evt_auto_2"), 1);
+    gw.stop().await;
+
+    // A primary without a replica: nothing to wait for, nothing refused.
+    let alone = RedisServer::start();
+    let gw = TestGateway::start(&stripe_config(
+        &up,
+        &store_toml(Some(&alone), ack_timeout),
+        "",
+    ))
+    .await;
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_auto_4"), "evt_auto_4")
+        .await;
+    assert_eq!((r.status, r.outcome()), (200, "forwarded"));
+    gw.stop().await;
 }

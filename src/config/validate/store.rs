@@ -45,13 +45,11 @@ impl Validator<'_> {
             on_error: st.on_error.unwrap_or(OnError::Reject),
             timeout: self.duration(&st.timeout, "store.timeout", Duration::from_millis(1000)),
             tls_ca: self.tls_ca(&st),
-            min_replicas_ack: u32::try_from(self.count(
-                &st.min_replicas_ack,
-                "store.min_replicas_ack",
-                0,
-                0,
-            ))
-            .unwrap_or(u32::MAX),
+            // Unset: the store decides from the topology (store/redis/replicas.rs).
+            min_replicas_ack: st.min_replicas_ack.as_ref().map(|n| {
+                u32::try_from(self.count(&Some(n.clone()), "store.min_replicas_ack", 0, 0))
+                    .unwrap_or(u32::MAX)
+            }),
             replica_ack_timeout: self.duration(
                 &st.replica_ack_timeout,
                 "store.replica_ack_timeout",

@@ -18,6 +18,7 @@ use redis::{
 
 mod layout;
 mod queue;
+mod replicas;
 
 pub(crate) use self::layout::log_base;
 pub use self::layout::{INTERNAL, LOG, QUEUES};
@@ -67,6 +68,9 @@ return 0";
 
 /// Consecutive timeouts after which the connection is rebuilt.
 const REBUILD_AFTER: u32 = 3;
+
+/// How long a write waits for replicas when the config does not say (`replica_ack_timeout`).
+const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// A single server (reconnecting manager, rebuilt after repeated timeouts) or a
 /// Redis Cluster (the cluster connection follows MOVED/ASK and failovers itself).
@@ -137,16 +141,17 @@ impl ConnectionLike for AnyConn {
 pub struct RedisOptions {
     /// PEM of a private CA that signed the server's certificate (`rediss://`).
     pub tls_ca: Option<Vec<u8>>,
-    /// Make each claim wait until this many replicas have it (Redis `WAIT`).
-    pub min_replicas_ack: u32,
+    /// Make each claim wait until this many replicas have it (Redis `WAIT`); `None`:
+    /// one while every primary has a replica connected (`replicas.rs`).
+    pub min_replicas_ack: Option<u32>,
     /// How long a claim waits for those replicas.
     pub replica_ack_timeout: Duration,
 }
 
 struct Inner {
     target: Target,
-    /// `(replicas, timeout)` when claims must reach replicas before forwarding.
-    wait: Option<(u32, Duration)>,
+    /// The replicas writes wait for (`replicas.rs`).
+    replicas: replicas::ReplicaAcks,
     timeouts: AtomicU32,
     op_timeout: Duration,
     complete: Script,
@@ -254,8 +259,10 @@ impl RedisStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 target: Target::Single { client, manager },
-                wait: (opts.min_replicas_ack > 0)
-                    .then_some((opts.min_replicas_ack, opts.replica_ack_timeout)),
+                replicas: replicas::ReplicaAcks::new(
+                    opts.min_replicas_ack,
+                    opts.replica_ack_timeout,
+                ),
                 timeouts: AtomicU32::new(0),
                 op_timeout,
                 complete: Script::new(COMPLETE),
@@ -284,7 +291,7 @@ impl RedisStore {
                     conn: tokio::sync::Mutex::new(None),
                     nodes: urls.len(),
                 },
-                wait: None,
+                replicas: replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
                 timeouts: AtomicU32::new(0),
                 op_timeout,
                 complete: Script::new(COMPLETE),
@@ -301,9 +308,9 @@ impl RedisStore {
     /// connection to the primary that owns the key's slot; through Sentinel, on the
     /// connection to the primary it names.
     #[must_use]
-    pub fn wait_for_replicas(mut self, n: u32, timeout: Duration) -> Self {
+    pub fn wait_for_replicas(mut self, n: Option<u32>, timeout: Duration) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.wait = (n > 0).then_some((n, timeout));
+            inner.replicas = replicas::ReplicaAcks::new(n, timeout);
         }
         self
     }
@@ -329,7 +336,7 @@ impl RedisStore {
                     conn: tokio::sync::Mutex::new(None),
                     sentinels: sentinels.len(),
                 },
-                wait: None,
+                replicas: replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
                 timeouts: AtomicU32::new(0),
                 op_timeout,
                 complete: Script::new(COMPLETE),
@@ -374,7 +381,7 @@ impl RedisStore {
 
     /// `(replicas, timeout)` when writes must reach replicas (`min_replicas_ack`).
     fn replica_wait(&self) -> Option<(u32, Duration)> {
-        self.inner.wait
+        self.inner.replicas.wait()
     }
 
     /// Runs one store call under the timeout, counting consecutive timeouts.
@@ -689,7 +696,7 @@ impl DedupStore for RedisStore {
         // the event to a second copy. A done record found is held to the same bound
         // (CLAIM_WAIT writes it again): a copy is answered 2xx only once replicas hold
         // the record that answers it.
-        let wait = self.inner.wait;
+        let wait = self.replica_wait();
         let claim_wait = &self.inner.claim_wait;
         let lease_ms = millis(lease);
         let result = self
@@ -757,7 +764,7 @@ impl DedupStore for RedisStore {
         let in_flight = Record::in_flight(token, fingerprint).encode();
         let done = Record::done(token, fingerprint).encode();
         let script = &self.inner.complete;
-        let wait = self.inner.wait;
+        let wait = self.replica_wait();
         let n: i64 = self
             .run(|mut c| async move {
                 let mut inv = script.prepare_invoke();

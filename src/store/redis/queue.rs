@@ -1267,8 +1267,28 @@ impl QueueStore for RedisStore {
             .arg(if status.order_key.is_some() { "1" } else { "0" })
             .arg(k.ev_prefix());
         let inv = &inv;
+        // A delivery's record waits for replicas as a claim's done record does, so a
+        // failover after it does not deliver the event again. It is written either
+        // way (the destination has the event): too few acknowledgements are reported,
+        // and the window is then the replication lag (docs/guarantees.md).
+        let wait = self.replica_wait().filter(|_| kind == "delivered");
         let n: i64 = self
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
+            .run(|mut c| async move {
+                let Some(wait) = wait else {
+                    return inv.invoke_async(&mut c).await;
+                };
+                let (n, acked): (i64, i64) =
+                    invoke_then_wait(&mut c, &FINISH_SCRIPT, inv, wait).await?;
+                if n == 1 && acked < i64::from(wait.0) {
+                    tracing::warn!(
+                        event_id = %env.event_id,
+                        acked,
+                        wanted = wait.0,
+                        "queue: a delivery's record reached too few replicas in replica_ack_timeout; a failover now would deliver the event again (same Idempotency-Key)"
+                    );
+                }
+                Ok(n)
+            })
             .await?;
         Ok(n == 1)
     }
