@@ -65,131 +65,18 @@ const CHUNK: usize = 500;
 /// the event hashes that index names (and the lines their `okey` names, rewriting
 /// `okey`); a hash already at the new name wins (it is newer). Returns how many
 /// members it read.
-const MOVE_EVENTS: &str = r"#!lua flags=allow-oom
-local old, new = ARGV[1], ARGV[2]
-local start = tonumber(ARGV[4])
-local ids = redis.call('ZRANGE', old .. ARGV[3], start, start + tonumber(ARGV[5]) - 1)
-local function rebase(k)
-  if string.sub(k, 1, #old) == old then return new .. string.sub(k, #old + 1) end
-  return nil
-end
-local function move_line(o)
-  local d = rebase(o)
-  if d == nil or redis.call('TYPE', o).ok ~= 'list' then return end
-  if redis.call('EXISTS', d) == 0 then redis.call('RENAME', o, d) return end
-  -- Both: the old line's IDs were accepted first.
-  local items = redis.call('LRANGE', o, 0, -1)
-  for i = #items, 1, -1 do redis.call('LPUSH', d, items[i]) end
-  redis.call('DEL', o)
-end
-for _, id in ipairs(ids) do
-  local o, d = old .. 'ev:' .. id, new .. 'ev:' .. id
-  if redis.call('TYPE', o).ok == 'hash' then
-    local okey = redis.call('HGET', o, 'okey')
-    if redis.call('EXISTS', d) == 0 then
-      redis.call('RENAME', o, d)
-      if okey then
-        local moved = rebase(okey)
-        if moved then redis.call('HSET', d, 'okey', moved) end
-      end
-    else
-      redis.call('DEL', o)
-    end
-    if okey then move_line(okey) end
-  end
-end
-return #ids
-";
+const MOVE_EVENTS: &str = include_str!("scripts/move_events.lua");
 
 /// KEYS: the old and the new `all`. ARGV: old base, new base. Moves a queue's own keys
 /// (after its events): indexes are merged when both exist, a stream's entries added to
 /// the new stream; the pacing keys (rate, busy, pause, clock) already at the new name
 /// win.
-const MOVE_QUEUE: &str = r"#!lua flags=allow-oom
-local old, new = ARGV[1], ARGV[2]
-local moved = 0
-local function move(suffix, kind, merge)
-  local o, d = old .. suffix, new .. suffix
-  local t = redis.call('TYPE', o).ok
-  if t == 'none' or (kind and t ~= kind) then return end
-  moved = moved + 1
-  if redis.call('EXISTS', d) == 0 then redis.call('RENAME', o, d) return end
-  if merge == 'zset' then
-    redis.call('ZUNIONSTORE', d, 2, d, o, 'AGGREGATE', 'MIN')
-  elseif merge == 'stream' then
-    for _, e in ipairs(redis.call('XRANGE', o, '-', '+')) do
-      redis.call('XADD', d, '*', unpack(e[2]))
-    end
-  end
-  redis.call('DEL', o)
-end
-move('stream', 'stream', 'stream')
-move('delayed', 'zset', 'zset')
-move('all', 'zset', 'zset')
-move('dead', 'zset', 'zset')
-move('delivered', 'zset', 'zset')
-move('rate', nil, nil)
-move('busy', nil, nil)
-move('pause', nil, nil)
-move('clock', nil, nil)
-return moved
-";
+const MOVE_QUEUE: &str = include_str!("scripts/move_queue.lua");
 
 /// KEYS: the old and the new `ids`. ARGV: old base, new base. Moves a route's log
 /// (index, records, byte count, counts), merging when both exist. A key of another type
 /// than the log gives it (a dedup record a route named `log` wrote there) stays.
-const MOVE_LOG: &str = r"#!lua flags=allow-oom
-local old, new = ARGV[1], ARGV[2]
-local moved = 0
-local function kind(k) return redis.call('TYPE', k).ok end
-if kind(old .. 'ids') == 'zset' then
-  moved = moved + 1
-  if redis.call('EXISTS', new .. 'ids') == 0 then
-    redis.call('RENAME', old .. 'ids', new .. 'ids')
-  else
-    redis.call('ZUNIONSTORE', new .. 'ids', 2, new .. 'ids', old .. 'ids')
-    redis.call('DEL', old .. 'ids')
-  end
-end
-for _, s in ipairs({'rec', 'counts'}) do
-  local o, d = old .. s, new .. s
-  if kind(o) == 'hash' then
-    moved = moved + 1
-    if redis.call('EXISTS', d) == 0 then
-      redis.call('RENAME', o, d)
-    else
-      local cursor = '0'
-      repeat
-        local r = redis.call('HSCAN', o, cursor, 'COUNT', 1000)
-        cursor = r[1]
-        local kv = r[2]
-        for i = 1, #kv, 2 do
-          if s == 'rec' then
-            redis.call('HSETNX', d, kv[i], kv[i + 1])
-          else
-            redis.call('HINCRBY', d, kv[i], tonumber(kv[i + 1]) or 0)
-          end
-        end
-      until cursor == '0'
-      redis.call('DEL', o)
-    end
-  end
-end
-local ob, nb = old .. 'bytes', new .. 'bytes'
-if kind(ob) == 'string' then
-  local v = tonumber(redis.call('GET', ob))
-  if v then
-    moved = moved + 1
-    if redis.call('EXISTS', nb) == 0 then
-      redis.call('RENAME', ob, nb)
-    else
-      redis.call('INCRBY', nb, v)
-      redis.call('DEL', ob)
-    end
-  end
-end
-return moved
-";
+const MOVE_LOG: &str = include_str!("scripts/move_log.lua");
 
 static MOVE_EVENTS_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MOVE_EVENTS));
 static MOVE_QUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(MOVE_QUEUE));

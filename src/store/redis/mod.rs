@@ -30,16 +30,7 @@ use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 /// Returns 1 when the key holds the done record afterwards, 0 when another claim holds it.
 /// With ARGV[4] = `1` (`min_replicas_ack`) a done record already there is written again,
 /// unchanged, so that the `WAIT` that follows covers it (see [`CLAIM_WAIT`]).
-const COMPLETE: &str = r"
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] or v == false then
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-  return 1
-elseif v == ARGV[2] then
-  if ARGV[4] == '1' then redis.call('SET', KEYS[1], v, 'KEEPTTL') end
-  return 1
-end
-return 0";
+const COMPLETE: &str = include_str!("scripts/complete.lua");
 
 /// The claim under `min_replicas_ack`: `SET NX GET` as without it, and a done record
 /// found is written again, unchanged (`KEEPTTL`). `WAIT` waits for the connection's
@@ -48,23 +39,10 @@ return 0";
 /// happened yet, on this connection or another gateway's). The replication stream is in
 /// order, so a replica that acknowledged the rewrite holds the record. ARGV: record,
 /// lease ms. Returns the previous value (nil when claimed).
-const CLAIM_WAIT: &str = r"
-local prev = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'GET', 'PX', ARGV[2])
-if prev and string.sub(prev, 1, 2) == 'd|' then
-  redis.call('SET', KEYS[1], prev, 'KEEPTTL')
-end
-return prev";
+const CLAIM_WAIT: &str = include_str!("scripts/claim_wait.lua");
 
 /// Deletes the key if this claim still holds it. An absent key counts as released.
-const RELEASE: &str = r"
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-elseif v == false then
-  return 1
-end
-return 0";
+const RELEASE: &str = include_str!("scripts/release.lua");
 
 /// Consecutive timeouts after which the connection is rebuilt.
 const REBUILD_AFTER: u32 = 3;

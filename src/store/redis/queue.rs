@@ -133,37 +133,7 @@ const UNTAKE_SCAN: usize = 10_000;
 /// at once, even when the event it found (written by another connection, or by this
 /// one's first copy that `WAIT` refused) has reached no replica. The replication stream
 /// is in order: a replica that acknowledged this write holds the event too.
-const ENQUEUE: &str = r"
-local n = tonumber(ARGV[6])
-for i = 1, n do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    local fp = redis.call('HGET', KEYS[i], 'fp')
-    if fp then
-      if ARGV[7] == '1' then redis.call('HSET', KEYS[i], 'fp', fp) end
-      return fp
-    end
-    return -i
-  end
-end
-local id, k = ARGV[4], n + 1
-for j = 8, #ARGV, 2 do
-  local ev, stream, all = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-  k = k + 3
-  redis.call('HSET', ev, 'env', ARGV[1], 'body', ARGV[2], 'fp', ARGV[3], 'status', ARGV[j])
-  redis.call('ZADD', all, ARGV[5], id)
-  if ARGV[j + 1] == '1' then
-    local line = KEYS[k]
-    k = k + 1
-    redis.call('HSET', ev, 'okey', line)
-    -- Only the first of its line is due; the others wait for their turn.
-    if redis.call('RPUSH', line, id) == 1 then
-      redis.call('XADD', stream, '*', 'id', id)
-    end
-  else
-    redis.call('XADD', stream, '*', 'id', id)
-  end
-end
-return 0";
+const ENQUEUE: &str = include_str!("scripts/enqueue.lua");
 
 /// Lua for the scripts that end an event's place in its key's line: `leave_line(event
 /// hash, event id, stream, delayed, event key prefix)` takes the event out of the line
@@ -171,32 +141,7 @@ return 0";
 /// (unless it is dead, leased or already due, as the disk store's `leave_line`). An ID
 /// in a line whose event is gone is dropped from it, so that it holds nothing back.
 /// Spliced into a script after its first line (the flags), by [`with_helpers`].
-const LEAVE_LINE: &str = r"
-local function leave_line(ev, id, stream, delayed, ev_prefix)
-  local line = redis.call('HGET', ev, 'okey')
-  if not line then return end
-  redis.call('HDEL', ev, 'okey')
-  local first = redis.call('LINDEX', line, 0)
-  redis.call('LREM', line, 0, id)
-  if first ~= id then return end
-  local nxt = redis.call('LINDEX', line, 0)
-  while nxt do
-    local h = redis.call('HMGET', ev_prefix .. nxt, 'status', 'lease')
-    if h[1] then
-      local ok, st = pcall(cjson.decode, h[1])
-      -- An unreadable next event goes into the stream all the same: the take sets it
-      -- aside and reports it, rather than the line waiting silently.
-      local waiting = not ok or type(st) ~= 'table' or st.state == 'queued' or st.state == 'retrying'
-      if waiting and not h[2] and not redis.call('ZSCORE', delayed, nxt) then
-        redis.call('XADD', stream, '*', 'id', nxt)
-      end
-      return
-    end
-    redis.call('LPOP', line)
-    nxt = redis.call('LINDEX', line, 0)
-  end
-end
-";
+const LEAVE_LINE: &str = include_str!("scripts/leave_line.lua");
 
 /// Lua for every script that reads the time: `clock(key)` is the queue's clock in Unix
 /// milliseconds, Redis' `TIME` made never to go back. A step back of the server's
@@ -207,23 +152,7 @@ end
 /// cannot be told from time passing: it brings due times, lease ends and the end of
 /// rate windows closer by its size (docs/guarantees.md). Spliced into a script after
 /// its first line, by [`with_helpers`].
-const CLOCK: &str = r"
-local function clock(ck)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local c = redis.call('HMGET', ck, 'hi', 'off')
-  local hi, off = tonumber(c[1]) or 0, tonumber(c[2]) or 0
-  local eff = now + off
-  if eff < hi then
-    off = off + (hi - eff)
-    eff = hi
-    redis.call('HSET', ck, 'hi', eff, 'off', off)
-  elseif eff - hi >= 1000 then
-    redis.call('HSET', ck, 'hi', eff)
-  end
-  return eff
-end
-";
+const CLOCK: &str = include_str!("scripts/clock.lua");
 
 /// KEYS: stream, delayed, the queue's clock. ARGV: max, lease ms, consumer, cursor,
 /// nonce, event key prefix, promote limit, reclaim idle ms. Returns `{next cursor,
@@ -237,110 +166,13 @@ end
 /// run out: a lease is never cut short by another worker's shorter one. An entry of
 /// an event that waits in its key's line is dropped, never leased: only the first of
 /// a line is delivered, even if a stray entry names another.
-const TAKE: &str = r"#!lua flags=allow-oom
-local stream, delayed = KEYS[1], KEYS[2]
-local now = clock(KEYS[3])
-local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, tonumber(ARGV[7]))
-for _, id in ipairs(due) do
-  redis.call('ZREM', delayed, id)
-  redis.call('XADD', stream, '*', 'id', id)
-end
-local max, lease = tonumber(ARGV[1]), tonumber(ARGV[2])
-local out, leased = {}, 0
--- true: leased; false: drop the entry; nil: a live lease holds it, leave it pending.
-local function take(eid, fields)
-  local evid = nil
-  if type(fields) == 'table' then
-    for i = 1, #fields, 2 do
-      if fields[i] == 'id' then evid = fields[i + 1] end
-    end
-  end
-  if not evid then return false end
-  local key = ARGV[6] .. evid
-  local h = redis.call('HMGET', key, 'env', 'body', 'status', 'lease', 'okey', 'until')
-  if not h[3] then return false end
-  local ok, st = pcall(cjson.decode, h[3])
-  if not ok or type(st) ~= 'table' then
-    out[#out + 1] = {'corrupt', key}
-    return false
-  end
-  if h[5] and redis.call('LINDEX', h[5], 0) ~= evid then
-    -- Waits behind another event of its key (an entry that should not exist): it
-    -- enters the stream again when its turn comes.
-    return false
-  end
-  if st.state ~= 'queued' and st.state ~= 'retrying' then return false end
-  local holder = h[4] and string.match(h[4], '^([^:]+):')
-  if holder and holder ~= eid then
-    -- Leased through another entry: this one is a stray copy, unless that entry is
-    -- gone from the pending list.
-    if #redis.call('XPENDING', stream, 'hookgate', holder, holder, 1) > 0 then return false end
-  elseif holder and (tonumber(h[6]) or 0) > now then
-    return nil
-  end
-  local token = eid .. ':' .. ARGV[5]
-  redis.call('HSET', key, 'lease', token, 'until', now + lease)
-  out[#out + 1] = {token, key, h[1], h[2], h[3]}
-  leased = leased + 1
-  return true
-end
-local function settle(eid, fields)
-  if take(eid, fields) == false then
-    redis.call('XACK', stream, 'hookgate', eid)
-    redis.call('XDEL', stream, eid)
-  end
-end
-local claimed = redis.pcall('XAUTOCLAIM', stream, 'hookgate', ARGV[3], ARGV[8], ARGV[4], 'COUNT', max)
-if type(claimed) == 'table' and claimed.err then
-  if string.find(claimed.err, 'NOGROUP', 1, true) then
-    redis.call('XGROUP', 'CREATE', stream, 'hookgate', '0', 'MKSTREAM')
-    claimed = redis.call('XAUTOCLAIM', stream, 'hookgate', ARGV[3], ARGV[8], '0-0', 'COUNT', max)
-  else
-    return redis.error_reply(claimed.err)
-  end
-end
-for _, e in ipairs(claimed[2]) do
-  if e then settle(e[1], e[2]) end
-end
-if leased < max then
-  local r = redis.call('XREADGROUP', 'GROUP', 'hookgate', ARGV[3], 'COUNT', max - leased, 'STREAMS', stream, '>')
-  if r and r[1] then
-    for _, e in ipairs(r[1][2]) do
-      if e then settle(e[1], e[2]) end
-    end
-  end
-end
-return {claimed[1], out}";
+const TAKE: &str = include_str!("scripts/take.lua");
 
 /// KEYS: stream. ARGV: consumer, the nonce of a take whose answer was lost, event key
 /// prefix, how many pending entries to look at. Gives back what that take leased:
 /// each such event's lease is dropped and it is due again at once (a fresh stream
 /// entry), instead of waiting for its lease to run out. Returns how many.
-const UNTAKE: &str = r"#!lua flags=allow-oom
-local pending = redis.call('XPENDING', KEYS[1], 'hookgate', '-', '+', tonumber(ARGV[4]), ARGV[1])
-local n = 0
-for _, p in ipairs(pending) do
-  local eid = p[1]
-  local e = redis.call('XRANGE', KEYS[1], eid, eid)
-  local evid = nil
-  if e[1] and type(e[1][2]) == 'table' then
-    local fields = e[1][2]
-    for i = 1, #fields, 2 do
-      if fields[i] == 'id' then evid = fields[i + 1] end
-    end
-  end
-  if evid then
-    local key = ARGV[3] .. evid
-    if redis.call('HGET', key, 'lease') == eid .. ':' .. ARGV[2] then
-      redis.call('HDEL', key, 'lease', 'until')
-      redis.call('XACK', KEYS[1], 'hookgate', eid)
-      redis.call('XDEL', KEYS[1], eid)
-      redis.call('XADD', KEYS[1], '*', 'id', evid)
-      n = n + 1
-    end
-  end
-end
-return n";
+const UNTAKE: &str = include_str!("scripts/untake.lua");
 
 /// KEYS: event hash, stream, all, dead, delayed, delivered, the queue's clock. ARGV:
 /// lease token, entry id, new status, kind, ttl ms, expiry ms, retry in (ms from now,
@@ -348,228 +180,65 @@ return n";
 /// delivered (without headers), `1` when the new status keeps its order key (else
 /// `0`: the event leaves its line), event key prefix.
 /// Returns 1 when applied, 0 when the lease was lost.
-const FINISH: &str = r"#!lua flags=allow-oom
-local cur = redis.call('HGET', KEYS[1], 'lease')
-if cur ~= ARGV[1] then
-  local holder = cur and string.match(cur, '^([^:]+):')
-  if holder ~= ARGV[2] then
-    redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
-    redis.call('XDEL', KEYS[2], ARGV[2])
-  end
-  return 0
-end
-redis.call('HSET', KEYS[1], 'status', ARGV[3])
-redis.call('HDEL', KEYS[1], 'lease', 'until')
-local id = ARGV[8]
-if ARGV[12] == '0' then
-  leave_line(KEYS[1], id, KEYS[2], KEYS[5], ARGV[13])
-end
-if ARGV[4] == 'delivered' then
-  redis.call('HDEL', KEYS[1], 'body')
-  redis.call('HSET', KEYS[1], 'env', ARGV[11])
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
-  redis.call('ZREM', KEYS[3], id)
-  redis.call('ZREM', KEYS[4], id)
-  redis.call('ZREM', KEYS[5], id)
-  redis.call('ZADD', KEYS[6], ARGV[6], id)
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ARGV[10])
-elseif ARGV[4] == 'retry' then
-  redis.call('ZADD', KEYS[5], clock(KEYS[7]) + tonumber(ARGV[7]), id)
-else
-  redis.call('ZADD', KEYS[4], ARGV[9], id)
-end
-redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
-redis.call('XDEL', KEYS[2], ARGV[2])
-return 1";
+const FINISH: &str = include_str!("scripts/finish.lua");
 
 /// KEYS: stream, dead, delayed, all, then event hashes. ARGV: per hash, event id,
 /// expected status, new status, and its key's line (or empty). Per event: 1 requeued,
 /// 0 changed meanwhile (or leased), 2 gone (dropped from the indexes). An event that
 /// waits behind another of its key is queued without a stream entry: it goes in its
 /// turn; one that left its line when it died joins it again at the end.
-const REQUEUE: &str = r"#!lua flags=allow-oom
-local out = {}
-for i = 5, #KEYS do
-  local j = (i - 5) * 4
-  local id, old, new, line = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3], ARGV[j + 4]
-  local cur = redis.call('HMGET', KEYS[i], 'status', 'lease', 'okey')
-  if not cur[1] then
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('ZREM', KEYS[3], id)
-    redis.call('ZREM', KEYS[4], id)
-    out[#out + 1] = 2
-  elseif cur[1] == old and not cur[2] then
-    redis.call('HSET', KEYS[i], 'status', new)
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('ZREM', KEYS[3], id)
-    if not cur[3] and line ~= '' then
-      -- It left its key's line when it died (on_dead = skip): back at the end.
-      redis.call('HSET', KEYS[i], 'okey', line)
-      if redis.call('RPUSH', line, id) == 1 then
-        redis.call('XADD', KEYS[1], '*', 'id', id)
-      end
-    elseif not cur[3] or redis.call('LINDEX', cur[3], 0) == id then
-      redis.call('XADD', KEYS[1], '*', 'id', id)
-    end
-    out[#out + 1] = 1
-  else
-    out[#out + 1] = 0
-  end
-end
-return out";
+const REQUEUE: &str = include_str!("scripts/requeue.lua");
 
 /// KEYS: all, dead, delayed, stream, then event hashes. ARGV: mode (`dead`: dead
 /// events only; `any`: any undelivered one), event key prefix, then the event IDs.
 /// Returns `{purged, dropped from the dead index}`. A purged event leaves its key's
 /// line, which then goes on.
-const PURGE: &str = r"#!lua flags=allow-oom
-local purged, dropped = 0, 0
-for i = 5, #KEYS do
-  local id = ARGV[i - 2]
-  local s = redis.call('HGET', KEYS[i], 'status')
-  local go = false
-  if not s then
-    redis.call('ZREM', KEYS[1], id)
-    dropped = dropped + redis.call('ZREM', KEYS[2], id)
-    redis.call('ZREM', KEYS[3], id)
-  else
-    local ok, st = pcall(cjson.decode, s)
-    local state = nil
-    if ok and type(st) == 'table' then state = st.state end
-    if ARGV[1] == 'dead' then
-      go = state == 'dead'
-      if not go and state ~= nil then
-        dropped = dropped + redis.call('ZREM', KEYS[2], id)
-      end
-    else
-      go = state ~= 'delivered'
-    end
-  end
-  if go then
-    leave_line(KEYS[i], id, KEYS[4], KEYS[3], ARGV[2])
-    redis.call('DEL', KEYS[i])
-    redis.call('ZREM', KEYS[1], id)
-    dropped = dropped + redis.call('ZREM', KEYS[2], id)
-    redis.call('ZREM', KEYS[3], id)
-    purged = purged + 1
-  end
-end
-return {purged, dropped}";
+const PURGE: &str = include_str!("scripts/purge.lua");
 
 /// KEYS: stream, delayed, then event hashes. ARGV: event key prefix, then per hash:
 /// event id, expected status, new status (its `order_key` moved to `left_line`).
 /// A dead event that still holds its key's line (`on_dead` switched from `block` to
 /// `skip`) gives it up, as a skip would have: its status is replaced if unchanged since
 /// it was read, and it leaves the line, whose next event is due now. Returns how many.
-const RELEASE_BLOCKED: &str = r"#!lua flags=allow-oom
-local n = 0
-for i = 3, #KEYS do
-  local j = (i - 3) * 3 + 1
-  local id, old, new = ARGV[j + 1], ARGV[j + 2], ARGV[j + 3]
-  if redis.call('HGET', KEYS[i], 'status') == old then
-    redis.call('HSET', KEYS[i], 'status', new)
-    leave_line(KEYS[i], id, KEYS[1], KEYS[2], ARGV[1])
-    n = n + 1
-  end
-end
-return n";
+const RELEASE_BLOCKED: &str = include_str!("scripts/release_blocked.lua");
 
 /// KEYS: event hash, stream, the queue's clock. ARGV: lease token, entry id, consumer,
 /// lease ms. Renews a lease to `lease ms` from now; `XCLAIM` with no minimum idle
 /// time resets the entry's idle time, so other takers do not even look at it while
 /// its holder renews it. Returns 1, or 0 when the lease was lost.
-const RENEW: &str = r"#!lua flags=allow-oom
-if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'until', clock(KEYS[3]) + tonumber(ARGV[4]))
-redis.call('XCLAIM', KEYS[2], 'hookgate', ARGV[3], 0, ARGV[2], 'JUSTID')
-return 1";
+const RENEW: &str = include_str!("scripts/renew.lua");
 
 /// KEYS: the destination's busy set, the queue's clock. ARGV: slot token, lease ms.
 /// Extends a concurrency slot that is still held (an attempt that outlasts the lease
 /// it took the slot for keeps it).
-const SLOT_RENEW: &str = r"#!lua flags=allow-oom
-local untl = clock(KEYS[2]) + tonumber(ARGV[2])
-if redis.call('ZADD', KEYS[1], 'XX', 'CH', untl, ARGV[1]) == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
-end
-return 0";
+const SLOT_RENEW: &str = include_str!("scripts/slot_renew.lua");
 
 /// KEYS: event hash, stream. ARGV: lease token, entry id, event id. Gives back a
 /// lease that was never used: the entry goes back to the stream as a new one, due now.
-const GIVE_BACK: &str = r"#!lua flags=allow-oom
-if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'lease', 'until')
-redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
-redis.call('XDEL', KEYS[2], ARGV[2])
-redis.call('XADD', KEYS[2], '*', 'id', ARGV[3])
-return 1";
+const GIVE_BACK: &str = include_str!("scripts/give_back.lua");
 
 /// KEYS: event hash, stream. ARGV: lease token, entry id. Sets a leased entry aside.
-const DROP: &str = r"#!lua flags=allow-oom
-if redis.call('HGET', KEYS[1], 'lease') == ARGV[1] then
-  redis.call('HDEL', KEYS[1], 'lease', 'until')
-end
-redis.call('XACK', KEYS[2], 'hookgate', ARGV[2])
-redis.call('XDEL', KEYS[2], ARGV[2])
-return 1";
+const DROP: &str = include_str!("scripts/drop.lua");
 
 /// KEYS: event hash, delivered. ARGV: event id. Deletes a delivered event's record;
 /// 1 when it did, 0 when the event is absent or undelivered.
-const FORGET: &str = r"#!lua flags=allow-oom
-local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return 0 end
-local ok, s = pcall(cjson.decode, st)
-if ok and type(s) == 'table' and s.state == 'delivered' then
-  redis.call('DEL', KEYS[1])
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return 1
-end
-return 0";
+const FORGET: &str = include_str!("scripts/forget.lua");
 
 /// KEYS: the route's start log (zset), its pause key, the queue's clock. ARGV: limit,
 /// counted window ms, token. Uses the server's clock, so every replica counts alike.
 /// Returns 0 when a delivery may start (the token is logged), else the milliseconds
 /// to wait.
-const RATE: &str = r"#!lua flags=allow-oom
-local now = clock(KEYS[3])
-local paused = tonumber(redis.call('GET', KEYS[2]) or '0')
-if paused > now then return paused - now end
-local window = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('ZADD', KEYS[1], now, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], window)
-  return 0
-end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-local wait = tonumber(oldest[2]) + window - now
-if wait < 1 then wait = 1 end
-return wait";
+const RATE: &str = include_str!("scripts/rate.lua");
 
 /// KEYS: the pause key, the queue's clock. ARGV: wait ms. Extends a pause, never
 /// shortens one.
-const PAUSE: &str = r"#!lua flags=allow-oom
-local now = clock(KEYS[2])
-local untl = now + tonumber(ARGV[1])
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-if untl > cur then redis.call('SET', KEYS[1], untl, 'PX', ARGV[1]) end
-return 0";
+const PAUSE: &str = include_str!("scripts/pause.lua");
 
 /// KEYS: the route's busy set (zset, score = when the slot's lease runs out), the
 /// queue's clock. ARGV: max, lease ms, token prefix, want. Takes up to `want` free
 /// slots, named `<prefix>:<n>`; returns how many. The set's expiry only grows (a
 /// shorter lease must not drop slots that other replicas hold for longer).
-const SLOT: &str = r"#!lua flags=allow-oom
-local now = clock(KEYS[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local free = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
-local n = math.min(free, tonumber(ARGV[4]))
-if n <= 0 then return 0 end
-for i = 1, n do
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3] .. ':' .. i)
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2], 'GT')
-return n";
+const SLOT: &str = include_str!("scripts/slot.lua");
 
 /// A script with the Lua helpers it uses ([`CLOCK`], [`LEAVE_LINE`]) defined after its
 /// first line: the flags (`#!lua …`) must stay first.

@@ -1,0 +1,44 @@
+
+local share = tonumber(ARGV[1])
+local floor = tonumber(ARGV[2])
+local old_minute = tonumber(ARGV[3])
+local overhead = tonumber(ARGV[4])
+local n = tonumber(ARGV[5])
+local bytes = tonumber(redis.call('GET', KEYS[3]) or '0')
+local i = 6
+for _ = 1, n do
+  local id, rec = ARGV[i], ARGV[i + 1]
+  local old = redis.call('HSTRLEN', KEYS[2], id)
+  if old > 0 then bytes = bytes - old - overhead end
+  redis.call('ZADD', KEYS[1], 0, id)
+  redis.call('HSET', KEYS[2], id, rec)
+  bytes = bytes + #rec + overhead
+  i = i + 2
+end
+while true do
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
+  if #oldest == 0 then bytes = 0 break end
+  local id = oldest[1]
+  -- The ID's first 12 hex digits are its time (ms): compared as a number, not by
+  -- the server's collation.
+  if bytes <= share and tonumber(string.sub(id, 1, 12), 16) >= floor then break end
+  local len = redis.call('HSTRLEN', KEYS[2], id)
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
+  bytes = bytes - len - overhead
+end
+if bytes < 0 then bytes = 0 end
+redis.call('SET', KEYS[3], bytes)
+local counted = false
+while i <= #ARGV do
+  redis.call('HINCRBY', KEYS[4], ARGV[i], tonumber(ARGV[i + 1]))
+  counted = true
+  i = i + 2
+end
+if counted or redis.call('HLEN', KEYS[4]) > 0 then
+  for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
+    local m = tonumber(string.match(f, '^(%d+)|'))
+    if m == nil or m < old_minute then redis.call('HDEL', KEYS[4], f) end
+  end
+end
+return bytes
