@@ -139,10 +139,10 @@ impl App {
         // The delivery workers, started again if they ever stop on their own (a panic):
         // acknowledged events must keep being delivered.
         let workers = tokio::spawn({
-            let (state, stop) = (self.state.clone(), stop.clone());
+            let (ctx, stop) = (Arc::new(self.state.worker_context()), stop.clone());
             async move {
                 loop {
-                    let run = tokio::spawn(server::worker::run(state.clone(), stop.clone()));
+                    let run = tokio::spawn(crate::delivery::run(ctx.clone(), stop.clone()));
                     let ended = run.await;
                     if stop.is_cancelled() {
                         return ended;

@@ -24,8 +24,14 @@
 //!   disk and Redis implementations, each backend with a claims half and a queue half;
 //!   [`store::Store::connect`] picks one from the config.
 //! - [`queue`]: delivery policy only — the retry schedule, rate limits, `on_dead`, the
-//!   order key — which [`config`] reads without touching storage;
-//!   [`server::worker`] delivers queued events.
+//!   order key — which [`config`] reads without touching storage.
+//! - [`delivery`]: the queue's path. Its workers take due events, run each attempt
+//!   under a lease (`attempt.rs`), and hand the event to a
+//!   [`delivery::destination::Destination`], the contract every kind of destination
+//!   implements (HTTP first): the worker knows nothing of HTTP. It reads the gateway
+//!   through a [`delivery::WorkerContext`] of its own, not the listeners' state.
+//! - [`state`]: what every subsystem reads — the routing snapshot a reload swaps, and
+//!   the clock.
 //! - [`forward`]: the pooled upstream client.
 //! - [`config`]: the TOML file as data — parsed, then validated section by section;
 //!   it depends on nothing that serves ([`tls`] loads certificates for both).
@@ -45,6 +51,7 @@ pub mod app;
 pub mod capture;
 pub mod cli;
 pub mod config;
+pub mod delivery;
 mod files;
 pub mod forward;
 mod log_format;
@@ -52,10 +59,12 @@ pub mod provider;
 pub mod queue;
 mod redact;
 pub mod replay;
+mod retry;
 pub mod secret;
 pub mod server;
 pub mod shutdown;
 pub mod sign;
+pub mod state;
 pub mod store;
 pub mod telemetry;
 #[cfg(feature = "testing")]

@@ -354,7 +354,7 @@ async fn readyz(state: &AppState) -> AdminAnswer {
 
 /// `GET /metrics`.
 async fn metrics(state: &AppState) -> AdminAnswer {
-    super::worker::gauges(state).await;
+    crate::delivery::gauges(&state.routing(), state.store(), &state.metrics).await;
     AdminAnswer::Metrics(state.metrics.render())
 }
 

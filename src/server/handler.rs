@@ -10,7 +10,7 @@
 //!               ─ InFlight → 409 + Retry-After
 //!               ─ error    → 503 + Retry-After, or forward unclaimed (on_error = "forward")
 //! queue routes: → enqueue (claim + event, one durable step) ─ Queued → 200 queued
-//!                                    (delivered by server::worker), else as a claim
+//!                                    (delivered by delivery::worker), else as a claim
 //! ```
 
 use std::net::{IpAddr, SocketAddr};
@@ -25,11 +25,11 @@ use hyper::body::{Body, Incoming};
 use tracing::Instrument as _;
 
 use super::respond::{self, Answer, Outcome, Resp, UpstreamFailure};
-use super::retry::{Backoff, retry_until};
 use super::{AppState, Routing};
 use crate::config::{Delivery, Destination, OnError, Route};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::provider::{Accepted, BodyValues, Inbound, VerifiedDelivery, accept_reading};
+use crate::retry::{Backoff, retry_until};
 use crate::store::{
     Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, StoredEvent,
     Token,
@@ -745,7 +745,7 @@ impl Job {
     }
 
     /// Queue routes: stores the event with its claim in one durable step and answers
-    /// 200 `queued`; the route's workers deliver it (`server::worker`).
+    /// 200 `queued`; the route's workers deliver it (`delivery`).
     async fn enqueue(self) -> (Answer, Option<String>) {
         let st = &self.state;
         let cfg = &self.ctx.routing.store_cfg;

@@ -13,10 +13,9 @@ mod limits;
 pub mod listen;
 pub(crate) mod recorder;
 pub mod respond;
-mod retry;
 pub(crate) mod stranded;
 mod ui;
-pub mod worker;
+pub use crate::state::{Clock, Routing};
 use crate::tls;
 
 use std::collections::HashMap;
@@ -24,7 +23,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -35,76 +34,17 @@ use tokio_util::task::TaskTracker;
 use arc_swap::ArcSwap;
 
 use crate::capture::Capture;
-use crate::config::{self, Backend, Config, ConfigErrors, Route, ServerConfig, StoreConfig};
+use crate::config::{self, Backend, Config, ConfigErrors, Route, ServerConfig};
 use crate::forward::Forwarder;
 use crate::store::Store;
 use crate::telemetry::{Metrics, ResultLabel};
-
-/// Where the gateway reads the time from when it checks signed timestamps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clock {
-    /// The system clock.
-    System,
-    /// A fixed instant in unix seconds (tests verifying captured deliveries).
-    Fixed(u64),
-}
-
-impl Clock {
-    /// Unix seconds now.
-    pub fn now(self) -> u64 {
-        match self {
-            Self::System => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
-            Self::Fixed(t) => t,
-        }
-    }
-}
-
-/// The part of the state a reload replaces: routes and the settings they use.
-#[derive(Debug)]
-pub struct Routing {
-    /// By path, as requests find them.
-    pub(crate) routes: HashMap<String, Arc<Route>>,
-    /// The same routes by name, as the admin API finds them ([`Routing::route`]).
-    by_name: HashMap<String, Arc<Route>>,
-    pub(crate) server: ServerConfig,
-    pub(crate) store_cfg: StoreConfig,
-}
-
-impl Routing {
-    /// The route of this name.
-    pub(crate) fn route(&self, name: &str) -> Option<&Arc<Route>> {
-        self.by_name.get(name)
-    }
-
-    /// A destination's queue in the configured store.
-    pub(crate) fn queue<'a>(
-        &'a self,
-        route: &'a str,
-        destination: &'a str,
-    ) -> crate::store::QueueRef<'a> {
-        crate::store::QueueRef::new(&self.store_cfg.key_prefix, route, destination)
-    }
-
-    fn new(cfg: &Config) -> Self {
-        let all: Vec<Arc<Route>> = cfg.routes.iter().map(|r| Arc::new(r.clone())).collect();
-        Self {
-            routes: all.iter().map(|r| (r.path.clone(), r.clone())).collect(),
-            by_name: all.into_iter().map(|r| (r.name.clone(), r)).collect(),
-            server: cfg.server.clone(),
-            store_cfg: cfg.store.clone(),
-        }
-    }
-}
 
 /// Everything a request needs, shared by all connections.
 #[derive(Debug)]
 pub struct AppState {
     /// Swapped whole on reload; a request keeps the snapshot it started with, so
     /// in-flight deliveries are unaffected.
-    routing: ArcSwap<Routing>,
+    routing: Arc<ArcSwap<Routing>>,
     /// Settings fixed at start: the listener and the store are not reloaded.
     server: ServerConfig,
     store: Store,
@@ -116,7 +56,7 @@ pub struct AppState {
     settles: TaskTracker,
     /// The config file, for reloads.
     source: PathBuf,
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
     /// Writes every delivery as a replay file, when configured.
     pub(crate) capture: Option<Capture>,
     /// Deliveries forwarded without a claim because the store was down.
@@ -141,7 +81,7 @@ pub struct AppState {
     pub(crate) handed_secrets: std::sync::Mutex<HashMap<String, HandedSecret>>,
     /// Wakes the delivery workers of queue routes: an event was queued, or an attempt
     /// ended and its slot is free.
-    pub(crate) deliveries: tokio::sync::Notify,
+    pub(crate) deliveries: Arc<tokio::sync::Notify>,
     /// Redis's `maxmemory-policy` as last read (`eviction.rs`): queue routes are refused
     /// while it evicts, unless `store.allow_eviction`.
     pub(crate) eviction: ArcSwap<eviction::Policy>,
@@ -439,7 +379,7 @@ impl AppState {
         };
         Ok(Self {
             capture,
-            routing: ArcSwap::from_pointee(Routing::new(cfg)),
+            routing: Arc::new(ArcSwap::from_pointee(Routing::new(cfg))),
             server: cfg.server.clone(),
             store,
             backend: cfg.store.backend.clone(),
@@ -447,7 +387,7 @@ impl AppState {
             clock,
             settles: TaskTracker::new(),
             source: cfg.source.clone(),
-            metrics,
+            metrics: Arc::new(metrics),
             in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_in_flight)),
             budgets: limits::FailureBudgets::default(),
             reads: limits::ClientReads::default(),
@@ -464,7 +404,7 @@ impl AppState {
             }),
             unclaimed_forwards: AtomicU64::new(0),
             handed_secrets: std::sync::Mutex::default(),
-            deliveries: tokio::sync::Notify::new(),
+            deliveries: Arc::new(tokio::sync::Notify::new()),
             eviction: ArcSwap::from_pointee(policy),
             stranded_seen: std::sync::Mutex::default(),
             recorder,
@@ -482,6 +422,19 @@ impl AppState {
     /// The dedup store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// What the delivery workers use of the gateway (`delivery/`).
+    pub fn worker_context(&self) -> crate::delivery::WorkerContext {
+        crate::delivery::WorkerContext {
+            routing: self.routing.clone(),
+            store: self.store.clone(),
+            forwarder: self.forwarder.clone(),
+            clock: self.clock,
+            metrics: self.metrics.clone(),
+            wake: self.deliveries.clone(),
+            shutdown_grace: self.server.shutdown_grace,
+        }
     }
 
     /// The current routing snapshot.

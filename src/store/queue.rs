@@ -1,6 +1,6 @@
 //! The queue contract (`delivery = "queue"`) and what it stores: the event is stored
 //! with its claim in one atomic, durable step, the provider is answered at once, and
-//! delivery workers (`server/worker.rs`) forward it until the upstream acknowledges it
+//! delivery workers (`delivery/`) forward it until the upstream acknowledges it
 //! with a 2xx. When to try again, how fast, and in what order is delivery policy, in
 //! `queue/`.
 //!

@@ -1,73 +1,34 @@
-//! Delivery workers of queue routes (`delivery = "queue"`): take due events from the
-//! store, forward each exactly as a sync forward would (same headers,
-//! `Idempotency-Key`, `forward_secret`, `upstream_timeout`, no redirects), and record
-//! how each attempt ended.
+//! One attempt at one event, under a lease kept while it runs:
 //!
 //! ```text
-//! loop: for each queue route with free slots (route.concurrency):
-//!         take_due(free, lease = upstream_timeout + LEASE_MARGIN) → one task per event
-//!       sleep until woken (an event queued, an attempt ended) or POLL
-//! attempt, under a lease kept by keep_lease while it runs:
-//!   send:   a rate_limit slot (waited for) → enough lease left? → forward
-//!   decide: 2xx → Delivered; else Retry at backoff (or the upstream's Retry-After),
-//!           or Dead once max_attempts or max_age is spent   (pure: `decide`)
-//!   record: finish in the store (retried for the lease's length if the store fails)
+//! send:   a rate_limit slot (waited for) → enough lease left? → the destination
+//! decide: delivered → Delivered; else Retry at backoff (or the destination's
+//!         Retry-After), or Dead once max_attempts or max_age is spent (pure: `decide`)
+//! record: finish in the store (retried for the lease's length if the store fails)
 //! ```
-//!
-//! A lease keeps other workers (other replicas on Redis) off an event while it is
-//! tried. It belongs to the attempt: taken for this destination's `upstream_timeout`
-//! and `LEASE_MARGIN`, renewed every `RENEW_EVERY` while the attempt runs (a wait for
-//! a rate slot included) and while its result is recorded, and an attempt is sent
-//! only with at least its timeout of lease left. If this process dies (or stops
-//! renewing), the lease runs out and the event is tried again, with the same
-//! `Idempotency-Key`; if the lease is found lost while the request is still open (a
-//! pause longer than the lease, a purge), the request is abandoned. On shutdown the
-//! loop stops taking events, attempts waiting for a rate slot end unsent, attempts in
-//! progress get `shutdown_grace`, and whatever is left stays stored for the next
-//! start.
-//!
-//! The `rate_limit` slot is taken where it is spent, just before the request is sent:
-//! the limiter counts a delivery from when its slot is granted, so a slot taken
-//! earlier (before the lease, the task, the lease check) could let deliveries granted
-//! in different windows reach the upstream in the same one.
 
-use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::Method;
 use rand::Rng as _;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use super::retry::{Backoff, retry_until};
-use super::{AppState, Routing};
-use crate::config::{Delivery, Destination, Route};
-use crate::forward::{ForwardError, Outbound, UpstreamResponse};
-use crate::provider::EventId;
+use super::destination::{Answer, Destination as Kind};
+use super::{LEASE_MARGIN, WorkerContext};
+use crate::config::{Destination, Route};
 use crate::queue::{OnDead, RateLimit, RetryPolicy, now_ms};
+use crate::retry::{Backoff, retry_until};
+use crate::state::Routing;
 use crate::store::{
     Attempt, AttemptResult, Finish, Leased, Pacing as _, QueueRef, QueueStore as _, Status,
 };
-use crate::telemetry::{DestinationLabel, DestinationOutcome, DestinationResult};
+use crate::telemetry::{DestinationOutcome, DestinationResult};
 
-/// How often each queue route is looked at when nothing wakes the loop: retries that
-/// come due, and events another replica queued.
-const POLL: Duration = Duration::from_millis(200);
 /// How long a delivered attempt's result is retried when the store fails.
 const RECORD_DELIVERY_FOR: Duration = Duration::from_secs(300);
 /// Waits between tries to record an attempt's result in a store that fails.
 const RECORD_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
 /// Waits between asks for a rate slot while the store does not answer.
 const RATE_BACKOFF: Backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(1));
-/// Routes in sync mode are looked at for events they queued before a reload every
-/// this many rounds (about 5 s).
-const SYNC_DRAIN_EVERY: u64 = 25;
-/// A lease outlasts the forward by this much before another worker (another replica,
-/// or this one after a restart) may take the event: time to record the attempt.
-const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// How often an attempt in progress renews its lease (and its concurrency slot).
 /// Well under the Redis store's reclaim idle time, so a renewed entry is never even
 /// looked at by another taker.
@@ -77,239 +38,24 @@ const RENEW_AT_LEAST: Duration = Duration::from_millis(100);
 /// The lease an attempt must have left, beyond its `upstream_timeout`, to be sent.
 const SEND_MARGIN: Duration = Duration::from_secs(1);
 
-/// Runs the delivery workers until `stop` is cancelled, then lets attempts in progress
-/// finish within `server.shutdown_grace`.
-pub async fn run(state: Arc<AppState>, stop: CancellationToken) {
-    let attempts = TaskTracker::new();
-    // Each route's slots and how many it was made with.
-    let mut slots: HashMap<String, (usize, Arc<Semaphore>)> = HashMap::new();
-    let mut failing = false;
-    let mut tick: u64 = 0;
-    while !stop.is_cancelled() {
-        let routing = state.routing();
-        let mut store_failed = false;
-        tick = tick.wrapping_add(1);
-        for route in routing.routes.values() {
-            // A route a reload switched back to sync still drains what it queued,
-            // looked at less often.
-            let draining = route.delivery != Delivery::Queue;
-            if draining && !tick.is_multiple_of(SYNC_DRAIN_EVERY) {
-                continue;
-            }
-            for dest in &route.destinations {
-                if draining && !has_waiting(&state, &routing, route, dest).await {
-                    continue;
-                }
-                let q = routing.queue(&route.name, &dest.name);
-                let sem = resized(&mut slots, &q.name(), dest.concurrency);
-                let free = sem.available_permits();
-                if free == 0 {
-                    continue;
-                }
-                // The slots first, then the events: every event taken has its slot,
-                // so none is left leased with nothing to run it.
-                let Ok(mut permits) = sem
-                    .clone()
-                    .try_acquire_many_owned(u32::try_from(free).unwrap_or(u32::MAX))
-                else {
-                    continue;
-                };
-                let lease = dest.upstream_timeout + LEASE_MARGIN;
-                // The store starts counting the lease after this: ours ends no later.
-                let held_until = Instant::now() + lease;
-                match take_bounded(&state, &q, dest, free, lease).await {
-                    Ok(batch) => {
-                        for (leased, slot) in batch {
-                            let Some(permit) = permits.split(1) else {
-                                // Cannot happen (one event per slot taken); given
-                                // back rather than left leased if it did.
-                                let _ = state.store().give_back(&q, &leased).await;
-                                continue;
-                            };
-                            let (st, rt, stop) = (state.clone(), routing.clone(), stop.clone());
-                            let (r, d) = (route.clone(), dest.clone());
-                            attempts.spawn(async move {
-                                let to = Target::new(&st, &rt, &r, &d);
-                                let slot_token = slot.as_deref().filter(|t| !t.is_empty());
-                                let held = Held::new(held_until);
-                                attempt(&to, leased, slot_token, &held, &stop).await;
-                                if let Some(token) = slot {
-                                    // Not given back, it frees itself when its lease ends.
-                                    let _ = st.store().slot_return(&to.q, &token).await;
-                                }
-                                drop(permit);
-                                st.deliveries.notify_one();
-                            });
-                        }
-                    }
-                    Err(e) => {
-                        store_failed = true;
-                        if !failing {
-                            tracing::warn!(route = %route.name, destination = %dest.name, error = %e, "queue: cannot take due events; retrying");
-                        }
-                    }
-                }
-            }
-        }
-        failing = store_failed;
-        tokio::select! {
-            () = stop.cancelled() => break,
-            () = state.deliveries.notified() => {}
-            () = tokio::time::sleep(POLL) => {}
-        }
-    }
-    attempts.close();
-    let grace = state.server.shutdown_grace;
-    if !attempts.is_empty() {
-        tracing::info!(attempts = attempts.len(), grace = ?grace, "queue: letting delivery attempts in progress finish");
-    }
-    if tokio::time::timeout(grace, attempts.wait()).await.is_err() {
-        tracing::warn!(
-            "queue: shutdown grace ran out with attempts in progress; their events stay stored and are tried again after the lease"
-        );
-    }
-}
-
-/// A destination's slots (`concurrency`) in this process. A reload that changes
-/// `concurrency` resizes them, counting the attempts still running: more slots are
-/// added, or fewer are handed out until enough attempts have ended.
-fn resized(
-    slots: &mut HashMap<String, (usize, Arc<Semaphore>)>,
-    queue: &str,
-    want: usize,
-) -> Arc<Semaphore> {
-    let (size, sem) = slots
-        .entry(queue.to_owned())
-        .or_insert_with(|| (want, Arc::new(Semaphore::new(want))));
-    if *size != want {
-        if want > *size {
-            sem.add_permits(want - *size);
-        } else {
-            let fewer = *size - want;
-            let owed = fewer - sem.forget_permits(fewer);
-            if owed > 0 {
-                // Slots in use now: kept as their attempts end.
-                let sem = sem.clone();
-                let owed = u32::try_from(owed).unwrap_or(u32::MAX);
-                tokio::spawn(async move {
-                    if let Ok(p) = sem.acquire_many(owed).await {
-                        p.forget();
-                    }
-                });
-            }
-        }
-        *size = want;
-    }
-    sem.clone()
-}
-
-/// Takes up to `max` due events within the destination's `concurrency`: each first
-/// takes one of its slots (shared by every replica on Redis), so a backlog never
-/// reaches the upstream more at once than it allows. Slots taken when nothing was
-/// due are given back. Without slots to share, one call. (The `rate_limit` is the
-/// attempt's own business: see [`rate_slot`].)
-async fn take_bounded(
-    state: &AppState,
-    q: &QueueRef<'_>,
-    dest: &Destination,
-    max: usize,
-    lease: Duration,
-) -> Result<Vec<(Leased, Option<String>)>, crate::store::StoreError> {
-    let store = state.store();
-    if !store.shares_slots() {
-        let batch = store.take_due(q, max, lease).await?;
-        return Ok(batch.into_iter().map(|l| (l, None)).collect());
-    }
-    // Slots for the whole batch in one call, the unused ones back in one each.
-    let mut slots = store.slot_take(q, dest.concurrency, max, lease).await?;
-    if slots.is_empty() {
-        return Ok(Vec::new());
-    }
-    let batch = store.take_due(q, slots.len(), lease).await?;
-    for unused in slots.split_off(batch.len()) {
-        // Not given back, a slot frees itself when its lease ends; the events taken
-        // are run either way (an error here must not drop them while leased).
-        if let Err(e) = store.slot_return(q, &unused).await {
-            tracing::debug!(route = q.route, error = %e, "queue: an unused concurrency slot could not be given back; it frees itself with its lease");
-        }
-    }
-    Ok(batch
-        .into_iter()
-        .zip(slots)
-        .map(|(l, slot)| (l, Some(slot)))
-        .collect())
-}
-
-/// Whether a (sync) route's destination has events waiting in its queue.
-async fn has_waiting(
-    state: &AppState,
-    routing: &Routing,
-    route: &Route,
-    dest: &Destination,
-) -> bool {
-    let q = routing.queue(&route.name, &dest.name);
-    matches!(state.store().depth(&q).await, Ok(d) if d.waiting > 0)
-}
-
-/// Refreshes each queue route's depth, dead count and oldest age (before `/metrics`
-/// is rendered, so a scrape sees the store as it is).
-pub(crate) async fn gauges(state: &AppState) {
-    let routing = state.routing();
-    let mut queues = Vec::new();
-    for route in routing.routes.values() {
-        if route.delivery == Delivery::Queue {
-            queues.extend(
-                route
-                    .destinations
-                    .iter()
-                    .map(|d| (route.clone(), d.clone())),
-            );
-        }
-    }
-    for (route, dest) in queues {
-        let q = routing.queue(&route.name, &dest.name);
-        // A store that does not answer leaves the gauges as they were; the scrape goes on.
-        let depth = tokio::time::timeout(Duration::from_secs(1), state.store().depth(&q)).await;
-        if let Ok(Ok(depth)) = depth {
-            let label = DestinationLabel {
-                route: route.name.clone(),
-                destination: dest.name.clone(),
-            };
-            let m = &state.metrics;
-            m.queue_depth
-                .get_or_create(&label)
-                .set(i64::try_from(depth.waiting).unwrap_or(i64::MAX));
-            m.queue_dead
-                .get_or_create(&label)
-                .set(i64::try_from(depth.dead).unwrap_or(i64::MAX));
-            let age = depth
-                .oldest_received_ms
-                .map_or(0, |rx| now_ms().saturating_sub(rx) / 1000);
-            m.queue_oldest_age
-                .get_or_create(&label)
-                .set(i64::try_from(age).unwrap_or(i64::MAX));
-        }
-    }
-}
-
 /// The destination an attempt delivers to, with what it needs of the gateway.
-struct Target<'a> {
-    state: &'a AppState,
+pub(super) struct Target<'a> {
+    ctx: &'a WorkerContext,
     routing: &'a Routing,
     route: &'a Route,
     dest: &'a Destination,
-    q: QueueRef<'a>,
+    pub(super) q: QueueRef<'a>,
 }
 
 impl<'a> Target<'a> {
-    fn new(
-        state: &'a AppState,
+    pub(super) fn new(
+        ctx: &'a WorkerContext,
         routing: &'a Routing,
         route: &'a Route,
         dest: &'a Destination,
     ) -> Self {
         Self {
-            state,
+            ctx,
             routing,
             route,
             dest,
@@ -325,7 +71,7 @@ impl<'a> Target<'a> {
 
     /// Counts an attempt whose lease could not be kept, at this stage.
     fn count_lease_lost(&self, stage: &str) {
-        self.state
+        self.ctx
             .metrics
             .queue_lease_lost
             .get_or_create(&crate::telemetry::DestinationStage {
@@ -351,7 +97,7 @@ impl<'a> Target<'a> {
 
 /// Where an attempt is, shared with its lease keeper.
 #[derive(Debug)]
-struct Held(std::sync::Mutex<HeldState>);
+pub(super) struct Held(std::sync::Mutex<HeldState>);
 
 #[derive(Debug, Clone, Copy)]
 struct HeldState {
@@ -365,7 +111,7 @@ struct HeldState {
 }
 
 impl Held {
-    fn new(until: Instant) -> Self {
+    pub(super) fn new(until: Instant) -> Self {
         Self(std::sync::Mutex::new(HeldState {
             until,
             sent: false,
@@ -383,7 +129,7 @@ impl Held {
 
 /// One attempt at one event, and its record in the store, under a lease kept for as
 /// long as it runs.
-async fn attempt(
+pub(super) async fn attempt(
     to: &Target<'_>,
     leased: Leased,
     slot: Option<&str>,
@@ -411,7 +157,7 @@ async fn keep_lease(
     slot: Option<&str>,
     held: &Held,
 ) -> &'static str {
-    let store = to.state.store();
+    let store = &to.ctx.store;
     let lease = to.lease();
     loop {
         let next = held.with(|h| {
@@ -497,7 +243,7 @@ async fn send(
                 // The gateway stops before a slot came: the event is due again at
                 // once (another replica, or this one restarted, takes it), not after
                 // the lease.
-                let _ = to.state.store().give_back(&to.q, leased).await;
+                let _ = to.ctx.store.give_back(&to.q, leased).await;
                 return None;
             };
             Some(slot)
@@ -507,46 +253,38 @@ async fn send(
     if !enough_lease(to, leased, held).await {
         if let Some(token) = &rate {
             // Not spent: the limit gets it back.
-            let _ = to.state.store().rate_return(&to.q, token).await;
+            let _ = to.ctx.store.rate_return(&to.q, token).await;
         }
         to.lease_lost(leased, "before_send");
         return None;
     }
-    let env = &leased.event.envelope;
-    let headers = env.header_map();
-    let event_id = EventId::new(&env.event_id);
-    let out = Outbound {
-        method: Method::from_bytes(env.method.as_bytes()).unwrap_or(Method::POST),
-        headers: &headers,
-        body: leased.event.body.clone(),
-        query: env.query.as_deref(),
-        event_id: &event_id,
-        peer: env
-            .peer
-            .parse()
-            .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
-        now: to.state.clock.now(),
-    };
+    let destination = Kind::of(&to.ctx.forwarder, to.ctx.clock, to.route, to.dest);
     let started_ms = now_ms();
     let t = Instant::now();
     held.with(|h| h.sent = true);
-    let result = to.state.forwarder.send(to.route, to.dest, out).await;
+    let answer = destination.deliver(&leased.event).await;
     held.with(|h| h.recording = true);
     let elapsed = t.elapsed();
-    let route_metrics = to.state.metrics.route(&to.route.name);
-    to.state
+    let route_metrics = to.ctx.metrics.route(&to.route.name);
+    to.ctx
         .metrics
         .upstream(&route_metrics, elapsed.as_secs_f64());
-    let (label, retry_after) = classify(&result);
-    if let (Ok(r), Some(wait)) = (&result, retry_after) {
-        pause_if_asked(to, r.status, wait).await;
+    if let Some(wait) = answer.slow_down {
+        pause_if_asked(to, wait).await;
     }
+    let Answer {
+        result,
+        status,
+        error,
+        retry_after,
+        slow_down: _,
+    } = answer;
     Some(Sent {
         attempt: Attempt {
             at_ms: started_ms,
-            status: result.as_ref().ok().map(|r| r.status.as_u16()),
-            result: label,
-            error: result.as_ref().err().map(ToString::to_string),
+            status,
+            result,
+            error,
             duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         },
         retry_after,
@@ -572,7 +310,7 @@ async fn rate_slot(to: &Target<'_>, limit: &RateLimit, stop: &CancellationToken)
     let mut late_since: Option<Instant> = None;
     loop {
         let asked = Instant::now();
-        let wait = match to.state.store().rate_take(&to.q, limit).await {
+        let wait = match to.ctx.store.rate_take(&to.q, limit).await {
             Ok(Ok(token)) if asked.elapsed() <= RATE_FRESH => return Some(token),
             Ok(Ok(token)) => {
                 if late_since.get_or_insert(asked).elapsed() >= limit.window {
@@ -607,7 +345,7 @@ async fn enough_lease(to: &Target<'_>, leased: &Leased, held: &Held) -> bool {
     }
     let lease = to.lease();
     let asked = Instant::now();
-    match to.state.store().renew(&to.q, leased, lease).await {
+    match to.ctx.store.renew(&to.q, leased, lease).await {
         Ok(true) => {
             held.with(|h| h.until = h.until.max(asked + lease));
             true
@@ -616,40 +354,16 @@ async fn enough_lease(to: &Target<'_>, leased: &Leased, held: &Held) -> bool {
     }
 }
 
-/// On a rate-limited destination, a 429 or 503 with `Retry-After` pauses every
-/// delivery to it, not only this event's (on every replica, on Redis); other
-/// destinations go on.
-async fn pause_if_asked(to: &Target<'_>, status: http::StatusCode, wait: Duration) {
-    if to.dest.rate_limit.is_none() || !matches!(status.as_u16(), 429 | 503) {
+/// On a rate-limited destination, a destination that asks to slow down (over HTTP, a
+/// 429 or 503 with `Retry-After`) pauses every delivery to it, not only this event's
+/// (on every replica, on Redis); other destinations go on.
+async fn pause_if_asked(to: &Target<'_>, wait: Duration) {
+    if to.dest.rate_limit.is_none() {
         return;
     }
     let wait = wait.min(to.dest.retry.max_delay);
-    if let Err(e) = to.state.store().pause(&to.q, wait).await {
+    if let Err(e) = to.ctx.store.pause(&to.q, wait).await {
         tracing::warn!(route = %to.route.name, destination = %to.dest.name, error = %e, "queue: cannot record the upstream's Retry-After for the destination");
-    }
-}
-
-/// How an attempt ended, and the upstream's `Retry-After` (whole seconds).
-fn classify(result: &Result<UpstreamResponse, ForwardError>) -> (AttemptResult, Option<Duration>) {
-    match result {
-        Ok(r) if r.status.is_success() => (AttemptResult::Delivered, None),
-        Ok(r) => {
-            let retry_after = r
-                .headers
-                .get(http::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            let result = if r.status.is_client_error() {
-                AttemptResult::Http4xx
-            } else {
-                AttemptResult::Http5xx
-            };
-            (result, retry_after)
-        }
-        Err(ForwardError::Timeout(_)) => (AttemptResult::Timeout, None),
-        Err(ForwardError::Connect(_)) => (AttemptResult::Connect, None),
-        Err(ForwardError::Broken(_)) => (AttemptResult::Broken, None),
     }
 }
 
@@ -690,7 +404,7 @@ fn decide(
 /// Counts the attempt and logs how it ended.
 fn report(to: &Target<'_>, leased: &Leased, end: &Finish) {
     let (Finish::Delivered(attempt) | Finish::Retry(attempt, _) | Finish::Dead(attempt, _)) = end;
-    to.state
+    to.ctx
         .metrics
         .delivery_attempts
         .get_or_create(&DestinationResult {
@@ -759,7 +473,7 @@ async fn record(to: &Target<'_>, leased: &Leased, end: &Finish) {
     let (route, event_id) = (&to.route.name, &leased.event.envelope.event_id);
     let dedup_ttl = to.routing.store_cfg.dedup_ttl;
     let recorded = retry_until(deadline, RECORD_BACKOFF, || async {
-        let finished = to.state.store().finish(&to.q, leased, end, dedup_ttl).await;
+        let finished = to.ctx.store.finish(&to.q, leased, end, dedup_ttl).await;
         if let Err(e) = &finished {
             tracing::warn!(route = %route, event_id = %event_id, error = %e, "queue: recording the attempt failed");
         }
@@ -773,7 +487,7 @@ async fn record(to: &Target<'_>, leased: &Leased, end: &Finish) {
                 Finish::Dead(..) => "dead",
                 Finish::Retry(..) => return,
             };
-            to.state
+            to.ctx
                 .metrics
                 .queue_deliveries
                 .get_or_create(&DestinationOutcome {
@@ -912,44 +626,5 @@ mod tests {
             decide(s, &requeued, 0, &policy(), late),
             Finish::Retry(..)
         ));
-    }
-
-    #[test]
-    fn answers_and_errors_are_classified_by_their_stored_result() {
-        let answer = |status: u16, retry_after: Option<&str>| {
-            let mut headers = http::HeaderMap::new();
-            if let Some(v) = retry_after {
-                headers.insert(
-                    http::header::RETRY_AFTER,
-                    http::HeaderValue::from_str(v).expect("value"),
-                );
-            }
-            classify(&Ok(UpstreamResponse {
-                status: http::StatusCode::from_u16(status).expect("status"),
-                headers,
-                body: bytes::Bytes::new(),
-            }))
-        };
-        assert_eq!(answer(204, Some("5")), (AttemptResult::Delivered, None));
-        assert_eq!(answer(404, None), (AttemptResult::Http4xx, None));
-        assert_eq!(
-            answer(429, Some(" 3 ")),
-            (AttemptResult::Http4xx, Some(Duration::from_secs(3)))
-        );
-        assert_eq!(answer(503, Some("soon")), (AttemptResult::Http5xx, None));
-        assert_eq!(answer(302, None), (AttemptResult::Http5xx, None));
-        let failed = |e| classify(&Err(e)).0;
-        assert_eq!(
-            failed(ForwardError::Timeout(Duration::from_secs(1))),
-            AttemptResult::Timeout
-        );
-        assert_eq!(
-            failed(ForwardError::Connect("refused".into())),
-            AttemptResult::Connect
-        );
-        assert_eq!(
-            failed(ForwardError::Broken("reset".into())),
-            AttemptResult::Broken
-        );
     }
 }
