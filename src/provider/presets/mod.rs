@@ -7,7 +7,7 @@
 //!
 //! Rows are grouped by scheme family, one module each; `FAMILIES` lists the modules
 //! in the order the catalogue (and its generated table) shows them. A row names what
-//! is its own and takes the common rest from [`BASE`] with struct-update syntax; the
+//! is its own and takes the common rest from `BASE` with struct-update syntax; the
 //! tests check that names are unique, every row describes itself and builds a verifier.
 //!
 //! Adding an HMAC preset is one row in `hmac.rs` (plus its line in the README's

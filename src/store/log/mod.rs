@@ -158,8 +158,8 @@ impl DeliveryRecord {
 }
 
 impl Stored {
-    /// The form Redis keeps: [`LZ4_STORED`], then the record compressed (see
-    /// [`pack_into`]). The disk store keeps records in frames instead (`disk.rs`).
+    /// The form Redis keeps: `LZ4_STORED`, then the record compressed (see
+    /// `pack_into`). The disk store keeps records in frames instead (`disk.rs`).
     pub fn pack(&self) -> Vec<u8> {
         let mut out = vec![LZ4_STORED];
         pack_into(self.as_bytes(), &mut out);
