@@ -1028,7 +1028,10 @@ fn every_raw_struct_is_a_table_of_keys() {
     // The names are serde's, as the parser reads them.
     let keys = keys();
     let of = |table: &str| keys.iter().find(|(t, _)| *t == table).map(|(_, k)| *k);
-    assert_eq!(of(""), Some(&["server", "store", "routes", "capture", "log"][..]));
+    assert_eq!(
+        of(""),
+        Some(&["server", "store", "routes", "capture", "log"][..])
+    );
     assert!(of("routes.destinations").is_some_and(|k| k.contains(&"order_by")));
     assert!(of("routes.hmac").is_some_and(|k| k.contains(&"timestamp_header")));
 }

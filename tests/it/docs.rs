@@ -81,13 +81,9 @@ fn the_walk_says_how_to_start_afresh_and_that_answers_are_shortened() {
 /// Whether `page` names `key` as a config key: `` `key` ``, `key = …`, or a table
 /// header (`[key]`, `[[key]]`, `[….key]`).
 fn names_key(page: &str, key: &str) -> bool {
-    [
-        format!("`{key}`"),
-        format!("[{key}]"),
-        format!(".{key}]"),
-    ]
-    .iter()
-    .any(|form| page.contains(form.as_str()))
+    [format!("`{key}`"), format!("[{key}]"), format!(".{key}]")]
+        .iter()
+        .any(|form| page.contains(form.as_str()))
         || page
             .match_indices(&format!("{key} ="))
             .any(|(i, _)| !page[..i].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'))
@@ -164,7 +160,10 @@ fn links_between_the_pages_resolve() {
     let mut broken = Vec::new();
     for page in &pages {
         let text = std::fs::read_to_string(page).expect("page");
-        let name = page.strip_prefix(&root).expect("in the repository").display();
+        let name = page
+            .strip_prefix(&root)
+            .expect("in the repository")
+            .display();
         for (i, _) in text.match_indices("](") {
             let rest = &text[i + 2..];
             let Some(target) = rest.split(')').next() else {
