@@ -42,6 +42,13 @@
 //!   your own test suites; a production build carries none of it.
 //! - [`cli`] (a file per command), [`telemetry`], [`shutdown`]: the binary's plumbing;
 //!   [`upstream`]: the demo handler of `hookgate upstream`.
+//!
+//! A request's path reads in that order: [`server`] → [`provider`] (verify) →
+//! [`store`] (claim) → [`forward`] → [`store`] (complete or release) →
+//! [`server::respond`]; on a queue route, [`store`] (enqueue) → [`server::respond`], and
+//! later [`server::worker`] → [`forward`] → [`store`] (finish). Imports go one way:
+//! [`config`] → [`queue`]; [`store`] → [`config`], [`queue`]; [`config`] imports nothing
+//! from [`server`].
 
 // The public listener's per-connection future nests the whole delivery pipeline; proving
 // it `Send` needs more than the default depth of 128.

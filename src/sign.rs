@@ -1,4 +1,4 @@
-//! Signing a body the way a provider would: for `hookgate sign`, the README walk and
+//! Signing a body the way a provider would: for `hookgate sign`, the walk and
 //! the tests. Verification never uses this code.
 
 use std::time::{Duration, UNIX_EPOCH};

@@ -1,7 +1,7 @@
 //! `hookgate upstream`: a tiny handler for trying the gateway by hand. It prints every
 //! request it receives (method, path, the headers the gateway adds, the body) and
-//! answers `200 {"received":true}`. It ships in the binary so that the README's walk
-//! needs one build, not a second one for an example program.
+//! answers `200 {"received":true}`. It ships in the binary so that the walk
+//! (docs/getting-started.md) needs one build, not a second one for an example program.
 
 use std::net::SocketAddr;
 

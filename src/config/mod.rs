@@ -385,6 +385,16 @@ impl Config {
 
 pub use validate::log::{LogBodies, LogConfig};
 
+/// Every key the config file accepts, by the table it is written in (`""`: the top
+/// level; `"routes.destinations"`: each `[[routes.destinations]]`): the parser's own
+/// list, which a test holds the documentation to.
+pub fn keys() -> Vec<(&'static str, &'static [&'static str])> {
+    raw::tables()
+        .into_iter()
+        .map(|(table, _, keys)| (table, keys))
+        .collect()
+}
+
 /// Every problem found in a config file, one per line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<String>);

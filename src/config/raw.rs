@@ -243,3 +243,57 @@ impl<'de> Deserialize<'de> for PartValue {
         d.deserialize_any(V)
     }
 }
+
+/// Every table of the config file, with the raw struct that reads it and the keys it
+/// accepts: the field names serde's derive hands to `deserialize_struct`, renames
+/// included, so the list cannot drift from the structs above. `""` is the file's top
+/// level; `routes.retry` is also a destination's `retry`.
+pub(super) fn tables() -> Vec<(&'static str, &'static str, &'static [&'static str])> {
+    fn of<T: for<'de> Deserialize<'de>>(
+        table: &'static str,
+    ) -> (&'static str, &'static str, &'static [&'static str]) {
+        let mut fields: &'static [&'static str] = &[];
+        let _ = T::deserialize(FieldNames(&mut fields));
+        (table, std::any::type_name::<T>(), fields)
+    }
+    vec![
+        of::<RawConfig>(""),
+        of::<RawServer>("server"),
+        of::<RawTls>("server.tls"),
+        of::<RawStore>("store"),
+        of::<RawRoute>("routes"),
+        of::<HmacOptions>("routes.hmac"),
+        of::<RawRetry>("routes.retry"),
+        of::<RawDestination>("routes.destinations"),
+        of::<RawCapture>("capture"),
+        of::<RawLog>("log"),
+    ]
+}
+
+/// A deserializer that deserializes nothing: it keeps the field names a derived
+/// `Deserialize` asks a struct for, and stops.
+struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+    type Error = serde::de::value::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(serde::de::Error::custom("fields read"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}

@@ -784,12 +784,12 @@ fn destinations_are_checked() {
 }
 
 #[test]
-fn the_readme_fanout_example_is_valid() {
-    let readme = include_str!("../../README.md");
-    let section = readme
-        .split("### Destinations: fan-out")
+fn the_queue_page_fanout_example_is_valid() {
+    let page = include_str!("../../docs/queue.md");
+    let section = page
+        .split("## Destinations: fan-out")
         .nth(1)
-        .expect("the README's destinations section");
+        .expect("the destinations section of docs/queue.md");
     let example = section
         .split("```toml\n")
         .nth(1)
@@ -797,7 +797,7 @@ fn the_readme_fanout_example_is_valid() {
         .expect("its TOML example");
     let text = format!("[store]\nbackend = \"disk\"\n{example}")
         .replace("${STRIPE_WEBHOOK_SECRET}", "whsec_x");
-    let cfg = check(&text).expect("the README's fan-out example");
+    let cfg = check(&text).expect("the fan-out example of docs/queue.md");
     let names: Vec<&str> = cfg.routes[0]
         .destinations
         .iter()
@@ -999,4 +999,39 @@ fn values_outside_a_choice_name_the_choices() {
         number.contains("cfg.toml:8: routes[0].on_error: invalid type, expected a string"),
         "{number}"
     );
+}
+
+/// `keys()`, which tests/it/docs.rs holds docs/configuration.md to, reads every raw
+/// struct: a struct added to raw.rs for a new table must join `raw::tables()`, or its
+/// keys would go undocumented unnoticed.
+#[test]
+fn every_raw_struct_is_a_table_of_keys() {
+    let tables = super::raw::tables();
+    let structs: Vec<&str> = include_str!("raw.rs")
+        .split("struct ")
+        .skip(1)
+        .filter_map(|s| s.split(|c: char| !c.is_alphanumeric() && c != '_').next())
+        .filter(|name| name.starts_with("Raw"))
+        .collect();
+    assert!(structs.len() >= 9, "{structs:?}");
+    for name in &structs {
+        assert!(
+            tables
+                .iter()
+                .any(|(_, ty, _)| ty.ends_with(&format!("::{name}"))),
+            "raw::{name} is not in raw::tables()"
+        );
+    }
+    for (table, ty, fields) in &tables {
+        assert!(!fields.is_empty(), "{table} ({ty}) has no keys");
+    }
+    // The names are serde's, as the parser reads them.
+    let keys = keys();
+    let of = |table: &str| keys.iter().find(|(t, _)| *t == table).map(|(_, k)| *k);
+    assert_eq!(
+        of(""),
+        Some(&["server", "store", "routes", "capture", "log"][..])
+    );
+    assert!(of("routes.destinations").is_some_and(|k| k.contains(&"order_by")));
+    assert!(of("routes.hmac").is_some_and(|k| k.contains(&"timestamp_header")));
 }

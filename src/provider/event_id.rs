@@ -349,7 +349,7 @@ impl fmt::Display for EventId {
 /// The XXH3-128 hash of a delivery's raw body: a replay with the same ID but another
 /// body is refused instead of being acknowledged as a duplicate. Not a cryptographic
 /// hash, and need not be: it only tells apart bodies the provider itself signed (the
-/// README's "How a delivery is handled" says why).
+/// docs/how-it-works.md says why).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fingerprint(u128);
 

@@ -1,5 +1,5 @@
 //! The delivery log's admin endpoints (behind the admin listener's guard; the fields
-//! and answers are described in the README's "The delivery log"):
+//! and answers are described in docs/operations.md, "The delivery log"):
 //!
 //! - `GET /deliveries?route=&outcome=&event_type=&event_id=&since=&before=&limit=&cursor=`
 //!   — records newest first, without body and answer, and `next_cursor`;

@@ -1,4 +1,4 @@
-//! The life of one delivery (see the README's "How a delivery is handled"), in three
+//! The life of one delivery (see docs/how-it-works.md, "How a delivery is handled"), in three
 //! stages over one request context: `admit`, `verify` and the `job`:
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! The commands a user reaches for after the README's walk (issue 28), and what the
+//! The commands a user reaches for after the walk (issue 28, docs/getting-started.md), and what the
 //! command line prints from outside data (issue 23, items 11–13), with the real
 //! binary against real gateways and upstreams on loopback.
 
@@ -469,7 +469,7 @@ async fn events_commands_print_safely_take_prefixes_and_say_what_they_show() {
     }
     assert!(dead, "the first event is dead after three attempts");
 
-    // The list shortens long IDs as the README shows them (item 8).
+    // The list shortens long IDs as the walk shows them (item 8).
     let (ok, list, err) = events(&["list", "--route", "qr"]);
     assert!(ok, "{err}");
     assert!(list.contains(" evt_prefix_0…\n"), "{list}");
@@ -677,7 +677,7 @@ async fn the_demo_upstream_prints_bodies_without_their_escape_sequences() {
     assert!(!printed.contains('\u{1b}'), "{printed:?}");
 }
 
-/// The README's walk: once the queued event is delivered, `events show` still finds it
+/// The walk (docs/getting-started.md): once the queued event is delivered, `events show` still finds it
 /// by the start of its ID (delivered events are kept for the dedup window).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_show_takes_the_prefix_of_a_delivered_event() {

@@ -404,7 +404,7 @@ async fn old_records_go_after_keep_on_redis() {
     old_records_go_after_keep(Backend::redis()).await;
 }
 
-/// The margin the store may take beyond `max_size`, as the README states it ("The
+/// The margin the store may take beyond `max_size`, as docs/operations.md states it ("The
 /// delivery log"): measured 2.3 to 3.4 × max_size for the file (redb grows it in
 /// steps, then reuses freed pages: the same after every round), 1.15 × for Redis.
 const MAX_SIZE: u64 = 1 << 20;

@@ -1,6 +1,6 @@
 //! The inspector page (`/ui/` on the admin listener) in a real browser: headless
 //! Chromium over WebDriver against an in-process gateway and a recording upstream.
-//! The screenshots in docs/ (and the README's inspector section) are taken here:
+//! The screenshots in docs/ (shown by docs/inspector.md) are taken here:
 //! `HOOKGATE_SCREENSHOTS=docs cargo test --test it inspector` refreshes them.
 
 use std::path::PathBuf;
@@ -10,7 +10,7 @@ use crate::queue::queue_config;
 use crate::support::browser::Browser;
 use crate::support::{TestGateway, Upstream, client, eventually, stripe_body, stripe_config};
 
-/// Where the README's screenshots are kept (docs/, committed).
+/// Where the inspector page's screenshots are kept (docs/, committed).
 fn docs(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("docs")
@@ -18,7 +18,7 @@ fn docs(name: &str) -> PathBuf {
 }
 
 /// Where a screenshot taken by a test goes: docs/ with `HOOKGATE_SCREENSHOTS=docs`
-/// (to refresh the README's pictures), a temporary folder otherwise, so a test run
+/// (to refresh docs/inspector.md's pictures), a temporary folder otherwise, so a test run
 /// leaves the checkout as it found it.
 fn shot(name: &str) -> PathBuf {
     if std::env::var_os("HOOKGATE_SCREENSHOTS").is_some_and(|v| v == "docs") {
@@ -341,12 +341,12 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     gw.stop().await;
 }
 
-/// The README's inspector section shows the screenshots the tests above take.
+/// docs/inspector.md shows the screenshots the tests above take.
 #[test]
-fn the_readme_shows_the_inspector_screenshots() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    assert!(readme.contains("## The inspector"), "no inspector section");
+fn the_inspector_page_shows_the_inspector_screenshots() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/inspector.md"))
+        .expect("docs/inspector.md");
+    assert!(page.contains("# The inspector"), "no inspector heading");
     for name in [
         "inspector-list.png",
         "inspector-detail.png",
@@ -355,8 +355,8 @@ fn the_readme_shows_the_inspector_screenshots() {
         "inspector-token.png",
     ] {
         assert!(
-            readme.contains(&format!("docs/{name}")),
-            "{name} not in the README"
+            page.contains(&format!("]({name})")),
+            "{name} not in docs/inspector.md"
         );
         let png = std::fs::read(docs(name)).unwrap_or_else(|e| panic!("docs/{name}: {e}"));
         assert!(png.starts_with(b"\x89PNG"), "docs/{name} is a PNG");

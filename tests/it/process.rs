@@ -729,7 +729,7 @@ async fn an_admin_token_guards_everything_but_the_probes() {
     assert!(!text.contains(token), "the admin token reached the log");
 }
 
-/// The README's walk in one build: `hookgate upstream` prints what the gateway forwards
+/// The walk (docs/getting-started.md) in one build: `hookgate upstream` prints what the gateway forwards
 /// and answers 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_upstream_prints_what_the_gateway_forwards() {

@@ -54,7 +54,7 @@ fn secrets_toml(secret: &Value) -> Option<String> {
     }
 }
 
-/// The key hookgate derives from a vector's expected event ID (see the README):
+/// The key hookgate derives from a vector's expected event ID (docs/configuration.md, "Providers"):
 /// a scalar as is, one ID of a list as is, several as `batch-` + SHA-256 of the IDs
 /// joined by newlines, and none as the SHA-256 of the body.
 fn expected_key(event_id: &Value, body: &[u8]) -> String {

@@ -24,8 +24,8 @@ pub struct LogConfig {
     pub enabled: bool,
     /// Records older than this are deleted.
     pub keep: Duration,
-    /// The most the log may take, in bytes of stored records (see the README's "The
-    /// delivery log" for what is counted and the margin the store adds).
+    /// The most the log may take, in bytes of stored records (see "The delivery log"
+    /// in docs/operations.md for what is counted and the margin the store adds).
     pub max_size: u64,
     pub bodies: LogBodies,
     /// Body bytes kept per delivery; a longer body is cut (`body_truncated`).

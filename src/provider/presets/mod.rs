@@ -10,8 +10,8 @@
 //! is its own and takes the common rest from `BASE` with struct-update syntax; the
 //! tests check that names are unique, every row describes itself and builds a verifier.
 //!
-//! Adding an HMAC preset is one row in `hmac.rs` (plus its line in the README's
-//! provider list and the regenerated `docs/providers.md`, which tests enforce).
+//! Adding an HMAC preset is one row in `hmac.rs` (plus its line in the provider list of
+//! `docs/configuration.md` and the regenerated `docs/providers.md`, which tests enforce).
 
 use http::{HeaderName, Method};
 

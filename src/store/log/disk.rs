@@ -29,7 +29,7 @@
 //! is older than `keep`. Their pages go back to redb's free list and the next writes
 //! reuse them (those freed by a commit without fsync only after the next durable one:
 //! hence the bound on what is written between two), so the file stops growing once
-//! the log is full: it stays within `max_size` plus the margin the README states.
+//! the log is full: it stays within `max_size` plus the margin docs/operations.md states.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

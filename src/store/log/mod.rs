@@ -22,7 +22,7 @@
 //! in memory as they are, compressed one by one in Redis, a write's together on disk)
 //! plus bytes for the structures that hold them ([`ENTRY_OVERHEAD`] a record in Redis,
 //! `memory.rs` and `disk.rs` say theirs); the store's own overhead beyond that is the
-//! margin the README states.
+//! margin docs/operations.md states.
 
 mod disk;
 mod memory;
