@@ -46,9 +46,10 @@
 //! A request's path reads in that order: [`server`] → [`provider`] (verify) →
 //! [`store`] (claim) → [`forward`] → [`store`] (complete or release) →
 //! [`server::respond`]; on a queue route, [`store`] (enqueue) → [`server::respond`], and
-//! later [`server::worker`] → [`forward`] → [`store`] (finish). Imports go one way:
-//! [`config`] → [`queue`]; [`store`] → [`config`], [`queue`]; [`config`] imports nothing
-//! from [`server`].
+//! later [`delivery`] → its [`delivery::destination`] ([`forward`] over HTTP) →
+//! [`store`] (finish). Imports go one way: [`config`] → [`queue`]; [`store`] →
+//! [`config`], [`queue`]; [`config`] imports nothing from [`server`]; [`delivery`]
+//! imports nothing from [`server`] (it reads [`state`] and its own context).
 
 // The public listener's per-connection future nests the whole delivery pipeline; proving
 // it `Send` needs more than the default depth of 128.
