@@ -63,6 +63,7 @@ pub mod delivery;
 mod files;
 pub mod forward;
 mod log_format;
+pub mod outcome;
 pub mod provider;
 pub mod queue;
 mod redact;

@@ -10,6 +10,7 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 
 use crate::forward::{ForwardError, UpstreamResponse};
+pub use crate::outcome::Outcome;
 use crate::provider::{FixedReply, HandshakeReply, Rejection};
 
 /// The response type of every handler.
@@ -17,73 +18,6 @@ pub type Resp = Response<Full<Bytes>>;
 
 /// Says on every answer what the gateway did, for people reading replay output.
 pub const OUTCOME_HEADER: HeaderName = HeaderName::from_static("hookgate-outcome");
-
-/// What happened to one delivery; also its log and metric label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    Forwarded,
-    /// Stored durably for delivery by the route's workers (`delivery = "queue"`).
-    Queued,
-    /// Authentic, but of an event type the route does not take (`events`).
-    Filtered,
-    /// Forwarded without a claim because the store was down and `on_error = "forward"`.
-    ForwardedUnclaimed,
-    UpstreamRejected,
-    UpstreamError,
-    Duplicate,
-    InFlight,
-    Mismatch,
-    Handshake,
-    /// A set-up request handing over a secret the route will not take.
-    HandshakeRefused,
-    NoRoute,
-    MethodNotAllowed,
-    TooLarge,
-    BodyTimeout,
-    BadBody,
-    Rejected(&'static str),
-    NoEventId,
-    StoreError,
-    /// Too many deliveries in progress (`server.max_in_flight`).
-    Overloaded,
-    /// The client's failed-verification budget on the route is spent.
-    RateLimited,
-    /// The client is sending more bodies at once than `server.max_reads_per_client`.
-    ClientBusy,
-    /// The whole request exceeded `server.request_timeout`.
-    RequestTimeout,
-}
-
-impl Outcome {
-    /// The label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Forwarded => "forwarded",
-            Self::Queued => "queued",
-            Self::Filtered => "filtered",
-            Self::ForwardedUnclaimed => "forwarded_unclaimed",
-            Self::UpstreamRejected => "upstream_rejected",
-            Self::UpstreamError => "upstream_error",
-            Self::Duplicate => "duplicate",
-            Self::InFlight => "in_flight",
-            Self::Mismatch => "mismatch",
-            Self::Handshake => "handshake",
-            Self::HandshakeRefused => "handshake_refused",
-            Self::NoRoute => "no_route",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::TooLarge => "too_large",
-            Self::BodyTimeout => "body_timeout",
-            Self::BadBody => "bad_body",
-            Self::Rejected(reason) => reason,
-            Self::NoEventId => "no_event_id",
-            Self::StoreError => "store_error",
-            Self::Overloaded => "overloaded",
-            Self::RateLimited => "rate_limited",
-            Self::ClientBusy => "client_busy",
-            Self::RequestTimeout => "request_timeout",
-        }
-    }
-}
 
 /// Seconds a provider is asked to wait before retrying after 409 or 503.
 pub const RETRY_AFTER_SECS: u64 = 5;

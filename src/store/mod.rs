@@ -22,7 +22,6 @@
 //! finisher cannot overwrite the claim of a newer copy. Every implementation runs the
 //! same conformance suites (`tests/it/conformance.rs`, `tests/it/queue_conformance.rs`).
 
-mod attempt;
 pub mod disk;
 pub mod log;
 pub mod memory;
@@ -38,7 +37,6 @@ use rand::Rng as _;
 
 use crate::queue::RateLimit;
 
-pub use self::attempt::AttemptResult;
 pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
 pub use self::pacing::Pacing;
@@ -47,6 +45,7 @@ pub use self::queue::{
     State, Status, StoredEvent, StoredHeader, Summary, Target,
 };
 pub use self::redis::RedisStore;
+pub use crate::outcome::AttemptResult;
 
 /// A namespaced store key: `<prefix><route>:<event id>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
