@@ -8,8 +8,11 @@
 //! - Pacing ([`Pacing`], `pacing.rs`): a destination's rate limit, concurrency slots and
 //!   pauses.
 //!
-//! Each backend has a claims half and a queue half: `disk/{mod.rs, queue.rs}`,
-//! `redis/{mod.rs, queue.rs}`; `memory.rs` keeps claims only (no queue, so no pacing).
+//! Each backend is a folder split on its seams: the handle and open (`mod.rs`), the
+//! claims half (`dedup.rs`), the queue half (`queue/`) and pacing (`disk/pacing.rs`,
+//! `redis/queue/pacing.rs`); the disk store's writer thread is `disk/writer.rs`, the
+//! Redis Lua `redis/scripts/*.lua`. `memory.rs` keeps claims only (no queue, so no
+//! pacing).
 //!
 //! ```text
 //! claim(key, fp, lease)           absent        -> Claimed(token), key = in-flight(token, fp) for `lease`

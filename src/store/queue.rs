@@ -38,8 +38,8 @@
 //! A dead event under `on_dead = "block"` keeps its place, and its line waits.
 //!
 //! Both durable stores implement [`QueueStore`] (and [`Pacing`](super::Pacing)): the disk
-//! store in its database file (`store/disk/queue.rs`), Redis in Streams with a consumer
-//! group (`store/redis/queue.rs`). The memory store has no queue: a queue that a restart
+//! store in its database file (`store/disk/queue/`), Redis in Streams with a consumer
+//! group (`store/redis/queue/`). The memory store has no queue: a queue that a restart
 //! empties would promise the provider what it cannot keep, so `hookgate check` refuses
 //! queue routes on it.
 

@@ -25,7 +25,7 @@ const SWEEP_EVERY: u32 = 1_024;
 #[derive(Debug)]
 pub(super) struct Held {
     pub(super) token: Token,
-    /// When the lease runs out, on the process's monotonic clock (`queue::mono_ms`):
+    /// When the lease runs out, on the process's monotonic clock (`disk::mono_ms`):
     /// a wall clock stepping forward cannot end a lease while its forward is open,
     /// nor one stepping back hold a key longer.
     pub(super) expires: u64,
@@ -133,7 +133,7 @@ impl Claims {
     /// beside it; `None` when a claim holds the key already. The writer serialised the
     /// two when claims were written to the file.
     pub(super) fn hold(&self, key: &str, lease: std::time::Duration) -> Option<Hold<'_>> {
-        let now = super::queue::mono_ms();
+        let now = super::mono_ms();
         let mut shard = self.shard(key);
         let token = match shard.held.get(key).filter(|h| h.holds(now)) {
             Some(h) if !h.enqueue => return None,

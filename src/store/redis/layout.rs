@@ -8,7 +8,7 @@
 //! may hold:
 //!
 //! ```text
-//! <prefix>#q:{<route>}…      the queues (store/redis/queue.rs)
+//! <prefix>#q:{<route>}…      the queues (store/redis/queue/)
 //! <prefix>#log:{<route>}:…   the delivery log (store/log/redis.rs)
 //! ```
 //!
@@ -20,12 +20,15 @@
 //! hash tag being the same), merging when a key exists in both. Only keys of the type
 //! the old layout gave them are moved: a dedup key a route named `log` wrote under the
 //! old log's names is a string, and stays where it is.
+//!
+//! The queues a prefix holds are found by their keys here too
+//! ([`RedisStore::stored_queues`]: a bounded `SCAN`).
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-use super::RedisStore;
+use super::{RedisStore, Target};
 use crate::store::{QueueRef, StoreError};
 
 /// The first character of every internal key space after the key prefix: not one a
@@ -148,6 +151,93 @@ impl RedisStore {
     }
 }
 
+/// SCAN calls (of up to 1000 keys each) when looking for the queues a prefix holds.
+const QUEUE_SCAN_CALLS: usize = 1000;
+
+impl RedisStore {
+    /// The destination queues stored under `prefix` (found by their `all` index, which
+    /// exists while a queue holds undelivered events), as `(route, destination)`. A
+    /// bounded `SCAN`, for start, `hookgate check` and reloads only; not on a cluster
+    /// (its keys are spread over nodes).
+    pub async fn stored_queues(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.queues_in(prefix, QUEUES).await
+    }
+
+    /// The destination queues under `<prefix><space>` (the current layout's or the
+    /// previous one's).
+    async fn queues_in(
+        &self,
+        prefix: &str,
+        space: &str,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        if matches!(self.inner.target, Target::Cluster { .. }) {
+            return Err(StoreError::Backend(
+                "listing the stored queues is not supported on a Redis Cluster".into(),
+            ));
+        }
+        let head = format!("{prefix}{space}{{");
+        let pattern = format!("{}*all", glob_escape(&head));
+        let pattern = &pattern;
+        let mut found = Vec::new();
+        let mut cursor = 0u64;
+        for _ in 0..QUEUE_SCAN_CALLS {
+            let (next, keys): (u64, Vec<String>) = self
+                .run(|mut c| async move {
+                    redis::cmd("SCAN")
+                        .arg(cursor)
+                        .arg("MATCH")
+                        .arg(pattern)
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut c)
+                        .await
+                })
+                .await?;
+            for key in keys {
+                if let Some(q) = key.strip_prefix(&head).and_then(parse_queue_index)
+                    && !found.contains(&q)
+                {
+                    found.push(q);
+                }
+            }
+            if next == 0 {
+                return Ok(found);
+            }
+            cursor = next;
+        }
+        tracing::warn!(
+            calls = QUEUE_SCAN_CALLS,
+            "redis store: stopped looking for stored queues after a bounded scan; some may not be listed"
+        );
+        Ok(found)
+    }
+}
+
+/// `<route>}:all` or `<route>}/<destination>:all` (a queue's `all` index after
+/// `<prefix>#q:{`) as `(route, destination)`; any other key (an event hash or a line
+/// whose name ends in `all`) is `None`.
+fn parse_queue_index(rest: &str) -> Option<(String, String)> {
+    let (route, tail) = rest.split_once('}')?;
+    let destination = match tail {
+        ":all" => route,
+        _ => tail.strip_prefix('/')?.strip_suffix(":all")?,
+    };
+    let name_ok = |n: &str| !n.is_empty() && !n.contains([':', '/', '{', '}']);
+    (name_ok(route) && name_ok(destination)).then(|| (route.to_owned(), destination.to_owned()))
+}
+
+/// Escapes the characters `SCAN MATCH` reads as a pattern.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,5 +268,26 @@ mod tests {
                 "{name}: {refused:?}"
             );
         }
+    }
+
+    #[test]
+    fn queue_indexes_are_told_from_other_keys() {
+        assert_eq!(
+            parse_queue_index("stripe}:all"),
+            Some(("stripe".into(), "stripe".into()))
+        );
+        assert_eq!(
+            parse_queue_index("stripe}/billing:all"),
+            Some(("stripe".into(), "billing".into()))
+        );
+        for other in [
+            "stripe}:o:ball",
+            "stripe}:ev:x:all",
+            "stripe}/b:ev:x:all",
+            "stripe}:ev:all",
+        ] {
+            assert_eq!(parse_queue_index(other), None, "{other}");
+        }
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
     }
 }

@@ -4,6 +4,16 @@
 //! One multiplexed connection per process, reconnected by `ConnectionManager`. Every
 //! call is bounded by `op_timeout`: the manager's own response timeout does not make it
 //! reconnect to a frozen server, so after a run of timeouts the manager is rebuilt.
+//!
+//! Here, the topologies (one server, Sentinel, Cluster), the connection and [`RedisStore::run`],
+//! which bounds every call; beside it:
+//! - `dedup.rs`: the claims half ([`DedupStore`](crate::store::DedupStore));
+//! - `queue/`: the queue half ([`QueueStore`](crate::store::QueueStore)) and pacing
+//!   ([`Pacing`](crate::store::Pacing));
+//! - `layout.rs`: where hookgate's own keys live, and the stored queues found by them;
+//! - `replicas.rs`: which writes wait for replicas (`min_replicas_ack`);
+//! - `info.rs`: the server's memory and eviction policy, from `INFO`;
+//! - `scripts/*.lua`: the Lua scripts, loaded with `include_str!`.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
@@ -12,37 +22,19 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{
-    AsyncCommands, Client, ExistenceCheck, IntoConnectionInfo, Script, SetExpiry, SetOptions,
-};
+use redis::{Client, IntoConnectionInfo, Script};
 
+mod dedup;
+mod info;
 mod layout;
 mod queue;
 mod replicas;
 
+pub use self::info::policy_evicts;
 pub(crate) use self::layout::log_base;
 pub use self::layout::{INTERNAL, LOG, QUEUES};
 
-use super::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
-
-/// Turns an in-flight record into a done record if this claim still holds the key, or
-/// records done if the key is gone (the lease ran out and nobody claimed since).
-/// Returns 1 when the key holds the done record afterwards, 0 when another claim holds it.
-/// With ARGV[4] = `1` (`min_replicas_ack`) a done record already there is written again,
-/// unchanged, so that the `WAIT` that follows covers it (see [`CLAIM_WAIT`]).
-const COMPLETE: &str = include_str!("scripts/complete.lua");
-
-/// The claim under `min_replicas_ack`: `SET NX GET` as without it, and a done record
-/// found is written again, unchanged (`KEEPTTL`). `WAIT` waits for the connection's
-/// last write: a copy that found a done record and wrote nothing would be acknowledged
-/// at once, even if no replica holds that record (a `complete` whose replication had not
-/// happened yet, on this connection or another gateway's). The replication stream is in
-/// order, so a replica that acknowledged the rewrite holds the record. ARGV: record,
-/// lease ms. Returns the previous value (nil when claimed).
-const CLAIM_WAIT: &str = include_str!("scripts/claim_wait.lua");
-
-/// Deletes the key if this claim still holds it. An absent key counts as released.
-const RELEASE: &str = include_str!("scripts/release.lua");
+use super::StoreError;
 
 /// Consecutive timeouts after which the connection is rebuilt.
 const REBUILD_AFTER: u32 = 3;
@@ -135,7 +127,7 @@ struct Inner {
     complete: Script,
     release: Script,
     claim_wait: Script,
-    /// The queue's per-store state (`queue.rs`).
+    /// The queue's per-store state (`queue/`).
     queue: queue::QueueState,
 }
 
@@ -243,9 +235,9 @@ impl RedisStore {
                 ),
                 timeouts: AtomicU32::new(0),
                 op_timeout,
-                complete: Script::new(COMPLETE),
-                release: Script::new(RELEASE),
-                claim_wait: Script::new(CLAIM_WAIT),
+                complete: Script::new(dedup::COMPLETE),
+                release: Script::new(dedup::RELEASE),
+                claim_wait: Script::new(dedup::CLAIM_WAIT),
                 queue: queue::QueueState::new(),
             }),
         })
@@ -272,9 +264,9 @@ impl RedisStore {
                 replicas: replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
                 timeouts: AtomicU32::new(0),
                 op_timeout,
-                complete: Script::new(COMPLETE),
-                release: Script::new(RELEASE),
-                claim_wait: Script::new(CLAIM_WAIT),
+                complete: Script::new(dedup::COMPLETE),
+                release: Script::new(dedup::RELEASE),
+                claim_wait: Script::new(dedup::CLAIM_WAIT),
                 queue: queue::QueueState::new(),
             }),
         })
@@ -317,9 +309,9 @@ impl RedisStore {
                 replicas: replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
                 timeouts: AtomicU32::new(0),
                 op_timeout,
-                complete: Script::new(COMPLETE),
-                release: Script::new(RELEASE),
-                claim_wait: Script::new(CLAIM_WAIT),
+                complete: Script::new(dedup::COMPLETE),
+                release: Script::new(dedup::RELEASE),
+                claim_wait: Script::new(dedup::CLAIM_WAIT),
                 queue: queue::QueueState::new(),
             }),
         })
@@ -445,183 +437,11 @@ impl RedisStore {
             );
         }
     }
-}
-
-impl RedisStore {
-    /// The server's `maxmemory-policy`, read from `INFO memory` (which answers where
-    /// `CONFIG` is renamed or refused). On a cluster `INFO` goes to every primary: the
-    /// first policy that evicts is returned, else the first found.
-    pub async fn maxmemory_policy(&self) -> Result<String, StoreError> {
-        let info: redis::Value = self
-            .run(|mut c| async move { redis::cmd("INFO").arg("memory").query_async(&mut c).await })
-            .await?;
-        let mut found = Vec::new();
-        collect_policies(&info, &mut found);
-        found
-            .iter()
-            .find(|p| policy_evicts(p))
-            .or_else(|| found.first())
-            .cloned()
-            .ok_or_else(|| StoreError::Backend("INFO memory names no maxmemory_policy".into()))
-    }
-}
-
-impl RedisStore {
-    /// Each node's `used_memory` and `maxmemory` (0: no limit), from `INFO memory`:
-    /// the server's, or every primary's on a cluster.
-    pub async fn memory(&self) -> Result<Vec<(u64, u64)>, StoreError> {
-        let info: redis::Value = self
-            .run(|mut c| async move { redis::cmd("INFO").arg("memory").query_async(&mut c).await })
-            .await?;
-        let mut texts = Vec::new();
-        collect_info(&info, &mut texts);
-        let nodes: Vec<_> = texts.iter().filter_map(|t| memory_of(t)).collect();
-        if nodes.is_empty() {
-            return Err(StoreError::Backend(
-                "INFO memory names no used_memory and maxmemory".into(),
-            ));
-        }
-        Ok(nodes)
-    }
-}
-
-/// SCAN calls (of up to 1000 keys each) when looking for the queues a prefix holds.
-const QUEUE_SCAN_CALLS: usize = 1000;
-
-impl RedisStore {
-    /// The destination queues stored under `prefix` (found by their `all` index, which
-    /// exists while a queue holds undelivered events), as `(route, destination)`. A
-    /// bounded `SCAN`, for start, `hookgate check` and reloads only; not on a cluster
-    /// (its keys are spread over nodes).
-    pub async fn stored_queues(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
-        self.queues_in(prefix, QUEUES).await
-    }
 
     /// Whether the store is a Redis Cluster.
     fn is_cluster(&self) -> bool {
         matches!(self.inner.target, Target::Cluster { .. })
     }
-
-    /// The destination queues under `<prefix><space>` (the current layout's or the
-    /// previous one's).
-    async fn queues_in(
-        &self,
-        prefix: &str,
-        space: &str,
-    ) -> Result<Vec<(String, String)>, StoreError> {
-        if matches!(self.inner.target, Target::Cluster { .. }) {
-            return Err(StoreError::Backend(
-                "listing the stored queues is not supported on a Redis Cluster".into(),
-            ));
-        }
-        let head = format!("{prefix}{space}{{");
-        let pattern = format!("{}*all", glob_escape(&head));
-        let pattern = &pattern;
-        let mut found = Vec::new();
-        let mut cursor = 0u64;
-        for _ in 0..QUEUE_SCAN_CALLS {
-            let (next, keys): (u64, Vec<String>) = self
-                .run(|mut c| async move {
-                    redis::cmd("SCAN")
-                        .arg(cursor)
-                        .arg("MATCH")
-                        .arg(pattern)
-                        .arg("COUNT")
-                        .arg(1000)
-                        .query_async(&mut c)
-                        .await
-                })
-                .await?;
-            for key in keys {
-                if let Some(q) = key.strip_prefix(&head).and_then(parse_queue_index)
-                    && !found.contains(&q)
-                {
-                    found.push(q);
-                }
-            }
-            if next == 0 {
-                return Ok(found);
-            }
-            cursor = next;
-        }
-        tracing::warn!(
-            calls = QUEUE_SCAN_CALLS,
-            "redis store: stopped looking for stored queues after a bounded scan; some may not be listed"
-        );
-        Ok(found)
-    }
-}
-
-/// `<route>}:all` or `<route>}/<destination>:all` (a queue's `all` index after
-/// `<prefix>#q:{`) as `(route, destination)`; any other key (an event hash or a line
-/// whose name ends in `all`) is `None`.
-fn parse_queue_index(rest: &str) -> Option<(String, String)> {
-    let (route, tail) = rest.split_once('}')?;
-    let destination = match tail {
-        ":all" => route,
-        _ => tail.strip_prefix('/')?.strip_suffix(":all")?,
-    };
-    let name_ok = |n: &str| !n.is_empty() && !n.contains([':', '/', '{', '}']);
-    (name_ok(route) && name_ok(destination)).then(|| (route.to_owned(), destination.to_owned()))
-}
-
-/// Escapes the characters `SCAN MATCH` reads as a pattern.
-fn glob_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Whether a `maxmemory-policy` lets Redis evict keys: every policy but `noeviction`.
-pub fn policy_evicts(policy: &str) -> bool {
-    policy != "noeviction"
-}
-
-/// The `maxmemory_policy:` values in an `INFO` answer (one text, or one per node).
-fn collect_policies(v: &redis::Value, out: &mut Vec<String>) {
-    let mut texts = Vec::new();
-    collect_info(v, &mut texts);
-    out.extend(texts.iter().flat_map(|t| {
-        t.lines()
-            .filter_map(|l| l.trim().strip_prefix("maxmemory_policy:"))
-            .map(|p| p.trim().to_owned())
-    }));
-}
-
-/// The text of each node's `INFO` answer (one for a server, one per primary on a
-/// cluster).
-fn collect_info(v: &redis::Value, out: &mut Vec<String>) {
-    match v {
-        redis::Value::BulkString(b) => out.push(String::from_utf8_lossy(b).into_owned()),
-        redis::Value::SimpleString(t) => out.push(t.clone()),
-        redis::Value::VerbatimString { text: t, .. } => out.push(t.clone()),
-        redis::Value::Map(kv) => {
-            for (_, v) in kv {
-                collect_info(v, out);
-            }
-        }
-        redis::Value::Array(a) | redis::Value::Set(a) => {
-            for v in a {
-                collect_info(v, out);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A node's `used_memory` and `maxmemory` (0: no limit) from its `INFO memory`.
-fn memory_of(info: &str) -> Option<(u64, u64)> {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.trim().strip_prefix(name))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-    };
-    Some((field("used_memory:")?, field("maxmemory:")?))
 }
 
 /// Runs a script, then `WAIT` for `n` replicas for at most `t`, in one pipeline: the
@@ -653,202 +473,4 @@ fn too_few_replicas(what: &'static str, acked: i64, n: u32) -> redis::RedisError
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-impl DedupStore for RedisStore {
-    async fn claim(
-        &self,
-        key: &DedupKey,
-        fingerprint: &str,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
-        let token = Token::random();
-        let record = Record::in_flight(&token, fingerprint).encode();
-        let opts = SetOptions::default()
-            .conditional_set(ExistenceCheck::NX)
-            .get(true)
-            .with_expiration(SetExpiry::PX(millis(lease)));
-        // SET NX GET: claims and reads the current state in one round trip. With
-        // min_replicas_ack, WAIT follows in the same pipeline: the claim counts only
-        // once that many replicas hold it, so a primary lost right after cannot hand
-        // the event to a second copy. A done record found is held to the same bound
-        // (CLAIM_WAIT writes it again): a copy is answered 2xx only once replicas hold
-        // the record that answers it.
-        let wait = self.replica_wait();
-        let claim_wait = &self.inner.claim_wait;
-        let lease_ms = millis(lease);
-        let result = self
-            .run(|mut c| async move {
-                match wait {
-                    None => {
-                        c.set_options::<_, _, Option<String>>(key.as_str(), record, opts)
-                            .await
-                    }
-                    Some(wait) => {
-                        let mut inv = claim_wait.prepare_invoke();
-                        inv.key(key.as_str()).arg(record).arg(lease_ms);
-                        let (prev, acked): (Option<String>, i64) =
-                            invoke_then_wait(&mut c, claim_wait, &inv, wait).await?;
-                        let done = prev.as_deref().is_some_and(|v| v.starts_with("d|"));
-                        if (prev.is_none() || done) && acked < i64::from(wait.0) {
-                            return Err(too_few_replicas(
-                                if done {
-                                    "the done record of a copy not acknowledged by enough replicas"
-                                } else {
-                                    "claim not acknowledged by enough replicas"
-                                },
-                                acked,
-                                wait.0,
-                            ));
-                        }
-                        Ok(prev)
-                    }
-                }
-            })
-            .await;
-        let prev = match result {
-            Ok(prev) => prev,
-            Err(e) => {
-                // A timed-out command may still run later and leave our claim behind:
-                // free it in the background so it does not block the provider's retry.
-                let store = self.clone();
-                let (key, token, fp) = (key.clone(), token.clone(), fingerprint.to_owned());
-                tokio::spawn(async move {
-                    tokio::time::sleep(store.inner.op_timeout).await;
-                    let _ = store.release(&key, &token, &fp).await;
-                });
-                return Err(e);
-            }
-        };
-        match prev {
-            None => Ok(Claim::Claimed(token)),
-            Some(v) => {
-                let rec = Record::decode(&v).ok_or_else(|| StoreError::Corrupt(key.to_string()))?;
-                if rec.token() == token.as_str() {
-                    return Ok(Claim::Claimed(token));
-                }
-                Ok(rec.as_existing())
-            }
-        }
-    }
-
-    async fn complete(
-        &self,
-        key: &DedupKey,
-        token: &Token,
-        fingerprint: &str,
-        ttl: Duration,
-    ) -> Result<Settled, StoreError> {
-        let in_flight = Record::in_flight(token, fingerprint).encode();
-        let done = Record::done(token, fingerprint).encode();
-        let script = &self.inner.complete;
-        let wait = self.replica_wait();
-        let n: i64 = self
-            .run(|mut c| async move {
-                let mut inv = script.prepare_invoke();
-                inv.key(key.as_str())
-                    .arg(in_flight)
-                    .arg(done)
-                    .arg(millis(ttl))
-                    .arg(if wait.is_some() { "1" } else { "0" });
-                let Some(wait) = wait else {
-                    return inv.invoke_async(&mut c).await;
-                };
-                // With min_replicas_ack the done record must reach replicas too: until
-                // it does, settling goes on (and retries write it again), so a primary
-                // lost meanwhile does not bring back the in-flight record and let a
-                // later copy through.
-                let (applied, acked): (i64, i64) =
-                    invoke_then_wait(&mut c, script, &inv, wait).await?;
-                if applied == 1 && acked < i64::from(wait.0) {
-                    return Err(too_few_replicas(
-                        "done record not acknowledged by enough replicas",
-                        acked,
-                        wait.0,
-                    ));
-                }
-                Ok(applied)
-            })
-            .await?;
-        Ok(if n == 1 {
-            Settled::Applied
-        } else {
-            Settled::NotOwner
-        })
-    }
-
-    async fn release(
-        &self,
-        key: &DedupKey,
-        token: &Token,
-        fingerprint: &str,
-    ) -> Result<Settled, StoreError> {
-        let in_flight = Record::in_flight(token, fingerprint).encode();
-        let script = &self.inner.release;
-        let n: i64 = self
-            .run(|mut c| async move {
-                script
-                    .key(key.as_str())
-                    .arg(in_flight)
-                    .invoke_async(&mut c)
-                    .await
-            })
-            .await?;
-        Ok(if n == 1 {
-            Settled::Applied
-        } else {
-            Settled::NotOwner
-        })
-    }
-
-    async fn forget(&self, key: &DedupKey) -> Result<bool, StoreError> {
-        let n: i64 = self
-            .run(|mut c| async move { c.del(key.as_str()).await })
-            .await?;
-        Ok(n > 0)
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.run(|mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await })
-            .await
-            .map(|_| ())
-    }
-
-    async fn peek(&self, key: &DedupKey) -> Result<Option<Claim>, StoreError> {
-        let raw: Option<String> = self
-            .run(|mut c| async move { c.get(key.as_str()).await })
-            .await?;
-        match raw {
-            None => Ok(None),
-            Some(text) => Record::decode(&text)
-                .map(|r| Some(r.as_existing()))
-                .ok_or_else(|| StoreError::Corrupt(key.as_str().to_owned())),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn queue_indexes_are_told_from_other_keys() {
-        assert_eq!(
-            parse_queue_index("stripe}:all"),
-            Some(("stripe".into(), "stripe".into()))
-        );
-        assert_eq!(
-            parse_queue_index("stripe}/billing:all"),
-            Some(("stripe".into(), "billing".into()))
-        );
-        for other in [
-            "stripe}:o:ball",
-            "stripe}:ev:x:all",
-            "stripe}/b:ev:x:all",
-            "stripe}:ev:all",
-        ] {
-            assert_eq!(parse_queue_index(other), None, "{other}");
-        }
-        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
-    }
 }

@@ -14,7 +14,8 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use super::{RedisStore, collect_info};
+use super::RedisStore;
+use super::info::collect_info;
 use crate::store::StoreError;
 
 /// How often the topology is read again when the store decides.

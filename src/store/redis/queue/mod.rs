@@ -32,7 +32,7 @@
 //! keeps its `order_key` (`on_dead = "block"`) keeps its place, and the line waits
 //! until it is retried and delivered, or purged. An operator's retry of an event that
 //! waits behind another queues it without a stream entry: it goes in its turn. This is
-//! the disk store's line index (`RouteIndex` in `store/disk/queue.rs`) kept in Redis.
+//! the disk store's line index (`RouteIndex` in `store/disk/queue/index/route.rs`) kept in Redis.
 //!
 //! An undelivered event's hash has no expiry; a delivered one drops its body and
 //! expires after `dedup_ttl`, so copies within the window are still duplicates.
@@ -81,27 +81,33 @@
 //! Consumers are named `<host>-<pid>-<random>`, one per store; a consumer left by a
 //! process that exited stays in the group (with nothing pending once its entries are
 //! claimed) until removed with `XGROUP DELCONSUMER`.
+//!
+//! Here, [`QueueStore`] for [`RedisStore`]; beside it, the keys of a destination queue
+//! (`keys.rs`), the scripts (`scripts.rs`, Lua in `store/redis/scripts/`), what an
+//! operator's calls are made of (`operator.rs`), and pacing (`pacing.rs`).
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::sync::{LazyLock, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use rand::Rng as _;
-use redis::Script;
 
+use self::keys::Keys;
+use self::scripts::{
+    DROP_SCRIPT, ENQUEUE_SCRIPT, FINISH_SCRIPT, FORGET_SCRIPT, GIVE_BACK_SCRIPT,
+    RELEASE_BLOCKED_SCRIPT, RENEW_SCRIPT, TAKE_SCRIPT, UNTAKE_SCRIPT,
+};
 use super::{RedisStore, invoke_then_wait, millis, too_few_replicas};
-use crate::queue::{RateLimit, now_ms};
+use crate::queue::now_ms;
 use crate::store::{
-    Claim, Depth, Enqueued, Envelope, Fanout, Finish, Leased, Pacing, QueueRef, QueueStore, State,
-    Status, StoreError, StoredEvent, Summary, Target,
+    Claim, Depth, Enqueued, Envelope, Fanout, Finish, Leased, QueueRef, QueueStore, State, Status,
+    StoreError, StoredEvent, Summary, Target,
 };
 
-// Out of memory: every script but ENQUEUE is flagged `allow-oom` (Redis 7), so a Redis
-// at `maxmemory` (with `maxmemory-policy noeviction`) refuses new events (503) but
-// still lets the queue deliver, retry and purge what it holds — which frees memory as
-// delivered events drop their bodies. Without the flag, every script would be refused
-// and the queue would stall until an operator freed memory by hand.
+mod keys;
+mod operator;
+mod pacing;
+mod scripts;
 
 /// Due retries moved from `delayed` into the stream per `take_due`.
 const PROMOTE: usize = 100;
@@ -109,8 +115,6 @@ const PROMOTE: usize = 100;
 const SCAN_BOUND: usize = 10_000;
 /// Hashes read per pipeline.
 const CHUNK: usize = 256;
-/// Reads of a status before a compare-and-set gives up on a racing writer.
-const CAS_TRIES: usize = 3;
 /// How long an entry stays pending before a take looks at whether its lease ran out
 /// (or the taker's own lease, if shorter). Holders renew more often than this
 /// (`worker::RENEW_EVERY`), so an entry idle this long mostly has a holder that
@@ -118,161 +122,6 @@ const CAS_TRIES: usize = 3;
 const RECLAIM_IDLE: Duration = Duration::from_secs(3);
 /// Pending entries of this process an untake looks at, at most.
 const UNTAKE_SCAN: usize = 10_000;
-
-/// KEYS: the event's hash in the queue of every destination of the route (those it
-/// goes to included, each once), then per destination it goes to: its event hash,
-/// stream, `all` and, when the event has an order key there, its line. ARGV: env,
-/// body, fp, event id, received_at, how many hashes to check, `1` when a copy must
-/// write (`min_replicas_ack`, else `0`), then per destination it goes to: its status,
-/// `1` when it has a line (else `0`).
-/// Returns 0 when stored, the stored fingerprint when the event is there, `-i` when the
-/// `i`-th hash holds it without one.
-///
-/// A copy writes the stored fingerprint again, unchanged, when asked to: `WAIT` waits
-/// for the connection's last write, so a copy that wrote nothing would be "acknowledged"
-/// at once, even when the event it found (written by another connection, or by this
-/// one's first copy that `WAIT` refused) has reached no replica. The replication stream
-/// is in order: a replica that acknowledged this write holds the event too.
-const ENQUEUE: &str = include_str!("scripts/enqueue.lua");
-
-/// Lua for the scripts that end an event's place in its key's line: `leave_line(event
-/// hash, event id, stream, delayed, event key prefix)` takes the event out of the line
-/// its `okey` names; when it was the first, the next event of the line is due now
-/// (unless it is dead, leased or already due, as the disk store's `leave_line`). An ID
-/// in a line whose event is gone is dropped from it, so that it holds nothing back.
-/// Spliced into a script after its first line (the flags), by [`with_helpers`].
-const LEAVE_LINE: &str = include_str!("scripts/leave_line.lua");
-
-/// Lua for every script that reads the time: `clock(key)` is the queue's clock in Unix
-/// milliseconds, Redis' `TIME` made never to go back. A step back of the server's
-/// clock is absorbed into an offset kept in `key` (readings go on from the highest
-/// one seen, at the real rate), so retries, leases, rate windows and pauses written
-/// before the step are not postponed by it. The highest reading is written at most
-/// once a second (and at a step), so a poll adds no write of its own. A step forward
-/// cannot be told from time passing: it brings due times, lease ends and the end of
-/// rate windows closer by its size (docs/guarantees.md). Spliced into a script after
-/// its first line, by [`with_helpers`].
-const CLOCK: &str = include_str!("scripts/clock.lua");
-
-/// KEYS: stream, delayed, the queue's clock. ARGV: max, lease ms, consumer, cursor,
-/// nonce, event key prefix, promote limit, reclaim idle ms. Returns `{next cursor,
-/// items}`; an item is `{token, key, env, body, status}` for a leased event,
-/// `{'corrupt', key}` for one set aside.
-///
-/// A lease is the event hash's `lease` (the token) and `until` (when it runs out, on
-/// the queue's clock): the taker's own lease, renewed by its holder while the attempt
-/// runs. An entry pending longer than the reclaim idle time (its holder renews it
-/// more often) is looked at again (`XAUTOCLAIM`), and taken only if its lease has
-/// run out: a lease is never cut short by another worker's shorter one. An entry of
-/// an event that waits in its key's line is dropped, never leased: only the first of
-/// a line is delivered, even if a stray entry names another.
-const TAKE: &str = include_str!("scripts/take.lua");
-
-/// KEYS: stream. ARGV: consumer, the nonce of a take whose answer was lost, event key
-/// prefix, how many pending entries to look at. Gives back what that take leased:
-/// each such event's lease is dropped and it is due again at once (a fresh stream
-/// entry), instead of waiting for its lease to run out. Returns how many.
-const UNTAKE: &str = include_str!("scripts/untake.lua");
-
-/// KEYS: event hash, stream, all, dead, delayed, delivered, the queue's clock. ARGV:
-/// lease token, entry id, new status, kind, ttl ms, expiry ms, retry in (ms from now,
-/// on the queue's clock), event id, received_at, now, the envelope to keep once
-/// delivered (without headers), `1` when the new status keeps its order key (else
-/// `0`: the event leaves its line), event key prefix.
-/// Returns 1 when applied, 0 when the lease was lost.
-const FINISH: &str = include_str!("scripts/finish.lua");
-
-/// KEYS: stream, dead, delayed, all, then event hashes. ARGV: per hash, event id,
-/// expected status, new status, and its key's line (or empty). Per event: 1 requeued,
-/// 0 changed meanwhile (or leased), 2 gone (dropped from the indexes). An event that
-/// waits behind another of its key is queued without a stream entry: it goes in its
-/// turn; one that left its line when it died joins it again at the end.
-const REQUEUE: &str = include_str!("scripts/requeue.lua");
-
-/// KEYS: all, dead, delayed, stream, then event hashes. ARGV: mode (`dead`: dead
-/// events only; `any`: any undelivered one), event key prefix, then the event IDs.
-/// Returns `{purged, dropped from the dead index}`. A purged event leaves its key's
-/// line, which then goes on.
-const PURGE: &str = include_str!("scripts/purge.lua");
-
-/// KEYS: stream, delayed, then event hashes. ARGV: event key prefix, then per hash:
-/// event id, expected status, new status (its `order_key` moved to `left_line`).
-/// A dead event that still holds its key's line (`on_dead` switched from `block` to
-/// `skip`) gives it up, as a skip would have: its status is replaced if unchanged since
-/// it was read, and it leaves the line, whose next event is due now. Returns how many.
-const RELEASE_BLOCKED: &str = include_str!("scripts/release_blocked.lua");
-
-/// KEYS: event hash, stream, the queue's clock. ARGV: lease token, entry id, consumer,
-/// lease ms. Renews a lease to `lease ms` from now; `XCLAIM` with no minimum idle
-/// time resets the entry's idle time, so other takers do not even look at it while
-/// its holder renews it. Returns 1, or 0 when the lease was lost.
-const RENEW: &str = include_str!("scripts/renew.lua");
-
-/// KEYS: the destination's busy set, the queue's clock. ARGV: slot token, lease ms.
-/// Extends a concurrency slot that is still held (an attempt that outlasts the lease
-/// it took the slot for keeps it).
-const SLOT_RENEW: &str = include_str!("scripts/slot_renew.lua");
-
-/// KEYS: event hash, stream. ARGV: lease token, entry id, event id. Gives back a
-/// lease that was never used: the entry goes back to the stream as a new one, due now.
-const GIVE_BACK: &str = include_str!("scripts/give_back.lua");
-
-/// KEYS: event hash, stream. ARGV: lease token, entry id. Sets a leased entry aside.
-const DROP: &str = include_str!("scripts/drop.lua");
-
-/// KEYS: event hash, delivered. ARGV: event id. Deletes a delivered event's record;
-/// 1 when it did, 0 when the event is absent or undelivered.
-const FORGET: &str = include_str!("scripts/forget.lua");
-
-/// KEYS: the route's start log (zset), its pause key, the queue's clock. ARGV: limit,
-/// counted window ms, token. Uses the server's clock, so every replica counts alike.
-/// Returns 0 when a delivery may start (the token is logged), else the milliseconds
-/// to wait.
-const RATE: &str = include_str!("scripts/rate.lua");
-
-/// KEYS: the pause key, the queue's clock. ARGV: wait ms. Extends a pause, never
-/// shortens one.
-const PAUSE: &str = include_str!("scripts/pause.lua");
-
-/// KEYS: the route's busy set (zset, score = when the slot's lease runs out), the
-/// queue's clock. ARGV: max, lease ms, token prefix, want. Takes up to `want` free
-/// slots, named `<prefix>:<n>`; returns how many. The set's expiry only grows (a
-/// shorter lease must not drop slots that other replicas hold for longer).
-const SLOT: &str = include_str!("scripts/slot.lua");
-
-/// A script with the Lua helpers it uses ([`CLOCK`], [`LEAVE_LINE`]) defined after its
-/// first line: the flags (`#!lua …`) must stay first.
-fn with_helpers(script: &str, helpers: &[&str]) -> String {
-    let helpers = helpers.concat();
-    match script.split_once('\n') {
-        Some((flags, body)) => format!("{flags}\n{helpers}{body}"),
-        None => format!("{helpers}{script}"),
-    }
-}
-
-/// A script with [`CLOCK`].
-fn clocked(script: &str) -> Script {
-    Script::new(&with_helpers(script, &[CLOCK]))
-}
-
-static SLOT_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(SLOT));
-static SLOT_RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(SLOT_RENEW));
-static RATE_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(RATE));
-static PAUSE_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(PAUSE));
-static FORGET_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(FORGET));
-static ENQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(ENQUEUE));
-static TAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(TAKE));
-static UNTAKE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(UNTAKE));
-static FINISH_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&with_helpers(FINISH, &[CLOCK, LEAVE_LINE])));
-static REQUEUE_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(REQUEUE));
-static PURGE_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&with_helpers(PURGE, &[LEAVE_LINE])));
-static RELEASE_BLOCKED_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&with_helpers(RELEASE_BLOCKED, &[LEAVE_LINE])));
-static DROP_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(DROP));
-static RENEW_SCRIPT: LazyLock<Script> = LazyLock::new(|| clocked(RENEW));
-static GIVE_BACK_SCRIPT: LazyLock<Script> = LazyLock::new(|| Script::new(GIVE_BACK));
 
 /// What a store keeps for its queues: its consumer name and, per stream, where the
 /// next `XAUTOCLAIM` resumes.
@@ -322,75 +171,6 @@ impl QueueState {
     }
 }
 
-/// Two fields of one hash (`HMGET`), each absent or raw bytes.
-type Pair = (Option<Vec<u8>>, Option<Vec<u8>>);
-
-/// A destination queue's keys.
-struct Keys {
-    /// `<prefix>#q:{<route>}:`, or `<prefix>#q:{<route>}/<destination>:` for a
-    /// destination not named after the route (`layout.rs`).
-    base: String,
-}
-
-impl Keys {
-    fn new(q: &QueueRef<'_>) -> Self {
-        Self {
-            base: super::layout::queue_base(q, super::QUEUES),
-        }
-    }
-
-    fn ev_prefix(&self) -> String {
-        format!("{}ev:", self.base)
-    }
-
-    fn ev(&self, id: &str) -> String {
-        format!("{}ev:{id}", self.base)
-    }
-
-    fn stream(&self) -> String {
-        format!("{}stream", self.base)
-    }
-
-    fn delayed(&self) -> String {
-        format!("{}delayed", self.base)
-    }
-
-    fn all(&self) -> String {
-        format!("{}all", self.base)
-    }
-
-    fn dead(&self) -> String {
-        format!("{}dead", self.base)
-    }
-
-    fn delivered(&self) -> String {
-        format!("{}delivered", self.base)
-    }
-
-    fn rate(&self) -> String {
-        format!("{}rate", self.base)
-    }
-
-    fn pause(&self) -> String {
-        format!("{}pause", self.base)
-    }
-
-    fn busy(&self) -> String {
-        format!("{}busy", self.base)
-    }
-
-    /// The queue's clock (`CLOCK`): the highest reading and the offset of a step back.
-    fn clock(&self) -> String {
-        format!("{}clock", self.base)
-    }
-
-    /// An order key's line. The key comes after the route's hash tag, so whatever it
-    /// holds, the line is in the route's slot.
-    fn line(&self, order_key: &str) -> String {
-        format!("{}o:{order_key}", self.base)
-    }
-}
-
 fn to_json<T: serde::Serialize>(v: &T) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Backend(format!("encode: {e}")))
 }
@@ -432,147 +212,6 @@ fn decode_leased(
 }
 
 impl RedisStore {
-    /// `HMGET key env status` for each ID, in pipelines of [`CHUNK`].
-    async fn env_status(&self, k: &Keys, ids: &[String]) -> Result<Vec<Pair>, StoreError> {
-        let mut out = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(CHUNK) {
-            let mut pipe = redis::pipe();
-            for id in chunk {
-                pipe.cmd("HMGET").arg(k.ev(id)).arg("env").arg("status");
-            }
-            let pipe = &pipe;
-            let part: Vec<Pair> = self
-                .run(|mut c| async move { pipe.query_async(&mut c).await })
-                .await?;
-            out.extend(part);
-        }
-        Ok(out)
-    }
-
-    /// `HMGET key status lease` for each ID, in one pipeline.
-    async fn status_lease(&self, k: &Keys, ids: &[String]) -> Result<Vec<Pair>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for id in ids {
-            pipe.cmd("HMGET").arg(k.ev(id)).arg("status").arg("lease");
-        }
-        let pipe = &pipe;
-        self.run(|mut c| async move { pipe.query_async(&mut c).await })
-            .await
-    }
-
-    /// A page of an index, by rank.
-    async fn index_page(
-        &self,
-        index: &str,
-        from: usize,
-        count: usize,
-    ) -> Result<Vec<String>, StoreError> {
-        let to = from.saturating_add(count).saturating_sub(1);
-        self.run(|mut c| async move {
-            redis::cmd("ZRANGE")
-                .arg(index)
-                .arg(from)
-                .arg(to)
-                .query_async(&mut c)
-                .await
-        })
-        .await
-    }
-
-    /// Pages through a queue's dead events, [`CHUNK`] at a time, oldest first: `act`
-    /// acts on a page and returns how many events it counts and how many of the page
-    /// left the dead index (requeued, purged, gone), so that the next page starts after
-    /// those that stayed. Returns the count over every page.
-    async fn each_dead_page<F, Fut>(&self, k: &Keys, mut act: F) -> Result<u64, StoreError>
-    where
-        F: FnMut(Vec<String>) -> Fut,
-        Fut: Future<Output = Result<(u64, u64), StoreError>>,
-    {
-        let (mut total, mut from) = (0, 0usize);
-        loop {
-            let page = self.index_page(&k.dead(), from, CHUNK).await?;
-            if page.is_empty() {
-                return Ok(total);
-            }
-            let len = page.len();
-            let (n, left) = act(page).await?;
-            total += n;
-            from += len.saturating_sub(usize::try_from(left).unwrap_or(usize::MAX));
-        }
-    }
-
-    /// Requeues those of `ids` that `eligible` accepts, each by compare-and-set on its
-    /// status, re-reading the ones that changed meanwhile up to [`CAS_TRIES`] times.
-    /// Returns `(requeued, dropped from the indexes as gone)`.
-    async fn requeue(
-        &self,
-        k: &Keys,
-        ids: &[String],
-        eligible: impl Fn(&Status) -> bool,
-    ) -> Result<(u64, u64), StoreError> {
-        let (mut requeued, mut gone) = (0, 0);
-        let mut pending: Vec<String> = ids.to_vec();
-        for _ in 0..CAS_TRIES {
-            if pending.is_empty() {
-                break;
-            }
-            let read = self.status_lease(k, &pending).await?;
-            let now = now_ms();
-            let mut ops: Vec<(String, Vec<u8>, String, String)> = Vec::new();
-            for (id, (status, lease)) in pending.iter().zip(read) {
-                let Some(raw) = status else {
-                    ops.push((id.clone(), Vec::new(), String::new(), String::new()));
-                    continue;
-                };
-                if lease.is_some() {
-                    continue;
-                }
-                let mut st = decode_status(&raw, &k.ev(id))?;
-                if !eligible(&st) {
-                    continue;
-                }
-                st.requeue(now);
-                let line = st.order_key.as_deref().map_or(String::new(), |o| k.line(o));
-                ops.push((id.clone(), raw, to_json(&st)?, line));
-            }
-            if ops.is_empty() {
-                break;
-            }
-            let mut inv = REQUEUE_SCRIPT.prepare_invoke();
-            inv.key(k.stream())
-                .key(k.dead())
-                .key(k.delayed())
-                .key(k.all());
-            for (id, old, new, line) in &ops {
-                inv.key(k.ev(id))
-                    .arg(id)
-                    .arg(old.as_slice())
-                    .arg(new)
-                    .arg(line);
-            }
-            let inv = &inv;
-            let results: Vec<i64> = self
-                .run(|mut c| async move { inv.invoke_async(&mut c).await })
-                .await?;
-            let mut raced = Vec::new();
-            for ((id, old, _, _), r) in ops.into_iter().zip(results) {
-                match r {
-                    1 => requeued += 1,
-                    2 => gone += 1,
-                    // Changed between the read and the write: read it again (a gone
-                    // event that came back is not retried).
-                    _ if !old.is_empty() => raced.push(id),
-                    _ => {}
-                }
-            }
-            pending = raced;
-        }
-        Ok((requeued, gone))
-    }
-
     /// Gives back what a take whose answer was lost leased (best effort: if this fails
     /// too, those events wait for their lease to run out).
     async fn untake(&self, k: &Keys, nonce: &str) {
@@ -606,50 +245,6 @@ impl RedisStore {
                 tracing::warn!(error = %e, "redis queue: cannot give back the events of a take whose answer was lost; they are taken again when their lease runs out")
             }
         }
-    }
-
-    /// A token no other slot or start holds: this process's consumer name and a nonce.
-    fn fresh_token(&self) -> String {
-        format!(
-            "{}-{:016x}",
-            self.queue_state().consumer,
-            rand::rng().random::<u64>()
-        )
-    }
-
-    /// Removes one member of a sorted set (a rate-limit start or a concurrency slot).
-    async fn zrem(&self, key: String, member: &str) -> Result<(), StoreError> {
-        let member = member.to_owned();
-        self.run(|mut c| async move {
-            redis::cmd("ZREM")
-                .arg(&key)
-                .arg(&member)
-                .query_async::<()>(&mut c)
-                .await
-        })
-        .await
-    }
-
-    /// Runs the purge script on some IDs: `(purged, dropped from the dead index)`.
-    async fn purge_ids(
-        &self,
-        k: &Keys,
-        ids: &[String],
-        mode: &str,
-    ) -> Result<(u64, u64), StoreError> {
-        let mut inv = PURGE_SCRIPT.prepare_invoke();
-        inv.key(k.all())
-            .key(k.dead())
-            .key(k.delayed())
-            .key(k.stream())
-            .arg(mode)
-            .arg(k.ev_prefix());
-        for id in ids {
-            inv.key(k.ev(id)).arg(id);
-        }
-        let inv = &inv;
-        self.run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await
     }
 }
 
@@ -1163,149 +758,9 @@ impl QueueStore for RedisStore {
     }
 }
 
-impl Pacing for RedisStore {
-    async fn rate_take(
-        &self,
-        q: &QueueRef<'_>,
-        limit: &RateLimit,
-    ) -> Result<Result<String, Duration>, StoreError> {
-        let k = Keys::new(q);
-        let token = self.fresh_token();
-        let mut inv = RATE_SCRIPT.prepare_invoke();
-        inv.key(k.rate())
-            .key(k.pause())
-            .key(k.clock())
-            .arg(limit.count)
-            .arg(millis(limit.counted_over()))
-            .arg(&token);
-        let inv = &inv;
-        let wait: i64 = self
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
-        Ok(if wait <= 0 {
-            Ok(token)
-        } else {
-            Err(Duration::from_millis(u64::try_from(wait).unwrap_or(1)))
-        })
-    }
-
-    async fn rate_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
-        self.zrem(Keys::new(q).rate(), token).await
-    }
-
-    async fn slot_take(
-        &self,
-        q: &QueueRef<'_>,
-        max: usize,
-        want: usize,
-        lease: Duration,
-    ) -> Result<Vec<String>, StoreError> {
-        let k = Keys::new(q);
-        let prefix = self.fresh_token();
-        let mut inv = SLOT_SCRIPT.prepare_invoke();
-        inv.key(k.busy())
-            .key(k.clock())
-            .arg(max)
-            .arg(millis(lease).max(1))
-            .arg(&prefix)
-            .arg(want);
-        let inv = &inv;
-        let taken: i64 = self
-            .run(|mut c| async move { inv.invoke_async(&mut c).await })
-            .await?;
-        Ok((1..=taken.max(0))
-            .map(|i| format!("{prefix}:{i}"))
-            .collect())
-    }
-
-    async fn slot_return(&self, q: &QueueRef<'_>, token: &str) -> Result<(), StoreError> {
-        self.zrem(Keys::new(q).busy(), token).await
-    }
-
-    async fn slot_renew(
-        &self,
-        q: &QueueRef<'_>,
-        token: &str,
-        lease: Duration,
-    ) -> Result<(), StoreError> {
-        let k = Keys::new(q);
-        let mut inv = SLOT_RENEW_SCRIPT.prepare_invoke();
-        inv.key(k.busy())
-            .key(k.clock())
-            .arg(token)
-            .arg(millis(lease));
-        let inv = &inv;
-        self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
-            .await
-    }
-
-    async fn pause(&self, q: &QueueRef<'_>, wait: Duration) -> Result<(), StoreError> {
-        let k = Keys::new(q);
-        let mut inv = PAUSE_SCRIPT.prepare_invoke();
-        inv.key(k.pause()).key(k.clock()).arg(millis(wait).max(1));
-        let inv = &inv;
-        self.run(|mut c| async move { inv.invoke_async::<()>(&mut c).await })
-            .await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_key_of_a_route_carries_its_hash_tag() {
-        let k = Keys::new(&QueueRef::new("hg:", "stripe", "stripe"));
-        for key in [
-            k.ev("evt_1"),
-            k.stream(),
-            k.delayed(),
-            k.all(),
-            k.dead(),
-            k.delivered(),
-        ] {
-            assert!(key.starts_with("hg:#q:{stripe}:"), "{key}");
-        }
-        assert!(k.ev("evt_1").starts_with(&k.ev_prefix()));
-        assert_eq!(k.line("cust_1"), "hg:#q:{stripe}:o:cust_1");
-    }
-
-    #[test]
-    fn a_named_destination_keeps_the_route_hash_tag() {
-        let q = QueueRef::new("hg:", "stripe", "billing");
-        let k = Keys::new(&q);
-        for key in [
-            k.ev("evt_1"),
-            k.stream(),
-            k.delayed(),
-            k.all(),
-            k.dead(),
-            k.delivered(),
-            k.line("cust_1"),
-            k.rate(),
-            k.pause(),
-            k.busy(),
-        ] {
-            assert!(key.starts_with("hg:#q:{stripe}/billing:"), "{key}");
-        }
-        // The route's own destination keeps the keys it had before destinations.
-        assert_ne!(
-            k.stream(),
-            Keys::new(&QueueRef::new("hg:", "stripe", "stripe")).stream()
-        );
-    }
-
-    #[test]
-    fn the_line_helper_goes_after_the_flags() {
-        let s = with_helpers(FINISH, &[CLOCK, LEAVE_LINE]);
-        assert!(s.starts_with("#!lua flags=allow-oom\n"));
-        assert!(s.contains("local function leave_line"));
-        assert!(s.contains("local function clock"));
-        assert!(with_helpers(TAKE, &[CLOCK]).starts_with("#!lua flags=allow-oom\n"));
-        assert!(
-            with_helpers(RELEASE_BLOCKED, &[LEAVE_LINE]).starts_with("#!lua flags=allow-oom\n")
-        );
-    }
 
     #[test]
     fn consumers_are_unique_per_store() {
