@@ -78,5 +78,6 @@ pub mod store;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod time;
 pub mod tls;
 pub mod upstream;

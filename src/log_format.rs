@@ -286,7 +286,7 @@ impl FormatTime for FastTime {
     /// A clock before 1970 or past 9999 is written by the default timer. (`write` fails
     /// for those before it writes anything.)
     fn format_time(&self, w: &mut Writer<'_>) -> fmt::Result {
-        Self::write(std::time::SystemTime::now(), w)
+        Self::write(crate::time::now(), w)
             .or_else(|_| tracing_subscriber::fmt::time::SystemTime.format_time(w))
     }
 }

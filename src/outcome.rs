@@ -18,7 +18,7 @@ use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use serde::{Deserialize, Serialize};
 
 /// What happened to one delivery; also its log and metric label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
     Forwarded,
     /// Stored durably for delivery by the route's workers (`delivery = "queue"`).

@@ -3,31 +3,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::{Config, Route, ServerConfig, StoreConfig};
-
-/// Where the gateway reads the time from when it checks signed timestamps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clock {
-    /// The system clock.
-    System,
-    /// A fixed instant in unix seconds (tests verifying captured deliveries).
-    Fixed(u64),
-}
-
-impl Clock {
-    /// Unix seconds now.
-    pub fn now(self) -> u64 {
-        match self {
-            Self::System => SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
-            Self::Fixed(t) => t,
-        }
-    }
-}
+pub use crate::time::Clock;
 
 /// The part of the state a reload replaces: routes and the settings they use.
 #[derive(Debug)]

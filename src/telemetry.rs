@@ -3,13 +3,7 @@
 
 use tracing_subscriber::EnvFilter;
 
-/// The log line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    Pretty,
-    Json,
-}
+pub use crate::config::LogFormat;
 
 /// Installs the global subscriber. Logs go to stderr, in colour only when stderr is a
 /// terminal (a log file or a pipe gets plain text). Keep the returned guard for as long
@@ -153,6 +147,8 @@ impl Drop for LogGuard {
 use std::sync::atomic::AtomicI64;
 
 use prometheus_client::encoding::EncodeLabelSet;
+
+use crate::outcome::{AttemptResult, LeftQueue, Outcome};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -163,7 +159,7 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteOutcome {
     pub route: String,
-    pub outcome: String,
+    pub outcome: Outcome,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -201,14 +197,14 @@ pub struct DestinationLabel {
 pub struct DestinationResult {
     pub route: String,
     pub destination: String,
-    pub result: String,
+    pub result: AttemptResult,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DestinationOutcome {
     pub route: String,
     pub destination: String,
-    pub outcome: String,
+    pub outcome: LeftQueue,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -228,38 +224,7 @@ pub struct ResultLabel {
     pub result: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TableLabel {
-    pub table: String,
-}
-
-/// The store's own metric handles. A store makes them when it opens (its writer thread
-/// counts on them), and [`Metrics::register_store`] registers them, so that they are
-/// exported from the start; a store that has nothing to count leaves them at 0.
-#[derive(Clone, Debug, Default)]
-pub struct StoreMetrics {
-    /// Writes (a commit or a flush) the store could not make, such as on a full disk.
-    pub write_failures: Counter,
-    /// 1 while queue deliveries are held back because attempt results cannot be made
-    /// durable (the disk store, after a failed write, until it writes again).
-    pub deliveries_held: Gauge<i64, AtomicI64>,
-    /// Expired records deleted, by table.
-    pub expired: Family<TableLabel, Counter>,
-    /// New claims and events refused because the store is full (`store.min_free_space`
-    /// on disk, `store.max_records` in memory).
-    pub refused_full: Counter,
-}
-
-impl StoreMetrics {
-    /// The counter of expired records of `table`.
-    pub fn expired(&self, table: &str) -> Counter {
-        self.expired
-            .get_or_create(&TableLabel {
-                table: table.to_owned(),
-            })
-            .clone()
-    }
-}
+pub use crate::store::metrics::{StoreMetrics, TableLabel};
 
 fn latency() -> Histogram {
     // 0.5 ms … ~16 s
@@ -271,7 +236,7 @@ fn latency() -> Histogram {
 #[derive(Debug)]
 pub struct RouteMetrics {
     route: String,
-    outcomes: std::sync::RwLock<std::collections::HashMap<&'static str, Counter>>,
+    outcomes: std::sync::RwLock<std::collections::HashMap<Outcome, Counter>>,
     delivery_seconds: Histogram,
     upstream_seconds: Histogram,
     secrets: std::sync::RwLock<Vec<Counter>>,
@@ -539,18 +504,18 @@ impl Metrics {
             }
             for d in &r.destinations {
                 let (route, destination) = (r.name.clone(), d.name.clone());
-                for result in crate::store::AttemptResult::ALL {
+                for result in AttemptResult::ALL {
                     drop(self.delivery_attempts.get_or_create(&DestinationResult {
                         route: route.clone(),
                         destination: destination.clone(),
-                        result: result.to_string(),
+                        result,
                     }));
                 }
-                for outcome in ["delivered", "dead"] {
+                for outcome in LeftQueue::ALL {
                     drop(self.queue_deliveries.get_or_create(&DestinationOutcome {
                         route: route.clone(),
                         destination: destination.clone(),
-                        outcome: outcome.into(),
+                        outcome,
                     }));
                 }
                 for stage in ["before_send", "sending", "recording"] {
@@ -616,14 +581,14 @@ impl Metrics {
     }
 
     /// Counts one delivery.
-    pub fn delivery(&self, route: &RouteMetrics, outcome: &'static str, seconds: f64) {
-        let counter = read(&route.outcomes).get(outcome).cloned();
+    pub fn delivery(&self, route: &RouteMetrics, outcome: Outcome, seconds: f64) {
+        let counter = read(&route.outcomes).get(&outcome).cloned();
         let counter = counter.unwrap_or_else(|| {
             let c = self
                 .deliveries
                 .get_or_create(&RouteOutcome {
                     route: route.route.clone(),
-                    outcome: outcome.to_owned(),
+                    outcome,
                 })
                 .clone();
             write(&route.outcomes).insert(outcome, c.clone());

@@ -110,7 +110,7 @@ pub struct ServerConfig {
     /// How long shutdown waits for deliveries in progress.
     pub shutdown_grace: Duration,
     /// `pretty` or `json` (the `--log-format` flag overrides it).
-    pub log_format: Option<crate::telemetry::LogFormat>,
+    pub log_format: Option<LogFormat>,
     /// Largest request head (request line and headers) in bytes; larger gets 431.
     pub max_header_bytes: usize,
     /// Most headers in a request; more gets 431.
@@ -384,6 +384,14 @@ impl Config {
 }
 
 pub use validate::log::{LogBodies, LogConfig};
+
+/// The log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
 
 /// Every key the config file accepts, by the table it is written in (`""`: the top
 /// level; `"routes.destinations"`: each `[[routes.destinations]]`): the parser's own

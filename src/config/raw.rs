@@ -8,10 +8,10 @@
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::LogFormat;
 use super::{Delivery, OnError};
 use crate::provider::HmacOptions;
 use crate::queue::OnDead;
-use crate::telemetry::LogFormat;
 
 #[derive(Debug, Deserialize)]
 pub(super) struct RawConfig {

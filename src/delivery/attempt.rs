@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::destination::{Answer, Destination as Kind};
 use super::{LEASE_MARGIN, WorkerContext};
 use crate::config::{Destination, Route};
+use crate::outcome::LeftQueue;
 use crate::queue::{OnDead, RateLimit, RetryPolicy, now_ms};
 use crate::retry::{Backoff, retry_until};
 use crate::state::Routing;
@@ -410,7 +411,7 @@ fn report(to: &Target<'_>, leased: &Leased, end: &Finish) {
         .get_or_create(&DestinationResult {
             route: to.route.name.clone(),
             destination: to.dest.name.clone(),
-            result: attempt.result.to_string(),
+            result: attempt.result,
         })
         .inc();
     let (route, destination) = (&to.route.name, &to.dest.name);
@@ -483,8 +484,8 @@ async fn record(to: &Target<'_>, leased: &Leased, end: &Finish) {
     match recorded {
         Ok(true) => {
             let outcome = match end {
-                Finish::Delivered(_) => "delivered",
-                Finish::Dead(..) => "dead",
+                Finish::Delivered(_) => LeftQueue::Delivered,
+                Finish::Dead(..) => LeftQueue::Dead,
                 Finish::Retry(..) => return,
             };
             to.ctx
@@ -493,7 +494,7 @@ async fn record(to: &Target<'_>, leased: &Leased, end: &Finish) {
                 .get_or_create(&DestinationOutcome {
                     route: route.clone(),
                     destination: to.dest.name.clone(),
-                    outcome: outcome.to_owned(),
+                    outcome,
                 })
                 .inc();
         }

@@ -7,6 +7,7 @@ use http::HeaderName;
 
 use super::event_id::EventIdSource;
 use super::presets::{self, Build, PresetSpec};
+pub use super::presets::{Auth, CredentialAt};
 use super::{Credential, HmacOptions, Template, Verifier};
 
 /// A built-in preset: a handle on its row of the catalogue.
@@ -26,29 +27,6 @@ impl std::fmt::Debug for Preset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("Preset").field(&self.0.name).finish()
     }
-}
-
-/// What a preset authenticates, for `hookgate providers` and the docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Auth {
-    /// A MAC or signature over the body (and more): tampering and forgery are caught.
-    Signature,
-    /// A shared token or password, not bound to the body: stops strangers, not a
-    /// replay or a body changed in transit by someone who saw a request.
-    Token,
-}
-
-/// Where a preset's credential travels in a request, so a capture can leave it out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CredentialAt {
-    /// A header whose value is the credential (or carries it).
-    Header(&'static str),
-    /// A query-string parameter.
-    Query(&'static str),
-    /// A string field of the JSON body, by JSON pointer.
-    Json(&'static str),
-    /// A field of every element of a JSON array (pointer to the array, field name).
-    JsonEach(&'static str, &'static str),
 }
 
 /// The description of a preset.

@@ -6,7 +6,7 @@
 //! module depends on neither.
 
 use serde::Deserialize;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// A route's `rate_limit = "50/s"` (or `"/m"`): at most `count` deliveries start in
 /// any `window`.
@@ -75,13 +75,7 @@ pub fn order_key(value: &str) -> String {
     }
 }
 
-/// Unix milliseconds now.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+pub use crate::time::now_ms;
 
 /// A route's retry schedule: `retry = { max_attempts, initial, max_delay, max_age }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -130,10 +130,7 @@ pub(super) async fn handle(
     let span = tracing::info_span!("delivery", trace_id = %trace_id);
     async move {
         state.metrics.in_flight.inc();
-        let received_at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(0))
-            .unwrap_or(0);
+        let received_at = crate::time::now_ms();
         // Copied only when capturing: the pipeline consumes the request.
         // Not a delivery `hookgate replay` sent, unless `[capture] replays = true`.
         let request = state
@@ -209,7 +206,7 @@ pub(super) async fn handle(
             .unwrap_or_else(|| state.metrics.route(route));
         state
             .metrics
-            .delivery(&route_metrics, outcome.as_str(), elapsed.as_secs_f64());
+            .delivery(&route_metrics, outcome, elapsed.as_secs_f64());
         macro_rules! line {
             ($level:ident) => {
                 tracing::$level!(

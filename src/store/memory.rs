@@ -78,7 +78,7 @@ impl Shard {
 struct Inner {
     shards: Vec<Mutex<Shard>>,
     hasher: RandomState,
-    metrics: crate::telemetry::StoreMetrics,
+    metrics: crate::store::StoreMetrics,
     /// Entries in the maps, expired ones not yet swept included.
     stored: AtomicUsize,
     /// At this many entries, a new claim is refused: the store never evicts a live
@@ -116,7 +116,7 @@ impl MemoryStore {
             inner: Arc::new(Inner {
                 shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
                 hasher: RandomState::new(),
-                metrics: crate::telemetry::StoreMetrics::default(),
+                metrics: crate::store::StoreMetrics::default(),
                 stored: AtomicUsize::new(0),
                 max,
                 swept_all_at: Mutex::new(None),
@@ -181,7 +181,7 @@ impl MemoryStore {
     }
 
     /// The store's metric handles.
-    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+    pub fn metrics(&self) -> crate::store::StoreMetrics {
         self.inner.metrics.clone()
     }
 

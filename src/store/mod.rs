@@ -28,6 +28,7 @@
 pub mod disk;
 pub mod log;
 pub mod memory;
+pub mod metrics;
 mod pacing;
 mod queue;
 pub mod redis;
@@ -42,6 +43,7 @@ use crate::queue::RateLimit;
 
 pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
+pub use self::metrics::StoreMetrics;
 pub use self::pacing::Pacing;
 pub use self::queue::{
     Attempt, Depth, Enqueued, Envelope, Fanout, Finish, HISTORY, Leased, QueueRef, QueueStore,
@@ -284,11 +286,11 @@ impl Store {
 
 impl Store {
     /// The store's metric handles, to register at start.
-    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+    pub fn metrics(&self) -> crate::store::StoreMetrics {
         match self {
             Store::Memory(s) => s.metrics(),
             Store::Disk(s) => s.metrics(),
-            Store::Redis(_) => crate::telemetry::StoreMetrics::default(),
+            Store::Redis(_) => crate::store::StoreMetrics::default(),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! SendGrid, Circle and eBay (ECDSA P-256), Plaid (JWT ES256), PayPal and AWS SNS (RSA). Failed verifications on
 //! such routes spend a per-client budget (see `Verifier::is_costly`).
 
+use super::Auth;
 use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
-use crate::provider::catalogue::Auth;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::mac::{decode_base64, decode_base64url};

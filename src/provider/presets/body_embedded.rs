@@ -3,9 +3,9 @@
 
 use http::StatusCode;
 
+use super::Auth;
 use super::{DefaultId as Id, PresetSpec};
 use crate::provider::Scheme;
-use crate::provider::catalogue::Auth;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::{FixedReply, Handshake, braintree_keys};
 use crate::provider::special::Special;

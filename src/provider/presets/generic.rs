@@ -4,8 +4,8 @@
 
 use http::HeaderName;
 
+use super::Auth;
 use super::{DefaultId as Id, PresetSpec};
-use crate::provider::catalogue::Auth;
 use crate::provider::handshake::Handshake;
 use crate::provider::hmac_scheme::{HmacScheme, SigFormat, TimestampSource};
 use crate::provider::mac::{Algorithm, Encoding, MacKey};

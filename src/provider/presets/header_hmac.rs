@@ -2,8 +2,8 @@
 //! keys, DocuSign's numbered headers, Worldline's key ID, Netlify's JWS over the body's
 //! hash, Recharge's plain SHA-256 of secret and body.
 
+use super::Auth;
 use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
-use crate::provider::catalogue::Auth;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::mac::{Algorithm, MacKey};

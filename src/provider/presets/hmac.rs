@@ -4,10 +4,10 @@
 
 use http::HeaderName;
 
+use super::CredentialAt;
 use super::{
     BASE, Build, DefaultId as Id, EventTypeAt as Type, PresetSpec, full, kv, plain, plain_list,
 };
-use crate::provider::catalogue::CredentialAt;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::hmac_scheme::{HmacScheme, SigFormat, TimestampSource};

@@ -15,7 +15,6 @@
 
 use http::{HeaderName, Method};
 
-use super::catalogue::{Auth, CredentialAt};
 use super::event_id::{CustomId, EventIdSource};
 use super::handshake::{FixedReply, Handshake};
 use super::hmac_scheme::{HmacScheme, SigFormat, TimestampSource};
@@ -23,6 +22,29 @@ use super::mac::{Algorithm, Encoding, MacKey};
 use super::timestamp::TsFormat;
 use super::{Credential, HmacOptions, Scheme, Template};
 use crate::secret::Secret;
+
+/// What a preset authenticates, for `hookgate providers` and the docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// A MAC or signature over the body (and more): tampering and forgery are caught.
+    Signature,
+    /// A shared token or password, not bound to the body: stops strangers, not a
+    /// replay or a body changed in transit by someone who saw a request.
+    Token,
+}
+
+/// Where a preset's credential travels in a request, so a capture can leave it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialAt {
+    /// A header whose value is the credential (or carries it).
+    Header(&'static str),
+    /// A query-string parameter.
+    Query(&'static str),
+    /// A string field of the JSON body, by JSON pointer.
+    Json(&'static str),
+    /// A field of every element of a JSON array (pointer to the array, field name).
+    JsonEach(&'static str, &'static str),
+}
 
 mod asymmetric;
 mod body_embedded;

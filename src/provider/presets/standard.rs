@@ -3,9 +3,9 @@
 //! `id.timestamp.body`. OpenAI, Polar, Replicate, Brex, Lithic, incident.io, Render and
 //! Pleo send it under the spec's own `webhook-*` names; Stytch under `svix-*`.
 
+use super::Auth;
 use super::{Build, DefaultId as Id, EventTypeAt as Type, PresetSpec};
 use crate::provider::Scheme;
-use crate::provider::catalogue::Auth;
 use crate::provider::handshake::Handshake;
 use crate::provider::mac::{Algorithm, MacKey};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};

@@ -4,9 +4,9 @@
 
 use http::{HeaderName, StatusCode};
 
+use super::{Auth, CredentialAt};
 use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
 use crate::provider::Scheme;
-use crate::provider::catalogue::{Auth, CredentialAt};
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::{FixedReply, Handshake};
 use crate::provider::special::{Special, basic_auth_header};

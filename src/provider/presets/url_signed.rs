@@ -4,9 +4,9 @@
 
 use http::Method;
 
+use super::Auth;
 use super::{DefaultId as Id, PresetSpec};
 use crate::provider::Scheme;
-use crate::provider::catalogue::Auth;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
 use crate::provider::mac::Algorithm::Sha1;

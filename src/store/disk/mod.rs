@@ -7,10 +7,10 @@
 //! directly, with no compaction to tune.
 //!
 //! Here, the handle ([`DiskStore`]) and what opens it; beside it:
-//! - `file.rs`: the database file ([`DbFile`]), shared with the delivery log's file;
+//! - `file.rs`: the database file (`DbFile`), shared with the delivery log's file;
 //! - `writer.rs`: the writer thread (group commit, flush, the sweep of expired records,
 //!   recovery after failed writes);
-//! - `dedup.rs` and `claims.rs`: the claims half ([`DedupStore`]);
+//! - `dedup.rs` and `claims.rs`: the claims half ([`DedupStore`](crate::store::DedupStore));
 //! - `queue/`: the queue half ([`QueueStore`](crate::store::QueueStore)): its tables,
 //!   the writer's operations and the in-memory index;
 //! - `pacing.rs`: rate limits and pauses ([`Pacing`](crate::store::Pacing)).
@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redb::{Database, TableDefinition};
 
@@ -88,7 +88,7 @@ struct Shared {
     file: DbFile,
     /// Below this much free space, new claims and events are refused.
     min_free: u64,
-    metrics: crate::telemetry::StoreMetrics,
+    metrics: crate::store::StoreMetrics,
     /// Set while writes fail: new claims are refused (their done records could not
     /// be written).
     failing: std::sync::atomic::AtomicBool,
@@ -188,12 +188,7 @@ fn expiry_of(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?))
 }
 
-/// Milliseconds on the process's monotonic clock (since its first reading): what
-/// leases held in the process (the index's, the claims') run on.
-fn mono_ms() -> u64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
-}
+use crate::time::mono_ms;
 
 impl DiskStore {
     /// Opens (or creates) the database at `path`, creating its folder, with the
@@ -245,7 +240,7 @@ impl DiskStore {
             min_free,
             failing: std::sync::atomic::AtomicBool::new(false),
             metrics: {
-                let m = crate::telemetry::StoreMetrics::default();
+                let m = crate::store::StoreMetrics::default();
                 // Exported at 0 from the start.
                 let _ = (m.expired("dedup"), m.expired("queue_status"));
                 m
@@ -275,7 +270,7 @@ impl DiskStore {
     }
 
     /// The store's metric handles.
-    pub fn metrics(&self) -> crate::telemetry::StoreMetrics {
+    pub fn metrics(&self) -> crate::store::StoreMetrics {
         self.inner.shared.metrics.clone()
     }
 

@@ -5,7 +5,7 @@
 //! call is bounded by `op_timeout`: the manager's own response timeout does not make it
 //! reconnect to a frozen server, so after a run of timeouts the manager is rebuilt.
 //!
-//! Here, the topologies (one server, Sentinel, Cluster), the connection and [`RedisStore::run`],
+//! Here, the topologies (one server, Sentinel, Cluster), the connection and `RedisStore::run`,
 //! which bounds every call; beside it:
 //! - `dedup.rs`: the claims half ([`DedupStore`](crate::store::DedupStore));
 //! - `queue/`: the queue half ([`QueueStore`](crate::store::QueueStore)) and pacing

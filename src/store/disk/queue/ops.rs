@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use redb::{ReadableTable, Table};
 
-use super::index::Index;
+use super::index::{Change, Index};
 use super::tables::{EVENTS, STATUS, StatusRecord, encode_status, qkey, read_status};
 use super::unexpected;
 use crate::store::disk::dedup::live_record;
@@ -71,42 +71,6 @@ pub(in crate::store::disk) enum QReply {
     Enqueued(Enqueued),
     Finished(bool),
     Count(u64),
-}
-
-/// What a committed operation changes in the index.
-#[derive(Debug, Clone)]
-pub(in crate::store::disk) enum Change {
-    Queued {
-        route: String,
-        id: String,
-        rx: u64,
-        order_key: Option<String>,
-    },
-    /// An attempt's result, recorded under its lease. With what was written (the
-    /// record's expiry and the body it removed), so that the writer can write it again
-    /// after a reopen rolled a commit without an fsync back (see [`rewrite`]).
-    Finished {
-        route: String,
-        id: String,
-        lease: String,
-        rec: StatusRecord,
-        expires: u64,
-        removed_body: Option<u64>,
-        /// The key of the line the event held before (its status's until then).
-        was_in: Option<String>,
-    },
-    /// Queued again by an operator.
-    Requeued {
-        route: String,
-        id: String,
-        rec: StatusRecord,
-        was_in: Option<String>,
-    },
-    Purged {
-        route: String,
-        id: String,
-        was_in: Option<String>,
-    },
 }
 
 /// Applies one queue operation inside the batch's write transaction. Index changes are

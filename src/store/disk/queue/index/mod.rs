@@ -7,10 +7,46 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use self::route::{Entry, Id, Lease, RouteIndex};
-use super::ops::Change;
+use super::tables::StatusRecord;
 use crate::queue::now_ms;
 use crate::store::disk::mono_ms;
 use crate::store::{Depth, Token};
+
+/// What a committed operation changes in the index.
+#[derive(Debug, Clone)]
+pub(in crate::store::disk) enum Change {
+    Queued {
+        route: String,
+        id: String,
+        rx: u64,
+        order_key: Option<String>,
+    },
+    /// An attempt's result, recorded under its lease. With what was written (the
+    /// record's expiry and the body it removed), so that the writer can write it again
+    /// after a reopen rolled a commit without an fsync back (see `ops::rewrite`).
+    Finished {
+        route: String,
+        id: String,
+        lease: String,
+        rec: StatusRecord,
+        expires: u64,
+        removed_body: Option<u64>,
+        /// The key of the line the event held before (its status's until then).
+        was_in: Option<String>,
+    },
+    /// Queued again by an operator.
+    Requeued {
+        route: String,
+        id: String,
+        rec: StatusRecord,
+        was_in: Option<String>,
+    },
+    Purged {
+        route: String,
+        id: String,
+        was_in: Option<String>,
+    },
+}
 
 mod load;
 mod route;
