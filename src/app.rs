@@ -131,7 +131,7 @@ impl App {
                 stop.cancel();
             }
         });
-        server::recorder::Recorder::start(&self.state, stop.clone());
+        self.state.recorder.start(stop.clone());
         let admin = listeners.admin.map(|listener| {
             let (state, stop) = (self.state.clone(), stop.clone());
             tokio::spawn(server::admin::run(state, listener, stop.cancelled_owned()))

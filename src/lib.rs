@@ -56,17 +56,16 @@
 #![recursion_limit = "256"]
 
 pub mod app;
-pub mod capture;
 pub mod cli;
+mod client;
 pub mod config;
 pub mod delivery;
 mod files;
 pub mod forward;
-mod log_format;
+pub mod observe;
 pub mod outcome;
 pub mod provider;
 pub mod queue;
-mod redact;
 pub mod replay;
 mod retry;
 pub mod secret;
@@ -75,7 +74,6 @@ pub mod shutdown;
 pub mod sign;
 pub mod state;
 pub mod store;
-pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;

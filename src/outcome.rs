@@ -82,6 +82,32 @@ impl Outcome {
             Self::RequestTimeout => "request_timeout",
         }
     }
+
+    /// Why a request refused before or after verification was, in words an
+    /// integrator can act on (a [`crate::provider::Rejection`] has its own words).
+    pub fn reason(self, max_body: usize) -> Option<String> {
+        Some(match self {
+            Outcome::MethodNotAllowed => "the route does not take this method".to_owned(),
+            Outcome::TooLarge => format!("the body is larger than server.max_body ({max_body} bytes)"),
+            Outcome::BodyTimeout => "the body did not arrive within server.body_timeout".to_owned(),
+            Outcome::BadBody => "the body could not be read (the connection broke)".to_owned(),
+            Outcome::RateLimited => {
+                "this client's failed verifications on the route spent its budget; it refills within a minute".to_owned()
+            }
+            Outcome::ClientBusy => {
+                "this client is sending more bodies at once than server.max_reads_per_client".to_owned()
+            }
+            Outcome::Overloaded => "the gateway was at server.max_in_flight deliveries".to_owned(),
+            Outcome::RequestTimeout => "the request took longer than server.request_timeout".to_owned(),
+            Outcome::Mismatch => {
+                "this event ID was seen before with another body: the copy was refused".to_owned()
+            }
+            Outcome::HandshakeRefused => {
+                "a set-up request handed over a signing secret the route does not take".to_owned()
+            }
+            _ => return None,
+        })
+    }
 }
 
 impl EncodeLabelValue for Outcome {

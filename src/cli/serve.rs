@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 use crate::app::{App, Listeners};
+use crate::config::LogFormat;
 use crate::config::{self, Backend, Config};
+use crate::observe::logging;
 use crate::server::Clock;
-use crate::telemetry::{self, LogFormat};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -41,7 +42,7 @@ pub(super) async fn run(args: ServeArgs) -> anyhow::Result<i32> {
             None => config::CaptureConfig::into_dir(dir),
         });
     }
-    let _log = telemetry::init(
+    let _log = logging::init(
         log_format
             .or(cfg.server.log_format)
             .unwrap_or(LogFormat::Pretty),

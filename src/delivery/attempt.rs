@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::destination::{Answer, Destination as Kind};
 use super::{LEASE_MARGIN, WorkerContext};
 use crate::config::{Destination, Route};
+use crate::observe::metrics::{DestinationOutcome, DestinationResult};
 use crate::outcome::LeftQueue;
 use crate::queue::{OnDead, RateLimit, RetryPolicy, now_ms};
 use crate::retry::{Backoff, retry_until};
@@ -22,7 +23,6 @@ use crate::state::Routing;
 use crate::store::{
     Attempt, AttemptResult, Finish, Leased, Pacing as _, QueueRef, QueueStore as _, Status,
 };
-use crate::telemetry::{DestinationOutcome, DestinationResult};
 
 /// How long a delivered attempt's result is retried when the store fails.
 const RECORD_DELIVERY_FOR: Duration = Duration::from_secs(300);
@@ -75,7 +75,7 @@ impl<'a> Target<'a> {
         self.ctx
             .metrics
             .queue_lease_lost
-            .get_or_create(&crate::telemetry::DestinationStage {
+            .get_or_create(&crate::observe::metrics::DestinationStage {
                 route: self.route.name.clone(),
                 destination: self.dest.name.clone(),
                 stage: stage.to_owned(),

@@ -46,10 +46,10 @@ use arc_swap::ArcSwap;
 
 use crate::config::Delivery;
 use crate::forward::Forwarder;
+use crate::observe::metrics::{DestinationLabel, Metrics};
 use crate::queue::now_ms;
 use crate::state::{Clock, Routing};
 use crate::store::{QueueStore as _, Store};
-use crate::telemetry::{DestinationLabel, Metrics};
 
 pub use worker::run;
 

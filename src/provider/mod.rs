@@ -789,3 +789,91 @@ mod tests {
         );
     }
 }
+
+/// Why a request was refused, in words an integrator can act on; never anything about
+/// the keys or the signature expected.
+pub(crate) fn explain(rejection: &Rejection, preset: Option<Preset>, id_source: &str) -> String {
+    let provider = preset.map_or("the provider", Preset::name);
+    match rejection {
+        Rejection::NoEventId => format!(
+            "no event ID in the delivery: the route reads it from {id_source}; set the route's event_id to where {provider} puts it"
+        ),
+        Rejection::Verify(e) => match e {
+            VerifyError::MissingHeader(h) => format!(
+                "the {h} header is missing: {provider} signs every delivery with it; is the sender {provider}, and is the route's provider right?"
+            ),
+            VerifyError::Malformed(h) if h == "body" => format!(
+                "the body is not JSON, and the {provider} preset reads what it verifies from a JSON body"
+            ),
+            VerifyError::Malformed(h) => {
+                format!("the {h} header is malformed: it is not in the form {provider} sends")
+            }
+            VerifyError::Duplicated(h) => {
+                format!("the {h} header appears more than once; send it once")
+            }
+            VerifyError::BadTimestamp => {
+                "the signed timestamp is not a timestamp (digits, or a date-time)".to_owned()
+            }
+            VerifyError::BadSignature => format!(
+                "no configured secret matched the signature: check that the route's secrets hold the signing secret {provider} shows for this endpoint (a rotated secret goes in as a second entry), and that nothing between {provider} and the gateway changes the body"
+            ),
+            VerifyError::TimestampTooOld { by_ms } => format!(
+                "the signed timestamp is {} older than the route's tolerance allows: a resent old delivery, or the sender's clock is behind (raise the route's tolerance to accept it)",
+                human_ms(*by_ms)
+            ),
+            VerifyError::TimestampInFuture { by_ms } => format!(
+                "the signed timestamp is {} further in the future than the route's tolerance allows: the sender's clock is ahead, or the gateway's is behind",
+                human_ms(*by_ms)
+            ),
+            other => other.to_string(),
+        },
+    }
+}
+
+/// `1.5 s`, `2 min 5 s`, `3 h 2 min`.
+fn human_ms(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms} ms"),
+        1..60 => format!("{}.{} s", s, (ms % 1000) / 100),
+        60..3600 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod explain_tests {
+    use super::*;
+
+    #[test]
+    fn reasons_say_what_to_fix_and_nothing_about_keys() {
+        let stripe = Preset::parse("stripe");
+        let missing = explain(
+            &Rejection::Verify(VerifyError::MissingHeader("stripe-signature".into())),
+            stripe,
+            "json:/id",
+        );
+        assert!(
+            missing.contains("stripe-signature header is missing"),
+            "{missing}"
+        );
+        let old = explain(
+            &Rejection::Verify(VerifyError::TimestampTooOld { by_ms: 125_000 }),
+            stripe,
+            "json:/id",
+        );
+        assert!(old.contains("2 min 5 s older"), "{old}");
+        let bad = explain(
+            &Rejection::Verify(VerifyError::BadSignature),
+            stripe,
+            "json:/id",
+        );
+        assert!(bad.contains("no configured secret matched"), "{bad}");
+        let body = explain(
+            &Rejection::Verify(VerifyError::Malformed("body".into())),
+            stripe,
+            "json:/id",
+        );
+        assert!(body.contains("not JSON"), "{body}");
+    }
+}

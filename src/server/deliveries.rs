@@ -125,7 +125,7 @@ fn query_of(p: &HashMap<String, String>) -> Result<LogQuery, String> {
 pub(crate) async fn handle<B>(state: &Arc<AppState>, req: Request<B>) -> Resp {
     let path = req.uri().path().to_owned();
     let p = params(req.uri().query());
-    let routes = super::recorder::route_names(state);
+    let routes = state.recorder.route_names();
     let log = &state.recorder.log;
     match (req.method(), path.as_str()) {
         (&Method::GET, "/overview") => overview(state, &routes).await,
@@ -650,12 +650,12 @@ async fn requeue(
 
 /// A live stream's place in the recorder's writes.
 struct Live {
-    rx: tokio::sync::broadcast::Receiver<super::recorder::Written>,
+    rx: tokio::sync::broadcast::Receiver<crate::observe::recorder::Written>,
     closing: tokio_util::sync::CancellationToken,
     /// Whether the stream's first frame (`: open`) went out.
     open: bool,
     /// The write being sent, and the next of its records.
-    write: Option<(super::recorder::Written, usize)>,
+    write: Option<(crate::observe::recorder::Written, usize)>,
     /// The number of the record expected next: a write that starts further on
     /// follows writes this stream skipped.
     next: Option<u64>,
@@ -759,7 +759,7 @@ pub(crate) fn stream<B>(state: &Arc<AppState>, req: &Request<B>) -> Response<Adm
 /// without a record, and the end after `idle` without one (or when the gateway
 /// closes). `slot` is held until the end.
 fn live_frames(
-    rx: tokio::sync::broadcast::Receiver<super::recorder::Written>,
+    rx: tokio::sync::broadcast::Receiver<crate::observe::recorder::Written>,
     closing: tokio_util::sync::CancellationToken,
     q: LogQuery,
     idle: Duration,

@@ -28,49 +28,16 @@ use super::respond::{self, Answer, Outcome, Resp, UpstreamFailure};
 use super::{AppState, Routing};
 use crate::config::{Delivery, Destination, OnError, Route};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
+use crate::observe::RequestRecord;
+use crate::observe::metrics::RouteMetrics;
 use crate::provider::{Accepted, BodyValues, Inbound, VerifiedDelivery, accept_reading};
 use crate::retry::{Backoff, retry_until};
 use crate::store::{
     Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, StoredEvent,
     Token,
 };
-use crate::telemetry::RouteMetrics;
-
-/// What the log line of a delivery says besides the outcome.
-#[derive(Default)]
-struct Seen {
-    route: Option<String>,
-    provider: Option<crate::provider::Preset>,
-    event_id: Option<String>,
-    /// The event's type, where the route knows where to find it.
-    event_type: Option<String>,
-    detail: Option<String>,
-    secret_index: Option<usize>,
-    /// The raw body (for the capture and the delivery log).
-    body: Option<Bytes>,
-    /// For the delivery log (`recorder.rs`): why it was refused, the provider's own
-    /// unsigned ID, whether the route queues.
-    reason: Option<String>,
-    provider_delivery_id: Option<String>,
-    queue: bool,
-    /// The route's metric handles, resolved once per request.
-    metrics: Option<Arc<RouteMetrics>>,
-}
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-
-/// Which of the route's secrets matched, for the log line: its 0-based position in
-/// `secrets`, or `none` (not verified, or a provider that signs nothing).
-struct SecretUsed(Option<usize>);
-
-impl std::fmt::Display for SecretUsed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Some(i) => write!(f, "{i}"),
-            None => f.write_str("none"),
-        }
-    }
-}
 
 /// A trace ID as 32 lowercase hex digits, kept on the stack: it is only formatted
 /// when the delivery's span is enabled.
@@ -125,165 +92,62 @@ pub(super) async fn handle(
     mut req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Resp {
-    let started = Instant::now();
     let (trace_id, traceparent) = trace_context(req.headers());
     let span = tracing::info_span!("delivery", trace_id = %trace_id);
     async move {
-        state.metrics.in_flight.inc();
-        let received_at = crate::time::now_ms();
-        // Copied only when capturing: the pipeline consumes the request.
-        // Not a delivery `hookgate replay` sent, unless `[capture] replays = true`.
-        let request = state
-            .capture
-            .as_ref()
-            .filter(|c| c.wants(req.headers()))
-            .map(|_| {
-                // Credentials are taken out by `capture::redact` before the file is written.
-                let headers: Vec<(String, String)> = req
-                    .headers()
-                    .iter()
-                    .map(|(n, v)| {
-                        (
-                            n.to_string(),
-                            String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                        )
-                    })
-                    .collect();
-                (
-                    req.method().to_string(),
-                    req.uri().path().to_owned(),
-                    req.uri().query().map(str::to_owned),
-                    headers,
-                )
-            });
-        let logged = state.recorder.seen(&state, &req, peer, received_at);
-        // Set after the copies: the log and the capture show what the provider sent;
+        let routing = state.routing();
+        let mut rec = state
+            .observers
+            .begin(&req, peer, &routing.server.trusted_proxies);
+        // Set after the copy: the log and the capture show what the provider sent;
         // the upstream gets the trace context.
         if let Some(v) = traceparent {
             req.headers_mut().insert(TRACEPARENT, v);
         }
-        let mut seen = Seen::default();
         let limit = state.server.request_timeout;
-        // `seen` is the delivery's log record, filled in as the pipeline goes, so that
-        // even a request cut off by request_timeout is logged with its route and ID.
-        let answer = match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut seen)).await
+        // `rec` is filled in as the pipeline goes, so that even a request cut off by
+        // request_timeout is logged with its route and ID.
+        let answer = match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut rec)).await
         {
             Ok(answer) => answer,
             Err(_) => Answer::RequestTimeout,
         };
         let outcome = answer.outcome();
-        let mut resp = respond::response(answer);
-        // Refused requests (anyone can send them) only when `[capture] refused = true`.
-        let verified = seen.event_id.is_some() || outcome == Outcome::Handshake;
-        if let (Some(capture), Some((method, path, query, headers))) = (&state.capture, request)
-            && capture.wants_outcome(verified)
-        {
-            let body = seen.body.clone().unwrap_or_default();
-            let mut r =
-                crate::replay::Replay::new(&method, &path, query.as_deref(), headers, &body);
-            r.received_at = received_at;
-            r.route = seen.route.clone();
-            r.provider = seen.provider.map(|p| p.name().to_owned());
-            r.outcome = Some(outcome.as_str().to_owned());
-            r.status = Some(resp.status().as_u16());
-            r.event_type = seen.event_type.clone();
-            // Credentials the route's preset knows, wherever they travel (query, body).
-            crate::capture::redact(&mut r, seen.provider);
-            capture.record(r);
-        }
-        state.metrics.in_flight.dec();
-        let status = resp.status().as_u16();
-        let elapsed = started.elapsed();
-        let elapsed_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
-        let route = seen.route.as_deref().unwrap_or("-");
-        let event_id = seen.event_id.as_deref().unwrap_or("-");
-        let event_type = seen.event_type.as_deref().unwrap_or("-");
-        let detail = seen.detail.as_deref().unwrap_or("");
-        let secret = SecretUsed(seen.secret_index);
-        let route_metrics = seen
-            .metrics
-            .take()
-            .unwrap_or_else(|| state.metrics.route(route));
-        state
-            .metrics
-            .delivery(&route_metrics, outcome, elapsed.as_secs_f64());
-        macro_rules! line {
-            ($level:ident) => {
-                tracing::$level!(
-                    route,
-                    event_id,
-                    event_type,
-                    outcome = outcome.as_str(),
-                    status,
-                    elapsed_us,
-                    %secret,
-                    detail,
-                    "delivery"
-                )
-            };
-        }
-        match outcome {
-            Outcome::UpstreamError | Outcome::StoreError | Outcome::ForwardedUnclaimed => {
-                line!(warn)
-            }
-            _ => line!(info),
-        }
-        if seen.route.is_some() {
-            let done = seen_done(seen, outcome, elapsed_us, state.server.max_body);
-            resp = state.recorder.record(&state, logged, done, resp);
-        }
+        let (resp, body) = respond::response_and_body(answer);
+        state.observers.finish(
+            rec,
+            outcome,
+            resp.status().as_u16(),
+            &body,
+            state.server.max_body,
+        );
         resp
     }
     .instrument(span)
     .await
 }
 
-/// What the delivery log records of a request's end.
-fn seen_done(
-    seen: Seen,
-    outcome: Outcome,
-    duration_us: u64,
-    max_body: usize,
-) -> super::recorder::Done {
-    let verified = seen.event_id.is_some();
-    super::recorder::Done {
-        route: seen.route.unwrap_or_default(),
-        provider: seen.provider,
-        outcome,
-        body_len: seen.body.as_ref().map_or(0, |b| b.len() as u64),
-        body: seen.body.filter(|_| verified),
-        event_id: seen.event_id,
-        provider_delivery_id: seen.provider_delivery_id,
-        event_type: seen.event_type,
-        secret_index: seen.secret_index,
-        reason: seen
-            .reason
-            .or_else(|| super::recorder::outcome_reason(outcome, max_body)),
-        duration_us,
-        queue: seen.queue,
-    }
-}
-
 /// The stages of a request, like a proxy's phases over one per-request context:
 /// [`admit`] builds the context (route, method, limits, body), [`verify`] reads it
 /// (signature, event ID, event type, filter), and [`job`] hands it to the store and
 /// the upstream (claim and forward, or enqueue). Each stage ends the request with its
-/// answer or passes it on; `seen` is filled in as they go, for the log line.
+/// answer or passes it on; `rec` is filled in as they go, for what the request leaves
+/// behind (`observe`).
 async fn pipeline(
     state: &Arc<AppState>,
     req: Request<Incoming>,
     peer: SocketAddr,
-    seen: &mut Seen,
+    rec: &mut RequestRecord,
 ) -> Answer {
-    let ctx = match admit(state, req, peer, seen).await {
+    let ctx = match admit(state, req, peer, rec).await {
         Ok(ctx) => ctx,
         Err(answer) => return answer,
     };
-    let verified = match verify(state, &ctx, seen) {
+    let verified = match verify(state, &ctx, rec) {
         Ok(verified) => verified,
         Err(answer) => return answer,
     };
-    job(state, ctx, verified, seen).await
+    job(state, ctx, verified, rec).await
 }
 
 /// One admitted request: its route, its client and its whole body, with its share of
@@ -310,16 +174,16 @@ async fn admit(
     state: &Arc<AppState>,
     req: Request<Incoming>,
     peer: SocketAddr,
-    seen: &mut Seen,
+    rec: &mut RequestRecord,
 ) -> Result<Ctx, Answer> {
     let routing = state.routing();
     let Some(route) = routing.routes.get(req.uri().path()).cloned() else {
         return Err(Answer::NoRoute);
     };
-    seen.route = Some(route.name.clone());
+    rec.route = Some(route.name.clone());
     let route_metrics = state.metrics.route(&route.name);
-    seen.metrics = Some(route_metrics.clone());
-    seen.provider = Some(route.verifier.preset());
+    rec.metrics = Some(route_metrics.clone());
+    rec.provider = Some(route.verifier.preset());
     if !route.methods.contains(req.method()) {
         let allow = route
             .methods
@@ -355,7 +219,7 @@ async fn admit(
         Ok(body) => body,
         Err(Unread::Answer(answer)) => return Err(answer),
         Err(Unread::OverBudget(why)) => {
-            seen.detail = Some(why.detail().into());
+            rec.detail = Some(why.detail().into());
             return Err(Answer::Overloaded);
         }
     };
@@ -366,8 +230,8 @@ async fn admit(
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         return Err(Answer::Overloaded);
     };
-    seen.body = Some(body.clone());
-    seen.queue = route.delivery == Delivery::Queue;
+    rec.body = Some(body.clone());
+    rec.queue = route.delivery == Delivery::Queue;
     Ok(Ctx {
         routing,
         route,
@@ -402,7 +266,7 @@ struct Verified {
     clippy::result_large_err,
     reason = "an answer ends the request: returned once, as the async stages return theirs"
 )]
-fn verify(state: &Arc<AppState>, ctx: &Ctx, seen: &mut Seen) -> Result<Verified, Answer> {
+fn verify(state: &Arc<AppState>, ctx: &Ctx, rec: &mut RequestRecord) -> Result<Verified, Answer> {
     let route = &ctx.route;
     let url = route.public_url.as_ref().map(|u| match &ctx.query {
         Some(q) => format!("{u}?{q}"),
@@ -438,20 +302,20 @@ fn verify(state: &Arc<AppState>, ctx: &Ctx, seen: &mut Seen) -> Result<Verified,
     );
     let (delivery, fields) = match accepted {
         Ok((Accepted::Delivery(d), fields)) => (d, fields),
-        Ok((Accepted::Handshake(reply), _)) => return Err(handshake(state, ctx, reply, seen)),
+        Ok((Accepted::Handshake(reply), _)) => return Err(handshake(state, ctx, reply, rec)),
         Err(rejection) => {
             if budgeted && matches!(rejection, crate::provider::Rejection::Verify(_)) {
                 state
                     .budgets
                     .spend(&route.name, ctx.client, route.failure_budget);
             }
-            seen.detail = Some(rejection.to_string());
+            rec.detail = Some(rejection.to_string());
             let source = route.event_id.to_string();
-            seen.reason = Some(super::recorder::reason(&rejection, seen.provider, &source));
+            rec.reason = Some(crate::provider::explain(&rejection, rec.provider, &source));
             return Err(Answer::Rejected(rejection));
         }
     };
-    seen.event_id = Some(delivery.event_id().to_string());
+    rec.event_id = Some(delivery.event_id().to_string());
     let event_type = route.event_type.as_ref().and_then(|t| {
         let read = route.body_fields.event_type(&fields);
         t.extract_read(&ctx.headers, &ctx.body, read)
@@ -468,8 +332,8 @@ fn verify(state: &Arc<AppState>, ctx: &Ctx, seen: &mut Seen) -> Result<Verified,
         (Some(t), true) => Some(route.destinations_for(t)),
         (None, true) => Some(route.destinations_for_untyped()),
     };
-    seen.event_type.clone_from(&event_type);
-    seen.secret_index = Some(delivery.secret_index());
+    rec.event_type.clone_from(&event_type);
+    rec.secret_index = Some(delivery.secret_index());
     state
         .metrics
         .matched_secret(&ctx.route_metrics, delivery.secret_index());
@@ -486,14 +350,14 @@ fn handshake(
     state: &Arc<AppState>,
     ctx: &Ctx,
     mut reply: crate::provider::HandshakeReply,
-    seen: &mut Seen,
+    rec: &mut RequestRecord,
 ) -> Answer {
     if let Some(secret) = reply.handed_secret.take() {
         let configured = ctx.route.secret_count > 0;
         match state.keep_handed_secret(&ctx.route.name, configured, secret, ctx.now) {
             super::Handed::Kept => {}
             refused => {
-                seen.detail = Some(format!("handed-over secret refused: {refused:?}"));
+                rec.detail = Some(format!("handed-over secret refused: {refused:?}"));
                 return Answer::HandshakeRefused {
                     route_has_secret: configured,
                 };
@@ -505,7 +369,12 @@ fn handshake(
 
 /// The job: the verified delivery through the store and the upstream (claim and
 /// forward, or enqueue), and the route's fixed reply in place of the answer.
-async fn job(state: &Arc<AppState>, ctx: Ctx, verified: Verified, seen: &mut Seen) -> Answer {
+async fn job(
+    state: &Arc<AppState>,
+    ctx: Ctx,
+    verified: Verified,
+    rec: &mut RequestRecord,
+) -> Answer {
     // From the claim on, the work must run to the end even if the provider hangs up
     // (hyper then drops this future): it runs inline, tracked so shutdown waits for
     // it, and moves to a task of its own only if it is dropped unfinished.
@@ -520,12 +389,12 @@ async fn job(state: &Arc<AppState>, ctx: Ctx, verified: Verified, seen: &mut See
         RunToCompletion::new(state.settles.track_future(job.run().in_current_span())).await;
     // The provider's own ID, when unsigned, is only named in the log: the key is the
     // signed bytes' digest.
-    seen.detail = detail.or_else(|| {
+    rec.detail = detail.or_else(|| {
         unsigned_id
             .as_ref()
             .map(|id| format!("unsigned provider id {id}"))
     });
-    seen.provider_delivery_id = unsigned_id;
+    rec.provider_delivery_id = unsigned_id;
     match (fixed, answer.outcome()) {
         (
             Some(reply),

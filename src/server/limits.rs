@@ -8,9 +8,9 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use http::HeaderMap;
-use ipnet::IpNet;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+pub(crate) use crate::client::{client_ip, client_key};
 
 /// Entries past this many are pruned of those that no longer hold anything (a full
 /// budget, no body being read), so a flood from many addresses cannot grow the maps
@@ -19,29 +19,6 @@ const PRUNE_ABOVE: usize = 10_000;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The client's address: the peer, unless the peer is one of `trusted` proxies; then
-/// the right-most address of `X-Forwarded-For` that is not itself a trusted proxy
-/// (the left part of that header is whatever the client wrote, and cannot be trusted).
-pub(crate) fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
-    let is_trusted = |ip: &IpAddr| trusted.iter().any(|n| n.contains(ip));
-    if !is_trusted(&peer) {
-        return peer;
-    }
-    let hops: Vec<IpAddr> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|hop| hop.trim().parse::<IpAddr>())
-        .collect::<Result<_, _>>()
-        // A malformed hop ends the trust: the peer itself is the client.
-        .unwrap_or_default();
-    hops.into_iter()
-        .rev()
-        .find(|ip| !is_trusted(ip))
-        .unwrap_or(peer)
 }
 
 /// Request bodies being received, by client address: at most `max` at once from one
@@ -295,6 +272,8 @@ impl FailureBudgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::HeaderMap;
+    use ipnet::IpNet;
 
     fn headers(xff: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -506,21 +485,5 @@ impl Drop for ConnectionSlot {
                 open.remove(&self.client);
             }
         }
-    }
-}
-
-/// The key a client's per-address limits are counted under: an IPv4 address as it
-/// is, an IPv6 address by its /64 prefix (one subscriber's allocation: a /64 holds
-/// 2^64 addresses, so counting each alone would give one client that many budgets).
-pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let mask = !0u128 << 64;
-                IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & mask))
-            }
-        },
     }
 }

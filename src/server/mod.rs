@@ -11,7 +11,6 @@ pub(crate) mod eviction;
 mod handler;
 mod limits;
 pub mod listen;
-pub(crate) mod recorder;
 pub mod respond;
 pub(crate) mod stranded;
 mod ui;
@@ -33,11 +32,11 @@ use tokio_util::task::TaskTracker;
 
 use arc_swap::ArcSwap;
 
-use crate::capture::Capture;
 use crate::config::{self, Backend, Config, ConfigErrors, Route, ServerConfig};
 use crate::forward::Forwarder;
+use crate::observe::capture::Capture;
+use crate::observe::metrics::{Metrics, ResultLabel};
 use crate::store::Store;
-use crate::telemetry::{Metrics, ResultLabel};
 
 /// Everything a request needs, shared by all connections.
 #[derive(Debug)]
@@ -57,8 +56,8 @@ pub struct AppState {
     /// The config file, for reloads.
     source: PathBuf,
     pub metrics: Arc<Metrics>,
-    /// Writes every delivery as a replay file, when configured.
-    pub(crate) capture: Option<Capture>,
+    /// Where each request's record goes at its end: metrics, capture, delivery log.
+    pub(crate) observers: crate::observe::Observers,
     /// Deliveries forwarded without a claim because the store was down.
     pub unclaimed_forwards: AtomicU64,
     /// Bounds the deliveries handled at once (`server.max_in_flight`), from the end
@@ -89,7 +88,7 @@ pub struct AppState {
     /// longer stranded is set back to 0.
     pub(crate) stranded_seen: std::sync::Mutex<std::collections::HashSet<String>>,
     /// The delivery log's recorder (`recorder.rs`; the admin API in `deliveries.rs`).
-    pub(crate) recorder: recorder::Recorder,
+    pub(crate) recorder: Arc<crate::observe::recorder::Recorder>,
     /// Routes whose destinations' queues may hold their events: every queue route of
     /// a config this process ran, and every route with a stored queue at start. A
     /// sync claim on one of them first looks for the event in those queues
@@ -315,7 +314,7 @@ impl AppState {
         };
         self.metrics
             .handed_secrets
-            .get_or_create(&crate::telemetry::RouteResult {
+            .get_or_create(&crate::observe::metrics::RouteResult {
                 route: route.to_owned(),
                 result: result.label().to_owned(),
             })
@@ -364,7 +363,13 @@ impl AppState {
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
         let mut metrics = Metrics::new();
         metrics.register_store(&store.metrics());
-        let recorder = recorder::Recorder::new(cfg, &store, &mut metrics)?;
+        let routing = Arc::new(ArcSwap::from_pointee(Routing::new(cfg)));
+        let recorder = Arc::new(crate::observe::recorder::Recorder::new(
+            cfg,
+            &store,
+            &mut metrics,
+            routing.clone(),
+        )?);
         let policy = match &store {
             Store::Redis(_) => eviction::Policy::Unknown,
             Store::Memory(_) | Store::Disk(_) => eviction::Policy::NotRedis,
@@ -377,9 +382,14 @@ impl AppState {
             ),
             None => None,
         };
+        let metrics = Arc::new(metrics);
         Ok(Self {
-            capture,
-            routing: Arc::new(ArcSwap::from_pointee(Routing::new(cfg))),
+            observers: crate::observe::Observers {
+                metrics: metrics.clone(),
+                capture,
+                recorder: recorder.clone(),
+            },
+            routing,
             server: cfg.server.clone(),
             store,
             backend: cfg.store.backend.clone(),
@@ -387,7 +397,7 @@ impl AppState {
             clock,
             settles: TaskTracker::new(),
             source: cfg.source.clone(),
-            metrics: Arc::new(metrics),
+            metrics,
             in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_in_flight)),
             budgets: limits::FailureBudgets::default(),
             reads: limits::ClientReads::default(),
@@ -422,6 +432,11 @@ impl AppState {
     /// The dedup store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// What the delivery log counts against `log.max_size` now.
+    pub async fn delivery_log_size(&self) -> Result<u64, crate::store::StoreError> {
+        self.recorder.log.size(&self.recorder.route_names()).await
     }
 
     /// What the delivery workers use of the gateway (`delivery/`).

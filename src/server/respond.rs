@@ -144,14 +144,34 @@ impl Answer {
 /// The table: each answer's status, headers and body. Every response carries
 /// `hookgate-outcome`; the ones that ask the provider to come back carry
 /// `Retry-After`.
+/// An answer as the table builds it: its body in one buffer.
+type Built = Response<Bytes>;
+
+/// The response for `answer`: status, headers and body from the one table.
 pub fn response(answer: Answer) -> Resp {
+    full(table(answer))
+}
+
+/// The response for `answer`, and its body's bytes (shared, not copied) for what
+/// records the answer (the delivery log).
+pub fn response_and_body(answer: Answer) -> (Resp, Bytes) {
+    let (parts, body) = table(answer).into_parts();
+    (Response::from_parts(parts, Full::new(body.clone())), body)
+}
+
+fn full(r: Built) -> Resp {
+    r.map(Full::new)
+}
+
+fn table(answer: Answer) -> Built {
     use StatusCode as S;
     let outcome = answer.outcome();
-    let error =
-        |status: StatusCode, msg: &str| json(status, outcome, serde_json::json!({ "error": msg }));
+    let error = |status: StatusCode, msg: &str| {
+        json_built(status, outcome, serde_json::json!({ "error": msg }))
+    };
     match answer {
         Answer::Relayed { upstream, .. } => {
-            let mut r = Response::new(Full::new(upstream.body));
+            let mut r = Response::new(upstream.body);
             *r.status_mut() = upstream.status;
             *r.headers_mut() = upstream.headers;
             with_outcome(r, outcome)
@@ -164,7 +184,7 @@ pub fn response(answer: Answer) -> Resp {
         }
         Answer::UpstreamFailed(UpstreamFailure::Broken) => error(S::BAD_GATEWAY, "upstream failed"),
         Answer::Fixed { reply, .. } => {
-            let mut r = Response::new(Full::new(Bytes::from_static(reply.body.as_bytes())));
+            let mut r = Response::new(Bytes::from_static(reply.body.as_bytes()));
             *r.status_mut() = reply.status;
             if !reply.body.is_empty() {
                 r.headers_mut()
@@ -175,17 +195,17 @@ pub fn response(answer: Answer) -> Resp {
         Answer::Filtered {
             event_id,
             event_type,
-        } => json(
+        } => json_built(
             S::OK,
             outcome,
             serde_json::json!({ "status": "filtered", "event_id": event_id, "event_type": event_type }),
         ),
-        Answer::Queued { event_id } => json(
+        Answer::Queued { event_id } => json_built(
             S::OK,
             outcome,
             serde_json::json!({ "status": "queued", "event_id": event_id }),
         ),
-        Answer::Duplicate { event_id } => json(
+        Answer::Duplicate { event_id } => json_built(
             S::OK,
             outcome,
             serde_json::json!({ "status": "duplicate", "event_id": event_id }),
@@ -196,14 +216,15 @@ pub fn response(answer: Answer) -> Resp {
 
 /// The gateway's own answers that hold a delivery back or refuse it: the rest of
 /// [`response`]'s table.
-fn refusal(answer: Answer) -> Resp {
+fn refusal(answer: Answer) -> Built {
     use StatusCode as S;
     let outcome = answer.outcome();
-    let error =
-        |status: StatusCode, msg: &str| json(status, outcome, serde_json::json!({ "error": msg }));
+    let error = |status: StatusCode, msg: &str| {
+        json_built(status, outcome, serde_json::json!({ "error": msg }))
+    };
     let later = |status: StatusCode, msg: &str| retry_after(error(status, msg));
     match answer {
-        Answer::Mismatch { event_id } => json(
+        Answer::Mismatch { event_id } => json_built(
             S::UNPROCESSABLE_ENTITY,
             outcome,
             serde_json::json!({ "error": "event id reused with a different body", "event_id": event_id }),
@@ -212,13 +233,13 @@ fn refusal(answer: Answer) -> Resp {
             S::UNPROCESSABLE_ENTITY,
             "transmission id reused with a different body",
         ),
-        Answer::InFlight { event_id } => retry_after(json(
+        Answer::InFlight { event_id } => retry_after(json_built(
             S::CONFLICT,
             outcome,
             serde_json::json!({ "status": "in_flight", "event_id": event_id }),
         )),
         Answer::Handshake(reply) => {
-            let mut r = Response::new(Full::new(reply.body));
+            let mut r = Response::new(reply.body);
             *r.status_mut() = reply.status;
             for (name, value) in reply.headers {
                 if let Ok(v) = HeaderValue::from_str(&value) {
@@ -244,7 +265,7 @@ fn refusal(answer: Answer) -> Resp {
             }
             r
         }
-        Answer::TooLarge { limit } => json(
+        Answer::TooLarge { limit } => json_built(
             S::PAYLOAD_TOO_LARGE,
             outcome,
             serde_json::json!({ "error": "body too large", "max_body": limit }),
@@ -298,22 +319,26 @@ fn refusal(answer: Answer) -> Resp {
         | Answer::Fixed { .. }
         | Answer::Filtered { .. }
         | Answer::Queued { .. }
-        | Answer::Duplicate { .. }) => response(passed),
+        | Answer::Duplicate { .. }) => table(passed),
     }
 }
 
 /// A JSON answer written by the gateway for a delivery.
 pub fn json(status: StatusCode, outcome: Outcome, body: serde_json::Value) -> Resp {
-    with_outcome(admin(status, body), outcome)
+    full(json_built(status, outcome, body))
 }
 
-fn with_outcome(mut r: Resp, outcome: Outcome) -> Resp {
+fn json_built(status: StatusCode, outcome: Outcome, body: serde_json::Value) -> Built {
+    with_outcome(admin_built(status, body), outcome)
+}
+
+fn with_outcome(mut r: Built, outcome: Outcome) -> Built {
     r.headers_mut()
         .insert(OUTCOME_HEADER, HeaderValue::from_static(outcome.as_str()));
     r
 }
 
-fn retry_after(mut r: Resp) -> Resp {
+fn retry_after(mut r: Built) -> Built {
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
     r
@@ -323,16 +348,7 @@ fn retry_after(mut r: Resp) -> Resp {
 /// refused before any HTTP is spoken (over `server.max_connections`): the same status,
 /// headers and body as the table's, written straight to the socket.
 pub fn overloaded_http1() -> Vec<u8> {
-    use futures_util::FutureExt as _;
-    use http_body_util::BodyExt as _;
-    let (head, body) = response(Answer::Overloaded).into_parts();
-    // A `Full` body is ready at once: its one frame is already in memory.
-    let body = body
-        .collect()
-        .now_or_never()
-        .and_then(Result::ok)
-        .map(|c| c.to_bytes())
-        .unwrap_or_default();
+    let (head, body) = table(Answer::Overloaded).into_parts();
     let mut out = format!(
         "HTTP/1.1 {} {}\r\n",
         head.status.as_u16(),
@@ -359,10 +375,14 @@ pub fn overloaded_http1() -> Vec<u8> {
 /// A JSON answer without an outcome: the admin listener's (never a store's error
 /// text), and the body of every delivery answer above.
 pub fn admin(status: StatusCode, body: serde_json::Value) -> Resp {
+    full(admin_built(status, body))
+}
+
+fn admin_built(status: StatusCode, body: serde_json::Value) -> Built {
     let mut bytes = serde_json::to_vec(&body).unwrap_or_else(|_| b"{}".to_vec());
     // A newline at the end, so `curl` leaves the shell's prompt on a line of its own.
     bytes.push(b'\n');
-    let mut r = Response::new(Full::new(Bytes::from(bytes)));
+    let mut r = Response::new(Bytes::from(bytes));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,

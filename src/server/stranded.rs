@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::{AppState, Routing};
 use crate::config::{Config, Delivery, Route};
+use crate::observe::metrics::QueueLabel;
 use crate::store::{Depth, QueueRef, QueueStore as _, Store, StoreError};
-use crate::telemetry::QueueLabel;
 
 /// A stored queue that holds undelivered events.
 #[derive(Debug, Clone)]

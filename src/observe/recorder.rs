@@ -9,8 +9,10 @@
 //!
 //! The record is a copy, not the request's own parts: those hold the connection's
 //! read buffer, which the connection could not reuse while a record waited for the
-//! writer. [`Recorder::seen`] copies the path, query and headers before the pipeline
-//! takes the request; [`Recorder::record`] writes the record when the answer is known.
+//! writer. The request's record (`observe::RequestRecord`) holds the one copy of its
+//! path, query and headers, made before the pipeline takes the request;
+//! [`Recorder::record`] writes the delivery log's record from it when the answer is
+//! known.
 //!
 //! Refused requests (anyone can send them) and copies of a verified delivery
 //! (`duplicate`, `in_flight`, `mismatch`: anyone holding one signed capture can send
@@ -23,30 +25,28 @@
 //! most; the headers beyond are dropped, and one `[dropped]` entry says how many.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http::Request;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, mpsc};
 
-use super::AppState;
-use super::limits::client_key;
-use super::respond::{Outcome, Resp};
+use crate::client::client_key;
 use crate::config::{LogBodies, LogConfig};
-use crate::provider::{Preset, Rejection, VerifyError};
-use crate::redact::REDACTED;
+use crate::observe::metrics::ResultLabel;
+use crate::observe::redact::REDACTED;
+use crate::observe::{Parts, RequestRecord};
+use crate::outcome::Outcome;
+use crate::provider::Preset;
+use crate::state::Routing;
 use crate::store::log::{
     Appended, Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, NotRecorded, Raw, Stored, View,
     minute_of, new_delivery_id,
 };
-use crate::telemetry::ResultLabel;
 
 /// How long a batch waits for the preparing thread before the writer takes it back
 /// and prepares it itself (see [`Preparer`]).
@@ -246,42 +246,9 @@ pub(crate) struct Recorder {
     /// Set while the next "stops recording" warning is due (once per stop, again
     /// after a write succeeded).
     warn_next: std::sync::atomic::AtomicBool,
-}
-
-/// What the recorder keeps of a request before the pipeline consumes it: copies, in
-/// one buffer, of what its record shows. Its `Debug` leaves the copies out: they are
-/// not redacted yet.
-pub(crate) struct Seen {
-    received_at: u64,
-    method: http::Method,
-    peer: SocketAddr,
-    /// The client a refused request's budget is counted against (the peer, or the
-    /// client a trusted proxy names).
-    client: IpAddr,
-    /// [`Parts`] in postcard's encoding; empty when the log is off.
-    parts: Vec<u8>,
-}
-
-impl std::fmt::Debug for Seen {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Seen")
-            .field("received_at", &self.received_at)
-            .field("method", &self.method)
-            .field("peer", &self.peer)
-            .field("client", &self.client)
-            .field("parts", &format_args!("{} bytes", self.parts.len()))
-            .finish()
-    }
-}
-
-/// A request's path, query and headers, as [`Seen`] keeps them.
-#[derive(Serialize, Deserialize)]
-struct Parts<'a> {
-    path: &'a str,
-    #[serde(borrow)]
-    query: Option<&'a str>,
-    #[serde(borrow)]
-    headers: Vec<(&'a str, &'a str)>,
+    /// The routes (swapped whole on reload): the log's route names, trusted proxies,
+    /// a generic route's signature headers.
+    routing: Arc<arc_swap::ArcSwap<Routing>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -308,10 +275,10 @@ struct Preparer {
 }
 
 impl Preparer {
-    fn start(state: &Arc<AppState>) -> Self {
+    fn start(rec: &Arc<Recorder>) -> Self {
         let job: Arc<(Mutex<Option<Job>>, std::sync::Condvar)> = Arc::default();
         let shared = Arc::downgrade(&job);
-        let state = state.clone();
+        let rec = rec.clone();
         let started = std::thread::Builder::new()
             .name("hookgate-log".into())
             .spawn(move || {
@@ -321,7 +288,7 @@ impl Preparer {
                     let next = Self::next(&job);
                     drop(job);
                     if let Some((mut batch, reply)) = next {
-                        state.recorder.log.prepare(&mut batch);
+                        rec.log.prepare(&mut batch);
                         let _ = reply.send(batch);
                     }
                 }
@@ -347,8 +314,7 @@ impl Preparer {
 
     /// `batch` prepared for the store, on the preparing thread, or here in the
     /// writer task if the thread has not taken it within [`PREPARER_PATIENCE`].
-    async fn prepare(&mut self, state: &AppState, mut batch: Batch) -> Batch {
-        let log = &state.recorder.log;
+    async fn prepare(&mut self, log: &DeliveryLog, mut batch: Batch) -> Batch {
         if !log.prepares() || self.busy_since.is_some_and(|t| t.elapsed() < PREPARER_BUSY) {
             log.prepare(&mut batch);
             return batch;
@@ -398,7 +364,8 @@ impl Recorder {
     pub(crate) fn new(
         cfg: &crate::config::Config,
         store: &crate::store::Store,
-        metrics: &mut crate::telemetry::Metrics,
+        metrics: &mut crate::observe::metrics::Metrics,
+        routing: Arc<arc_swap::ArcSwap<Routing>>,
     ) -> anyhow::Result<Self> {
         let bounds = Bounds {
             keep: cfg.log.keep,
@@ -447,7 +414,21 @@ impl Recorder {
             metrics: m,
             closing: tokio_util::sync::CancellationToken::new(),
             warn_next: std::sync::atomic::AtomicBool::new(true),
+            routing,
         })
+    }
+
+    /// The configured routes' names.
+    pub(crate) fn route_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .routing
+            .load()
+            .routes
+            .values()
+            .map(|r| r.name.clone())
+            .collect();
+        names.sort();
+        names
     }
 
     /// New records as they are written, for a live stream.
@@ -457,13 +438,12 @@ impl Recorder {
 
     /// Starts the writer task (once); it ends when `stop` is cancelled, after writing
     /// what is queued.
-    pub(crate) fn start(state: &Arc<AppState>, stop: tokio_util::sync::CancellationToken) {
-        let Some(mut rx) = lock(&state.recorder.rx).take() else {
+    pub(crate) fn start(self: &Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let Some(mut rx) = lock(&self.rx).take() else {
             return;
         };
-        let state = state.clone();
+        let rec = self.clone();
         tokio::spawn(async move {
-            let rec = &state.recorder;
             if rec.cfg.enabled
                 && let Some(warning) = rec.log.budget_warning().await
             {
@@ -477,7 +457,7 @@ impl Recorder {
             } else {
                 BATCH_RECORDS
             };
-            let mut preparer = Preparer::start(&state);
+            let mut preparer = Preparer::start(&rec);
             // With the log off, no record wakes the writer: it writes the counts
             // every COUNTS_EVERY instead.
             let idle_wait = if rec.cfg.enabled {
@@ -530,7 +510,7 @@ impl Recorder {
                         ..Batch::default()
                     };
                     if !batch.counts.is_empty() {
-                        rec.write(&state, batch).await;
+                        rec.write(batch).await;
                     }
                     return;
                 }
@@ -539,7 +519,7 @@ impl Recorder {
                     ..Batch::default()
                 };
                 if !batch.records.is_empty() {
-                    batch = preparer.prepare(&state, batch).await;
+                    batch = preparer.prepare(&rec.log, batch).await;
                 }
                 rec.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 rec.metrics
@@ -554,13 +534,13 @@ impl Recorder {
                 if idle {
                     retained = Instant::now();
                 }
-                rec.write(&state, batch).await;
+                rec.write(batch).await;
             }
         });
     }
 
-    async fn write(&self, state: &AppState, batch: Batch) {
-        let routes = route_names(state);
+    async fn write(&self, batch: Batch) {
+        let routes = self.route_names();
         // Handles for the live streams, if one is open.
         let live: Option<Arc<[Stored]>> = (self.live.receiver_count() > 0
             && !batch.records.is_empty())
@@ -635,100 +615,60 @@ impl Recorder {
         count_into(&mut lock(&self.counts), route, outcome, received_at);
     }
 
-    /// What the log needs of a request before the pipeline takes it: its path, query
-    /// and headers, copied (nothing when the log is off: the request is only counted).
-    pub(crate) fn seen<B>(
-        &self,
-        state: &AppState,
-        req: &Request<B>,
-        peer: SocketAddr,
-        received_at: u64,
-    ) -> Seen {
-        let mut seen = Seen {
-            received_at,
-            method: req.method().clone(),
-            peer,
-            client: peer.ip(),
-            parts: Vec::new(),
-        };
-        if !self.cfg.enabled {
-            return seen;
-        }
-        let trusted = &state.routing.load().server.trusted_proxies;
-        seen.client = super::limits::client_ip(peer.ip(), req.headers(), trusted);
-        // A value that is not visible ASCII (rare) is kept as its lossy text.
-        let lossy: Vec<String> = req
-            .headers()
-            .values()
-            .filter(|v| v.to_str().is_err())
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-            .collect();
-        let mut lossy = lossy.iter();
-        let all = req.headers().iter().map(|(n, v)| {
-            let v = v.to_str().ok().or_else(|| lossy.next().map(String::as_str));
-            (n.as_str(), v.unwrap_or_default())
-        });
-        let mut dropped = String::new();
-        let headers = capped(all, &mut dropped);
-        let parts = Parts {
-            path: req.uri().path(),
-            query: req.uri().query(),
-            headers,
-        };
-        let len = 16
-            + parts.path.len()
-            + parts.query.map_or(0, str::len)
-            + parts
-                .headers
-                .iter()
-                .map(|(n, v)| n.len() + v.len() + 4)
-                .sum::<usize>();
-        seen.parts = postcard::to_extend(&parts, Vec::with_capacity(len)).unwrap_or_default();
-        seen
-    }
-
     /// Whether a refused request or a copy from `client` on `route` may be recorded
     /// now.
     fn refused_budget(&self, route: &str, client: IpAddr) -> bool {
         lock(&self.budgets).take(route, client, Instant::now())
     }
 
-    /// Records one request to a route and gives the response back. Never waits: the
-    /// record is written to the store by the writer.
-    pub(crate) fn record(&self, state: &AppState, seen: Seen, done: Done, resp: Resp) -> Resp {
-        self.count_only(&done.route, done.outcome.as_str(), seen.received_at);
-        let budgeted = done.event_id.is_none() || is_copy(done.outcome);
-        let recorded =
-            self.cfg.enabled && (!budgeted || self.refused_budget(&done.route, seen.client));
-        if !recorded {
-            self.metrics.count("not_recorded", 1);
-            return resp;
-        }
-        let (parts, body) = resp.into_parts();
-        let answer = full_bytes(body);
-        if let Some(record) = self.encode(state, &seen, &done, parts.status.as_u16(), &answer) {
-            self.enqueue(record);
-        }
-        Resp::from_parts(parts, http_body_util::Full::new(answer))
-    }
-
-    /// The record of a request: what [`Recorder::seen`] copied, with the credentials
-    /// and signatures redacted, and what the pipeline found out.
-    fn encode(
+    /// Records one request to a route, with its answer (`status`, the body's bytes).
+    /// Never waits: the record is written to the store by the writer.
+    pub(crate) fn record(
         &self,
-        state: &AppState,
-        seen: &Seen,
-        done: &Done,
+        rec: &RequestRecord,
+        outcome: Outcome,
         status: u16,
         answer: &[u8],
+        duration_us: u64,
+    ) {
+        let route = rec.route.as_deref().unwrap_or_default();
+        self.count_only(route, outcome.as_str(), rec.received_at);
+        let budgeted = rec.event_id.is_none() || is_copy(outcome);
+        let recorded = self.cfg.enabled && (!budgeted || self.refused_budget(route, rec.client));
+        if !recorded {
+            self.metrics.count("not_recorded", 1);
+            return;
+        }
+        if let Some(record) = self.encode(rec, outcome, status, answer, duration_us) {
+            self.enqueue(record);
+        }
+    }
+
+    /// The record of a request: the copy of its head (headers capped at
+    /// [`HEADER_BYTES`]), with the credentials and signatures redacted, and what the
+    /// pipeline found out.
+    fn encode(
+        &self,
+        rec: &RequestRecord,
+        outcome: Outcome,
+        status: u16,
+        answer: &[u8],
+        duration_us: u64,
     ) -> Option<Stored> {
-        let mut parts: Parts<'_> = postcard::from_bytes(&seen.parts).ok()?;
-        let preset = done.provider;
-        let routing = state.routing();
-        let signature_headers = routing_signature_headers(&routing, parts.path);
-        let hide = crate::redact::Hide::CredentialsAndSignatures;
-        for (name, value) in &mut parts.headers {
-            if (*name != DROPPED_HEADERS && crate::redact::header(name, preset, hide))
+        let Parts {
+            path,
+            query,
+            headers,
+        } = rec.head()?.parts()?;
+        let route = rec.route.as_deref().unwrap_or_default();
+        let mut dropped = String::new();
+        let mut headers = capped(headers.into_iter(), &mut dropped);
+        let preset = rec.provider;
+        let routing = self.routing.load();
+        let signature_headers = routing_signature_headers(&routing, path);
+        let hide = crate::observe::redact::Hide::CredentialsAndSignatures;
+        for (name, value) in &mut headers {
+            if (*name != DROPPED_HEADERS && crate::observe::redact::header(name, preset, hide))
                 || signature_headers
                     .iter()
                     .any(|h| h.as_str().eq_ignore_ascii_case(name))
@@ -736,48 +676,48 @@ impl Recorder {
                 *value = REDACTED;
             }
         }
-        let query = parts.query.map(|q| crate::redact::query(q, preset, hide));
-        // A copy's body is the accepted delivery's: that record keeps it.
-        let keep_body = self.cfg.bodies == LogBodies::Verified
-            && done.event_id.is_some()
-            && !is_copy(done.outcome);
-        let full = done.body.as_deref().filter(|_| keep_body);
+        let query = query.map(|q| crate::observe::redact::query(q, preset, hide));
+        // A refused request's body is not kept; a copy's is the accepted delivery's:
+        // that record keeps it.
+        let verified = rec.event_id.is_some();
+        let keep_body = self.cfg.bodies == LogBodies::Verified && verified && !is_copy(outcome);
+        let full = rec.body.as_deref().filter(|_| keep_body);
         // Redacted (a copy) only where the preset has a credential in the body.
-        let redacted = full.and_then(|b| crate::capture::redact_body(b, preset));
+        let redacted = full.and_then(|b| crate::observe::redact::redact_body(b, preset));
         let full = redacted.as_deref().or(full);
         let body = full.map(|b| &b[..b.len().min(self.cfg.max_body)]);
         let answer = &answer[..answer.len().min(ANSWER_BYTES)];
-        let delivery_id = new_delivery_id(seen.received_at);
-        let peer = seen.peer.to_string();
-        let secret = done.secret_index.map(|i| format!("secrets[{i}]"));
+        let delivery_id = new_delivery_id(rec.received_at);
+        let peer = rec.peer.to_string();
+        let secret = rec.secret_index.map(|i| format!("secrets[{i}]"));
         Some(Stored::encode(&View {
             delivery_id: &delivery_id,
-            received_at: seen.received_at,
-            route: &done.route,
+            received_at: rec.received_at,
+            route,
             provider: preset.map_or("", Preset::name),
             peer: &peer,
-            method: seen.method.as_str(),
-            path: parts.path,
+            method: rec.method.as_str(),
+            path,
             query: query.as_deref(),
-            headers: parts.headers,
+            headers,
             body: body.map(Raw),
-            body_bytes: done.body_len,
+            body_bytes: rec.body.as_ref().map_or(0, |b| b.len() as u64),
             body_truncated: full.is_some_and(|b| b.len() > self.cfg.max_body),
-            event_id: done.event_id.as_deref(),
-            provider_delivery_id: done.provider_delivery_id.as_deref(),
-            event_type: done.event_type.as_deref(),
-            outcome: done.outcome.as_str(),
+            event_id: rec.event_id.as_deref(),
+            provider_delivery_id: rec.provider_delivery_id.as_deref(),
+            event_type: rec.event_type.as_deref(),
+            outcome: outcome.as_str(),
             status,
             answer: (!answer.is_empty()).then_some(Raw(answer)),
-            duration_us: done.duration_us,
+            duration_us,
             secret: secret.as_deref(),
-            reason: done.reason.as_deref(),
+            reason: rec.reason.as_deref(),
             replay_of: None,
-            queue: done
+            queue: rec
                 .event_id
                 .as_deref()
-                .filter(|_| done.queue)
-                .map(|id| (done.route.as_str(), id)),
+                .filter(|_| rec.queue)
+                .map(|id| (route, id)),
         }))
     }
 }
@@ -803,50 +743,8 @@ fn count_into(counts: &mut Counts, route: &str, outcome: &str, received_at: u64)
     }
 }
 
-impl AppState {
-    /// What the delivery log counts against `log.max_size` now.
-    pub async fn delivery_log_size(&self) -> Result<u64, crate::store::StoreError> {
-        self.recorder.log.size(&route_names(self)).await
-    }
-}
-
-/// What the pipeline found out about a request, for its record.
-#[derive(Debug)]
-pub(crate) struct Done {
-    pub route: String,
-    pub provider: Option<Preset>,
-    pub outcome: Outcome,
-    pub event_id: Option<String>,
-    pub provider_delivery_id: Option<String>,
-    pub event_type: Option<String>,
-    pub secret_index: Option<usize>,
-    /// The raw body, verified deliveries only.
-    pub body: Option<Bytes>,
-    /// The body's size, refused or not (0 when it was never read).
-    pub body_len: u64,
-    pub reason: Option<String>,
-    pub duration_us: u64,
-    /// Whether the route queues its deliveries.
-    pub queue: bool,
-}
-
-/// The configured routes' names.
-pub(crate) fn route_names(state: &AppState) -> Vec<String> {
-    let mut names: Vec<String> = state
-        .routing()
-        .routes
-        .values()
-        .map(|r| r.name.clone())
-        .collect();
-    names.sort();
-    names
-}
-
 /// The signature headers of a generic `hmac` route (its configured names).
-fn routing_signature_headers<'a>(
-    routing: &'a super::Routing,
-    path: &str,
-) -> &'a [http::HeaderName] {
+fn routing_signature_headers<'a>(routing: &'a Routing, path: &str) -> &'a [http::HeaderName] {
     match routing.routes.get(path).map(|r| r.verifier.scheme()) {
         Some(crate::provider::Scheme::Hmac(s)) => &s.headers,
         _ => &[],
@@ -883,97 +781,10 @@ fn capped<'a>(
     kept
 }
 
-/// The bytes of a response body the gateway built (a `Full`, complete at once).
-fn full_bytes(body: http_body_util::Full<Bytes>) -> Bytes {
-    use futures_util::FutureExt as _;
-    use http_body_util::BodyExt as _;
-    body.collect()
-        .now_or_never()
-        .and_then(Result::ok)
-        .map(http_body_util::Collected::to_bytes)
-        .unwrap_or_default()
-}
-
-/// Why a request was refused, in words an integrator can act on; never anything about
-/// the keys or the signature expected.
-pub(crate) fn reason(rejection: &Rejection, preset: Option<Preset>, id_source: &str) -> String {
-    let provider = preset.map_or("the provider", Preset::name);
-    match rejection {
-        Rejection::NoEventId => format!(
-            "no event ID in the delivery: the route reads it from {id_source}; set the route's event_id to where {provider} puts it"
-        ),
-        Rejection::Verify(e) => match e {
-            VerifyError::MissingHeader(h) => format!(
-                "the {h} header is missing: {provider} signs every delivery with it; is the sender {provider}, and is the route's provider right?"
-            ),
-            VerifyError::Malformed(h) if h == "body" => format!(
-                "the body is not JSON, and the {provider} preset reads what it verifies from a JSON body"
-            ),
-            VerifyError::Malformed(h) => {
-                format!("the {h} header is malformed: it is not in the form {provider} sends")
-            }
-            VerifyError::Duplicated(h) => {
-                format!("the {h} header appears more than once; send it once")
-            }
-            VerifyError::BadTimestamp => {
-                "the signed timestamp is not a timestamp (digits, or a date-time)".to_owned()
-            }
-            VerifyError::BadSignature => format!(
-                "no configured secret matched the signature: check that the route's secrets hold the signing secret {provider} shows for this endpoint (a rotated secret goes in as a second entry), and that nothing between {provider} and the gateway changes the body"
-            ),
-            VerifyError::TimestampTooOld { by_ms } => format!(
-                "the signed timestamp is {} older than the route's tolerance allows: a resent old delivery, or the sender's clock is behind (raise the route's tolerance to accept it)",
-                human_ms(*by_ms)
-            ),
-            VerifyError::TimestampInFuture { by_ms } => format!(
-                "the signed timestamp is {} further in the future than the route's tolerance allows: the sender's clock is ahead, or the gateway's is behind",
-                human_ms(*by_ms)
-            ),
-            other => other.to_string(),
-        },
-    }
-}
-
-/// Why a request refused before or after verification was, for outcomes that are no
-/// [`Rejection`].
-pub(crate) fn outcome_reason(outcome: Outcome, max_body: usize) -> Option<String> {
-    Some(match outcome {
-        Outcome::MethodNotAllowed => "the route does not take this method".to_owned(),
-        Outcome::TooLarge => format!("the body is larger than server.max_body ({max_body} bytes)"),
-        Outcome::BodyTimeout => "the body did not arrive within server.body_timeout".to_owned(),
-        Outcome::BadBody => "the body could not be read (the connection broke)".to_owned(),
-        Outcome::RateLimited => {
-            "this client's failed verifications on the route spent its budget; it refills within a minute".to_owned()
-        }
-        Outcome::ClientBusy => {
-            "this client is sending more bodies at once than server.max_reads_per_client".to_owned()
-        }
-        Outcome::Overloaded => "the gateway was at server.max_in_flight deliveries".to_owned(),
-        Outcome::RequestTimeout => "the request took longer than server.request_timeout".to_owned(),
-        Outcome::Mismatch => {
-            "this event ID was seen before with another body: the copy was refused".to_owned()
-        }
-        Outcome::HandshakeRefused => {
-            "a set-up request handed over a signing secret the route does not take".to_owned()
-        }
-        _ => return None,
-    })
-}
-
-/// `1.5 s`, `2 min 5 s`, `3 h 2 min`.
-fn human_ms(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0 => format!("{ms} ms"),
-        1..60 => format!("{}.{} s", s, (ms % 1000) / 100),
-        60..3600 => format!("{} min {} s", s / 60, s % 60),
-        _ => format!("{} h {} min", s / 3600, (s % 3600) / 60),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::AppState;
 
     /// A gateway's state on a disk store in `dir`, not serving (its writer not
     /// started: a test writes batches itself).
@@ -985,7 +796,7 @@ mod tests {
         let env = |_: &str| None;
         let cfg = crate::config::parse(&text, std::path::Path::new("test.toml"), &env)
             .unwrap_or_else(|e| panic!("{e}"));
-        crate::app::App::build(&cfg, super::super::Clock::System)
+        crate::app::App::build(&cfg, crate::state::Clock::System)
             .expect("state")
             .state()
             .clone()
@@ -1028,16 +839,16 @@ mod tests {
         use http_body_util::BodyExt as _;
         let dir = tempfile::tempdir().expect("dir");
         let state = disk_state(dir.path());
-        let req = Request::get("/deliveries/stream")
+        let req = http::Request::get("/deliveries/stream")
             .body(())
             .expect("request");
-        let mut body = super::super::deliveries::stream(&state, &req).into_body();
+        let mut body = crate::server::deliveries::stream(&state, &req).into_body();
         let mut batch = Batch {
             records: (0..BATCH_RECORDS_FRAMED as u64).map(record).collect(),
             ..Batch::default()
         };
         state.recorder.log.prepare(&mut batch);
-        state.recorder.write(&state, batch).await;
+        state.recorder.write(batch).await;
         let (mut delivered, mut lagged) = (0, 0);
         let mut text = String::new();
         while delivered + lagged < BATCH_RECORDS_FRAMED {
@@ -1145,29 +956,6 @@ mod tests {
     }
 
     #[test]
-    fn what_a_request_left_is_not_in_debug_output() {
-        let parts = Parts {
-            path: "/hooks",
-            query: None,
-            headers: vec![("authorization", "Bearer s3cret-token")],
-        };
-        let seen = Seen {
-            received_at: 1,
-            method: http::Method::POST,
-            peer: SocketAddr::from(([127, 0, 0, 1], 9)),
-            client: IpAddr::from([127, 0, 0, 1]),
-            parts: postcard::to_allocvec(&parts).expect("encoded"),
-        };
-        let shown = format!("{seen:?}");
-        assert!(shown.contains("bytes"), "{shown}");
-        let secret: Vec<String> = b"s3cret".iter().map(u8::to_string).collect();
-        assert!(
-            !shown.contains("s3cret") && !shown.contains(&secret.join(", ")),
-            "{shown}"
-        );
-    }
-
-    #[test]
     fn requests_are_counted_by_route_outcome_and_minute() {
         let minute = 1_764_590_040_000;
         let mut counts = Counts::default();
@@ -1214,40 +1002,8 @@ mod tests {
     }
 
     #[test]
-    fn reasons_say_what_to_fix_and_nothing_about_keys() {
-        let stripe = Preset::parse("stripe");
-        let missing = reason(
-            &Rejection::Verify(VerifyError::MissingHeader("stripe-signature".into())),
-            stripe,
-            "json:/id",
-        );
-        assert!(
-            missing.contains("stripe-signature header is missing"),
-            "{missing}"
-        );
-        let old = reason(
-            &Rejection::Verify(VerifyError::TimestampTooOld { by_ms: 125_000 }),
-            stripe,
-            "json:/id",
-        );
-        assert!(old.contains("2 min 5 s older"), "{old}");
-        let bad = reason(
-            &Rejection::Verify(VerifyError::BadSignature),
-            stripe,
-            "json:/id",
-        );
-        assert!(bad.contains("no configured secret matched"), "{bad}");
-        let body = reason(
-            &Rejection::Verify(VerifyError::Malformed("body".into())),
-            stripe,
-            "json:/id",
-        );
-        assert!(body.contains("not JSON"), "{body}");
-    }
-
-    #[test]
     fn signature_headers_are_known_by_name() {
-        let hide = crate::redact::Hide::CredentialsAndSignatures;
+        let hide = crate::observe::redact::Hide::CredentialsAndSignatures;
         for h in [
             "Stripe-Signature",
             "x-hub-signature-256",
@@ -1256,10 +1012,10 @@ mod tests {
             "webhook-signature",
             "x-gitlab-token",
         ] {
-            assert!(crate::redact::header(h, None, hide), "{h}");
+            assert!(crate::observe::redact::header(h, None, hide), "{h}");
         }
         for h in ["content-type", "user-agent", "x-github-event"] {
-            assert!(!crate::redact::header(h, None, hide), "{h}");
+            assert!(!crate::observe::redact::header(h, None, hide), "{h}");
         }
     }
 }

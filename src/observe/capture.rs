@@ -22,11 +22,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::sync::mpsc;
 
-use crate::provider::Preset;
-use crate::provider::catalogue::CredentialAt;
-use crate::redact::REDACTED;
+use crate::observe::metrics::ResultLabel;
 use crate::replay::Replay;
-use crate::telemetry::ResultLabel;
 
 /// Captures waiting to be written before new ones are dropped.
 const QUEUE: usize = 1024;
@@ -175,120 +172,6 @@ impl Capture {
     }
 }
 
-/// Removes every credential from a capture, wherever it travels: headers and query
-/// parameters by the one rule of `crate::redact` (`Authorization`, `Cookie`,
-/// `X-Webhook-Key`, `?token=`, `?api_key=`, …, and what the route's preset names),
-/// and the preset's body fields (Notion's `verification_token`, Figma's `passcode`,
-/// Graph's `clientState`, …). Signatures are kept: useless without the secret, and
-/// a capture replayed as of its own time verifies with them.
-pub fn redact(r: &mut Replay, preset: Option<Preset>) {
-    use crate::redact::Hide;
-    for (name, value) in &mut r.headers {
-        if crate::redact::header(name, preset, Hide::Credentials) {
-            *value = REDACTED.to_owned();
-        }
-    }
-    if let Some(q) = r.query.as_deref()
-        && let std::borrow::Cow::Owned(clean) = crate::redact::query(q, preset, Hide::Credentials)
-    {
-        r.query = Some(clean);
-    }
-    if body_has_credentials(preset)
-        && let Some(clean) = redact_body(&r.body_bytes(), preset)
-    {
-        // `Replay::new` chooses between `body` and `body_base64`.
-        let fresh = Replay::new(&r.method, &r.path, None, Vec::new(), &clean);
-        r.body = fresh.body;
-        r.body_base64 = fresh.body_base64;
-    }
-}
-
-/// Whether the preset has a credential in the JSON body.
-pub(crate) fn body_has_credentials(preset: Option<Preset>) -> bool {
-    preset.is_some_and(|p| {
-        p.credential_locations()
-            .iter()
-            .any(|l| matches!(l, CredentialAt::Json(_) | CredentialAt::JsonEach(..)))
-    })
-}
-
-/// A body with the preset's credential fields redacted; `None` when it holds none.
-pub(crate) fn redact_body(body: &[u8], preset: Option<Preset>) -> Option<Vec<u8>> {
-    if !body_has_credentials(preset) {
-        return None;
-    }
-    redact_json(
-        body,
-        preset.map(Preset::credential_locations).unwrap_or_default(),
-    )
-}
-
-/// The body with the credential fields' values replaced, or `None` when it holds
-/// none. The values are replaced in the text where they appear, so the rest of the
-/// body keeps its bytes; a value written with other escapes than serde_json's falls
-/// back to re-serialising the whole document.
-fn redact_json(body: &[u8], locations: &[CredentialAt]) -> Option<Vec<u8>> {
-    let mut doc: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let mut found: Vec<serde_json::Value> = Vec::new();
-    let mut take = |v: &mut serde_json::Value| {
-        if !v.is_null() {
-            found.push(std::mem::replace(
-                v,
-                serde_json::Value::String(REDACTED.into()),
-            ));
-        }
-    };
-    for l in locations {
-        match l {
-            CredentialAt::Json(ptr) => {
-                if let Some(v) = doc.pointer_mut(ptr) {
-                    take(v);
-                }
-            }
-            CredentialAt::JsonEach(ptr, field) => {
-                if let Some(items) = doc.pointer_mut(ptr).and_then(|a| a.as_array_mut()) {
-                    for item in items {
-                        if let Some(v) = item.get_mut(*field) {
-                            take(v);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    if found.is_empty() {
-        return None;
-    }
-    let mut text = String::from_utf8_lossy(body).into_owned();
-    let quoted = serde_json::to_string(REDACTED).unwrap_or_default();
-    for v in &found {
-        let literal = serde_json::to_string(v).unwrap_or_default();
-        if !literal.is_empty() {
-            text = text.replace(&literal, &quoted);
-        }
-    }
-    // Trust the textual replacement only if no credential is left in the document.
-    let left = serde_json::from_str::<serde_json::Value>(&text)
-        .map(|d| found.iter().any(|v| contains(&d, v)))
-        .unwrap_or(true);
-    if left {
-        return serde_json::to_vec(&doc).ok();
-    }
-    Some(text.into_bytes())
-}
-
-fn contains(doc: &serde_json::Value, needle: &serde_json::Value) -> bool {
-    if doc == needle {
-        return true;
-    }
-    match doc {
-        serde_json::Value::Array(a) => a.iter().any(|d| contains(d, needle)),
-        serde_json::Value::Object(m) => m.values().any(|d| contains(d, needle)),
-        _ => false,
-    }
-}
-
 /// The body bytes a capture holds.
 fn body_len(r: &Replay) -> usize {
     r.body.as_ref().map_or(0, String::len) + r.body_base64.as_ref().map_or(0, String::len)
@@ -332,53 +215,4 @@ fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<PathBuf
         let _ = std::fs::remove_file(&tmp);
     })?;
     Ok(path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn body_credentials_are_redacted_even_when_escaped_differently() {
-        let p = |n| Preset::parse(n);
-        // Microsoft Graph: every notification's clientState.
-        let mut r = Replay::new(
-            "POST",
-            "/g",
-            None,
-            Vec::new(),
-            br#"{"value":[{"clientState":"cs-S3CRET","id":1},{"clientState":"cs-S3CRET"}]}"#,
-        );
-        redact(&mut r, p("msgraph"));
-        let body = r.body.clone().unwrap_or_default();
-        assert!(
-            !body.contains("S3CRET") && body.contains("\"id\":1"),
-            "{body}"
-        );
-        // A value written with escapes serde_json would not use: re-serialised.
-        let mut r = Replay::new(
-            "POST",
-            "/n",
-            None,
-            vec![("authorization".into(), "Basic x".into())],
-            br#"{"verification_token":"secret_\u0053\u0033CRET"}"#,
-        );
-        redact(&mut r, p("notion"));
-        let body = r.body.clone().unwrap_or_default();
-        assert!(!body.contains("CRET"), "{body}");
-        assert_eq!(r.header("authorization"), Some("[redacted]"));
-        // Meta's verify token in the handshake's query; other parameters kept.
-        let mut r = Replay::new(
-            "GET",
-            "/m",
-            Some("hub.mode=subscribe&hub.verify_token=vt-S3CRET&hub.challenge=42"),
-            Vec::new(),
-            b"",
-        );
-        redact(&mut r, p("meta"));
-        assert_eq!(
-            r.query.as_deref(),
-            Some("hub.mode=subscribe&hub.verify_token=[redacted]&hub.challenge=42")
-        );
-    }
 }
