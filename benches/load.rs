@@ -50,7 +50,7 @@ where
     Fut: std::future::Future<Output = http::Response<Full<Bytes>>> + Send + 'static,
 {
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-    hookgate::server::listen::serve_http(listener, std::future::pending(), move |req, _| {
+    hookgate::ingress::listen::serve_http(listener, std::future::pending(), move |req, _| {
         handler(req)
     })
     .await;
@@ -138,7 +138,7 @@ async fn proxy(port: u16, target: String) -> AnyResult<()> {
             .build(http);
     let target: http::Uri = target.parse()?;
     let listener = TcpListener::bind(("127.0.0.1", port)).await?;
-    hookgate::server::listen::serve_http(listener, std::future::pending(), move |req, _| {
+    hookgate::ingress::listen::serve_http(listener, std::future::pending(), move |req, _| {
         let (client, target) = (client.clone(), target.clone());
         async move {
             let (mut parts, body) = req.into_parts();

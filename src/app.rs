@@ -154,7 +154,7 @@ impl App {
         });
         let state = self.state.clone();
         let served =
-            server::run(self.state, listeners.public, stop.clone().cancelled_owned()).await;
+            crate::ingress::run(self.state, listeners.public, stop.clone().cancelled_owned()).await;
         // The public listener may end by itself (an error): stop the admin one too.
         stop.cancel();
         if let Some(task) = admin {

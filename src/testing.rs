@@ -182,7 +182,7 @@ impl Recorder {
         });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let shared = inner.clone();
-        tokio::spawn(crate::server::listen::serve_http(
+        tokio::spawn(crate::ingress::listen::serve_http(
             listener,
             async move {
                 let _ = stopped.await;

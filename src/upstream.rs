@@ -20,7 +20,7 @@ pub fn parse_listen(arg: &str) -> Result<SocketAddr, String> {
 /// Serves until the process is stopped; one line on stdout per request.
 pub async fn run(listener: tokio::net::TcpListener) -> std::io::Result<()> {
     println!("upstream listening on http://{}", listener.local_addr()?);
-    crate::server::listen::serve_http(listener, std::future::pending(), |req, _peer| answer(req))
+    crate::ingress::listen::serve_http(listener, std::future::pending(), |req, _peer| answer(req))
         .await;
     Ok(())
 }

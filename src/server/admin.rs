@@ -49,7 +49,7 @@ use crate::config::Route;
 use crate::provider::EventId;
 use crate::store::{DedupKey, DedupStore, QueueStore as _, State, StoreError, Target};
 
-use super::respond::{Resp, admin as json};
+use crate::pipeline::respond::{Resp, admin as json};
 
 /// Whether the request may use an endpoint that changes state or reveals secrets.
 fn authorized<B>(state: &AppState, req: &Request<B>) -> bool {
@@ -703,7 +703,7 @@ pub async fn run(
             if AdminRequest::parse(http.method(), http.uri()).is_probe() {
                 handle(st, http).await
             } else {
-                super::respond::response(super::respond::Answer::Overloaded)
+                crate::pipeline::respond::response(crate::pipeline::respond::Answer::Overloaded)
             }
         },
     )

@@ -27,8 +27,8 @@ use http_body_util::{Either, Full, StreamBody};
 use hyper::body::Frame;
 
 use super::AppState;
-use super::respond::{Resp, admin as json};
 use crate::config::{Delivery, Route};
+use crate::pipeline::respond::{Resp, admin as json};
 use crate::store::Store;
 use crate::store::log::{DeliveryRecord, LogQuery, minute_of, new_delivery_id};
 use crate::store::{
@@ -504,9 +504,11 @@ async fn replay(
             ),
             Err(e) => (
                 "upstream_error",
-                super::respond::response(super::respond::Answer::UpstreamFailed(
-                    super::respond::UpstreamFailure::from(&e),
-                ))
+                crate::pipeline::respond::response(
+                    crate::pipeline::respond::Answer::UpstreamFailed(
+                        crate::pipeline::respond::UpstreamFailure::from(&e),
+                    ),
+                )
                 .status()
                 .as_u16(),
                 e.to_string(),

@@ -8,12 +8,10 @@
 pub mod admin;
 pub mod deliveries;
 pub(crate) mod eviction;
-mod handler;
-mod limits;
-pub mod listen;
-pub mod respond;
+pub use crate::ingress::listen;
 pub(crate) mod stranded;
 mod ui;
+use crate::ingress::connection::{Deadlines, http_builder, refuse, serve_connection};
 pub use crate::state::{Clock, Routing};
 use crate::tls;
 
@@ -25,8 +23,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
@@ -43,18 +40,18 @@ use crate::store::Store;
 pub struct AppState {
     /// Swapped whole on reload; a request keeps the snapshot it started with, so
     /// in-flight deliveries are unaffected.
-    routing: Arc<ArcSwap<Routing>>,
+    pub(crate) routing: Arc<ArcSwap<Routing>>,
     /// Settings fixed at start: the listener and the store are not reloaded.
-    server: ServerConfig,
-    store: Store,
-    backend: Backend,
-    forwarder: Forwarder,
-    clock: Clock,
+    pub(crate) server: ServerConfig,
+    pub(crate) store: Store,
+    pub(crate) backend: Backend,
+    pub(crate) forwarder: Forwarder,
+    pub(crate) clock: Clock,
     /// Settle steps (complete or release) run as tracked tasks: they outlive a
     /// provider that hangs up, and shutdown waits for them.
-    settles: TaskTracker,
+    pub(crate) settles: TaskTracker,
     /// The config file, for reloads.
-    source: PathBuf,
+    pub(crate) source: PathBuf,
     pub metrics: Arc<Metrics>,
     /// Where each request's record goes at its end: metrics, capture, delivery log.
     pub(crate) observers: crate::observe::Observers,
@@ -62,19 +59,19 @@ pub struct AppState {
     pub unclaimed_forwards: AtomicU64,
     /// Bounds the deliveries handled at once (`server.max_in_flight`), from the end
     /// of the body to the end of the forward and its settle.
-    in_flight: Arc<tokio::sync::Semaphore>,
+    pub(crate) in_flight: Arc<tokio::sync::Semaphore>,
     /// Budgets of failed verifications per route and client, on routes whose
     /// verification is expensive.
-    budgets: limits::FailureBudgets,
+    pub(crate) budgets: crate::ingress::limits::FailureBudgets,
     /// Bodies being received, per client (`server.max_reads_per_client`).
-    reads: limits::ClientReads,
+    pub(crate) reads: crate::ingress::limits::ClientReads,
     /// Open public connections by client address (`server.max_connections_per_client`).
-    connections: limits::ClientConnections,
+    pub(crate) connections: crate::ingress::limits::ClientConnections,
     /// Body bytes being received, over every client and per client
     /// (`server.max_body_bytes_in_flight`).
-    body_bytes: limits::BodyBudget,
+    pub(crate) body_bytes: crate::ingress::limits::BodyBudget,
     /// The TLS config of the public listener, swapped on reload (new certificates).
-    tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
+    pub(crate) tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
     /// Signing secrets providers handed over in their set-up handshake, by route, for
     /// the admin listener's `GET /handshakes/<route>` (never logged).
     pub(crate) handed_secrets: std::sync::Mutex<HashMap<String, HandedSecret>>,
@@ -99,157 +96,6 @@ pub struct AppState {
     /// The delivery log's live streams open at once (`deliveries::MAX_STREAMS`):
     /// readers that hold a stream open cannot take the admin listener's slots.
     pub(crate) live_streams: Arc<tokio::sync::Semaphore>,
-}
-
-/// When a connection with no request in progress is closed: `header_read_timeout`
-/// after it opened if it has sent no request yet (silent connections, a lone HTTP/2
-/// preface, a quiet TLS session), `idle_timeout` after its last request otherwise.
-#[derive(Debug)]
-struct Activity {
-    opened: tokio::time::Instant,
-    state: std::sync::Mutex<ActivityState>,
-}
-
-#[derive(Debug, Default)]
-struct ActivityState {
-    in_progress: usize,
-    last_request_end: Option<tokio::time::Instant>,
-}
-
-/// A request in progress on a connection; dropping it (answered, or dropped by a
-/// client that hung up) records the end.
-struct InProgress(Arc<Activity>);
-
-impl Activity {
-    fn new() -> Self {
-        Self {
-            opened: tokio::time::Instant::now(),
-            state: std::sync::Mutex::default(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, ActivityState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn begin(self: &Arc<Self>) -> InProgress {
-        self.lock().in_progress += 1;
-        InProgress(self.clone())
-    }
-
-    /// When the connection is idle for too long, if nothing happens before then.
-    fn deadline(&self, first_request: Duration, idle: Duration) -> tokio::time::Instant {
-        let now = tokio::time::Instant::now();
-        let st = self.lock();
-        match (st.in_progress, st.last_request_end) {
-            // Requests are bounded by their own timeouts; look again later.
-            (1.., _) => now + idle,
-            (0, None) => self.opened + first_request,
-            (0, Some(end)) => end + idle,
-        }
-    }
-}
-
-/// A response body that keeps its request in progress until it is sent.
-struct Tracked<B> {
-    body: B,
-    _busy: InProgress,
-}
-
-impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl Drop for InProgress {
-    fn drop(&mut self) {
-        let mut st = self.0.lock();
-        st.in_progress = st.in_progress.saturating_sub(1);
-        st.last_request_end = Some(tokio::time::Instant::now());
-    }
-}
-
-/// Serves one connection until it ends, the gateway shuts down (`closing`), or it sits
-/// idle past its deadline (see [`Activity`]). A connection asked to close that does not
-/// within `shutdown_grace` (idle) is dropped.
-async fn serve_connection<I, H, Fut, B>(
-    state: Arc<AppState>,
-    builder: &auto::Builder<TokioExecutor>,
-    io: I,
-    peer: std::net::SocketAddr,
-    closing: tokio_util::sync::CancellationToken,
-    handle: H,
-) where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    H: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>, std::net::SocketAddr) -> Fut
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    Fut: Future<Output = http::Response<B>> + Send + 'static,
-    B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let activity = Arc::new(Activity::new());
-    let svc = {
-        let (state, activity) = (state.clone(), activity.clone());
-        service_fn(move |req| {
-            let (st, busy) = (state.clone(), activity.begin());
-            let handle = handle.clone();
-            async move {
-                let resp = handle(st, req, peer).await;
-                // In progress until its body is sent (a live stream's too).
-                Ok::<_, std::convert::Infallible>(resp.map(|body| Tracked { body, _busy: busy }))
-            }
-        })
-    };
-    let conn = builder.serve_connection(TokioIo::new(io), svc);
-    tokio::pin!(conn);
-    let (first, idle) = (state.server.header_read_timeout, state.server.idle_timeout);
-    let mut hard_stop: Option<tokio::time::Instant> = None;
-    loop {
-        let wake = hard_stop.unwrap_or_else(|| activity.deadline(first, idle));
-        tokio::select! {
-            result = conn.as_mut() => {
-                if let Err(e) = result {
-                    tracing::debug!(error = %e, "connection ended with an error");
-                }
-                return;
-            }
-            () = closing.cancelled(), if hard_stop.is_none() => {
-                // Shutdown: finish what is in progress; the caller bounds the wait.
-                conn.as_mut().graceful_shutdown();
-                hard_stop = Some(tokio::time::Instant::now() + state.server.shutdown_grace);
-            }
-            () = tokio::time::sleep_until(wake) => {
-                if hard_stop.is_some() {
-                    return;
-                }
-                if tokio::time::Instant::now() >= activity.deadline(first, idle) {
-                    tracing::debug!(%peer, "closing an idle connection");
-                    conn.as_mut().graceful_shutdown();
-                    hard_stop = Some(tokio::time::Instant::now() + Duration::from_secs(5));
-                }
-            }
-        }
-    }
 }
 
 /// A secret a provider handed over during set-up, and when (Unix seconds).
@@ -399,10 +245,10 @@ impl AppState {
             source: cfg.source.clone(),
             metrics,
             in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_in_flight)),
-            budgets: limits::FailureBudgets::default(),
-            reads: limits::ClientReads::default(),
-            connections: limits::ClientConnections::default(),
-            body_bytes: limits::BodyBudget::new(
+            budgets: crate::ingress::limits::FailureBudgets::default(),
+            reads: crate::ingress::limits::ClientReads::default(),
+            connections: crate::ingress::limits::ClientConnections::default(),
+            body_bytes: crate::ingress::limits::BodyBudget::new(
                 cfg.server.max_body_bytes_in_flight,
                 cfg.server.max_body,
             ),
@@ -590,35 +436,6 @@ impl AppState {
     }
 }
 
-/// HTTP/1.1 and HTTP/2 as both listeners serve them: the request head bounded in time
-/// and size, HTTP/2 streams per connection bounded.
-fn http_builder(server: &ServerConfig) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Without a timer the header read timeout is silently off (slowloris).
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(server.header_read_timeout)
-        .max_headers(server.max_headers)
-        .max_buf_size(server.max_header_bytes);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(server.max_concurrent_streams)
-        .max_header_list_size(u32::try_from(server.max_header_bytes).unwrap_or(u32::MAX));
-    builder
-}
-
-/// Answers a connection past a listener's bounds with 503 and closes it, in a task of
-/// its own (never queued, never blocking the accept loop).
-fn refuse(stream: tokio::net::TcpStream) {
-    tokio::spawn(async move {
-        use tokio::io::AsyncWriteExt as _;
-        let mut stream = stream;
-        let _ = stream.write_all(&respond::overloaded_http1()).await;
-    });
-}
-
 /// The admin listener's connection bounds.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AdminLimits {
@@ -664,17 +481,17 @@ pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
         + Send
         + Sync
         + 'static,
-    PFut: Future<Output = respond::Resp> + Send + 'static,
+    PFut: Future<Output = crate::pipeline::respond::Resp> + Send + 'static,
 {
     let builder = http_builder(&state.server);
     let connections = Arc::new(tokio::sync::Semaphore::new(limits.max));
-    let by_client = limits::ClientConnections::default();
+    let by_client = crate::ingress::limits::ClientConnections::default();
     let probing = Arc::new(tokio::sync::Semaphore::new(limits.probes));
-    let probing_by_client = limits::ClientConnections::default();
+    let probing_by_client = crate::ingress::limits::ClientConnections::default();
     let closing = tokio_util::sync::CancellationToken::new();
     let open = TaskTracker::new();
     listen::accept_loop(&listener, shutdown, |stream, peer| {
-        let client = limits::client_key(peer.ip());
+        let client = crate::ingress::limits::client_key(peer.ip());
         let slot = by_client.enter(client, limits.per_client);
         let permit = slot
             .as_ref()
@@ -714,7 +531,16 @@ pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
             handle.clone(),
         );
         open.spawn(async move {
-            serve_connection(st, &builder, stream, peer, closing, handle).await;
+            serve_connection(
+                Deadlines::of(&st.server),
+                st,
+                &builder,
+                stream,
+                peer,
+                closing,
+                handle,
+            )
+            .await;
             drop((permit, slot));
         });
     })
@@ -722,88 +548,4 @@ pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
     closing.cancel();
     open.close();
     let _ = tokio::time::timeout(state.server.shutdown_grace, open.wait()).await;
-}
-
-/// Serves `listener` until `shutdown` resolves, then stops accepting, lets open
-/// requests finish and waits for settle steps, each within `server.shutdown_grace`.
-pub async fn run(
-    state: Arc<AppState>,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send,
-) -> anyhow::Result<()> {
-    let builder = http_builder(&state.server);
-    let connections = Arc::new(tokio::sync::Semaphore::new(state.server.max_connections));
-    let open = TaskTracker::new();
-    let closing = tokio_util::sync::CancellationToken::new();
-    listen::accept_loop(&listener, shutdown, |stream, peer| {
-        // Over server.max_connections, or this client's share of them: answer and
-        // close, never queue.
-        // A trusted proxy carries many clients' connections: it is bounded by
-        // server.max_connections only, and each request's limits count the client it
-        // names (X-Forwarded-For).
-        let proxied = state
-            .routing()
-            .server
-            .trusted_proxies
-            .iter()
-            .any(|n| n.contains(&peer.ip()));
-        let client = if proxied {
-            None
-        } else {
-            let Some(slot) = state.connections.enter(
-                limits::client_key(peer.ip()),
-                state.server.max_connections_per_client,
-            ) else {
-                refuse(stream);
-                return;
-            };
-            Some(slot)
-        };
-        let Ok(permit) = connections.clone().try_acquire_owned() else {
-            refuse(stream);
-            return;
-        };
-        let (st, builder, closing) = (state.clone(), builder.clone(), closing.clone());
-        open.spawn(async move {
-            let limit = st.server.header_read_timeout;
-            match st.tls.load_full() {
-                // The handshake runs in the connection's own task, bounded like a
-                // request head, so a slow client cannot stall the accept loop.
-                Some(tls) => {
-                    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-                    if let Ok(Ok(stream)) =
-                        tokio::time::timeout(limit, acceptor.accept(stream)).await
-                    {
-                        serve_connection(st, &builder, stream, peer, closing, handler::handle)
-                            .await;
-                    }
-                }
-                None => {
-                    serve_connection(st, &builder, stream, peer, closing, handler::handle).await;
-                }
-            }
-            drop(permit);
-            drop(client);
-        });
-    })
-    .await;
-    drop(listener);
-    let grace = state.server.shutdown_grace;
-    tracing::info!(grace = ?grace, "shutting down: draining open requests");
-    closing.cancel();
-    open.close();
-    if tokio::time::timeout(grace, open.wait()).await.is_err() {
-        tracing::warn!("shutdown grace ran out with requests still open");
-    }
-    state.settles.close();
-    if tokio::time::timeout(grace, state.settles.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            pending = state.settles.len(),
-            "shutdown grace ran out with settle steps pending; their claims expire with the lease"
-        );
-    }
-    Ok(())
 }

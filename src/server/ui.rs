@@ -20,7 +20,7 @@ use http::header::{self, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body_util::Full;
 
-use super::respond::Resp;
+use crate::pipeline::respond::Resp;
 
 const INDEX: &str = include_str!("ui/index.html");
 const SCRIPT: &str = include_str!("ui/app.js");

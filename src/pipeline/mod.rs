@@ -1,0 +1,170 @@
+//! The life of one delivery (see docs/how-it-works.md, "How a delivery is handled"), in three
+//! stages over one request context: `admit`, `verify` and the `job`:
+//!
+//! ```text
+//! admit:  route by path (404) → method (405) → read body ≤ max_body (413, 408)
+//! verify: signature and timestamp (401) or answer a handshake → event ID (400)
+//!           → event type → the destinations its filters leave
+//! job:    claim ─ Claimed  → forward → 2xx: complete, else release → relay / 502 / 504
+//!               ─ Done     → 200 duplicate, or 422 when the body differs
+//!               ─ InFlight → 409 + Retry-After
+//!               ─ error    → 503 + Retry-After, or forward unclaimed (on_error = "forward")
+//! queue routes: → enqueue (claim + event, one durable step) ─ Queued → 200 queued
+//!                                    (delivered by delivery::worker), else as a claim
+//! ```
+
+mod admit;
+mod job;
+pub mod respond;
+mod run_to_completion;
+mod verify;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
+use hyper::body::Incoming;
+
+use self::respond::{Answer, Resp};
+use crate::config::Route;
+use crate::observe::RequestRecord;
+use crate::observe::metrics::RouteMetrics;
+use crate::server::AppState;
+use crate::state::Routing;
+use tracing::Instrument as _;
+
+use self::admit::admit;
+use self::job::job;
+use self::verify::verify;
+
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+/// A trace ID as 32 lowercase hex digits, kept on the stack: it is only formatted
+/// when the delivery's span is enabled.
+struct TraceId([u8; 32]);
+
+impl std::fmt::Display for TraceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Always ASCII hex digits: written by `hex` or copied from a checked header.
+        f.write_str(std::str::from_utf8(&self.0).unwrap_or("-"))
+    }
+}
+
+/// The W3C trace context of a request: the provider's, or a new one (so a delivery
+/// can be followed across services). Returns the trace ID for the log, and the new
+/// `traceparent` when the provider sent none that is valid: the caller sets it once
+/// the delivery log and the capture have copied what the provider sent.
+fn trace_context(headers: &HeaderMap) -> (TraceId, Option<HeaderValue>) {
+    // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 bytes.
+    let valid = headers.get(&TRACEPARENT).and_then(|v| {
+        let b = v.as_bytes();
+        let well_formed = b.len() == 55
+            && b[2] == b'-'
+            && b[35] == b'-'
+            && b[52] == b'-'
+            && b.iter()
+                .enumerate()
+                .all(|(i, c)| matches!(i, 2 | 35 | 52) || c.is_ascii_hexdigit())
+            && b[3..35].iter().any(|c| *c != b'0');
+        well_formed.then(|| {
+            let mut id = [0u8; 32];
+            id.copy_from_slice(&b[3..35]);
+            TraceId(id)
+        })
+    });
+    if let Some(trace_id) = valid {
+        return (trace_id, None);
+    }
+    use rand::Rng as _;
+    let (trace, span): ([u8; 16], [u8; 8]) = (rand::rng().random(), rand::rng().random());
+    let mut value = *b"00-00000000000000000000000000000000-0000000000000000-01";
+    // Both slices are exactly twice their input's length, so encoding cannot fail.
+    let _ = hex::encode_to_slice(trace, &mut value[3..35]);
+    let _ = hex::encode_to_slice(span, &mut value[36..52]);
+    let mut id = [0u8; 32];
+    id.copy_from_slice(&value[3..35]);
+    (TraceId(id), HeaderValue::from_bytes(&value).ok())
+}
+
+/// Handles one request and writes its log line.
+pub(crate) async fn handle(
+    state: Arc<AppState>,
+    mut req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Resp {
+    let (trace_id, traceparent) = trace_context(req.headers());
+    let span = tracing::info_span!("delivery", trace_id = %trace_id);
+    async move {
+        let routing = state.routing();
+        let mut rec = state
+            .observers
+            .begin(&req, peer, &routing.server.trusted_proxies);
+        // Set after the copy: the log and the capture show what the provider sent;
+        // the upstream gets the trace context.
+        if let Some(v) = traceparent {
+            req.headers_mut().insert(TRACEPARENT, v);
+        }
+        let limit = state.server.request_timeout;
+        // `rec` is filled in as the pipeline goes, so that even a request cut off by
+        // request_timeout is logged with its route and ID.
+        let answer = match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut rec)).await
+        {
+            Ok(answer) => answer,
+            Err(_) => Answer::RequestTimeout,
+        };
+        let outcome = answer.outcome();
+        let (resp, body) = respond::response_and_body(answer);
+        state.observers.finish(
+            rec,
+            outcome,
+            resp.status().as_u16(),
+            &body,
+            state.server.max_body,
+        );
+        resp
+    }
+    .instrument(span)
+    .await
+}
+
+/// The stages of a request, like a proxy's phases over one per-request context:
+/// [`admit`] builds the context (route, method, limits, body), [`verify`] reads it
+/// (signature, event ID, event type, filter), and [`job`] hands it to the store and
+/// the upstream (claim and forward, or enqueue). Each stage ends the request with its
+/// answer or passes it on; `rec` is filled in as they go, for what the request leaves
+/// behind (`observe`).
+async fn pipeline(
+    state: &Arc<AppState>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    rec: &mut RequestRecord,
+) -> Answer {
+    let ctx = match admit(state, req, peer, rec).await {
+        Ok(ctx) => ctx,
+        Err(answer) => return answer,
+    };
+    let verified = match verify(state, &ctx, rec) {
+        Ok(verified) => verified,
+        Err(answer) => return answer,
+    };
+    job(state, ctx, verified, rec).await
+}
+
+/// One admitted request: its route, its client and its whole body, with its share of
+/// the gateway's capacity. Built by [`admit`], read by [`verify`], owned by the [`Job`].
+pub(super) struct Ctx {
+    pub(super) routing: Arc<Routing>,
+    pub(super) route: Arc<Route>,
+    pub(super) route_metrics: Arc<RouteMetrics>,
+    /// The client as `server.trusted_proxies` tell it: whose budgets it spends.
+    pub(super) client: IpAddr,
+    pub(super) peer: SocketAddr,
+    pub(super) method: Method,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Bytes,
+    pub(super) query: Option<String>,
+    pub(super) now: u64,
+    /// The delivery's share of `server.max_in_flight`, released when the job ends.
+    pub(super) _permit: tokio::sync::OwnedSemaphorePermit,
+}
