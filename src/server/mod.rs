@@ -5,8 +5,8 @@
 //! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
 //! and stop the server when they like.
 
-pub mod admin;
-pub mod deliveries;
+mod admin;
+pub(crate) use crate::admin::deliveries;
 pub(crate) mod eviction;
 mod handler;
 mod limits;
@@ -14,7 +14,6 @@ pub mod listen;
 pub(crate) mod recorder;
 pub mod respond;
 pub(crate) mod stranded;
-mod ui;
 pub use crate::state::{Clock, Routing};
 use crate::tls;
 
