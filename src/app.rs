@@ -5,7 +5,7 @@
 //! ```text
 //! Config ─► App::build: the store (Store::connect), the forwarder, metrics, routes
 //!        ─► App::run(Listeners, shutdown): the public listener (server::run) and the
-//!           admin listener (server::admin::run), until shutdown; then drain
+//!           admin listener (admin::run), until shutdown; then drain
 //! ```
 
 use std::future::Future;
@@ -134,7 +134,7 @@ impl App {
         self.state.recorder.start(stop.clone());
         let admin = listeners.admin.map(|listener| {
             let (state, stop) = (self.state.clone(), stop.clone());
-            tokio::spawn(server::admin::run(state, listener, stop.cancelled_owned()))
+            tokio::spawn(crate::admin::run(state, listener, stop.cancelled_owned()))
         });
         // The delivery workers, started again if they ever stop on their own (a panic):
         // acknowledged events must keep being delivered.

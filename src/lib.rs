@@ -10,11 +10,14 @@
 //! [`app`] puts a gateway together from its config and runs it; the other modules
 //! follow the path of a request:
 //!
-//! - [`server`]: the listeners ([`server::listen`] is the one accept loop) and the
-//!   per-request pipeline; [`server::respond`] is the one table that turns every
-//!   [`server::respond::Answer`] into status, headers and body. The admin listener
-//!   parses each request once and answers from a table of its own, one function per
-//!   endpoint.
+//! - [`server`]: the public listener ([`server::listen`] is the one accept loop) and
+//!   the per-request pipeline; [`server::respond`] is the one table that turns every
+//!   [`server::respond::Answer`] into status, headers and body.
+//! - [`admin`]: the admin listener. It parses each request once and answers from a
+//!   table of its own (`router.rs`), a file per group of endpoints (probes, keys,
+//!   handshakes, the queues' events, the delivery log and its live stream, replay,
+//!   the overview, the inspector page); [`admin::api`] holds its answers' types, which
+//!   [`cli`] reads back.
 //! - [`provider`]: signature schemes and the preset catalogue (one declaration per
 //!   preset), turning a request into a [`provider::VerifiedDelivery`].
 //! - [`store`]: one layer for everything stored. Its contracts — claims
@@ -55,6 +58,7 @@
 // it `Send` needs more than the default depth of 128.
 #![recursion_limit = "256"]
 
+pub mod admin;
 pub mod app;
 pub mod cli;
 mod client;

@@ -78,6 +78,11 @@ pub(super) async fn admin_call(
     Ok((status.is_success(), resp.text().await.unwrap_or_default()))
 }
 
+/// An admin listener's 2xx answer, read as its type (`admin::api`).
+pub(super) fn answer<T: serde::de::DeserializeOwned>(body: &str) -> anyhow::Result<T> {
+    serde_json::from_str(body).context("the admin listener's answer")
+}
+
 /// Prints an admin listener's refusal as its message (not its JSON) on stderr; the
 /// exit code.
 pub(super) fn admin_failed(body: &str) -> i32 {

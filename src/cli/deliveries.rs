@@ -10,11 +10,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use serde_json::Value;
 
 use super::AdminArgs;
-use super::admin::{admin_call, admin_failed, admin_request, enc};
+use super::admin::{admin_call, admin_failed, admin_request, answer, enc};
 use super::text::printable;
+use crate::admin::api::{
+    self, DeliveryDetail, DeliveryPage, DeliveryRecord, DeliverySummary, Replayed,
+};
 
 /// The filters `list` and `tail` take (the API's query parameters).
 #[derive(Debug, Default, clap::Args)]
@@ -174,8 +176,8 @@ pub(super) async fn run(action: DeliveriesAction) -> anyhow::Result<i32> {
                 println!("{}", printable(body.trim_end()));
                 return Ok(0);
             }
-            let v: Value = serde_json::from_str(&body).context("the admin listener's answer")?;
-            print!("{}", details(&v, now_ms()));
+            let detail: DeliveryDetail = answer(&body)?;
+            print!("{}", details(&detail, now_ms()));
             Ok(0)
         }
         DeliveriesAction::Tail {
@@ -197,19 +199,16 @@ pub(super) async fn run(action: DeliveriesAction) -> anyhow::Result<i32> {
             if !ok {
                 return Ok(admin_failed(&body));
             }
-            let v: Value = serde_json::from_str(&body).context("the admin listener's answer")?;
+            let replayed: Replayed = answer(&body)?;
             if json {
                 println!("{}", printable(body.trim_end()));
             } else {
                 println!(
                     "replayed {} as {}: {} {}",
                     printable(&delivery_id),
-                    printable(v["delivery_id"].as_str().unwrap_or("-")),
-                    printable(v["outcome"].as_str().unwrap_or("-")),
-                    v["status"]
-                        .as_u64()
-                        .map(|s| s.to_string())
-                        .unwrap_or_default()
+                    printable(&replayed.delivery_id),
+                    printable(&replayed.outcome),
+                    replayed.status
                 );
             }
             Ok(0)
@@ -224,7 +223,7 @@ async fn list(
     admin: &AdminArgs,
 ) -> anyhow::Result<i32> {
     let query = filters.query(now_ms());
-    let mut records: Vec<Value> = Vec::new();
+    let mut records: Vec<DeliverySummary> = Vec::new();
     let mut cursor: Option<String> = None;
     let mut more = false;
     // A page may hold fewer records than asked while the cursor goes on (the listener
@@ -245,17 +244,19 @@ async fn list(
         if !ok {
             return Ok(admin_failed(&body));
         }
-        let v: Value = serde_json::from_str(&body).context("the admin listener's answer")?;
-        let page = v["deliveries"].as_array().cloned().unwrap_or_default();
-        records.extend(page);
-        cursor = v["next_cursor"].as_str().map(str::to_owned);
+        let page: DeliveryPage = answer(&body)?;
+        records.extend(page.deliveries);
+        cursor = page.next_cursor;
         more = cursor.is_some();
         if cursor.is_none() {
             break;
         }
     }
     if json {
-        let out = serde_json::json!({ "deliveries": records, "next_cursor": cursor });
+        let out = api::to_json(&DeliveryPage {
+            deliveries: records,
+            next_cursor: cursor,
+        });
         println!("{}", printable(&out.to_string()));
         return Ok(0);
     }
@@ -265,14 +266,11 @@ async fn list(
     } else {
         out.push_str(&header());
         for r in &records {
-            out.push_str(&row(r));
+            out.push_str(&row(&r.0));
         }
         let _ = write!(out, "{} delivery(ies), newest first", records.len());
         if more {
-            let last = records
-                .last()
-                .and_then(|r| r["received_at"].as_u64())
-                .unwrap_or(0);
+            let last = records.last().map_or(0, |r| r.0.received_at);
             let _ = write!(
                 out,
                 "; older ones: --limit {} or --before {last}",
@@ -332,16 +330,13 @@ async fn tail(filters: &Filters, json: bool, admin: &AdminArgs) -> anyhow::Resul
                     );
                 }
                 if let Some(data) = delivery_event(&block) {
+                    let Ok(record) = serde_json::from_str::<DeliverySummary>(&data) else {
+                        continue;
+                    };
                     let line = if json {
-                        match serde_json::from_str::<Value>(&data) {
-                            Ok(v) => format!("{}\n", printable(&v.to_string())),
-                            Err(_) => continue,
-                        }
+                        format!("{}\n", printable(&api::to_json(&record).to_string()))
                     } else {
-                        match serde_json::from_str::<Value>(&data) {
-                            Ok(v) => row(&v),
-                            Err(_) => continue,
-                        }
+                        row(&record.0)
                     };
                     // A closed pipe (`| head`) ends the command.
                     if stdout.write_all(line.as_bytes()).is_err() || stdout.flush().is_err() {
@@ -405,13 +400,14 @@ fn time(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-/// A field of a record, printable, `-` when absent.
-fn field(v: &Value, k: &str) -> String {
-    match &v[k] {
-        Value::String(s) => printable(s).into_owned(),
-        Value::Null => "-".to_owned(),
-        other => printable(&other.to_string()).into_owned(),
-    }
+/// Text from outside, printable.
+fn text(s: &str) -> String {
+    printable(s).into_owned()
+}
+
+/// Text from outside that may be absent: printable, `-` when absent.
+fn opt(s: Option<&str>) -> String {
+    s.map_or_else(|| "-".to_owned(), text)
 }
 
 /// At most `n` characters of `s`, with `…` when cut.
@@ -431,16 +427,16 @@ fn header() -> String {
 }
 
 /// One record as a line of `list` and `tail`.
-fn row(r: &Value) -> String {
+fn row(r: &DeliveryRecord) -> String {
     format!(
         "{:<24} {:<22} {:<14} {:<18} {:>6} {:<24} {}\n",
-        r["received_at"].as_u64().map(time).unwrap_or_default(),
-        field(r, "delivery_id"),
-        fit(&field(r, "route"), 14),
-        fit(&field(r, "outcome"), 18),
-        field(r, "status"),
-        fit(&field(r, "event_type"), 24),
-        field(r, "event_id"),
+        time(r.received_at),
+        text(&r.delivery_id),
+        fit(&text(&r.route), 14),
+        fit(&text(&r.outcome), 18),
+        r.status,
+        fit(&opt(r.event_type.as_deref()), 24),
+        opt(r.event_id.as_deref()),
     )
 }
 
@@ -462,97 +458,88 @@ fn block(out: &mut String, text: &str) {
 
 /// A body as `show` prints it: pretty when it is JSON.
 fn pretty(text: &str) -> String {
-    serde_json::from_str::<Value>(text)
+    serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| serde_json::to_string_pretty(&v).ok())
         .unwrap_or_else(|| text.to_owned())
 }
 
 /// What `hookgate deliveries show` prints.
-fn details(v: &Value, now_ms: u64) -> String {
+fn details(d: &DeliveryDetail, now_ms: u64) -> String {
+    let v = &d.record;
     let mut out = String::new();
     let _ = writeln!(
         out,
         "delivery {} on route {} ({})",
-        field(v, "delivery_id"),
-        field(v, "route"),
-        field(v, "provider")
+        text(&v.delivery_id),
+        text(&v.route),
+        text(&v.provider)
     );
-    if let Some(at) = v["received_at"].as_u64() {
-        let _ = writeln!(
-            out,
-            "received:  {} ({}) from {}",
-            time(at),
-            ago(at, now_ms),
-            field(v, "peer")
-        );
-    }
-    let took = v["duration_us"]
-        .as_u64()
-        .map(|us| format!(" in {:.1} ms", us as f64 / 1000.0))
-        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "received:  {} ({}) from {}",
+        time(v.received_at),
+        ago(v.received_at, now_ms),
+        text(&v.peer)
+    );
+    let took = format!(" in {:.1} ms", v.duration_us as f64 / 1000.0);
     let _ = writeln!(
         out,
         "outcome:   {}, answered {}{took}",
-        field(v, "outcome"),
-        field(v, "status")
+        text(&v.outcome),
+        v.status
     );
-    if v["reason"].is_string() {
-        let _ = writeln!(out, "refused:   {}", field(v, "reason"));
+    if let Some(reason) = &v.reason {
+        let _ = writeln!(out, "refused:   {}", text(reason));
     }
-    if v["event_id"].is_string() {
-        let kind = if v["event_type"].is_string() {
-            format!(" ({})", field(v, "event_type"))
-        } else {
-            String::new()
-        };
-        let _ = writeln!(out, "event:     {}{kind}", field(v, "event_id"));
+    if let Some(event_id) = &v.event_id {
+        let kind = v
+            .event_type
+            .as_ref()
+            .map(|t| format!(" ({})", text(t)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "event:     {}{kind}", text(event_id));
     }
-    if v["provider_delivery_id"].is_string() {
+    if let Some(id) = &v.provider_delivery_id {
+        let _ = writeln!(out, "provider's delivery ID: {}", text(id));
+    }
+    if let Some(secret) = &v.secret {
+        let _ = writeln!(out, "secret:    {}", text(secret));
+    }
+    if let Some(of) = &v.replay_of {
+        let _ = writeln!(out, "replay of: {}", text(of));
+    }
+    if let Some(q) = &v.queue {
+        let (event_id, route) = (text(&q.event_id), text(&q.route));
         let _ = writeln!(
             out,
-            "provider's delivery ID: {}",
-            field(v, "provider_delivery_id")
+            "queued:    event {event_id} on route {route} (hookgate events show --route {route} --event-id {event_id})",
         );
     }
-    if v["secret"].is_string() {
-        let _ = writeln!(out, "secret:    {}", field(v, "secret"));
-    }
-    if v["replay_of"].is_string() {
-        let _ = writeln!(out, "replay of: {}", field(v, "replay_of"));
-    }
-    if v["queue"].is_object() {
-        let _ = writeln!(
-            out,
-            "queued:    event {} on route {} (hookgate events show --route {} --event-id {})",
-            field(&v["queue"], "event_id"),
-            field(&v["queue"], "route"),
-            field(&v["queue"], "route"),
-            field(&v["queue"], "event_id")
-        );
-    }
-    let _ = writeln!(
-        out,
-        "request:   {} {}",
-        field(v, "method"),
-        field(v, "path")
-    );
-    let headers = v["headers"].as_array().cloned().unwrap_or_default();
-    if !headers.is_empty() {
+    let _ = writeln!(out, "request:   {} {}", text(&v.method), text(&v.path));
+    if !v.headers.is_empty() {
         let _ = writeln!(out, "headers:");
-        for h in &headers {
-            let _ = writeln!(
-                out,
-                "  {}: {}",
-                printable(h[0].as_str().unwrap_or("")),
-                printable(h[1].as_str().unwrap_or(""))
-            );
+        for (name, value) in &v.headers {
+            let _ = writeln!(out, "  {}: {}", printable(name), printable(value));
         }
     }
-    let size = v["body_bytes"].as_u64().unwrap_or(0);
-    match v["body"].as_str() {
+    body(&mut out, v);
+    if let Some(answer) = v.answer.as_deref().filter(|a| !a.is_empty()) {
+        let _ = writeln!(out, "answer:");
+        block(&mut out, &pretty(answer));
+    }
+    if let Some(dests) = &d.destinations {
+        destinations(&mut out, dests, v.queue.as_ref().map(|q| q.route.as_str()));
+    }
+    out
+}
+
+/// The body of a record, as `show` prints it.
+fn body(out: &mut String, v: &DeliveryRecord) {
+    let size = v.body_bytes;
+    match &v.body {
         None => {
-            let why = if v["reason"].is_string() {
+            let why = if v.reason.is_some() {
                 "refused deliveries are recorded without it"
             } else {
                 "not kept: log.bodies = \"none\""
@@ -561,10 +548,10 @@ fn details(v: &Value, now_ms: u64) -> String {
         }
         Some(body) => {
             let mut notes = Vec::new();
-            if v["body_truncated"] == true {
+            if v.body_truncated {
                 notes.push("cut at log.max_body");
             }
-            if v["body_base64"] == true {
+            if v.body_base64 {
                 notes.push("base64: not UTF-8");
             }
             let notes = if notes.is_empty() {
@@ -573,64 +560,36 @@ fn details(v: &Value, now_ms: u64) -> String {
                 format!(", {}", notes.join(", "))
             };
             let _ = writeln!(out, "body ({size} bytes{notes}):");
-            if v["body_base64"] == true {
-                block(&mut out, body);
+            if v.body_base64 {
+                block(out, body);
             } else {
-                block(&mut out, &pretty(body));
+                block(out, &pretty(body));
             }
         }
     }
-    if let Some(answer) = v["answer"].as_str().filter(|a| !a.is_empty()) {
-        let _ = writeln!(out, "answer:");
-        block(&mut out, &pretty(answer));
-    }
-    if let Some(dests) = v["destinations"].as_array() {
-        let _ = writeln!(out, "destinations:");
-        for d in dests {
-            let name = if d["destination"].is_string() {
-                field(d, "destination")
-            } else {
-                field(&v["queue"], "route")
-            };
-            let count = match &d["attempts"] {
-                Value::Array(a) => a.len() as u64,
-                n => n.as_u64().unwrap_or(0),
-            };
-            let dead = if d["dead_reason"].is_string() {
-                format!(" (dead: {})", field(d, "dead_reason"))
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                out,
-                "  {name}: {}, {count} attempt(s){dead}",
-                field(d, "state")
-            );
-            let history = match &d["attempts"] {
-                Value::Array(a) => a.clone(),
-                _ => d["history"].as_array().cloned().unwrap_or_default(),
-            };
-            for a in &history {
-                let status = a["status"]
-                    .as_u64()
-                    .map(|s| format!(" {s}"))
-                    .unwrap_or_default();
-                let error = if a["error"].is_string() {
-                    format!(": {}", field(a, "error"))
-                } else {
-                    String::new()
-                };
-                let _ = writeln!(
-                    out,
-                    "    - {} {}{status}{error} ({} ms)",
-                    a["at_ms"].as_u64().map(time).unwrap_or_default(),
-                    field(a, "result"),
-                    a["duration_ms"].as_u64().unwrap_or(0)
-                );
-            }
+}
+
+/// A queue event's state in each destination, as `show` prints it (one named apart
+/// from the route is named by the route).
+fn destinations(out: &mut String, dests: &[api::EventView], route: Option<&str>) {
+    let _ = writeln!(out, "destinations:");
+    for d in dests {
+        let name = d.destination.as_deref().map_or_else(|| opt(route), text);
+        let dead = d
+            .dead_reason
+            .as_ref()
+            .map(|why| format!(" (dead: {})", text(why)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {name}: {}, {} attempt(s){dead}",
+            d.state.as_str(),
+            d.attempts
+        );
+        for a in &d.history {
+            let _ = writeln!(out, "    - {} {}", time(a.at_ms), super::events::attempt(a));
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -679,7 +638,9 @@ mod tests {
             "body": "{\"id\":\"evt\\u001b]0;x\\u0007\",\"n\":1}", "body_bytes": 30,
             "outcome": "bad_signature", "status": 401, "reason": "no configured secret matched",
             "answer": "{\"error\":\"invalid signature\"}", "event_id": "evt\u{1b}]0;x\u{7}",
+            "body_base64": false, "body_truncated": false, "duration_us": 1_500,
         });
+        let v: DeliveryDetail = serde_json::from_value(v).expect("a delivery's detail");
         let text = details(&v, 2_000);
         assert!(
             !text.contains('\u{1b}') && !text.contains('\u{7}'),

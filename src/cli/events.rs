@@ -3,8 +3,9 @@
 
 use clap::Subcommand;
 
-use super::admin::{AdminArgs, admin_call, admin_failed, enc};
+use super::admin::{AdminArgs, admin_call, admin_failed, answer, enc};
 use super::text::{self, printable};
+use crate::admin::api::{Attempt, Delivery, EventList, EventSummary, EventView};
 
 /// Which events `retry` and `purge` act on.
 #[derive(Debug, clap::Args)]
@@ -102,11 +103,11 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
             if !ok {
                 return Ok(admin_failed(&body));
             }
-            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            let events: Vec<crate::store::Summary> =
-                serde_json::from_value(v["events"].clone()).unwrap_or_default();
+            let EventList {
+                delivery, events, ..
+            } = answer(&body)?;
             // A sync route stores nothing: "0 event(s)" would read as an empty queue.
-            let sync = v["delivery"].as_str() == Some("sync");
+            let sync = delivery == Delivery::Sync;
             if sync && events.is_empty() {
                 eprintln!(
                     "hookgate events: route {:?} is not a queue route (delivery = \"sync\"): its deliveries are forwarded while the provider waits, never stored; `events` shows routes with delivery = \"queue\"",
@@ -153,8 +154,8 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
                 println!("{}", printable(body.trim_end()));
                 return Ok(0);
             }
-            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-            print!("{}", event_details(&v, crate::queue::now_ms()));
+            let event: EventView = answer(&body)?;
+            print!("{}", event_details(&event, crate::queue::now_ms()));
             Ok(0)
         }
         EventsAction::Retry {
@@ -184,7 +185,7 @@ async fn resolve_id(
 ) -> anyhow::Result<Option<String>> {
     // Undelivered events, then delivered ones (kept for the dedup window): `show`
     // looks at either.
-    let mut listed: Vec<serde_json::Value> = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
     for state in ["", "&state=delivered"] {
         let path = format!(
             "/events/{}?limit=100000{}{state}",
@@ -196,20 +197,19 @@ async fn resolve_id(
             admin_failed(&body);
             return Ok(None);
         }
-        listed.push(serde_json::from_str(&body).unwrap_or_default());
+        let listed: EventList = answer(&body)?;
+        ids.extend(listed.events.into_iter().map(|e| e.event_id));
     }
-    let mut ids: Vec<&str> = listed
-        .iter()
-        .filter_map(|v| v["events"].as_array())
-        .flatten()
-        .filter_map(|e| e["event_id"].as_str())
-        .collect();
     ids.sort_unstable();
     ids.dedup();
-    if ids.contains(&given) {
+    if ids.iter().any(|id| id == given) {
         return Ok(Some(given.to_owned()));
     }
-    let matching: Vec<&str> = ids.into_iter().filter(|id| id.starts_with(given)).collect();
+    let matching: Vec<&str> = ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| id.starts_with(given))
+        .collect();
     match matching.as_slice() {
         [] => Ok(Some(given.to_owned())),
         [one] => Ok(Some((*one).to_owned())),
@@ -279,7 +279,7 @@ fn ago(at_ms: u64, now_ms: u64) -> String {
 
 /// The table `hookgate events list` prints. Event IDs are shortened (`sig-d592421c…`);
 /// `events show|retry|purge` take any unique prefix.
-fn events_table(events: &[crate::store::Summary], now_ms: u64) -> String {
+fn events_table(events: &[EventSummary], now_ms: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     // A destination column on a route with named destinations.
@@ -320,40 +320,41 @@ fn events_table(events: &[crate::store::Summary], now_ms: u64) -> String {
 
 /// What `hookgate events show` prints. Every value comes from a delivery or the
 /// store, so each is printed through [`printable`].
-fn event_details(v: &serde_json::Value, now_ms: u64) -> String {
+fn event_details(v: &EventView, now_ms: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let text = |k: &str| printable(v[k].as_str().unwrap_or("-")).into_owned();
-    let _ = writeln!(out, "event {} on route {}", text("event_id"), text("route"));
-    if let Some(t) = v["event_type"].as_str() {
+    let _ = writeln!(
+        out,
+        "event {} on route {}",
+        printable(&v.event_id),
+        printable(&v.route)
+    );
+    if let Some(t) = &v.event_type {
         let _ = writeln!(out, "type:      {}", printable(t));
     }
-    if let Some(d) = v["destination"].as_str() {
+    if let Some(d) = &v.destination {
         let _ = writeln!(out, "destination: {}", printable(d));
     }
-    if let Some(k) = v["order_key"].as_str() {
+    if let Some(k) = &v.order_key {
         let _ = writeln!(
             out,
             "order key: {} (holds its place in the key's line)",
             printable(k)
         );
     }
-    let _ = writeln!(out, "state:     {}", text("state"));
-    if let Some(why) = v["dead_reason"].as_str() {
+    let _ = writeln!(out, "state:     {}", v.state.as_str());
+    if let Some(why) = &v.dead_reason {
         let _ = writeln!(out, "dead:      {}", printable(why));
     }
-    if let Some(rx) = v["received_at_ms"].as_u64() {
-        let _ = writeln!(out, "received:  {}", ago(rx, now_ms));
-    }
-    let attempts = v["attempts"].as_u64().unwrap_or(0);
-    let history = v["history"].as_array().cloned().unwrap_or_default();
-    let at = |a: &serde_json::Value| a["at_ms"].as_u64().unwrap_or(0);
+    let _ = writeln!(out, "received:  {}", ago(v.received_at_ms, now_ms));
+    let attempts = v.attempts;
+    let history = &v.history;
     // After an operator's retry the count starts again; the history keeps what came
     // before, so say which is which.
-    let requeued = v["requeued_at_ms"].as_u64();
+    let requeued = v.requeued_at_ms;
     match requeued {
         Some(r) => {
-            let before = history.iter().filter(|a| at(a) < r).count();
+            let before = history.iter().filter(|a| a.at_ms < r).count();
             let _ = writeln!(
                 out,
                 "attempts:  {attempts} since the operator's retry {} ({before} before it, listed first below)",
@@ -364,51 +365,53 @@ fn event_details(v: &serde_json::Value, now_ms: u64) -> String {
             let _ = writeln!(out, "attempts:  {attempts}");
         }
     }
-    if let Some(next) = v["next_at_ms"].as_u64() {
+    if let Some(next) = v.next_at_ms {
         let _ = writeln!(out, "next try:  {}", ago(next, now_ms));
     }
     if !history.is_empty() {
         let _ = writeln!(out, "history (oldest first):");
     }
     let mut marked = false;
-    for a in &history {
+    for a in history {
         if let Some(r) = requeued
             && !marked
-            && at(a) >= r
+            && a.at_ms >= r
         {
             let _ = writeln!(out, "  -- retried by the operator {} --", ago(r, now_ms));
             marked = true;
         }
-        let result = printable(a["result"].as_str().unwrap_or("-")).into_owned();
-        let status = a["status"]
-            .as_u64()
-            .map(|s| format!(" {s}"))
-            .unwrap_or_default();
-        let error = a["error"]
-            .as_str()
-            .map(|e| format!(": {}", printable(e)))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "  - {} {result}{status}{error} ({} ms)",
-            ago(at(a), now_ms),
-            a["duration_ms"].as_u64().unwrap_or(0)
-        );
+        let _ = writeln!(out, "  - {} {}", ago(a.at_ms, now_ms), attempt(a));
     }
     // The other destinations, one line each (`--destination NAME` shows one in full).
-    if let Some(all) = v["destinations"].as_array().filter(|a| a.len() > 1) {
+    if let Some(all) = v.destinations.as_ref().filter(|a| a.len() > 1) {
         let _ = writeln!(out, "destinations:");
         for d in all {
             let _ = writeln!(
                 out,
                 "  {:<16} {:<10} {} attempt(s)",
-                printable(d["destination"].as_str().unwrap_or("-")),
-                printable(d["state"].as_str().unwrap_or("-")),
-                d["attempts"].as_u64().unwrap_or(0)
+                printable(d.destination.as_deref().unwrap_or("-")),
+                d.state.as_str(),
+                d.attempts
             );
         }
     }
     out
+}
+
+/// An attempt as `events show` and `deliveries show` list it, after its time: its
+/// result, the upstream's status, the error and how long it took.
+pub(super) fn attempt(a: &Attempt) -> String {
+    let status = a.status.map(|s| format!(" {s}")).unwrap_or_default();
+    let error = a
+        .error
+        .as_ref()
+        .map(|e| format!(": {}", printable(e)))
+        .unwrap_or_default();
+    format!(
+        "{}{status}{error} ({} ms)",
+        printable(a.result.as_str()),
+        a.duration_ms
+    )
 }
 
 #[cfg(test)]

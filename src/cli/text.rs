@@ -46,9 +46,9 @@ pub(crate) fn short_id(id: &str) -> String {
 /// The message of an admin listener's JSON error answer (`{"error":"…"}`), else the
 /// text itself; printable either way.
 pub(crate) fn admin_error(body: &str) -> String {
-    let message = serde_json::from_str::<serde_json::Value>(body)
+    let message = serde_json::from_str::<crate::admin::api::ErrorBody>(body)
         .ok()
-        .and_then(|v| v["error"].as_str().map(str::to_owned));
+        .map(|e| e.error);
     match message {
         Some(m) => printable(&m).into_owned(),
         None => printable(body.trim()).into_owned(),

@@ -41,7 +41,7 @@ pub enum OnError {
 }
 
 /// How a route hands a verified event to its upstream.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Delivery {
     /// Forward while the provider waits and relay the upstream's answer (the default).

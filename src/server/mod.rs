@@ -5,12 +5,11 @@
 //! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
 //! and stop the server when they like.
 
-pub mod admin;
-pub mod deliveries;
+mod admin;
+pub(crate) use crate::admin::deliveries;
 pub(crate) mod eviction;
 pub use crate::ingress::listen;
 pub(crate) mod stranded;
-mod ui;
 use crate::ingress::connection::{Deadlines, http_builder, refuse, serve_connection};
 pub use crate::state::{Clock, Routing};
 use crate::tls;

@@ -801,7 +801,7 @@ async fn silent_admin_connections_from_one_address_never_blind_the_probes() {
 /// Third review, 3: open `/deliveries/stream` readers held admin connections
 /// indefinitely. Live streams have a bound of their own (16; beyond, 503), and a
 /// stream that sends no record for ten minutes ends
-/// (`server::deliveries::tests::a_quiet_live_stream_keeps_alive_then_ends_and_frees_its_slot`).
+/// (`admin::deliveries::tests::a_quiet_live_stream_keeps_alive_then_ends_and_frees_its_slot`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn live_streams_have_a_bound_of_their_own() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -41,25 +41,25 @@ pub(crate) fn is_page(path: &str) -> bool {
 }
 
 /// The page's answer to a request for `path` (one [`is_page`] takes).
-pub(crate) fn serve(method: &Method, path: &str) -> Resp {
+pub(crate) fn serve(method: &Method, path: &str) -> Asset {
     if method != Method::GET && method != Method::HEAD {
-        return asset(
+        return Asset::new(
             StatusCode::METHOD_NOT_ALLOWED,
             JSON,
             Bytes::from_static(br#"{"error":"the inspector page answers GET only"}"#),
         );
     }
-    let (ctype, body): (&str, Bytes) = match path {
+    let (ctype, body): (&'static str, Bytes) = match path {
         // A relative asset URL in the page resolves against `/ui/`, not `/`.
         "/ui" => {
-            let mut r = asset(
-                StatusCode::MOVED_PERMANENTLY,
-                "text/plain; charset=utf-8",
-                Bytes::from_static(b"the inspector is at /ui/\n"),
-            );
-            r.headers_mut()
-                .insert(header::LOCATION, HeaderValue::from_static("/ui/"));
-            return r;
+            return Asset {
+                location: Some("/ui/"),
+                ..Asset::new(
+                    StatusCode::MOVED_PERMANENTLY,
+                    "text/plain; charset=utf-8",
+                    Bytes::from_static(b"the inspector is at /ui/\n"),
+                )
+            };
         }
         "/ui/" | "/ui/index.html" => (
             "text/html; charset=utf-8",
@@ -75,51 +75,78 @@ pub(crate) fn serve(method: &Method, path: &str) -> Resp {
         ),
         "/ui/icon.svg" => ("image/svg+xml", Bytes::from_static(ICON)),
         _ => {
-            return asset(
+            return Asset::new(
                 StatusCode::NOT_FOUND,
                 JSON,
                 Bytes::from_static(br#"{"error":"no such page: the inspector is at /ui/"}"#),
             );
         }
     };
-    let mut r = asset(StatusCode::OK, ctype, body);
-    if method == Method::HEAD {
-        *r.body_mut() = Full::new(Bytes::new());
-    }
-    r
+    let body = if method == Method::HEAD {
+        Bytes::new()
+    } else {
+        body
+    };
+    Asset::new(StatusCode::OK, ctype, body)
 }
 
-fn asset(status: StatusCode, ctype: &'static str, body: Bytes) -> Resp {
-    let mut r = Response::new(Full::new(body));
-    *r.status_mut() = status;
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    // The older form of frame-ancestors, for browsers that read only this.
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    // The assets change with the binary: a browser asks again rather than keep an
-    // old script beside a new listener.
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert(
-        "cross-origin-opener-policy",
-        HeaderValue::from_static("same-origin"),
-    );
-    h.insert(
-        "cross-origin-resource-policy",
-        HeaderValue::from_static("same-origin"),
-    );
-    r
+/// One of the page's answers: an asset, a redirect to the page, or a refusal; written
+/// with the page's policy headers by [`Asset::response`].
+#[derive(Debug)]
+pub(crate) struct Asset {
+    status: StatusCode,
+    ctype: &'static str,
+    body: Bytes,
+    /// Where a redirect points.
+    location: Option<&'static str>,
+}
+
+impl Asset {
+    fn new(status: StatusCode, ctype: &'static str, body: Bytes) -> Self {
+        Self {
+            status,
+            ctype,
+            body,
+            location: None,
+        }
+    }
+
+    /// The asset with the page's headers.
+    pub(crate) fn response(self) -> Resp {
+        let mut r = Response::new(Full::new(self.body));
+        *r.status_mut() = self.status;
+        let h = r.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(self.ctype));
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        );
+        h.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        // The older form of frame-ancestors, for browsers that read only this.
+        h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        h.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+        // The assets change with the binary: a browser asks again rather than keep an
+        // old script beside a new listener.
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        h.insert(
+            "cross-origin-opener-policy",
+            HeaderValue::from_static("same-origin"),
+        );
+        h.insert(
+            "cross-origin-resource-policy",
+            HeaderValue::from_static("same-origin"),
+        );
+        if let Some(to) = self.location {
+            h.insert(header::LOCATION, HeaderValue::from_static(to));
+        }
+        r
+    }
 }
 
 #[cfg(test)]
@@ -136,7 +163,7 @@ mod tests {
             "/ui/nope",
         ] {
             assert!(is_page(path));
-            let r = serve(&Method::GET, path);
+            let r = serve(&Method::GET, path).response();
             let csp = r.headers()[header::CONTENT_SECURITY_POLICY]
                 .to_str()
                 .expect("ascii");
@@ -145,13 +172,13 @@ mod tests {
             assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
             assert_eq!(r.headers()[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
         }
-        let r = serve(&Method::GET, "/ui");
+        let r = serve(&Method::GET, "/ui").response();
         assert_eq!(r.status(), StatusCode::MOVED_PERMANENTLY);
         assert_eq!(r.headers()[header::LOCATION], "/ui/");
         assert!(!is_page("/uix"));
         assert!(!is_page("/deliveries"));
         assert_eq!(
-            serve(&Method::POST, "/ui/").status(),
+            serve(&Method::POST, "/ui/").response().status(),
             StatusCode::METHOD_NOT_ALLOWED
         );
     }

@@ -322,9 +322,8 @@
     return tr;
   }
 
-  async function deliveriesView(params, signal) {
-    // The route names, for the route filter's suggestions.
-    await loadRoutes(signal);
+  // The list's filters: a form that sets the page's address (its hash).
+  function filtersForm(params) {
     const form = el('form', { class: 'filters', 'aria-label': 'Filters' });
     const field = (name, label, input) => el('div', { class: 'field' }, el('label', { for: 'f-' + name }, label), input);
     const val = (k) => params.get(k) || '';
@@ -366,11 +365,12 @@
       const hash = '#/deliveries' + (q.toString() ? '?' + q : '');
       if (location.hash === hash) route(); else location.hash = hash;
     });
+    return form;
+  }
 
-    const live = el('span', { class: 'live', id: 'live' }, 'Connecting…');
-    const count = el('span', { class: 'note', id: 'count' });
-    const tbody = el('tbody', { id: 'deliveries' });
-    const table = el('div', { class: 'table-wrap' }, el('table', {},
+  // The list's table around its body.
+  function deliveriesTable(tbody) {
+    return el('div', { class: 'table-wrap' }, el('table', {},
       el('caption', { class: 'note', hidden: true }, 'Deliveries, newest first'),
       el('thead', {}, el('tr', {},
         el('th', { scope: 'col' }, 'Received'), el('th', { scope: 'col' }, 'Route'),
@@ -378,6 +378,17 @@
         el('th', { scope: 'col', class: 'hide-narrow' }, 'Event type'), el('th', { scope: 'col' }, 'Event ID'),
         el('th', { scope: 'col', class: 'num hide-narrow' }, 'Took'), el('th', { scope: 'col', class: 'hide-narrow' }, 'Reason'))),
       tbody));
+  }
+
+  async function deliveriesView(params, signal) {
+    // The route names, for the route filter's suggestions.
+    await loadRoutes(signal);
+    const form = filtersForm(params);
+
+    const live = el('span', { class: 'live', id: 'live' }, 'Connecting…');
+    const count = el('span', { class: 'note', id: 'count' });
+    const tbody = el('tbody', { id: 'deliveries' });
+    const table = deliveriesTable(tbody);
     const empty = el('p', { class: 'empty', hidden: true }, 'No deliveries match.');
     const more = el('button', { type: 'button', class: 'secondary', hidden: true }, 'Older deliveries');
     const off = logEnabled ? null : el('p', { class: 'notice', id: 'log-off', role: 'note' },

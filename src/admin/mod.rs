@@ -1,0 +1,199 @@
+//! The admin listener, separate from the public one (bind it to a private address):
+//!
+//! - `GET /healthz` — the process is alive;
+//! - `GET /readyz` — the store answers a PING (503 otherwise), and a Redis store's
+//!   `maxmemory-policy` evicts nothing while queue routes are configured (503 naming
+//!   the policy otherwise, unless `store.allow_eviction`; reported either way);
+//! - `GET /metrics` — Prometheus text format (`probes.rs`);
+//! - `DELETE /keys/<route>/<event id>` — frees one key for a deliberate redelivery
+//!   (`hookgate forget` calls it; `keys.rs`);
+//! - `POST /reload` — re-reads the config file (as SIGHUP does; `reload.rs`);
+//! - `GET /handshakes/<route>` — the signing secret a provider handed over in its
+//!   set-up request on that route (Asana, Notion), which the operator must configure;
+//!   it is never written to the log. Only the first is kept;
+//!   `DELETE /handshakes/<route>` forgets it, so the next set-up request may hand
+//!   over a new one (refused with 409 until then; `handshakes.rs`);
+//! - `GET /events/<route>`, `GET /events/<route>/<event id>`,
+//!   `POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true` — the queue of a
+//!   `delivery = "queue"` route (`hookgate events` calls them; `events.rs`);
+//! - `GET /deliveries`, `/deliveries/<id>`, `/deliveries/stream` — the delivery log
+//!   (`deliveries.rs`), `POST /deliveries/<id>/replay` (`replay.rs`) and `GET
+//!   /overview` (`overview.rs`);
+//! - `GET /ui/` — the inspector page (`ui.rs`): the delivery log, queues and routes in
+//!   a browser; it asks for the token itself.
+//!
+//! `router.rs` is the one table: each request parsed once, the endpoint that answers
+//! it, and each answer's status, headers and body. `api.rs` holds the answers' types,
+//! which the command line reads back.
+//!
+//! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
+//! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
+//!
+//! A web page must not be able to use the listener through an operator's browser
+//! (cross-site requests, DNS rebinding), token or not: a request whose `Host` is not an
+//! IP address, `localhost` or one of `server.admin_hosts` is refused (421), as is one
+//! with an `Origin` other than the listener's own or `Sec-Fetch-Site: cross-site` or
+//! `same-site` (403); and a `POST` (every state change but `DELETE`, which no page can
+//! send cross-site without the listener's consent) must carry `Authorization` or
+//! `X-Requested-By`, which no page can add to a cross-site request either (403). The
+//! command line sends `X-Requested-By: hookgate`. Connections are bounded (`ADMIN_LIMITS`)
+//! and closed when silent or idle, as the public listener's are.
+
+pub mod api;
+pub(crate) mod deliveries;
+mod events;
+mod handshakes;
+mod keys;
+mod overview;
+mod probes;
+mod reload;
+mod replay;
+mod router;
+mod ui;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use http::{Method, Request, StatusCode, header};
+use tokio::net::TcpListener;
+
+use crate::pipeline::respond::{self, Answer};
+use crate::server::AppState;
+
+use router::{AdminAnswer, AdminRequest};
+
+/// Connections the admin listener holds open at most (64), from one address (16),
+/// and past those, taken for one probe only (16): beyond, a new one is answered 503
+/// and closed.
+const ADMIN_LIMITS: crate::server::AdminLimits = crate::server::AdminLimits {
+    max: 64,
+    per_client: 16,
+    probes: 16,
+};
+
+/// Serves the admin endpoints until `shutdown` resolves.
+pub async fn run(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    crate::server::serve_admin(
+        state,
+        listener,
+        shutdown,
+        ADMIN_LIMITS,
+        |st, http, _peer| router::handle(st, http),
+        // Past the bounds, probes only.
+        |st, http| async move {
+            if AdminRequest::parse(http.method(), http.uri()).is_probe() {
+                router::handle(st, http).await.map(router::whole)
+            } else {
+                respond::response(Answer::Overloaded)
+            }
+        },
+    )
+    .await;
+}
+
+/// The one guard ahead of every endpoint: a request a web page may have sent is
+/// refused, then one without the admin token (but the probes').
+fn guard<B>(state: &AppState, http: &Request<B>, req: &AdminRequest) -> Option<AdminAnswer> {
+    if let Some((status, why)) = browser_refusal(state, http) {
+        return Some(AdminAnswer::Refused(status, why));
+    }
+    // The inspector page's assets hold nothing secret and must load to ask for the
+    // token: past the check above, they need none (the router answers every such path
+    // from the page, and nothing else).
+    let page = ui::is_page(&req.path);
+    (!req.is_probe() && !page && !authorized(state, http)).then_some(AdminAnswer::Unauthorized)
+}
+
+/// Whether the request may use an endpoint that changes state or reveals secrets.
+fn authorized<B>(state: &AppState, req: &Request<B>) -> bool {
+    let Some(token) = state.admin_token() else {
+        return true;
+    };
+    let presented = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .unwrap_or_default();
+    crate::provider::mac::ct_eq(presented, token.expose())
+}
+
+/// Why a request is refused as one a web page may have sent through an operator's
+/// browser, if it is: the status and the reason.
+fn browser_refusal<B>(state: &AppState, req: &Request<B>) -> Option<(StatusCode, String)> {
+    let host = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .or_else(|| {
+            req.headers()
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if !host_is_ours(&host, state.admin_hosts()) {
+        return Some((
+            StatusCode::MISDIRECTED_REQUEST,
+            "the admin listener answers to its IP addresses, localhost and server.admin_hosts only"
+                .into(),
+        ));
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let own = origin
+            .to_str()
+            .ok()
+            .and_then(|o| o.split_once("://"))
+            .is_some_and(|(scheme, rest)| {
+                matches!(scheme, "http" | "https") && rest.eq_ignore_ascii_case(&host)
+            });
+        if !own {
+            return Some((
+                StatusCode::FORBIDDEN,
+                "a request from another origin is refused".into(),
+            ));
+        }
+    }
+    let site = req
+        .headers()
+        .get("sec-fetch-site")
+        .map(|v| v.as_bytes().to_ascii_lowercase());
+    if matches!(site.as_deref(), Some(b"cross-site" | b"same-site")) {
+        return Some((
+            StatusCode::FORBIDDEN,
+            "a request from another site is refused".into(),
+        ));
+    }
+    if req.method() == Method::POST
+        && !req.headers().contains_key(header::AUTHORIZATION)
+        && !req.headers().contains_key("x-requested-by")
+    {
+        return Some((
+            StatusCode::FORBIDDEN,
+            "a POST to the admin listener needs an X-Requested-By header (any value; hookgate's command line sends it) or Authorization".into(),
+        ));
+    }
+    None
+}
+
+/// Whether a `Host` names this listener: an IP address (a page cannot rebind one),
+/// `localhost`, or a configured name; with or without a port.
+fn host_is_ours(host: &str, names: &[String]) -> bool {
+    let name = if let Some(v6) = host.strip_prefix('[') {
+        return v6
+            .split_once(']')
+            .is_some_and(|(ip, _)| ip.parse::<std::net::Ipv6Addr>().is_ok());
+    } else {
+        host.rsplit_once(':')
+            .filter(|(_, port)| port.parse::<u16>().is_ok())
+            .map_or(host, |(name, _)| name)
+    };
+    !name.is_empty()
+        && (name.parse::<std::net::Ipv4Addr>().is_ok()
+            || name == "localhost"
+            || names.iter().any(|n| n == name))
+}

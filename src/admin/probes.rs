@@ -1,0 +1,63 @@
+//! What probes and scrapers call: `GET /healthz` (the process is alive), `GET /readyz`
+//! (the store answers, and evicts nothing queue routes need) and `GET /metrics`. The
+//! first two need no token.
+
+use std::time::Duration;
+
+use super::api::{Evicting, Ready, StatusBody};
+use super::router::AdminAnswer;
+use crate::server::AppState;
+use crate::store::DedupStore as _;
+
+/// `GET /healthz`.
+pub(super) fn healthz() -> AdminAnswer {
+    AdminAnswer::ok(&StatusBody::new("ok"))
+}
+
+/// `GET /readyz`: the store answers a PING, and evicts nothing queue routes need.
+pub(super) async fn readyz(state: &AppState) -> AdminAnswer {
+    let ping = tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await;
+    match ping {
+        Ok(Ok(())) => {}
+        // The store's own error text goes to the log, not into an answer.
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: the store did not answer its ping");
+            return store_unavailable();
+        }
+        Err(_) => {
+            tracing::warn!("readiness: the store's ping timed out");
+            return store_unavailable();
+        }
+    }
+    // The eviction policy, read again: Redis's config may change at runtime. A failed
+    // read keeps what was known.
+    if let Err(e) = state.check_eviction().await {
+        tracing::warn!(error = %e, "readiness: the Redis maxmemory-policy could not be read");
+    }
+    let routing = state.routing();
+    match (state.eviction_refusal(&routing), state.evicting_policy()) {
+        (Some(_), policy) => AdminAnswer::Unavailable(super::api::to_json(&Evicting {
+            status: "the store may evict keys: queue routes are refused".into(),
+            maxmemory_policy: policy,
+            fix: "set maxmemory-policy noeviction, or store.allow_eviction = true".into(),
+        })),
+        (None, policy) => AdminAnswer::ok(&Ready {
+            status: "ready".into(),
+            store: state.store().kind().into(),
+            warning: policy
+                .as_deref()
+                .map(|p| crate::server::eviction::cost(p).to_owned()),
+            maxmemory_policy: policy,
+        }),
+    }
+}
+
+fn store_unavailable() -> AdminAnswer {
+    AdminAnswer::Unavailable(super::api::to_json(&StatusBody::new("store unavailable")))
+}
+
+/// `GET /metrics`, the queues' gauges read first.
+pub(super) async fn metrics(state: &AppState) -> AdminAnswer {
+    crate::delivery::gauges(&state.routing(), state.store(), &state.metrics).await;
+    AdminAnswer::Metrics(state.metrics.render())
+}

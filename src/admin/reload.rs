@@ -1,0 +1,19 @@
+//! `POST /reload`: re-reads the config file, as SIGHUP does.
+
+use super::api::{ReloadRefused, Reloaded};
+use super::router::AdminAnswer;
+use crate::server::AppState;
+
+/// `POST /reload`: the routes now configured, or why the running config stays.
+pub(super) async fn reload(state: &AppState) -> AdminAnswer {
+    match state.reload().await {
+        Ok(routes) => AdminAnswer::ok(&Reloaded {
+            status: "reloaded".into(),
+            routes,
+        }),
+        Err(e) => AdminAnswer::BadRequest(super::api::to_json(&ReloadRefused {
+            status: "refused".into(),
+            errors: e.0,
+        })),
+    }
+}
