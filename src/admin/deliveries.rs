@@ -17,11 +17,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::Method;
 use hyper::body::Frame;
 
 use super::api::{self, DeliveryDetail, DeliveryPage, DeliverySummary, ErrorBody, EventView};
-use super::router::{AdminAnswer, AdminRequest, Frames, SseStream};
+use super::exchange::{AdminAnswer, Frames, MAX_LIMIT, SseStream, unavailable};
 use crate::observe::recorder::Written;
 use crate::server::AppState;
 use crate::store::log::LogQuery;
@@ -31,44 +30,12 @@ use crate::store::{QueueStore as _, Store, StoreError};
 /// close silent connections).
 const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Live streams open at once, over every client; beyond, 503.
-pub(crate) const MAX_STREAMS: usize = 16;
+use crate::server::MAX_STREAMS;
 /// A live stream that has sent no record for this long is ended (an inspector's page
 /// reconnects by itself): an open reader holds its slot only while records flow.
 const STREAM_IDLE: Duration = Duration::from_secs(600);
 /// Records a list answers at most, and by default.
-pub(super) const MAX_LIMIT: usize = 500;
 const DEFAULT_LIMIT: usize = 50;
-
-/// `/deliveries[/…]`: the endpoint the method and the path's segments (as sent) name.
-pub(super) async fn answer(state: &AppState, req: &AdminRequest) -> AdminAnswer {
-    let segments: Vec<&str> = req.segments.iter().map(String::as_str).collect();
-    let routes = state.recorder.route_names();
-    match (&req.method, segments.as_slice()) {
-        (&Method::GET, []) => list(state, &req.query, &routes).await,
-        (&Method::GET, ["stream"]) => open_stream(state, &req.query),
-        (method, _) => match (method, one_delivery(&segments)) {
-            (&Method::POST, Some((id, Some("replay")))) => {
-                let destination = req.query.get("destination").map(String::as_str);
-                super::replay::replay(state, id, destination, &routes).await
-            }
-            (&Method::GET, Some((id, None))) => show(state, id, &routes).await,
-            _ => usage(),
-        },
-    }
-}
-
-/// 404 with the log's endpoints.
-pub(super) fn usage() -> AdminAnswer {
-    AdminAnswer::not_found(
-        "use GET /deliveries, /deliveries/<id>, /deliveries/stream, /overview or POST /deliveries/<id>/replay",
-    )
-}
-
-/// 503: the store did not answer (its error text goes to the log).
-pub(super) fn unavailable(e: &StoreError) -> AdminAnswer {
-    tracing::warn!(error = %e, "delivery log: an admin request failed: the store did not answer");
-    AdminAnswer::unavailable("store unavailable, retry later")
-}
 
 /// A time bound: Unix milliseconds, or RFC 3339.
 fn time(v: &str) -> Option<u64> {
@@ -109,7 +76,11 @@ fn query_of(p: &HashMap<String, String>) -> Result<LogQuery, String> {
 }
 
 /// `GET /deliveries?…`: records newest first, without body and answer.
-async fn list(state: &AppState, p: &HashMap<String, String>, routes: &[String]) -> AdminAnswer {
+pub(super) async fn list(
+    state: &AppState,
+    p: &HashMap<String, String>,
+    routes: &[String],
+) -> AdminAnswer {
     let q = match query_of(p) {
         Ok(q) => q,
         Err(e) => return AdminAnswer::bad_request(e),
@@ -123,19 +94,8 @@ async fn list(state: &AppState, p: &HashMap<String, String>, routes: &[String]) 
     }
 }
 
-/// `<id>` as `(id, None)` and `<id>/<action>` as `(id, Some(action))`; any other
-/// path (no ID, an empty segment, more segments) is `None`. Split, never sliced: no
-/// path can make it panic.
-fn one_delivery<'a>(segments: &[&'a str]) -> Option<(&'a str, Option<&'a str>)> {
-    match *segments {
-        [id] if !id.is_empty() => Some((id, None)),
-        [id, action] if !id.is_empty() && !action.is_empty() => Some((id, Some(action))),
-        _ => None,
-    }
-}
-
 /// `GET /deliveries/<id>`: one record, with its queue event's state on a queue route.
-async fn show(state: &AppState, id: &str, routes: &[String]) -> AdminAnswer {
+pub(super) async fn show(state: &AppState, id: &str, routes: &[String]) -> AdminAnswer {
     match state.recorder.log.get(id, routes).await {
         Ok(Some(record)) => {
             let destinations = match &record.queue {
@@ -185,7 +145,7 @@ async fn destinations(
 
 /// `GET /deliveries/stream?…`: each new record that passes the filters as a
 /// `delivery` event, while one of the [`MAX_STREAMS`] slots is free.
-fn open_stream(state: &AppState, p: &HashMap<String, String>) -> AdminAnswer {
+pub(super) fn open_stream(state: &AppState, p: &HashMap<String, String>) -> AdminAnswer {
     let q = match query_of(p) {
         Ok(q) => q,
         Err(e) => return AdminAnswer::bad_request(e),
@@ -209,9 +169,9 @@ fn open_stream(state: &AppState, p: &HashMap<String, String>) -> AdminAnswer {
 pub(crate) fn stream<B>(
     state: &AppState,
     req: &http::Request<B>,
-) -> http::Response<super::router::AdminBody> {
-    let req = AdminRequest::parse(req.method(), req.uri());
-    super::router::response(open_stream(state, &req.query))
+) -> http::Response<super::exchange::AdminBody> {
+    let req = super::exchange::AdminRequest::parse(req.method(), req.uri());
+    super::exchange::response(open_stream(state, &req.query))
 }
 
 /// A live stream's place in the recorder's writes.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use http::Method;
 
 use super::api::{self, ErrorBody, EventList, EventView, EventsActed};
-use super::router::{AdminAnswer, AdminRequest};
+use super::exchange::{AdminAnswer, AdminRequest};
 use crate::config::Route;
 use crate::server::{AppState, Routing};
 use crate::store::{Envelope, QueueStore as _, State, Status, StoreError, Target};

@@ -4,7 +4,7 @@
 //! until the operator clears it.
 
 use super::api::{HandedSecret, HandshakeCleared, StatusBody};
-use super::router::AdminAnswer;
+use super::exchange::AdminAnswer;
 use crate::server::AppState;
 
 /// `GET /handshakes/<route>`: the secret a provider handed over on the route.

@@ -3,7 +3,7 @@
 //! forwarded (or queued) again.
 
 use super::api::Forgotten;
-use super::router::{AdminAnswer, AdminRequest};
+use super::exchange::{AdminAnswer, AdminRequest};
 use crate::provider::EventId;
 use crate::server::AppState;
 use crate::store::{DedupKey, DedupStore as _, QueueStore as _};

@@ -42,6 +42,7 @@
 pub mod api;
 pub(crate) mod deliveries;
 mod events;
+mod exchange;
 mod handshakes;
 mod keys;
 mod overview;
@@ -60,7 +61,7 @@ use tokio::net::TcpListener;
 use crate::pipeline::respond::{self, Answer};
 use crate::server::AppState;
 
-use router::{AdminAnswer, AdminRequest};
+use exchange::{AdminAnswer, AdminRequest};
 
 /// Connections the admin listener holds open at most (64), from one address (16),
 /// and past those, taken for one probe only (16): beyond, a new one is answered 503
@@ -86,7 +87,7 @@ pub async fn run(
         // Past the bounds, probes only.
         |st, http| async move {
             if AdminRequest::parse(http.method(), http.uri()).is_probe() {
-                router::handle(st, http).await.map(router::whole)
+                router::handle(st, http).await.map(exchange::whole)
             } else {
                 respond::response(Answer::Overloaded)
             }

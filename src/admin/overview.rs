@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::api::{LogOverview, Overview, QueueOverview, RouteOverview};
-use super::router::AdminAnswer;
+use super::exchange::AdminAnswer;
 use crate::config::{Delivery, Route};
 use crate::server::AppState;
 use crate::store::log::minute_of;
@@ -21,7 +21,7 @@ pub(super) async fn overview(state: &AppState) -> AdminAnswer {
         .await
     {
         Ok(c) => c,
-        Err(e) => return super::deliveries::unavailable(&e),
+        Err(e) => return super::exchange::unavailable(&e),
     };
     let routing = state.routing();
     let mut configured: Vec<&Arc<Route>> = routing.routes.values().collect();
@@ -46,7 +46,7 @@ pub(super) async fn overview(state: &AppState) -> AdminAnswer {
                             .oldest_received_ms
                             .map(|t| now.saturating_sub(t)),
                     }),
-                    Err(e) => return super::deliveries::unavailable(&e),
+                    Err(e) => return super::exchange::unavailable(&e),
                 }
             }
         }

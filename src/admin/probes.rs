@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::api::{Evicting, Ready, StatusBody};
-use super::router::AdminAnswer;
+use super::exchange::AdminAnswer;
 use crate::server::AppState;
 use crate::store::DedupStore as _;
 

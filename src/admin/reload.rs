@@ -1,7 +1,7 @@
 //! `POST /reload`: re-reads the config file, as SIGHUP does.
 
 use super::api::{ReloadRefused, Reloaded};
-use super::router::AdminAnswer;
+use super::exchange::AdminAnswer;
 use crate::server::AppState;
 
 /// `POST /reload`: the routes now configured, or why the running config stays.

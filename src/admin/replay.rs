@@ -16,8 +16,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
 use super::api::{self, ReplayQueued, Replayed};
-use super::deliveries::{MAX_LIMIT, unavailable};
-use super::router::AdminAnswer;
+use super::exchange::AdminAnswer;
+use super::exchange::{MAX_LIMIT, unavailable};
 use crate::config::{Delivery, Destination, Route};
 use crate::pipeline::respond::{self, Answer, UpstreamFailure};
 use crate::server::AppState;

@@ -842,7 +842,7 @@ mod tests {
         let req = http::Request::get("/deliveries/stream")
             .body(())
             .expect("request");
-        let mut body = crate::server::deliveries::stream(&state, &req).into_body();
+        let mut body = crate::admin::deliveries::stream(&state, &req).into_body();
         let mut batch = Batch {
             records: (0..BATCH_RECORDS_FRAMED as u64).map(record).collect(),
             ..Batch::default()

@@ -6,7 +6,6 @@
 //! and stop the server when they like.
 
 mod admin;
-pub(crate) use crate::admin::deliveries;
 pub(crate) mod eviction;
 pub use crate::ingress::listen;
 pub(crate) mod stranded;
@@ -33,6 +32,10 @@ use crate::forward::Forwarder;
 use crate::observe::capture::Capture;
 use crate::observe::metrics::{Metrics, ResultLabel};
 use crate::store::Store;
+
+/// The delivery log's live streams open at once at most: readers that hold a stream
+/// open cannot take the admin listener's slots.
+pub(crate) const MAX_STREAMS: usize = 16;
 
 /// Everything a request needs, shared by all connections.
 #[derive(Debug)]
@@ -92,7 +95,7 @@ pub struct AppState {
     /// a copy of an event its queue holds.
     /// Read on every sync delivery: swapped whole (rarely), never locked.
     pub(crate) queue_history: ArcSwap<std::collections::HashSet<String>>,
-    /// The delivery log's live streams open at once (`deliveries::MAX_STREAMS`):
+    /// The delivery log's live streams open at once (`MAX_STREAMS`):
     /// readers that hold a stream open cannot take the admin listener's slots.
     pub(crate) live_streams: Arc<tokio::sync::Semaphore>,
 }
@@ -263,7 +266,7 @@ impl AppState {
             eviction: ArcSwap::from_pointee(policy),
             stranded_seen: std::sync::Mutex::default(),
             recorder,
-            live_streams: Arc::new(tokio::sync::Semaphore::new(deliveries::MAX_STREAMS)),
+            live_streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
             queue_history: ArcSwap::from_pointee(
                 cfg.routes
                     .iter()
