@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::queue::queue_config;
+use crate::queue::delivery::queue_config;
 use crate::support::browser::Browser;
 use crate::support::{TestGateway, Upstream, client, eventually, stripe_body, stripe_config};
 
@@ -92,7 +92,8 @@ async fn a_dead_event_retried_from_the_page_reaches_the_upstream() {
     assert_eq!(r.outcome(), "queued", "{}", r.body);
     let mut dead = false;
     for _ in 0..100 {
-        let (_, v) = crate::queue::admin(&gw, "GET", &format!("/events/stripe/{id}")).await;
+        let (_, v) =
+            crate::queue::delivery::admin(&gw, "GET", &format!("/events/stripe/{id}")).await;
         if v["state"] == "dead" {
             dead = true;
             break;

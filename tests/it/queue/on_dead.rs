@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::queue::admin;
+use crate::queue::delivery::admin;
 use crate::support::{RedisServer, TestGateway, Upstream, eventually};
 
 fn config(store: &str, up: &Upstream, on_dead: &str) -> String {

@@ -1,8 +1,10 @@
 //! The delivery log and captures against what outsiders send (issue 35's items 2, 5,
 //! 7 and 8): copies of one signed delivery, credentials in the query, IPv6 clients
 //! of one /64, the gateway's own `traceparent`, and text that would reorder the
-//! inspector's page. Real signed requests to an in-process gateway; the admin API's
-//! answers, the capture files and a real browser are what is measured.
+//! inspector's page; and captures as the second review found them (credentials
+//! outside headers, refused requests filling the disk). Real signed requests to an
+//! in-process gateway; the admin API's answers, the capture files and a real browser
+//! are what is measured.
 
 use std::time::{Duration, Instant};
 
@@ -442,5 +444,172 @@ async fn the_page_writes_out_bidi_overrides_and_control_characters() {
     assert!(line.contains("invoice\\u202efdp.exe\\u0009end"), "{line:?}");
     assert!(!b.page_text().await.contains('\u{202e}'));
     drop(b);
+    gw.stop().await;
+}
+
+// Captures, as the second review found them (docs/security.md, "Threats found by
+// review").
+
+fn route(name: &str, provider: &str, secrets: &str, up: &Upstream, extra: &str) -> String {
+    format!(
+        "[[routes]]\nname = \"{name}\"\npath = \"/{name}\"\nprovider = \"{provider}\"\nsecrets = {secrets}\nupstream = \"{}\"\n{extra}\n",
+        up.url(&format!("/{name}"))
+    )
+}
+
+/// Captures leave out every credential the preset knows, wherever it travels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_redact_credentials_in_the_query_and_the_body() {
+    use std::time::Duration;
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let captures = dir.path().join("captures");
+    let cfg = format!(
+        "[capture]\ndir = \"{}\"\n{}{}{}",
+        captures.display(),
+        route("mc", "mailchimp", "[\"mc-token-S3CRET\"]", &up, ""),
+        route("notion", "notion", "[]", &up, ""),
+        route("figma", "figma", "[\"figma-pass-S3CRET\"]", &up, ""),
+    );
+    let gw = TestGateway::start(&cfg).await;
+    let form = b"type=subscribe&data%5Bemail%5D=a%40b.c".to_vec();
+    let r = post(&gw.url("/mc?token=mc-token-S3CRET&x=1"), &[], form).await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let r = post(
+        &gw.url("/notion"),
+        &[("content-type".into(), "application/json".into())],
+        br#"{"verification_token":"secret_notion_S3CRET"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(r.outcome(), "handshake", "{}", r.body);
+    let r = post(
+        &gw.url("/figma"),
+        &[],
+        br#"{"event_type":"FILE_UPDATE","passcode":"figma-pass-S3CRET","file_key":"k1","timestamp":"2026-01-01T00:00:00Z","webhook_id":"7"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let written = crate::support::eventually(Duration::from_secs(5), || {
+        std::fs::read_dir(&captures).map(|d| d.count()).unwrap_or(0) >= 3
+    })
+    .await;
+    assert!(written, "three captures");
+    for entry in std::fs::read_dir(&captures).expect("captures") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        assert!(
+            !text.contains("S3CRET"),
+            "a credential was captured:\n{text}"
+        );
+        assert!(text.contains("[redacted]"), "{text}");
+    }
+    // What is not a credential is kept as received.
+    let files = hookgate::replay::collect(std::slice::from_ref(&captures)).expect("files");
+    let loaded: Vec<_> = files
+        .iter()
+        .map(|f| hookgate::replay::Replay::load(f).expect("load"))
+        .collect();
+    let mc = loaded
+        .iter()
+        .find(|r| r.path == "/mc")
+        .expect("mailchimp capture");
+    assert_eq!(mc.query.as_deref(), Some("token=[redacted]&x=1"));
+    let figma = loaded
+        .iter()
+        .find(|r| r.path == "/figma")
+        .expect("figma capture");
+    assert_eq!(
+        figma.body.as_deref(),
+        Some(
+            r#"{"event_type":"FILE_UPDATE","passcode":"[redacted]","file_key":"k1","timestamp":"2026-01-01T00:00:00Z","webhook_id":"7"}"#
+        )
+    );
+    gw.stop().await;
+}
+
+/// The capture files in `dir`: (size, mode).
+fn capture_files(dir: &std::path::Path) -> Vec<(u64, u32)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| (m.len(), m.permissions().mode() & 0o777))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Second review, 7 (and 9 for captures): bodies of refused requests were captured,
+/// JSON-escaped up to six times their size and bounded only by a file count: 40 MiB
+/// sent became 240 MiB on disk. Refused requests are captured only when asked; files
+/// are bounded in bytes, hold a body of control characters as base64, and are readable
+/// by their owner only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_of_refused_requests_cannot_fill_the_disk() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let up = Upstream::start().await;
+    let junk = vec![1u8; 100 * 1024];
+    let send_junk = |gw: &TestGateway| {
+        let (url, body) = (gw.url("/stripe"), junk.clone());
+        async move {
+            let h = vec![("Stripe-Signature".to_owned(), "t=1,v1=00".to_owned())];
+            post(&url, &h, body).await.status
+        }
+    };
+    // By default: nothing of a refused request is written.
+    let dir = tempfile::tempdir().expect("dir");
+    let captures = dir.path().join("captures");
+    let config = format!(
+        "[capture]\ndir = \"{}\"\n{}",
+        captures.display(),
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    for _ in 0..5 {
+        assert_eq!(send_junk(&gw).await, 401);
+    }
+    let body = r#"{"id":"evt_cap"}"#;
+    assert_eq!(
+        gw.deliver("stripe", body, "evt_cap").await.outcome(),
+        "forwarded"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let files = capture_files(&captures);
+    assert_eq!(files.len(), 1, "only the verified delivery: {files:?}");
+    assert_eq!(files[0].1, 0o600, "owner only");
+    let dir_mode = std::fs::metadata(&captures)
+        .expect("dir")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(dir_mode, 0o700);
+    gw.stop().await;
+
+    // Asked for: captured, each compactly, all within max_bytes.
+    let dir = tempfile::tempdir().expect("dir");
+    let captures = dir.path().join("captures");
+    let config = format!(
+        "[capture]\ndir = \"{}\"\nrefused = true\nmax_bytes = \"400KiB\"\n{}",
+        captures.display(),
+        route("stripe", "stripe", "[\"whsec_x\"]", &up, "")
+    );
+    let gw = TestGateway::start(&config).await;
+    for _ in 0..20 {
+        assert_eq!(send_junk(&gw).await, 401);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let files = capture_files(&captures);
+    let total: u64 = files.iter().map(|(n, _)| n).sum();
+    assert!(!files.is_empty(), "refused requests captured when asked");
+    assert!(
+        files.iter().all(|(n, _)| *n < 2 * 100 * 1024),
+        "a body of control characters is not escaped six-fold: {files:?}"
+    );
+    assert!(
+        total <= 400 * 1024,
+        "{total} bytes past max_bytes: {files:?}"
+    );
     gw.stop().await;
 }

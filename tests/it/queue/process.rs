@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{BIN, Gateway, signed, write_config};
+use crate::process::binary::{BIN, Gateway, signed, write_config};
 use crate::support::{Upstream, eventually, free_port, post, stripe_body};
 
 /// A gateway config with one Stripe queue route on a disk store beside the config.
@@ -406,7 +406,7 @@ async fn a_rate_limit_holds_across_two_replicas_on_redis() {
             .all(|id| up.effects_for(id) == 1))
         .await
     );
-    let most = crate::queue::most_in_any_window(&up, Duration::from_secs(1));
+    let most = crate::queue::delivery::most_in_any_window(&up, Duration::from_secs(1));
     assert!(
         most <= 25,
         "{most} requests within one second (limit 25/s over two replicas)"

@@ -17,8 +17,8 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::support::{TestGateway, Upstream, eventually, send};
 
-const CERT: &str = include_str!("../fixtures/aws_sns/test_cert.pem");
-const KEY: &str = include_str!("../fixtures/aws_sns/test_key.pem");
+const CERT: &str = include_str!("../../fixtures/aws_sns/test_cert.pem");
+const KEY: &str = include_str!("../../fixtures/aws_sns/test_key.pem");
 const TOPIC: &str = "arn:aws:sns:eu-west-1:111122223333:orders";
 /// 2026-01-01T00:00:00Z, the gateway's clock; messages are stamped 5 s earlier.
 const NOW: u64 = 1_767_225_600;

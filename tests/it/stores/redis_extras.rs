@@ -137,7 +137,7 @@ async fn the_store_contract_holds_over_tls() {
         &opts,
     )
     .expect("store");
-    crate::conformance::conformance(Store::Redis(store)).await;
+    crate::stores::dedup_conformance::conformance(Store::Redis(store)).await;
     // Without the CA the server is not trusted: no claim goes through.
     let untrusted = Store::Redis(
         RedisStore::new(
@@ -257,9 +257,9 @@ async fn a_sentinel_failover_is_followed_without_a_restart() {
     }
     let store =
         Store::Redis(RedisStore::new_sentinel(&urls, "hg", Duration::from_secs(1)).expect("store"));
-    crate::conformance::conformance(store.clone()).await;
+    crate::stores::dedup_conformance::conformance(store.clone()).await;
     // The queue works through Sentinel too.
-    crate::queue_conformance::queue_conforms(&store).await;
+    crate::stores::queue_conformance::queue_conforms(&store).await;
     let key = DedupKey::new("t:", "r", "evt_sentinel");
     let Ok(Claim::Claimed(token)) = store.claim(&key, "fp", Duration::from_secs(60)).await else {
         panic!("claim")

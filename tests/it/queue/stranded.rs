@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::queue::admin;
+use crate::queue::delivery::admin;
 use crate::support::{RedisServer, TestGateway, Upstream, eventually, stripe_body};
 
 /// A Stripe queue route on `store` with these destinations (TOML, may be empty: the
@@ -186,7 +186,7 @@ async fn a_start_without_a_route_that_holds_events_counts_them_as_stranded() {
     assert_eq!(value, 3.0);
 
     // `hookgate check` says so too.
-    let out = std::process::Command::new(crate::process::BIN)
+    let out = std::process::Command::new(crate::process::binary::BIN)
         .args(["check", "--config"])
         .arg(&path)
         .output()
@@ -213,7 +213,7 @@ async fn check_says_when_the_running_gateway_holds_the_disk_store() {
         gw.deliver("stripe", &stripe_body(id), id).await.outcome(),
         "queued"
     );
-    let out = std::process::Command::new(crate::process::BIN)
+    let out = std::process::Command::new(crate::process::binary::BIN)
         .args(["check", "--config"])
         .arg(&path)
         .output()

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::queue::{admin, most_in_any_window};
+use crate::queue::delivery::{admin, most_in_any_window};
 use crate::support::{RedisServer, TestGateway, Upstream, eventually, post};
 
 /// The `[store]` table: a disk store in `dir`, or the test Redis.
@@ -125,7 +125,7 @@ async fn fanout_delivers_each_destination_on_its_own(redis: Option<&RedisServer>
     // The command line shows the destination column and acts on one destination.
     let base = gw.admin_url("");
     let cli = |args: &[&str]| {
-        let out = std::process::Command::new(crate::process::BIN)
+        let out = std::process::Command::new(crate::process::binary::BIN)
             .arg("events")
             .args(args)
             .args(["--route", "stripe", "--admin", base.trim_end_matches('/')])
@@ -608,7 +608,7 @@ fn check_prints_each_destination_with_its_filter_pacing_and_order() {
         "[[routes.destinations]]\nname = \"billing\"\nupstream = \"http://127.0.0.1:3001/b\"\nevents = [\"invoice.*\"]\nrate_limit = \"50/s\"\nconcurrency = 4\norder_by = \"json:/data/object/customer\"\non_dead = \"block\"\n[[routes.destinations]]\nname = \"audit\"\nupstream = \"http://127.0.0.1:3002/a\"\n",
     );
     std::fs::write(&path, config).expect("write");
-    let out = std::process::Command::new(crate::process::BIN)
+    let out = std::process::Command::new(crate::process::binary::BIN)
         .args(["check", "--config"])
         .arg(&path)
         .output()

@@ -1,7 +1,7 @@
 //! Durable delivery (`delivery = "queue"`) on the disk store, in process: the provider
 //! is answered at once, the workers deliver until the upstream acknowledges, dead
 //! letters wait for an operator. The Redis backend and the real binary (kill -9,
-//! restart, replicas) are in `queue_process.rs`.
+//! restart, replicas) are in `process.rs`.
 
 use std::time::Duration;
 

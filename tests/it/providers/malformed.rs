@@ -12,8 +12,8 @@ use serde_json::Value;
 use hookgate::provider::catalogue::Auth;
 use hookgate::provider::{Accepted, Inbound, Preset, Rejection, accept};
 
+use crate::providers::vectors::{vector_config, vectors};
 use crate::support::parse_config;
-use crate::vectors::{vector_config, vectors};
 
 struct Case {
     provider: String,

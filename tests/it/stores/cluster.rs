@@ -27,7 +27,7 @@ async fn the_store_contract_holds_on_a_cluster_and_across_a_failover() {
     let store = Store::Redis(
         RedisStore::new_cluster(&cluster.urls(), Duration::from_secs(1)).expect("store"),
     );
-    crate::conformance::conformance(store.clone()).await;
+    crate::stores::dedup_conformance::conformance(store.clone()).await;
 
     // Keys spread over every primary; fifty concurrent claims of one key still pick one.
     let store = Arc::new(store);

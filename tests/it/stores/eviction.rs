@@ -4,7 +4,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::process::{BIN, Gateway, signed, write_config};
+use crate::process::binary::{BIN, Gateway, signed, write_config};
 use crate::support::{
     RedisServer, TestGateway, Upstream, client, free_port, post, store_toml, stripe_body,
     stripe_config,

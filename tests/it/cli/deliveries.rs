@@ -6,7 +6,7 @@ use std::io::BufRead as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::process::BIN;
+use crate::process::binary::BIN;
 use crate::support::{TestGateway, Upstream, post, stripe_body, stripe_config};
 
 const TOKEN: &str = "deliveries-cli-token";

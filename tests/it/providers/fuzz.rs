@@ -3,7 +3,7 @@
 //! extraction (checked against serde_json) and the whole pipeline over HTTP.
 //!
 //! CI runs a bounded number of cases; run longer with
-//! `PROPTEST_CASES=20000 cargo test --test it fuzz::`. A failure prints the minimal
+//! `PROPTEST_CASES=20000 cargo test --test it providers::fuzz::`. A failure prints the minimal
 //! input; add it as a regression case in the test that found it.
 
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
@@ -90,7 +90,7 @@ fn routes() -> Vec<hookgate::config::Route> {
     // A pinned certificate: arbitrary bodies must never make the gateway fetch one.
     let sns = format!(
         "{{ topic_arn = \"*\", cert_pem = {} }}",
-        serde_json::to_string(include_str!("../fixtures/aws_sns/test_cert.pem")).expect("json")
+        serde_json::to_string(include_str!("../../fixtures/aws_sns/test_cert.pem")).expect("json")
     );
     for p in Preset::all().filter(|p| *p != Preset::HMAC) {
         let name = p.name();
@@ -140,7 +140,7 @@ proptest! {
 
     #[test]
     fn mutated_configs_never_panic(cut in 0usize..600, insert in "[\\[\\]{}=\"#\\n a-z0-9${}:/.]{0,12}") {
-        let base = include_str!("../../config.toml");
+        let base = include_str!("../../../config.toml");
         let at = base.char_indices().map(|(i, _)| i).nth(cut % base.chars().count()).unwrap_or(0);
         let text = format!("{}{insert}{}", &base[..at], &base[at..]);
         let _ = hookgate::config::parse(&text, "fuzz.toml".as_ref(), &|_: &str| None);

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::process::{BIN, Gateway, write_config};
+use crate::process::binary::{BIN, Gateway, write_config};
 use crate::support::{TestGateway, Upstream, client, eventually, free_port, post};
 
 /// Runs the binary with `env` set; (success, stdout, stderr).

@@ -11,7 +11,7 @@ use std::time::Duration;
 use hookgate::queue::RateLimit;
 use hookgate::store::{Pacing as _, QueueRef, RedisStore};
 
-use crate::process::{BIN, signed, write_config};
+use crate::process::binary::{BIN, signed, write_config};
 use crate::support::{RedisServer, Upstream, eventually, free_port, post, stripe_body};
 
 /// libfaketime, as Debian installs it (`tests/run` installs the package).
@@ -245,7 +245,7 @@ async fn a_wall_clock_step_never_lets_a_copy_through_an_open_forward_on_disk() {
             .saturating_add_signed(step);
         let copy = post(
             &url,
-            &crate::process::signed_at(&cfg, &body, Some(at)),
+            &crate::process::binary::signed_at(&cfg, &body, Some(at)),
             body.clone().into_bytes(),
         )
         .await;
