@@ -1,6 +1,7 @@
-//! One conformance suite for the store contract, run against the memory store and a
-//! real Redis. Expiry is tested with short TTLs and real sleeps (a paused tokio clock
-//! does not move the memory store's `Instant`s nor Redis's clock).
+//! One conformance suite for the claims' contract ([`DedupStore`]), run on the memory
+//! store, the disk store and a real Redis: each property a test per store
+//! (`<property>_on_<store>`). Expiry is tested with short TTLs and real sleeps (a
+//! paused tokio clock does not move the memory store's `Instant`s nor Redis's clock).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,18 +26,38 @@ fn claimed(c: Claim) -> Token {
     }
 }
 
+/// The whole contract on one store, property after property (each uses keys of its
+/// own): for stores a test builds itself (a cluster, TLS, Sentinel).
 pub(crate) async fn conformance(store: Store) {
     let s = &store;
+    the_first_claim_wins_and_a_second_is_in_flight(s).await;
+    another_token_settles_nothing(s).await;
+    completing_makes_copies_duplicates_of_the_first_body(s).await;
+    releasing_frees_the_key_for_the_next_copy(s).await;
+    releasing_an_absent_key_counts_as_released(s).await;
+    a_lease_expires_and_its_late_finisher_is_refused(s).await;
+    a_finisher_whose_lease_ran_out_alone_still_records_the_effect(s).await;
+    the_done_record_lives_for_its_own_ttl(s).await;
+    the_dedup_window_ends(s).await;
+    forget_frees_a_done_key(s).await;
+    keys_of_different_routes_do_not_collide(s).await;
+    the_store_answers_a_ping(s).await;
+}
 
-    // First claim wins; a second sees it in flight.
+/// First claim wins; a second sees it in flight.
+async fn the_first_claim_wins_and_a_second_is_in_flight(s: &Store) {
     let k = key("a");
-    let t = claimed(s.claim(&k, "fp1", LONG).await.expect("claim"));
+    claimed(s.claim(&k, "fp1", LONG).await.expect("claim"));
     assert_eq!(
         s.claim(&k, "fp1", LONG).await.expect("claim"),
         Claim::InFlight
     );
+}
 
-    // Settling with another token leaves the claim alone.
+/// Settling with another token leaves the claim alone.
+async fn another_token_settles_nothing(s: &Store) {
+    let k = key("stranger");
+    claimed(s.claim(&k, "fp1", LONG).await.expect("claim"));
     let stranger = Token::random();
     assert_eq!(
         s.complete(&k, &stranger, "fp1", LONG)
@@ -52,8 +73,13 @@ pub(crate) async fn conformance(store: Store) {
         s.claim(&k, "fp1", LONG).await.expect("claim"),
         Claim::InFlight
     );
+}
 
-    // Completing makes later copies duplicates carrying the first body's fingerprint.
+/// Completing makes later copies duplicates carrying the first body's fingerprint.
+/// Completing twice is harmless; releasing a completed claim does not undo it.
+async fn completing_makes_copies_duplicates_of_the_first_body(s: &Store) {
+    let k = key("done");
+    let t = claimed(s.claim(&k, "fp1", LONG).await.expect("claim"));
     assert_eq!(
         s.complete(&k, &t, "fp1", LONG).await.expect("complete"),
         Settled::Applied
@@ -64,7 +90,6 @@ pub(crate) async fn conformance(store: Store) {
             fingerprint: "fp1".into()
         }
     );
-    // Completing twice is harmless; releasing a completed claim does not undo it.
     assert_eq!(
         s.complete(&k, &t, "fp1", LONG).await.expect("complete"),
         Settled::Applied
@@ -77,8 +102,10 @@ pub(crate) async fn conformance(store: Store) {
         s.claim(&k, "fp1", LONG).await.expect("claim"),
         Claim::Done { .. }
     ));
+}
 
-    // Releasing frees the key for the next copy.
+/// Releasing frees the key for the next copy.
+async fn releasing_frees_the_key_for_the_next_copy(s: &Store) {
     let k = key("b");
     let t = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
     assert_eq!(
@@ -100,16 +127,20 @@ pub(crate) async fn conformance(store: Store) {
         s.claim(&k, "fp", LONG).await.expect("claim"),
         Claim::InFlight
     );
+}
 
-    // Releasing an absent key counts as released.
+/// Releasing an absent key counts as released.
+async fn releasing_an_absent_key_counts_as_released(s: &Store) {
     assert_eq!(
         s.release(&key("absent"), &Token::random(), "fp")
             .await
             .expect("release"),
         Settled::Applied
     );
+}
 
-    // A lease expires: a crashed forward cannot block the event for ever.
+/// A lease expires: a crashed forward cannot block the event for ever.
+async fn a_lease_expires_and_its_late_finisher_is_refused(s: &Store) {
     let k = key("c");
     let old = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
     tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
@@ -131,8 +162,10 @@ pub(crate) async fn conformance(store: Store) {
         s.complete(&k, &newer, "fp", LONG).await.expect("complete"),
         Settled::Applied
     );
+}
 
-    // A finisher whose lease ran out with nobody else claiming still records the effect.
+/// A finisher whose lease ran out with nobody else claiming still records the effect.
+async fn a_finisher_whose_lease_ran_out_alone_still_records_the_effect(s: &Store) {
     let k = key("d");
     let t = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
     tokio::time::sleep(SHORT + Duration::from_millis(200)).await;
@@ -144,8 +177,10 @@ pub(crate) async fn conformance(store: Store) {
         s.claim(&k, "fp", LONG).await.expect("claim"),
         Claim::Done { .. }
     ));
+}
 
-    // The done record lives for its own TTL, not the remainder of the lease it replaced.
+/// The done record lives for its own TTL, not the remainder of the lease it replaced.
+async fn the_done_record_lives_for_its_own_ttl(s: &Store) {
     let k = key("e");
     let t = claimed(s.claim(&k, "fp", SHORT).await.expect("claim"));
     assert_eq!(
@@ -160,8 +195,10 @@ pub(crate) async fn conformance(store: Store) {
         ),
         "done record vanished with the lease"
     );
+}
 
-    // The dedup window ends: after dedup_ttl the key is free again.
+/// The dedup window ends: after dedup_ttl the key is free again.
+async fn the_dedup_window_ends(s: &Store) {
     let k = key("f");
     let t = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
     assert_eq!(
@@ -174,27 +211,33 @@ pub(crate) async fn conformance(store: Store) {
             .await
             .expect("claim after dedup window"),
     );
+}
 
-    // forget frees a done key for a deliberate redelivery.
+/// forget frees a done key for a deliberate redelivery.
+async fn forget_frees_a_done_key(s: &Store) {
     let k = key("g");
     let t = claimed(s.claim(&k, "fp", LONG).await.expect("claim"));
     s.complete(&k, &t, "fp", LONG).await.expect("complete");
     assert!(s.forget(&k).await.expect("forget"));
     assert!(!s.forget(&k).await.expect("forget again"));
     claimed(s.claim(&k, "fp", LONG).await.expect("claim after forget"));
+}
 
-    // Keys of different routes do not collide.
+/// Keys of different routes do not collide.
+async fn keys_of_different_routes_do_not_collide(s: &Store) {
     let a = DedupKey::new("test:", "one", "same");
     let b = DedupKey::new("test:", "two", "same");
     claimed(s.claim(&a, "fp", LONG).await.expect("claim"));
     claimed(s.claim(&b, "fp", LONG).await.expect("claim"));
+}
 
+async fn the_store_answers_a_ping(s: &Store) {
     s.ping().await.expect("ping");
 }
 
 /// Fifty concurrent claims of one key: exactly one wins.
-async fn concurrent_claims(store: Store) {
-    let store = Arc::new(store);
+async fn fifty_concurrent_claims_have_one_winner(store: &Store) {
+    let store = Arc::new(store.clone());
     let k = key("concurrent");
     let mut tasks = Vec::new();
     for _ in 0..50 {
@@ -212,18 +255,115 @@ async fn concurrent_claims(store: Store) {
     assert_eq!(winners, 1, "exactly one of 50 concurrent claims must win");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_store_conforms() {
-    conformance(Store::Memory(MemoryStore::new())).await;
-    concurrent_claims(Store::Memory(MemoryStore::new())).await;
+// ---- The stores ----
+
+fn memory() -> ((), Store) {
+    ((), Store::Memory(MemoryStore::new()))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn disk_store_conforms() {
+fn disk() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("dir");
     let store = DiskStore::open(&dir.path().join("data/hookgate.db")).expect("open");
-    conformance(Store::Disk(store.clone())).await;
-    concurrent_claims(Store::Disk(store)).await;
+    (dir, Store::Disk(store))
+}
+
+fn redis() -> (RedisServer, Store) {
+    let redis = RedisServer::start();
+    let store = RedisStore::new(&redis.url(), Duration::from_secs(2)).expect("store");
+    (redis, Store::Redis(store))
+}
+
+/// Each property a test per store, `<property>_on_<store>`, so a failure names its
+/// store. What a store needs kept (its folder, its Redis) lives as long as the test.
+macro_rules! on_each_store {
+    ($($property:ident: $memory:ident, $disk:ident, $redis:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $memory() {
+            let (_held, store) = memory();
+            $property(&store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $disk() {
+            let (_held, store) = disk();
+            $property(&store).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $redis() {
+            let (_held, store) = redis();
+            $property(&store).await;
+        }
+    )*};
+}
+
+on_each_store! {
+    the_first_claim_wins_and_a_second_is_in_flight:
+        the_first_claim_wins_and_a_second_is_in_flight_on_memory,
+        the_first_claim_wins_and_a_second_is_in_flight_on_disk,
+        the_first_claim_wins_and_a_second_is_in_flight_on_redis;
+    another_token_settles_nothing:
+        another_token_settles_nothing_on_memory,
+        another_token_settles_nothing_on_disk,
+        another_token_settles_nothing_on_redis;
+    completing_makes_copies_duplicates_of_the_first_body:
+        completing_makes_copies_duplicates_of_the_first_body_on_memory,
+        completing_makes_copies_duplicates_of_the_first_body_on_disk,
+        completing_makes_copies_duplicates_of_the_first_body_on_redis;
+    releasing_frees_the_key_for_the_next_copy:
+        releasing_frees_the_key_for_the_next_copy_on_memory,
+        releasing_frees_the_key_for_the_next_copy_on_disk,
+        releasing_frees_the_key_for_the_next_copy_on_redis;
+    releasing_an_absent_key_counts_as_released:
+        releasing_an_absent_key_counts_as_released_on_memory,
+        releasing_an_absent_key_counts_as_released_on_disk,
+        releasing_an_absent_key_counts_as_released_on_redis;
+    a_lease_expires_and_its_late_finisher_is_refused:
+        a_lease_expires_and_its_late_finisher_is_refused_on_memory,
+        a_lease_expires_and_its_late_finisher_is_refused_on_disk,
+        a_lease_expires_and_its_late_finisher_is_refused_on_redis;
+    a_finisher_whose_lease_ran_out_alone_still_records_the_effect:
+        a_finisher_whose_lease_ran_out_alone_still_records_the_effect_on_memory,
+        a_finisher_whose_lease_ran_out_alone_still_records_the_effect_on_disk,
+        a_finisher_whose_lease_ran_out_alone_still_records_the_effect_on_redis;
+    the_done_record_lives_for_its_own_ttl:
+        the_done_record_lives_for_its_own_ttl_on_memory,
+        the_done_record_lives_for_its_own_ttl_on_disk,
+        the_done_record_lives_for_its_own_ttl_on_redis;
+    the_dedup_window_ends:
+        the_dedup_window_ends_on_memory,
+        the_dedup_window_ends_on_disk,
+        the_dedup_window_ends_on_redis;
+    forget_frees_a_done_key:
+        forget_frees_a_done_key_on_memory,
+        forget_frees_a_done_key_on_disk,
+        forget_frees_a_done_key_on_redis;
+    keys_of_different_routes_do_not_collide:
+        keys_of_different_routes_do_not_collide_on_memory,
+        keys_of_different_routes_do_not_collide_on_disk,
+        keys_of_different_routes_do_not_collide_on_redis;
+    the_store_answers_a_ping:
+        the_store_answers_a_ping_on_memory,
+        the_store_answers_a_ping_on_disk,
+        the_store_answers_a_ping_on_redis;
+    fifty_concurrent_claims_have_one_winner:
+        fifty_concurrent_claims_have_one_winner_on_memory,
+        fifty_concurrent_claims_have_one_winner_on_disk,
+        fifty_concurrent_claims_have_one_winner_on_redis;
+}
+
+/// On Redis the claim sets a PX lease, and the done record the dedup TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_keeps_the_done_record_for_the_dedup_ttl() {
+    let (redis, s) = redis();
+    let k = key("a");
+    let t = claimed(s.claim(&k, "fp1", LONG).await.expect("claim"));
+    assert_eq!(
+        s.complete(&k, &t, "fp1", LONG).await.expect("complete"),
+        Settled::Applied
+    );
+    let ttl: i64 = redis.cmd(redis::cmd("PTTL").arg("test:route:a"));
+    assert!(ttl > 50_000 && ttl <= 60_000, "done record TTL {ttl} ms");
 }
 
 /// What the disk store answers is on disk: reopened (a restart), it holds every done
@@ -271,17 +411,6 @@ async fn disk_store_keeps_its_records_across_a_reopen() {
         s.claim(&leased, "fp", LONG).await.expect("claim"),
         Claim::Claimed(_)
     ));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_store_conforms() {
-    let redis = RedisServer::start();
-    let store = RedisStore::new(&redis.url(), Duration::from_secs(2)).expect("store");
-    conformance(Store::Redis(store.clone())).await;
-    concurrent_claims(Store::Redis(store)).await;
-    // The claim sets a PX lease; the done record the dedup TTL.
-    let ttl: i64 = redis.cmd(redis::cmd("PTTL").arg("test:route:a"));
-    assert!(ttl > 50_000 && ttl <= 60_000, "done record TTL {ttl} ms");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,8 @@
 //! One conformance suite for the queue contract ([`QueueStore`]), generic over the
-//! store: run here on a single Redis server and on a Redis Cluster; the disk store runs
-//! the same functions. Each call uses route names of its own, so a store may be shared
-//! between calls. Lease expiry is tested with short leases and real sleeps.
+//! store: each property a test per store (`<property>_on_<store>`) on the disk store,
+//! a single Redis server and a Redis Cluster; two handles on one Redis stand for two
+//! replicas. Each call uses route names of its own, so a store may be shared between
+//! calls. Lease expiry is tested with short leases and real sleeps.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -918,22 +919,6 @@ async fn concurrent_takes_are_exclusive<S: QueueStore>(s: &S) {
     assert_eq!(s.depth(q).await.expect("depth").waiting, 0);
 }
 
-// ---- Redis ----
-
-fn redis_store(server: &RedisServer) -> RedisStore {
-    RedisStore::new(&server.url(), Duration::from_secs(2)).expect("store")
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_queue_contract_holds_on_redis() {
-    let server = RedisServer::start();
-    let (a, b) = (redis_store(&server), redis_store(&server));
-    queue_conforms(&a).await;
-    queue_lease_moves(&a, &b).await;
-    queue_leases_are_renewed(&a, &b).await;
-    shared_slots_bound_every_replica(&a, &b).await;
-}
-
 /// On Redis a route's `concurrency` slots are shared: two stores (two replicas) hold
 /// at most `max` between them; a slot comes back when returned or when its lease ends.
 async fn shared_slots_bound_every_replica<S: QueueStore + Pacing>(a: &S, b: &S) {
@@ -959,14 +944,154 @@ async fn shared_slots_bound_every_replica<S: QueueStore + Pacing>(a: &S, b: &S) 
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_queue_contract_holds_on_a_redis_cluster() {
+// ---- The stores ----
+
+fn redis_store(server: &RedisServer) -> RedisStore {
+    RedisStore::new(&server.url(), Duration::from_secs(2)).expect("store")
+}
+
+fn disk() -> (tempfile::TempDir, hookgate::store::DiskStore) {
+    let dir = tempfile::tempdir().expect("dir");
+    let s = hookgate::store::DiskStore::open(&dir.path().join("q.db")).expect("open");
+    (dir, s)
+}
+
+fn redis() -> (RedisServer, RedisStore) {
+    let server = RedisServer::start();
+    let s = redis_store(&server);
+    (server, s)
+}
+
+fn cluster_store(cluster: &RedisCluster) -> RedisStore {
+    RedisStore::new_cluster(&cluster.urls(), Duration::from_secs(1)).expect("store")
+}
+
+fn redis_cluster() -> (RedisCluster, RedisStore) {
     let cluster = RedisCluster::start();
-    let store = || RedisStore::new_cluster(&cluster.urls(), Duration::from_secs(1)).expect("store");
-    let (a, b) = (store(), store());
-    queue_conforms(&a).await;
-    queue_lease_moves(&a, &b).await;
-    queue_leases_are_renewed(&a, &b).await;
+    let s = cluster_store(&cluster);
+    (cluster, s)
+}
+
+/// [`queue_lease_moves`] on one handle: the process that holds the file (or a
+/// replica) takes an expired lease over itself.
+async fn queue_lease_moves_on_one_handle<S: QueueStore>(s: &S) {
+    queue_lease_moves(s, s).await;
+}
+
+/// [`queue_leases_are_renewed`] on one handle.
+async fn queue_leases_are_renewed_on_one_handle<S: QueueStore>(s: &S) {
+    queue_leases_are_renewed(s, s).await;
+}
+
+/// Each property a test per store, `<property>_on_<store>`, so a failure names its
+/// store. What a store needs kept (its folder, its Redis) lives as long as the test.
+macro_rules! on_each_store {
+    ($($property:ident: $disk:ident, $redis:ident, $cluster:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $disk() {
+            let (_held, s) = disk();
+            $property(&s).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $redis() {
+            let (_held, s) = redis();
+            $property(&s).await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $cluster() {
+            let (_held, s) = redis_cluster();
+            $property(&s).await;
+        }
+    )*};
+}
+
+on_each_store! {
+    enqueue_stores_once:
+        enqueue_stores_once_on_disk,
+        enqueue_stores_once_on_redis,
+        enqueue_stores_once_on_redis_cluster;
+    delivered_events_stay_duplicates:
+        delivered_events_stay_duplicates_on_disk,
+        delivered_events_stay_duplicates_on_redis,
+        delivered_events_stay_duplicates_on_redis_cluster;
+    retries_come_back_when_due:
+        retries_come_back_when_due_on_disk,
+        retries_come_back_when_due_on_redis,
+        retries_come_back_when_due_on_redis_cluster;
+    dead_events_are_retried_and_purged:
+        dead_events_are_retried_and_purged_on_disk,
+        dead_events_are_retried_and_purged_on_redis,
+        dead_events_are_retried_and_purged_on_redis_cluster;
+    queue_lease_moves_on_one_handle:
+        queue_lease_moves_on_disk,
+        queue_lease_moves_on_redis,
+        queue_lease_moves_on_redis_cluster;
+    queue_leases_are_renewed_on_one_handle:
+        queue_leases_are_renewed_on_disk,
+        queue_leases_are_renewed_on_redis,
+        queue_leases_are_renewed_on_redis_cluster;
+    routes_are_isolated:
+        routes_are_isolated_on_disk,
+        routes_are_isolated_on_redis,
+        routes_are_isolated_on_redis_cluster;
+    depth_counts_waiting_and_dead:
+        depth_counts_waiting_and_dead_on_disk,
+        depth_counts_waiting_and_dead_on_redis,
+        depth_counts_waiting_and_dead_on_redis_cluster;
+    concurrent_takes_are_exclusive:
+        concurrent_takes_are_exclusive_on_disk,
+        concurrent_takes_are_exclusive_on_redis,
+        concurrent_takes_are_exclusive_on_redis_cluster;
+    a_forgotten_delivery_is_accepted_again:
+        a_forgotten_delivery_is_accepted_again_on_disk,
+        a_forgotten_delivery_is_accepted_again_on_redis,
+        a_forgotten_delivery_is_accepted_again_on_redis_cluster;
+    rate_limits_count_starts_and_pauses_hold_them:
+        rate_limits_count_starts_and_pauses_hold_them_on_disk,
+        rate_limits_count_starts_and_pauses_hold_them_on_redis,
+        rate_limits_count_starts_and_pauses_hold_them_on_redis_cluster;
+    fanout_delivers_to_each_destination_on_its_own:
+        fanout_delivers_to_each_destination_on_its_own_on_disk,
+        fanout_delivers_to_each_destination_on_its_own_on_redis,
+        fanout_delivers_to_each_destination_on_its_own_on_redis_cluster;
+    order_lines_deliver_one_at_a_time:
+        order_lines_deliver_one_at_a_time_on_disk,
+        order_lines_deliver_one_at_a_time_on_redis,
+        order_lines_deliver_one_at_a_time_on_redis_cluster;
+}
+
+// Two handles on one Redis are two replicas: what one holds, the other sees.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_lease_moves_between_replicas_on_redis() {
+    let (server, a) = redis();
+    queue_lease_moves(&a, &redis_store(&server)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_lease_moves_between_replicas_on_redis_cluster() {
+    let (cluster, a) = redis_cluster();
+    queue_lease_moves(&a, &cluster_store(&cluster)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_leases_are_renewed_between_replicas_on_redis() {
+    let (server, a) = redis();
+    queue_leases_are_renewed(&a, &redis_store(&server)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_leases_are_renewed_between_replicas_on_redis_cluster() {
+    let (cluster, a) = redis_cluster();
+    queue_leases_are_renewed(&a, &cluster_store(&cluster)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_slots_bound_every_replica_on_redis() {
+    let (server, a) = redis();
+    shared_slots_bound_every_replica(&a, &redis_store(&server)).await;
 }
 
 /// The Redis layout: a queued event's hash never expires, a delivered one drops its
@@ -1197,15 +1322,6 @@ async fn an_enqueue_without_replica_acks_fails() {
     let stored: i64 =
         server.cmd(redis::cmd("EXISTS").arg(format!("{PREFIX}#q:{{{route}}}:ev:evt_w")));
     assert_eq!(stored, 1, "kept on the primary, to be delivered");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_queue_contract_holds_on_the_disk_store() {
-    let dir = tempfile::tempdir().expect("dir");
-    let s = hookgate::store::DiskStore::open(&dir.path().join("q.db")).expect("open");
-    queue_conforms(&s).await;
-    // One process owns the file: the same handle takes over an expired lease.
-    queue_lease_moves(&s, &s).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
