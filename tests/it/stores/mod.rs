@@ -6,6 +6,7 @@ mod clock;
 mod cluster;
 pub mod dedup_conformance;
 mod eviction;
+mod log_conformance;
 pub mod queue_conformance;
 mod redis_extras;
 mod redis_layout;
