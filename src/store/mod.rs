@@ -20,7 +20,7 @@
 //! ```
 //! `complete` and `release` never touch a key that holds another claim, so a late
 //! finisher cannot overwrite the claim of a newer copy. Every implementation runs the
-//! same conformance suites (`tests/it/conformance.rs`, `tests/it/queue_conformance.rs`).
+//! same conformance suites (`tests/it/stores/{dedup,queue,log}_conformance.rs`).
 
 mod attempt;
 pub mod disk;
