@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use tokio::net::TcpListener;
 
 use crate::config::{Config, ServerConfig};
-use crate::server::{self, AppState, Clock};
+use crate::server::{AppState, Clock};
 use crate::store::Store;
 
 /// The sockets a gateway serves: the public listener and, when configured, the admin
@@ -96,7 +96,13 @@ impl App {
         // routes (server/eviction.rs).
         // Boxed: its future is large, and nesting it in `run`'s own overflows the
         // compiler's layout query depth.
-        Box::pin(server::eviction::at_start(&self.state, stop.clone())).await?;
+        Box::pin(crate::store::health::eviction::at_start(
+            &self.state.eviction,
+            &self.state.store,
+            &self.state.routing,
+            stop.clone(),
+        ))
+        .await?;
         // Before anything is served or delivered: a previous version's queues and log
         // on Redis are moved into the current key layout (store/redis/layout.rs), so an
         // upgrade loses no queued event.

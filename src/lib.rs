@@ -7,52 +7,53 @@
 //!
 //! # Layout
 //!
-//! [`app`] puts a gateway together from its config and runs it; the other modules
-//! follow the path of a request:
+//! [`app`] puts a gateway together from its config and runs it: each house below gets
+//! what it reads, and nothing reaches into another's rooms. The houses:
 //!
-//! - [`server`]: the public listener ([`server::listen`] is the one accept loop) and
-//!   the per-request pipeline; [`server::respond`] is the one table that turns every
-//!   [`server::respond::Answer`] into status, headers and body.
-//! - [`admin`]: the admin listener. It parses each request once and answers from a
-//!   table of its own (`router.rs`), a file per group of endpoints (probes, keys,
-//!   handshakes, the queues' events, the delivery log and its live stream, replay,
-//!   the overview, the inspector page); [`admin::api`] holds its answers' types, which
-//!   [`cli`] reads back.
+//! - [`ingress`]: the public listener — the one accept loop ([`ingress::listen`], which
+//!   the admin listener uses too), one connection's deadlines and HTTP settings, the
+//!   limits per client address.
+//! - [`pipeline`]: one delivery, stage by stage over one request record: admit (route,
+//!   method, limits, body) → verify (signature, event ID and type, filters) → job
+//!   (claim → forward → settle, or enqueue); [`pipeline::respond`] is the one table
+//!   that turns every answer into status, headers and body.
+//! - [`observe`]: what every request leaves behind, from one
+//!   record in one end-of-request phase: the log line, the metrics, the capture file and
+//!   the delivery log's record; one redaction rule for captures and the log.
+//! - [`delivery`]: the queue's path. Its workers take due events, run each attempt
+//!   under a lease, and hand the event to a [`delivery::destination::Destination`], the
+//!   contract every kind of destination implements (HTTP first): the worker knows
+//!   nothing of HTTP. It reads the gateway through a [`delivery::WorkerContext`].
+//! - [`admin`]: the admin listener. One table (`router.rs`) names the endpoint for a
+//!   request, a file per group of endpoints answers it; [`admin::api`] holds the
+//!   answers' types, which [`cli`] decodes.
+//! - [`store`]: one layer for everything stored. Its contracts — claims
+//!   ([`store::DedupStore`]), the queue of durable delivery ([`store::QueueStore`]) and
+//!   pacing ([`store::Pacing`]) — and their memory, disk and Redis implementations, each
+//!   a folder split on its seams (Redis's Lua in `store/redis/scripts/`); the delivery
+//!   log's backends (`store/log/`); health checks of what a store holds (eviction,
+//!   stranded queues); [`store::Store::connect`] picks one from the config.
 //! - [`provider`]: signature schemes and the preset catalogue (one declaration per
 //!   preset), turning a request into a [`provider::VerifiedDelivery`].
-//! - [`store`]: one layer for everything stored. Its contracts — claims
-//!   ([`store::DedupStore`]), the queue of durable delivery ([`store::QueueStore`], with
-//!   the stored event, its status and a destination's [`store::QueueRef`]) and pacing
-//!   ([`store::Pacing`]: rate limits, concurrency slots, pauses) — and their memory,
-//!   disk and Redis implementations, each backend with a claims half and a queue half;
-//!   [`store::Store::connect`] picks one from the config.
-//! - [`queue`]: delivery policy only — the retry schedule, rate limits, `on_dead`, the
-//!   order key — which [`config`] reads without touching storage.
-//! - [`delivery`]: the queue's path. Its workers take due events, run each attempt
-//!   under a lease (`attempt.rs`), and hand the event to a
-//!   [`delivery::destination::Destination`], the contract every kind of destination
-//!   implements (HTTP first): the worker knows nothing of HTTP. It reads the gateway
-//!   through a [`delivery::WorkerContext`] of its own, not the listeners' state.
-//! - [`state`]: what every subsystem reads — the routing snapshot a reload swaps, and
-//!   the clock.
-//! - [`forward`]: the pooled upstream client.
-//! - [`config`]: the TOML file as data — parsed, then validated section by section;
-//!   it depends on nothing that serves ([`tls`] loads certificates for both).
-//! - [`capture`], [`replay`], [`sign`]: capturing deliveries, replay files, signing.
-//! - `redact`: the one rule for which headers and query parameters captures and the
-//!   delivery log never show.
-//! - `testing` (with the `testing` feature): a gateway and a recording upstream for
-//!   your own test suites; a production build carries none of it.
-//! - [`cli`] (a file per command), [`telemetry`], [`shutdown`]: the binary's plumbing;
-//!   [`upstream`]: the demo handler of `hookgate upstream`.
+//! - [`config`]: the TOML file as data — parsed, then validated section by section; it
+//!   owns every config enum and depends on nothing that serves ([`tls`] loads
+//!   certificates for both). [`queue`]: delivery policy only (retry schedule, rate
+//!   limits, `on_dead`, the order key), which [`config`] reads.
 //!
-//! A request's path reads in that order: [`server`] → [`provider`] (verify) →
-//! [`store`] (claim) → [`forward`] → [`store`] (complete or release) →
-//! [`server::respond`]; on a queue route, [`store`] (enqueue) → [`server::respond`], and
-//! later [`delivery`] → its [`delivery::destination`] ([`forward`] over HTTP) →
-//! [`store`] (finish). Imports go one way: [`config`] → [`queue`]; [`store`] →
-//! [`config`], [`queue`]; [`config`] imports nothing from [`server`]; [`delivery`]
-//! imports nothing from [`server`] (it reads [`state`] and its own context).
+//! Low in the house, what every room may import: [`outcome`] (the vocabulary of logs,
+//! metrics, the log and the API), [`time`] (the one clock), [`state`] (the routing
+//! snapshot a reload swaps). [`server`] holds the shared state the two listeners read
+//! ([`server::AppState`]). Beside them: [`forward`] (the pooled upstream client),
+//! [`replay`] and [`sign`] (replay files, signing), `testing` (with the `testing`
+//! feature: a gateway and a recording upstream for your own test suites), [`cli`] (a
+//! file per command), [`shutdown`], [`upstream`] (the demo handler of
+//! `hookgate upstream`).
+//!
+//! A request's path reads in that order: [`ingress`] → [`pipeline`] (admit, verify:
+//! [`provider`]) → [`store`] (claim) → [`forward`] → [`store`] (complete or release) →
+//! [`pipeline::respond`] → [`observe`]; on a queue route, [`store`] (enqueue) →
+//! [`pipeline::respond`], and later [`delivery`] → its destination → [`store`]
+//! (finish). The `use crate::…` graph of the modules has no circle.
 
 // The public listener's per-connection future nests the whole delivery pipeline; proving
 // it `Send` needs more than the default depth of 128.

@@ -54,10 +54,16 @@ mod ui;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::{Method, Request, StatusCode, header};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio_util::task::TaskTracker;
 
+use crate::ingress::connection::{Deadlines, http_builder, refuse, serve_connection};
+use crate::ingress::listen;
 use crate::pipeline::respond::{self, Answer};
 use crate::server::AppState;
 
@@ -66,7 +72,7 @@ use exchange::{AdminAnswer, AdminRequest};
 /// Connections the admin listener holds open at most (64), from one address (16),
 /// and past those, taken for one probe only (16): beyond, a new one is answered 503
 /// and closed.
-const ADMIN_LIMITS: crate::server::AdminLimits = crate::server::AdminLimits {
+const ADMIN_LIMITS: AdminLimits = AdminLimits {
     max: 64,
     per_client: 16,
     probes: 16,
@@ -78,7 +84,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    crate::server::serve_admin(
+    serve_admin(
         state,
         listener,
         shutdown,
@@ -197,4 +203,118 @@ fn host_is_ours(host: &str, names: &[String]) -> bool {
         && (name.parse::<std::net::Ipv4Addr>().is_ok()
             || name == "localhost"
             || names.iter().any(|n| n == name))
+}
+
+/// The admin listener's connection bounds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdminLimits {
+    /// Connections open at once, over every client.
+    pub(crate) max: usize,
+    /// Connections open at once from one address (an IPv6 /64), well below `max`:
+    /// one address cannot take them all.
+    pub(crate) per_client: usize,
+    /// Connections past `max` that are read for one probe (`/healthz`, `/readyz`)
+    /// and closed, at most this many at once (and a quarter of them per address),
+    /// each within [`PROBE_DEADLINE`]: a full listener still answers its probes.
+    pub(crate) probes: usize,
+}
+
+/// How long a connection taken past the admin listener's bound has to send its
+/// probe and read the answer.
+const PROBE_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Serves the admin endpoints on `listener` until `shutdown` resolves, with the
+/// public listener's deadlines (a silent connection is closed after
+/// `header_read_timeout`, an idle one after `idle_timeout`) and the connection bounds
+/// of `limits`: silent connections cannot use up the process's descriptors, and one
+/// address cannot blind the probes. Past the bound, a connection is read for one
+/// request: `probe` answers it (a probe, or 503) and the connection is closed.
+pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
+    state: Arc<AppState>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+    limits: AdminLimits,
+    handle: H,
+    probe: P,
+) where
+    H: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>, std::net::SocketAddr) -> Fut
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    Fut: Future<Output = http::Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    P: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>) -> PFut
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    PFut: Future<Output = crate::pipeline::respond::Resp> + Send + 'static,
+{
+    let builder = http_builder(&state.server);
+    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max));
+    let by_client = crate::ingress::limits::ClientConnections::default();
+    let probing = Arc::new(tokio::sync::Semaphore::new(limits.probes));
+    let probing_by_client = crate::ingress::limits::ClientConnections::default();
+    let closing = tokio_util::sync::CancellationToken::new();
+    let open = TaskTracker::new();
+    listen::accept_loop(&listener, shutdown, |stream, peer| {
+        let client = crate::ingress::limits::client_key(peer.ip());
+        let slot = by_client.enter(client, limits.per_client);
+        let permit = slot
+            .as_ref()
+            .and_then(|_| connections.clone().try_acquire_owned().ok());
+        let (Some(slot), Some(permit)) = (slot, permit) else {
+            // Full, or this address holds its share: one probe, then closed.
+            let Some(probe_slot) = probing_by_client.enter(client, (limits.probes / 4).max(1))
+            else {
+                refuse(stream);
+                return;
+            };
+            let Ok(probe_permit) = probing.clone().try_acquire_owned() else {
+                refuse(stream);
+                return;
+            };
+            let (st, probe) = (state.clone(), probe.clone());
+            open.spawn(async move {
+                let svc = service_fn(move |req| {
+                    let (st, probe) = (st.clone(), probe.clone());
+                    async move { Ok::<_, std::convert::Infallible>(probe(st, req).await) }
+                });
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(false)
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(PROBE_DEADLINE)
+                    .max_buf_size(8 * 1024)
+                    .serve_connection(TokioIo::new(stream), svc);
+                let _ = tokio::time::timeout(PROBE_DEADLINE, conn).await;
+                drop((probe_permit, probe_slot));
+            });
+            return;
+        };
+        let (st, builder, closing, handle) = (
+            state.clone(),
+            builder.clone(),
+            closing.clone(),
+            handle.clone(),
+        );
+        open.spawn(async move {
+            serve_connection(
+                Deadlines::of(&st.server),
+                st,
+                &builder,
+                stream,
+                peer,
+                closing,
+                handle,
+            )
+            .await;
+            drop((permit, slot));
+        });
+    })
+    .await;
+    closing.cancel();
+    open.close();
+    let _ = tokio::time::timeout(state.server.shutdown_grace, open.wait()).await;
 }

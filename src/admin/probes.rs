@@ -31,11 +31,14 @@ pub(super) async fn readyz(state: &AppState) -> AdminAnswer {
     }
     // The eviction policy, read again: Redis's config may change at runtime. A failed
     // read keeps what was known.
-    if let Err(e) = state.check_eviction().await {
+    let routing = state.routing();
+    if let Err(e) = state.eviction.check(&state.store, &routing).await {
         tracing::warn!(error = %e, "readiness: the Redis maxmemory-policy could not be read");
     }
-    let routing = state.routing();
-    match (state.eviction_refusal(&routing), state.evicting_policy()) {
+    match (
+        state.eviction.refusal(&routing),
+        state.eviction.evicting_policy(),
+    ) {
         (Some(_), policy) => AdminAnswer::Unavailable(super::api::to_json(&Evicting {
             status: "the store may evict keys: queue routes are refused".into(),
             maxmemory_policy: policy,
@@ -46,7 +49,7 @@ pub(super) async fn readyz(state: &AppState) -> AdminAnswer {
             store: state.store().kind().into(),
             warning: policy
                 .as_deref()
-                .map(|p| crate::server::eviction::cost(p).to_owned()),
+                .map(|p| crate::store::health::eviction::cost(p).to_owned()),
             maxmemory_policy: policy,
         }),
     }

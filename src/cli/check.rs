@@ -90,7 +90,7 @@ async fn check_stranded(cfg: &Config) -> String {
     };
     let found = tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        crate::server::stranded::find(&store, &cfg.store.key_prefix, &cfg.routes),
+        crate::store::health::stranded::find(&store, &cfg.store.key_prefix, &cfg.routes),
     )
     .await;
     match found {

@@ -1001,7 +1001,7 @@ fn values_outside_a_choice_name_the_choices() {
     );
 }
 
-/// `keys()`, which tests/it/docs.rs holds docs/configuration.md to, reads every raw
+/// `keys()`, which tests/it/docs/pages.rs holds docs/configuration.md to, reads every raw
 /// struct: a struct added to raw.rs for a new table must join `raw::tables()`, or its
 /// keys would go undocumented unnoticed.
 #[test]

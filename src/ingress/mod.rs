@@ -1,7 +1,7 @@
 //! The public listener: accepts connections within the per-connection limits and
 //! deadlines, runs each request through the delivery pipeline (`pipeline/`), and
 //! shuts down gracefully. Its parts: the one accept loop ([`listen`], which the admin
-//! listener uses too), one connection ([`connection`]) and the limits per client
+//! listener uses too), one connection (`connection.rs`) and the limits per client
 //! address ([`limits`]).
 //!
 //! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0

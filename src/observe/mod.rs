@@ -1,7 +1,7 @@
 //! What every request leaves behind, written from one record in one phase: the log
-//! line ([`logging`], [`log_line`]), the metrics ([`metrics`]), the capture file
-//! ([`capture`]) and the delivery log's record ([`recorder`]). Captures and the log
-//! show nothing [`redact`] hides.
+//! line ([`logging`], `log_line.rs`), the metrics ([`metrics`]), the capture file
+//! ([`capture`]) and the delivery log's record (`recorder.rs`). Captures and the log
+//! show nothing `redact.rs` hides.
 
 pub mod capture;
 pub(crate) mod log_line;

@@ -89,7 +89,7 @@ impl Job {
         }
         if self.ctx.route.delivery == Delivery::Queue {
             // Redis may evict queued events (maxmemory-policy): refused, not lost.
-            if let Some((why, known)) = st.eviction_refusal_or_unknown(&self.ctx.routing)
+            if let Some((why, known)) = st.eviction.refusal_or_unknown(&self.ctx.routing)
                 && (known || self.ctx.route.on_error == OnError::Reject)
             {
                 return (Answer::StoreUnavailable, Some(why));

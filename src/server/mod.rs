@@ -1,28 +1,20 @@
-//! The public listener: accepts connections (with the per-connection limits and
-//! deadlines), runs each request through the delivery pipeline (`handler.rs`), and
-//! shuts down gracefully.
-//!
-//! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
-//! and stop the server when they like.
+//! The gateway's shared state, [`AppState`]: what the public listener's pipeline and
+//! the admin listener read (the routes a reload swaps, the store, the limits, the
+//! observers), built once from the config, and the operations on it that are the
+//! gateway's own: reload, secrets handed over in a set-up handshake, stranded queues.
+//! The delivery workers do not read it: they get a [`crate::delivery::WorkerContext`].
 
 mod admin;
-pub(crate) mod eviction;
 pub use crate::ingress::listen;
-pub(crate) mod stranded;
-use crate::ingress::connection::{Deadlines, http_builder, refuse, serve_connection};
 pub use crate::state::{Clock, Routing};
 use crate::tls;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use arc_swap::ArcSwap;
@@ -30,7 +22,7 @@ use arc_swap::ArcSwap;
 use crate::config::{self, Backend, Config, ConfigErrors, Route, ServerConfig};
 use crate::forward::Forwarder;
 use crate::observe::capture::Capture;
-use crate::observe::metrics::{Metrics, ResultLabel};
+use crate::observe::metrics::{Metrics, QueueLabel, ResultLabel};
 use crate::store::Store;
 
 /// The delivery log's live streams open at once at most: readers that hold a stream
@@ -82,7 +74,7 @@ pub struct AppState {
     pub(crate) deliveries: Arc<tokio::sync::Notify>,
     /// Redis's `maxmemory-policy` as last read (`eviction.rs`): queue routes are refused
     /// while it evicts, unless `store.allow_eviction`.
-    pub(crate) eviction: ArcSwap<eviction::Policy>,
+    pub(crate) eviction: Arc<crate::store::health::eviction::Watch>,
     /// The queues `hookgate_queue_stranded` counted last (`stranded.rs`), so that one no
     /// longer stranded is set back to 0.
     pub(crate) stranded_seen: std::sync::Mutex<std::collections::HashSet<String>>,
@@ -218,10 +210,7 @@ impl AppState {
             &mut metrics,
             routing.clone(),
         )?);
-        let policy = match &store {
-            Store::Redis(_) => eviction::Policy::Unknown,
-            Store::Memory(_) | Store::Disk(_) => eviction::Policy::NotRedis,
-        };
+        let eviction = Arc::new(crate::store::health::eviction::Watch::new(&store));
         let capture = match &cfg.capture {
             Some(c) => Some(
                 Capture::start(c, cfg.store.min_free_space, metrics.captures.clone())
@@ -263,7 +252,7 @@ impl AppState {
             unclaimed_forwards: AtomicU64::new(0),
             handed_secrets: std::sync::Mutex::default(),
             deliveries: Arc::new(tokio::sync::Notify::new()),
-            eviction: ArcSwap::from_pointee(policy),
+            eviction,
             stranded_seen: std::sync::Mutex::default(),
             recorder,
             live_streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
@@ -314,7 +303,12 @@ impl AppState {
     pub async fn reload(&self) -> Result<usize, ConfigErrors> {
         let result = match config::load(&self.source) {
             Ok(cfg) => {
-                let refused = stranded::reload_refusals(&self.store, &self.routing(), &cfg).await;
+                let refused = crate::store::health::stranded::reload_refusals(
+                    &self.store,
+                    &self.routing(),
+                    &cfg,
+                )
+                .await;
                 if refused.is_empty() {
                     Ok(cfg)
                 } else {
@@ -438,116 +432,55 @@ impl AppState {
     }
 }
 
-/// The admin listener's connection bounds.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AdminLimits {
-    /// Connections open at once, over every client.
-    pub(crate) max: usize,
-    /// Connections open at once from one address (an IPv6 /64), well below `max`:
-    /// one address cannot take them all.
-    pub(crate) per_client: usize,
-    /// Connections past `max` that are read for one probe (`/healthz`, `/readyz`)
-    /// and closed, at most this many at once (and a quarter of them per address),
-    /// each within [`PROBE_DEADLINE`]: a full listener still answers its probes.
-    pub(crate) probes: usize,
-}
-
-/// How long a connection taken past the admin listener's bound has to send its
-/// probe and read the answer.
-const PROBE_DEADLINE: Duration = Duration::from_secs(2);
-
-/// Serves the admin endpoints on `listener` until `shutdown` resolves, with the
-/// public listener's deadlines (a silent connection is closed after
-/// `header_read_timeout`, an idle one after `idle_timeout`) and the connection bounds
-/// of `limits`: silent connections cannot use up the process's descriptors, and one
-/// address cannot blind the probes. Past the bound, a connection is read for one
-/// request: `probe` answers it (a probe, or 503) and the connection is closed.
-pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
-    state: Arc<AppState>,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send,
-    limits: AdminLimits,
-    handle: H,
-    probe: P,
-) where
-    H: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>, std::net::SocketAddr) -> Fut
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    Fut: Future<Output = http::Response<B>> + Send + 'static,
-    B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    P: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>) -> PFut
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    PFut: Future<Output = crate::pipeline::respond::Resp> + Send + 'static,
-{
-    let builder = http_builder(&state.server);
-    let connections = Arc::new(tokio::sync::Semaphore::new(limits.max));
-    let by_client = crate::ingress::limits::ClientConnections::default();
-    let probing = Arc::new(tokio::sync::Semaphore::new(limits.probes));
-    let probing_by_client = crate::ingress::limits::ClientConnections::default();
-    let closing = tokio_util::sync::CancellationToken::new();
-    let open = TaskTracker::new();
-    listen::accept_loop(&listener, shutdown, |stream, peer| {
-        let client = crate::ingress::limits::client_key(peer.ip());
-        let slot = by_client.enter(client, limits.per_client);
-        let permit = slot
-            .as_ref()
-            .and_then(|_| connections.clone().try_acquire_owned().ok());
-        let (Some(slot), Some(permit)) = (slot, permit) else {
-            // Full, or this address holds its share: one probe, then closed.
-            let Some(probe_slot) = probing_by_client.enter(client, (limits.probes / 4).max(1))
-            else {
-                refuse(stream);
+impl AppState {
+    /// Counts the stranded queues into `hookgate_queue_stranded` (zero for those that
+    /// are no longer) and logs each. Bounded in time; a store that does not answer
+    /// leaves the gauge as it was.
+    pub(crate) async fn count_stranded(&self) {
+        let routing = self.routing();
+        let prefix = &routing.store_cfg.key_prefix;
+        let found = tokio::time::timeout(
+            Duration::from_secs(10),
+            crate::store::health::stranded::find(
+                &self.store,
+                prefix,
+                routing.routes.values().map(|r| &**r),
+            ),
+        )
+        .await;
+        let found = match found {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not look for stored queues that no route names");
                 return;
-            };
-            let Ok(probe_permit) = probing.clone().try_acquire_owned() else {
-                refuse(stream);
+            }
+            Err(_) => {
+                tracing::warn!("looking for stored queues that no route names timed out");
                 return;
-            };
-            let (st, probe) = (state.clone(), probe.clone());
-            open.spawn(async move {
-                let svc = service_fn(move |req| {
-                    let (st, probe) = (st.clone(), probe.clone());
-                    async move { Ok::<_, std::convert::Infallible>(probe(st, req).await) }
-                });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .keep_alive(false)
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(PROBE_DEADLINE)
-                    .max_buf_size(8 * 1024)
-                    .serve_connection(TokioIo::new(stream), svc);
-                let _ = tokio::time::timeout(PROBE_DEADLINE, conn).await;
-                drop((probe_permit, probe_slot));
-            });
-            return;
+            }
         };
-        let (st, builder, closing, handle) = (
-            state.clone(),
-            builder.clone(),
-            closing.clone(),
-            handle.clone(),
-        );
-        open.spawn(async move {
-            serve_connection(
-                Deadlines::of(&st.server),
-                st,
-                &builder,
-                stream,
-                peer,
-                closing,
-                handle,
-            )
-            .await;
-            drop((permit, slot));
-        });
-    })
-    .await;
-    closing.cancel();
-    open.close();
-    let _ = tokio::time::timeout(state.server.shutdown_grace, open.wait()).await;
+        let gauge = &self.metrics.queue_stranded;
+        let mut counted = self
+            .stranded_seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for old in counted.drain() {
+            gauge.get_or_create(&QueueLabel { queue: old }).set(0);
+        }
+        for s in &found {
+            tracing::warn!(
+                queue = %s.queue,
+                waiting = s.depth.waiting,
+                dead = s.depth.dead,
+                "{}, but no route or destination of the config names it: nothing delivers them (add the route or destination back, or purge them)",
+                s.describe()
+            );
+            gauge
+                .get_or_create(&QueueLabel {
+                    queue: s.queue.clone(),
+                })
+                .set(i64::try_from(s.undelivered()).unwrap_or(i64::MAX));
+            counted.insert(s.queue.clone());
+        }
+    }
 }

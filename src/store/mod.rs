@@ -23,9 +23,10 @@
 //! ```
 //! `complete` and `release` never touch a key that holds another claim, so a late
 //! finisher cannot overwrite the claim of a newer copy. Every implementation runs the
-//! same conformance suites (`tests/it/conformance.rs`, `tests/it/queue_conformance.rs`).
+//! same conformance suites (`tests/it/stores/{dedup,queue,log}_conformance.rs`).
 
 pub mod disk;
+pub(crate) mod health;
 pub mod log;
 pub mod memory;
 pub mod metrics;

@@ -2,45 +2,37 @@
 //!
 //! Every test that needs Redis starts its own `redis-server` on a free port; every test
 //! that forwards runs a stub upstream that records what it receives.
+//!
+//! A folder per surface, so a test's path says what it exercises
+//! (`stores::replicas::a_sync_copy_…`):
+//!
+//! ```text
+//! sync/       the public listener and the sync request path
+//! providers/  what each provider signs and sends: vectors, malformed input, signing
+//! queue/      queue routes: durable delivery, destinations, the real binary
+//! admin/      the admin listener: operations, the inspector page, its attacks
+//! log/        the delivery log through a gateway
+//! cli/        the command line against real gateways
+//! stores/     the stores' contracts on every backend, Redis topologies
+//! process/    the real binary: check, crashes, signals; deploy/
+//! chaos/      the chaos suite
+//! docs/       the documentation held to the code
+//! support/    the shared harness
+//! ```
 
 #![expect(
     unreachable_pub,
     reason = "a test binary has no public API; `pub` only spans its modules"
 )]
 
-mod admin_security;
-mod aws_sns;
-mod budgets;
+mod admin;
 mod chaos;
 mod cli;
-mod clock;
-mod cluster;
-mod conformance;
-mod deliveries;
-mod deliveries_cli;
-mod deploy;
-mod destinations;
 mod docs;
-mod eviction;
-mod fuzz;
-mod inspector;
-mod limits;
-mod log_security;
-mod malformed;
-mod on_dead;
-mod ops;
-mod pipeline;
+mod log;
 mod process;
+mod providers;
 mod queue;
-mod queue_conformance;
-mod queue_process;
-mod redis_extras;
-mod replay;
-mod replicas;
-mod security;
-mod sign;
-mod stranded;
+mod stores;
 mod support;
-mod testing_api;
-mod tls;
-mod vectors;
+mod sync;
