@@ -153,29 +153,16 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
             }
             *totals.entry(verdict).or_default() += 1;
             verdicts.push(verdict);
-            if o.json {
-                println!(
-                    "{}",
-                    serde_json::json!({ "file": file.display().to_string(), "copy": i + 1, "url": url, "status": status, "verdict": verdict, "meaning": meaning })
-                );
-            } else if url.is_empty() {
-                println!(
-                    "{}  copy {}: {}",
-                    file.display(),
-                    i + 1,
-                    printable(&meaning)
-                );
-            } else {
-                // The method, URL and answer come from the file and the target.
-                println!(
-                    "{}  copy {}: {} {} → {status} {}",
-                    file.display(),
-                    i + 1,
-                    printable(&r.method),
-                    printable(&url),
-                    printable(&meaning)
-                );
-            }
+            print_copy(
+                file,
+                i + 1,
+                &r.method,
+                &url,
+                status,
+                verdict,
+                &meaning,
+                o.json,
+            );
         }
         let result = overall(&verdicts);
         if let Some(want) = o.expect
@@ -217,6 +204,37 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
         return Ok(1);
     }
     Ok(if unexpected > 0 { 1 } else { 0 })
+}
+
+/// One copy's line: what was sent where, and what the gateway answered.
+#[expect(clippy::too_many_arguments, reason = "one line's fields, each printed")]
+fn print_copy(
+    file: &std::path::Path,
+    copy: usize,
+    method: &str,
+    url: &str,
+    status: u16,
+    verdict: Verdict,
+    meaning: &str,
+    json: bool,
+) {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "file": file.display().to_string(), "copy": copy, "url": url, "status": status, "verdict": verdict, "meaning": meaning })
+        );
+    } else if url.is_empty() {
+        println!("{}  copy {copy}: {}", file.display(), printable(meaning));
+    } else {
+        // The method, URL and answer come from the file and the target.
+        println!(
+            "{}  copy {copy}: {} {} → {status} {}",
+            file.display(),
+            printable(method),
+            printable(url),
+            printable(meaning)
+        );
+    }
 }
 
 #[cfg(test)]

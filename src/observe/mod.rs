@@ -60,6 +60,16 @@ pub(crate) struct RequestRecord {
     pub metrics: Option<Arc<metrics::RouteMetrics>>,
 }
 
+/// How a request ended: its outcome and its answer (status, the body's bytes), and
+/// how long it took.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ending<'a> {
+    pub outcome: Outcome,
+    pub status: u16,
+    pub answer: &'a [u8],
+    pub duration_us: u64,
+}
+
 /// A request's path, query and headers, in one buffer (postcard's encoding of
 /// [`Parts`]). Its `Debug` leaves the copy out: it is not redacted.
 pub(crate) struct Head(Vec<u8>);
@@ -193,8 +203,13 @@ impl Observers {
             if rec.reason.is_none() {
                 rec.reason = outcome.reason(max_body);
             }
-            self.recorder
-                .record(&rec, outcome, status, answer, elapsed_us);
+            let end = Ending {
+                outcome,
+                status,
+                answer,
+                duration_us: elapsed_us,
+            };
+            self.recorder.record(&rec, &end);
         }
     }
 
