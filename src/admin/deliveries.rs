@@ -125,7 +125,7 @@ async fn destinations(
     let Some(config) = routing.routes.values().find(|r| r.name == route) else {
         return Ok(Vec::new());
     };
-    if matches!(state.store(), Store::Memory(_)) {
+    if !state.store().keeps_queues() {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();

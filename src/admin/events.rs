@@ -63,7 +63,7 @@ impl<'a> Queues<'a> {
         // Any configured route: one a reload switched back to sync may still hold events.
         let Some(config) = routing
             .route(route)
-            .filter(|_| !matches!(state.store(), crate::store::Store::Memory(_)))
+            .filter(|_| state.store().keeps_queues())
             .cloned()
         else {
             return Err(AdminAnswer::not_found(format!(

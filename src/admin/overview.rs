@@ -34,7 +34,7 @@ pub(super) async fn overview(state: &AppState) -> AdminAnswer {
             .map(|((_, outcome), n)| (outcome.clone(), *n))
             .collect();
         let mut queues = Vec::new();
-        if r.delivery == Delivery::Queue && !matches!(state.store(), Store::Memory(_)) {
+        if r.delivery == Delivery::Queue && state.store().keeps_queues() {
             for d in &r.destinations {
                 let q = routing.queue(&r.name, &d.name);
                 match state.store().depth(&q).await {

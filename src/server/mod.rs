@@ -403,7 +403,7 @@ impl AppState {
     /// next event, as a skip would have. Run at start and after each reload.
     pub(crate) async fn release_blocked_lines(&self) {
         use crate::store::QueueStore as _;
-        if matches!(self.store, Store::Memory(_)) {
+        if !self.store.keeps_queues() {
             return;
         }
         let routing = self.routing();

@@ -495,6 +495,12 @@ impl Store {
         }
     }
 
+    /// Whether the store keeps queues (disk, Redis); the memory store keeps claims
+    /// only, so queue routes, their events and their lines are not there to read.
+    pub fn keeps_queues(&self) -> bool {
+        !matches!(self, Self::Memory(_))
+    }
+
     /// Whether a route's delivery slots are shared with other processes (Redis): the
     /// workers then take one from the store for every attempt.
     pub fn shares_slots(&self) -> bool {
