@@ -24,7 +24,7 @@ use super::exchange::{AdminAnswer, Frames, MAX_LIMIT, SseStream, unavailable};
 use crate::observe::recorder::Written;
 use crate::server::AppState;
 use crate::store::log::LogQuery;
-use crate::store::{QueueStore as _, Store, StoreError};
+use crate::store::{QueueStore as _, StoreError};
 
 /// A live stream's comment when nothing happened for this long (proxies and browsers
 /// close silent connections).

@@ -8,7 +8,7 @@ use super::exchange::AdminAnswer;
 use crate::config::{Delivery, Route};
 use crate::server::AppState;
 use crate::store::log::minute_of;
-use crate::store::{QueueStore as _, Store};
+use crate::store::QueueStore as _;
 
 /// `GET /overview`.
 pub(super) async fn overview(state: &AppState) -> AdminAnswer {
