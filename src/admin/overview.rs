@@ -7,8 +7,8 @@ use super::api::{LogOverview, Overview, QueueOverview, RouteOverview};
 use super::exchange::AdminAnswer;
 use crate::config::{Delivery, Route};
 use crate::server::AppState;
-use crate::store::log::minute_of;
 use crate::store::QueueStore as _;
+use crate::store::log::minute_of;
 
 /// `GET /overview`.
 pub(super) async fn overview(state: &AppState) -> AdminAnswer {
