@@ -36,8 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use redb::{
-    Database, Durability, ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _,
-    TableDefinition, TableHandle as _,
+    Database, Durability, ReadableDatabase as _, ReadableTable as _, TableDefinition,
+    TableHandle as _,
 };
 
 use std::path::{Path, PathBuf};
@@ -57,26 +57,18 @@ const FRAMES: TableDefinition<u64, &[u8]> = TableDefinition::new("log_frames");
 const TIMES: TableDefinition<(u64, u64), ()> = TableDefinition::new("log_times");
 /// delivery ID → frame number: the index before [`TIMES`]. Read into it when the
 /// store opens, then removed.
-const IDS: TableDefinition<&str, u64> = TableDefinition::new("log_ids");
 /// `bytes` → what the frames count against `max_size`.
 const META: TableDefinition<&str, u64> = TableDefinition::new("log_meta");
 /// (minute, `route\noutcome`) → requests.
 const COUNTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("log_counts");
-/// delivery ID → a record's JSON: how the log was kept before frames. Read into frames
-/// when the store opens, then removed.
-const BEFORE_FRAMES: TableDefinition<&str, &[u8]> = TableDefinition::new("log");
 
 /// The first byte of a frame (the form may change; a frame of another form is skipped).
 const FRAME: u8 = 3;
-/// The form of frames written before records were [`Stored`]: a JSON array.
-const FRAME_JSON: u8 = 2;
 /// Bytes counted per record besides its frame's size: its share of the index (counted
 /// per record, as if each had an entry: an upper bound).
 const ID_ENTRY: u64 = 64;
 /// Bytes counted per frame besides its size: its entry and the B-tree around it.
 const FRAME_ENTRY: u64 = super::ENTRY_OVERHEAD;
-/// Records per frame when older records are read into frames at open.
-const CONVERT_FRAME: usize = 256;
 
 /// How often a log commit is made durable at least.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
@@ -127,7 +119,7 @@ struct FrameHead<'a> {
 }
 
 fn frame_head(bytes: &[u8]) -> Option<FrameHead<'_>> {
-    let (&(FRAME | FRAME_JSON), rest) = bytes.split_first()? else {
+    let (&FRAME, rest) = bytes.split_first()? else {
         return None;
     };
     let records = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
@@ -144,10 +136,6 @@ fn frame_head(bytes: &[u8]) -> Option<FrameHead<'_>> {
 /// damaged.
 fn frame_records(bytes: &[u8]) -> Option<Vec<Stored>> {
     let unpacked = super::unpack(frame_head(bytes)?.packed)?;
-    if bytes.first() == Some(&FRAME_JSON) {
-        let records: Vec<DeliveryRecord> = serde_json::from_slice(&unpacked).ok()?;
-        return Some(records.iter().map(Stored::from_record).collect());
-    }
     let all = bytes::Bytes::from(unpacked);
     let mut out = Vec::new();
     let mut at = 0;
@@ -631,21 +619,17 @@ impl FrameCache {
 }
 
 /// Moves the log's tables out of the store's file, where the log kept them before it
-/// had a file of its own: read into older forms' successors first, copied into the
-/// log's file, then removed from the store's. Runs once, when such a file is opened.
+/// had a file of its own: copied into the log's file, then removed from the
+/// store's. Runs once, when such a file is opened.
 fn move_out_of_the_store(store: &Database, log: &Database) -> Result<(), StoreError> {
     let present = |db: &Database| -> Result<bool, StoreError> {
         let txn = db.begin_read().map_err(backend)?;
         let names = txn.list_tables().map_err(backend)?;
-        Ok(names.into_iter().any(|t| {
-            MOVED.contains(&t.name()) || t.name() == IDS.name() || t.name() == BEFORE_FRAMES.name()
-        }))
+        Ok(names.into_iter().any(|t| MOVED.contains(&t.name())))
     };
     if !present(store)? {
         return Ok(());
     }
-    convert_index_by_id(store)?;
-    convert_records_before_frames(store)?;
     let from = store.begin_read().map_err(backend)?;
     let names: Vec<String> = from
         .list_tables()
@@ -706,104 +690,6 @@ fn move_out_of_the_store(store: &Database, log: &Database) -> Result<(), StoreEr
     tracing::info!(
         records,
         "delivery log: moved out of the store's file into a file of its own"
-    );
-    Ok(())
-}
-
-/// Reads the index by delivery ID (before [`TIMES`]) into the index by millisecond,
-/// then removes it. Runs once, when a file written before is opened.
-fn convert_index_by_id(db: &Database) -> Result<(), StoreError> {
-    let exists = {
-        let txn = db.begin_read().map_err(backend)?;
-        let names = txn.list_tables().map_err(backend)?;
-        names.into_iter().any(|t| t.name() == IDS.name())
-    };
-    if !exists {
-        return Ok(());
-    }
-    let txn = db.begin_write().map_err(backend)?;
-    let mut entries = 0_usize;
-    {
-        let old = txn.open_table(IDS).map_err(backend)?;
-        let mut times = txn.open_table(TIMES).map_err(backend)?;
-        for entry in old.iter().map_err(backend)? {
-            let (id, number) = entry.map_err(backend)?;
-            if let Some(ms) = id_ms(id.value()) {
-                times.insert((ms, number.value()), ()).map_err(backend)?;
-                entries += 1;
-            }
-        }
-    }
-    txn.delete_table(IDS).map_err(backend)?;
-    txn.commit().map_err(backend)?;
-    tracing::info!(
-        records = entries,
-        "delivery log: the index by delivery ID was read into the index by millisecond"
-    );
-    Ok(())
-}
-
-/// Reads records kept one per value (before frames) into frames, oldest first, a
-/// transaction per frame, then removes their table. Runs once, when a file written
-/// before frames is opened.
-fn convert_records_before_frames(db: &Database) -> Result<(), StoreError> {
-    let exists = {
-        let txn = db.begin_read().map_err(backend)?;
-        let names = txn.list_tables().map_err(backend)?;
-        names.into_iter().any(|t| t.name() == BEFORE_FRAMES.name())
-    };
-    if !exists {
-        return Ok(());
-    }
-    let mut converted = 0_usize;
-    loop {
-        let txn = db.begin_write().map_err(backend)?;
-        let done = {
-            let mut old = txn.open_table(BEFORE_FRAMES).map_err(backend)?;
-            let mut chunk = Vec::with_capacity(CONVERT_FRAME);
-            while chunk.len() < CONVERT_FRAME {
-                let Some((_, v)) = old.pop_first().map_err(backend)? else {
-                    break;
-                };
-                // A record that does not read is dropped: it could not be shown anyway.
-                if let Some(r) = Stored::unpack(v.value()) {
-                    chunk.push(r);
-                }
-            }
-            if !chunk.is_empty() {
-                let Encoded { bytes: value, cost } = frame(&chunk);
-                let mut frames = txn.open_table(FRAMES).map_err(backend)?;
-                let mut times = txn.open_table(TIMES).map_err(backend)?;
-                let mut meta = txn.open_table(META).map_err(backend)?;
-                let records = chunk.iter().filter_map(|r| r.head());
-                put_frame(
-                    &mut frames,
-                    &mut times,
-                    &value,
-                    records.map(|h| h.delivery_id),
-                )?;
-                // The old count is replaced frame by frame: it was a count of records.
-                let bytes = if converted == 0 {
-                    0
-                } else {
-                    meta.get("bytes").map_err(backend)?.map_or(0, |v| v.value())
-                };
-                meta.insert("bytes", bytes + cost).map_err(backend)?;
-                converted += chunk.len();
-            }
-            old.is_empty().map_err(backend)?
-        };
-        if done {
-            txn.delete_table(BEFORE_FRAMES).map_err(backend)?;
-        }
-        txn.commit().map_err(backend)?;
-        if done {
-            break;
-        }
-    }
-    tracing::info!(
-        records = converted,
-        "delivery log: records written before frames were read into frames"
     );
     Ok(())
 }

@@ -46,10 +46,8 @@ pub use self::redis::RedisLog;
 /// allocation slack of the structures that hold it.
 pub const ENTRY_OVERHEAD: u64 = 256;
 
-/// The tag of a record in Redis that is LZ4-compressed JSON, how records were kept
-/// before [`Stored`] (plain JSON, before that, starts with `{`).
-const LZ4_JSON: u8 = 1;
-/// The tag of a record in Redis that is a [`Stored`] record, LZ4-compressed.
+/// The tag of a record in Redis that is a [`Stored`] record, LZ4-compressed (1 was a
+/// development form, JSON; it is not read).
 const LZ4_STORED: u8 = 2;
 
 /// The most a stored record or frame may decode to: the length comes from the store,
@@ -145,16 +143,6 @@ impl DeliveryRecord {
         }
         v
     }
-
-    /// A record kept as JSON, how records were kept before [`Stored`] (compressed,
-    /// or before that plain); `None` for bytes this log did not write.
-    fn from_json(bytes: &[u8]) -> Option<Self> {
-        match bytes.split_first()? {
-            (&LZ4_JSON, packed) => serde_json::from_slice(&unpack(packed)?).ok(),
-            (b'{', _) => serde_json::from_slice(bytes).ok(),
-            _ => None,
-        }
-    }
 }
 
 impl Stored {
@@ -166,15 +154,14 @@ impl Stored {
         out
     }
 
-    /// What [`Stored::pack`] wrote, or a record kept as JSON before; `None` for bytes
-    /// this log did not write.
+    /// What [`Stored::pack`] wrote; `None` for bytes this log did not write.
     pub fn unpack(bytes: &[u8]) -> Option<Self> {
         match bytes.split_first()? {
             (&LZ4_STORED, packed) => {
                 let stored = Self::from_bytes(unpack(packed)?.into());
                 stored.view().is_some().then_some(stored)
             }
-            _ => DeliveryRecord::from_json(bytes).map(|r| Self::from_record(&r)),
+            _ => None,
         }
     }
 }
@@ -527,12 +514,11 @@ mod tests {
         );
         assert_eq!(Stored::unpack(&packed), Some(stored.clone()));
         assert_eq!(stored.record(true), Some(r.clone()));
-        // Kept as JSON before records were stored: compressed, and before that plain.
-        let json = serde_json::to_vec(&r).expect("json");
-        let mut compressed = vec![LZ4_JSON];
-        pack_into(&json, &mut compressed);
-        assert_eq!(Stored::unpack(&compressed), Some(stored.clone()));
-        assert_eq!(Stored::unpack(&json), Some(stored));
+        assert_eq!(
+            Stored::unpack(&b"{}"[..]),
+            None,
+            "JSON is no form of the log's"
+        );
     }
 
     #[test]
