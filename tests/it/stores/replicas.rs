@@ -184,7 +184,9 @@ async fn unset_min_replicas_ack_waits_for_the_replica_a_primary_has() {
     let primary = RedisServer::start();
     let replica = RedisServer::start_replica_of(&primary);
     let up = Upstream::start().await;
-    let ack_timeout = "replica_ack_timeout = \"200ms\"";
+    // Long enough for a running replica on a loaded machine; the frozen one never
+    // answers, so a claim then waits it out and is refused.
+    let ack_timeout = "replica_ack_timeout = \"2s\"\ntimeout = \"3s\"";
     let gw = TestGateway::start(&stripe_config(
         &up,
         &store_toml(Some(&primary), ack_timeout),
