@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub(crate) use crate::client::{client_ip, client_key};
+pub(crate) use crate::client::client_key;
 
 /// Entries past this many are pruned of those that no longer hold anything (a full
 /// budget, no body being read), so a flood from many addresses cannot grow the maps
@@ -272,6 +272,7 @@ impl FailureBudgets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::client_ip;
     use http::HeaderMap;
     use ipnet::IpNet;
 

@@ -41,11 +41,8 @@ pub(super) async fn admit(
         return Err(Answer::MethodNotAllowed { allow });
     }
 
-    let client = crate::ingress::limits::client_ip(
-        peer.ip(),
-        req.headers(),
-        &routing.server.trusted_proxies,
-    );
+    // Worked out once, when the request's record began (`server.trusted_proxies`).
+    let client = rec.client;
     let (parts, body) = req.into_parts();
     // Bodies being read hold a slot of their client's, never delivery capacity: a
     // client that trickles bodies slows itself only. Beyond max_reads_per_client, a
