@@ -121,6 +121,8 @@ fn attempt(result: &str) -> Attempt {
         result: result.parse().expect("an attempt result"),
         error: None,
         duration_ms: 12,
+        kind: None,
+        receipt: None,
     }
 }
 

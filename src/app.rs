@@ -116,6 +116,15 @@ impl App {
             let (redis, stop) = (redis.clone(), stop.clone());
             tokio::spawn(async move { redis.keep_replica_acks(stop).await });
         }
+        // Destination servers of other kinds than HTTP: connected and checked now (each
+        // logged reachable or not; one down never stops the gateway: its events wait),
+        // then every few seconds, for /readyz and /overview.
+        tokio::spawn(crate::delivery::destination::watch(
+            self.state.links.clone(),
+            self.state.routing.clone(),
+            crate::delivery::destination::CHECK_EVERY,
+            stop.clone(),
+        ));
         // Queues no route names any more, counted and logged (a bounded scan), and
         // lines dead events hold under `on_dead = "skip"` released; in the background:
         // serving does not wait for them.

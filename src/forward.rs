@@ -145,8 +145,14 @@ impl Forwarder {
         to: &Destination,
         out: Outbound<'_>,
     ) -> Result<UpstreamResponse, ForwardError> {
-        let uri = upstream_uri(&to.upstream, out.query)?;
-        let headers = self.outbound_headers(route, to, &out);
+        let Some(upstream) = to.upstream() else {
+            return Err(ForwardError::Connect(format!(
+                "destination {:?} is not an HTTP upstream",
+                to.name
+            )));
+        };
+        let uri = upstream_uri(upstream, out.query)?;
+        let headers = forwarded_headers(route, to, &out);
         let mut req = Request::new(Full::new(out.body.clone()));
         *req.method_mut() = out.method.clone();
         *req.uri_mut() = uri;
@@ -193,47 +199,51 @@ impl Forwarder {
             body: body.freeze(),
         })
     }
+}
 
-    fn outbound_headers(&self, route: &Route, to: &Destination, out: &Outbound<'_>) -> HeaderMap {
-        let mut h = end_to_end(out.headers);
-        let id = HeaderValue::from_str(out.event_id.as_str())
-            .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
-        h.insert(HeaderName::from_static("idempotency-key"), id.clone());
-        h.insert(HeaderName::from_static("hookgate-event-id"), id);
-        if let Ok(v) = HeaderValue::from_str(&route.name) {
-            h.insert(HeaderName::from_static("hookgate-route"), v);
-        }
-        // Named destinations only; never one the sender wrote.
-        let destination = HeaderName::from_static("hookgate-destination");
-        h.remove(&destination);
-        if !crate::config::is_own_destination(&route.name, &to.name)
-            && let Ok(v) = HeaderValue::from_str(&to.name)
-        {
-            h.insert(destination, v);
-        }
-        let xff = HeaderName::from_static("x-forwarded-for");
-        let peer = out.peer.to_string();
-        let chain = match h.get(&xff).and_then(|v| v.to_str().ok()) {
-            Some(prev) if !prev.trim().is_empty() => format!("{prev}, {peer}"),
-            _ => peer,
-        };
-        if let Ok(v) = HeaderValue::from_str(&chain) {
-            h.insert(xff, v);
-        }
-        if let Some(signer) = &to.forward_signer {
-            h.remove(&signer.id_header);
-            h.remove(&signer.timestamp_header);
-            h.remove(&signer.signature_header);
-            if let Some(sig) = signer.sign(out.event_id.as_str(), out.now, &out.body) {
-                for (name, value) in sig {
-                    if let Ok(v) = HeaderValue::from_str(&value) {
-                        h.insert(name, v);
-                    }
+/// The headers a delivery carries to a destination: the request's end-to-end headers,
+/// `Idempotency-Key` and `Hookgate-Event-Id` (the event ID), `Hookgate-Route`,
+/// `Hookgate-Destination` (named destinations only), `X-Forwarded-For`, and the
+/// `forward_secret` signature. Every kind of destination carries these.
+pub fn forwarded_headers(route: &Route, to: &Destination, out: &Outbound<'_>) -> HeaderMap {
+    let mut h = end_to_end(out.headers);
+    let id = HeaderValue::from_str(out.event_id.as_str())
+        .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+    h.insert(HeaderName::from_static("idempotency-key"), id.clone());
+    h.insert(HeaderName::from_static("hookgate-event-id"), id);
+    if let Ok(v) = HeaderValue::from_str(&route.name) {
+        h.insert(HeaderName::from_static("hookgate-route"), v);
+    }
+    // Named destinations only; never one the sender wrote.
+    let destination = HeaderName::from_static("hookgate-destination");
+    h.remove(&destination);
+    if !crate::config::is_own_destination(&route.name, &to.name)
+        && let Ok(v) = HeaderValue::from_str(&to.name)
+    {
+        h.insert(destination, v);
+    }
+    let xff = HeaderName::from_static("x-forwarded-for");
+    let peer = out.peer.to_string();
+    let chain = match h.get(&xff).and_then(|v| v.to_str().ok()) {
+        Some(prev) if !prev.trim().is_empty() => format!("{prev}, {peer}"),
+        _ => peer,
+    };
+    if let Ok(v) = HeaderValue::from_str(&chain) {
+        h.insert(xff, v);
+    }
+    if let Some(signer) = &to.forward_signer {
+        h.remove(&signer.id_header);
+        h.remove(&signer.timestamp_header);
+        h.remove(&signer.signature_header);
+        if let Some(sig) = signer.sign(out.event_id.as_str(), out.now, &out.body) {
+            for (name, value) in sig {
+                if let Ok(v) = HeaderValue::from_str(&value) {
+                    h.insert(name, v);
                 }
             }
         }
-        h
     }
+    h
 }
 
 /// The route's upstream with the received query appended to its own.

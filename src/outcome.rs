@@ -164,6 +164,10 @@ pub enum AttemptResult {
     /// The connection broke before a whole answer came.
     #[serde(rename = "broken")]
     Broken,
+    /// A destination server of another kind answered and did not take the event (no
+    /// inbox table, no stream for the subject, an unroutable or nacked message).
+    #[serde(rename = "refused")]
+    Refused,
     /// A result this version does not know, written by a newer one (a rolling
     /// upgrade): the record still reads, and the attempt shows as `other`.
     #[serde(rename = "other", other)]
@@ -172,13 +176,14 @@ pub enum AttemptResult {
 
 impl AttemptResult {
     /// Every result, in the order the metrics list them.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Delivered,
         Self::Http4xx,
         Self::Http5xx,
         Self::Timeout,
         Self::Connect,
         Self::Broken,
+        Self::Refused,
     ];
 
     /// The name stored and shown.
@@ -190,6 +195,7 @@ impl AttemptResult {
             Self::Timeout => "timeout",
             Self::Connect => "connect",
             Self::Broken => "broken",
+            Self::Refused => "refused",
             Self::Other => "other",
         }
     }

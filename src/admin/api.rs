@@ -76,6 +76,29 @@ pub struct Ready {
     pub maxmemory_policy: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+    /// Each destination of another kind than HTTP, and whether its server was
+    /// reachable when last seen. One that is not never makes the gateway unready: its
+    /// events wait in its queue.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub destinations: Vec<DestinationReach>,
+}
+
+/// A destination's server as last seen (`/readyz`, `/overview`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestinationReach {
+    pub route: String,
+    pub destination: String,
+    /// `http`, `postgres`, `nats`, `amqp` or `redis_stream`.
+    pub kind: String,
+    /// Where it is, credentials redacted.
+    pub target: String,
+    /// `None` until its server was first tried (HTTP destinations: never).
+    pub reachable: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Unix milliseconds when it was last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_at_ms: Option<u64>,
 }
 
 /// `GET /readyz` (503): Redis may evict what queue routes store.
@@ -254,6 +277,9 @@ pub struct RouteOverview {
     pub last_hour: BTreeMap<String, u64>,
     /// A queue route's destinations (none on a sync route or a memory store).
     pub queues: Vec<QueueOverview>,
+    /// Every destination: its kind, where it is, and its server as last seen.
+    #[serde(default)]
+    pub destinations: Vec<DestinationReach>,
 }
 
 /// One destination's queue in `GET /overview`.
@@ -325,6 +351,8 @@ mod tests {
                 result: AttemptResult::Http5xx,
                 error: None,
                 duration_ms: 7,
+                kind: None,
+                receipt: None,
             }],
             requeued_at_ms: None,
             method: "POST".into(),
@@ -386,6 +414,7 @@ mod tests {
                 store: "redis".into(),
                 maxmemory_policy: None,
                 warning: None,
+                destinations: Vec::new(),
             }),
             serde_json::json!({ "status": "ready", "store": "redis" }),
         );
@@ -417,6 +446,7 @@ mod tests {
                         dead: 0,
                         oldest_undelivered_age_ms: None,
                     }],
+                    destinations: Vec::new(),
                 }],
                 log: LogOverview { enabled: true },
             }),
@@ -425,6 +455,7 @@ mod tests {
                     "route": "r", "provider": "stripe", "delivery": "queue",
                     "last_hour": { "queued": 3 },
                     "queues": [{ "destination": "d", "depth": 1, "dead": 0, "oldest_undelivered_age_ms": null }],
+                    "destinations": [],
                 }],
                 "log": { "enabled": true },
             }),

@@ -56,6 +56,10 @@ pub(super) async fn overview(state: &AppState) -> AdminAnswer {
             delivery: r.delivery,
             last_hour,
             queues,
+            destinations: super::probes::reaches(state, &routing, true)
+                .into_iter()
+                .filter(|d| d.route == r.name)
+                .collect(),
         });
     }
     AdminAnswer::ok(&Overview {

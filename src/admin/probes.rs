@@ -51,8 +51,41 @@ pub(super) async fn readyz(state: &AppState) -> AdminAnswer {
                 .as_deref()
                 .map(|p| crate::store::health::eviction::cost(p).to_owned()),
             maxmemory_policy: policy,
+            destinations: reaches(state, &routing, false),
         }),
     }
+}
+
+/// Each destination's server as last seen (only those of other kinds than HTTP unless
+/// `all`), by route and destination name. Read from what the background check and
+/// the attempts saw: a probe never waits on a destination's server.
+pub(super) fn reaches(
+    state: &AppState,
+    routing: &crate::state::Routing,
+    all: bool,
+) -> Vec<super::api::DestinationReach> {
+    let mut routes: Vec<_> = routing.routes.values().collect();
+    routes.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut out = Vec::new();
+    for r in routes {
+        for d in &r.destinations {
+            if !all && d.target.server().is_none() {
+                continue;
+            }
+            // A link not made yet (its server not tried) shows as unknown.
+            let reach = state.links.existing(&r.name, &d.name).map(|l| l.reach());
+            out.push(super::api::DestinationReach {
+                route: r.name.clone(),
+                destination: d.name.clone(),
+                kind: d.target.kind().into(),
+                target: d.target.shown(),
+                reachable: reach.as_ref().and_then(|r| r.reachable),
+                error: reach.as_ref().and_then(|r| r.error.clone()),
+                seen_at_ms: reach.map(|r| r.at_ms).filter(|t| *t > 0),
+            });
+        }
+    }
+    out
 }
 
 fn store_unavailable() -> AdminAnswer {

@@ -147,17 +147,16 @@ pub fn describe(cfg: &Config) -> String {
     for r in &cfg.routes {
         let primary = r.primary();
         let single = r.only_own_destination();
-        let upstream = if single {
-            format!(
-                "{} (timeout {})",
-                config::redacted_url(&primary.upstream),
-                short_duration(primary.upstream_timeout)
-            )
+        let (kind, upstream) = if single {
+            target_line(primary)
         } else {
-            format!("{} destinations (below)", r.destinations.len())
+            (
+                "upstream",
+                format!("{} destinations (below)", r.destinations.len()),
+            )
         };
         s.push_str(&format!(
-            "\nroute {}\n  path       {} ({})\n  provider   {}\n  secrets    {}\n  event id   {}\n  tolerance  {}\n  upstream   {}\n  on_error   {}{}\n",
+            "\nroute {}\n  path       {} ({})\n  provider   {}\n  secrets    {}\n  event id   {}\n  tolerance  {}\n  {kind:<10} {}\n  on_error   {}{}\n",
             r.name,
             r.path,
             r.methods.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", "),
@@ -200,11 +199,10 @@ pub fn describe(cfg: &Config) -> String {
             "  delivery   sync\n"
         });
         for d in &r.destinations {
+            let (kind, target) = target_line(d);
             s.push_str(&format!(
-                "  destination {}\n    upstream   {} (timeout {}){}\n",
+                "  destination {}\n    {kind:<10} {target}{}\n",
                 d.name,
-                config::redacted_url(&d.upstream),
-                short_duration(d.upstream_timeout),
                 if d.forward_signer.is_some() {
                     "\n    re-signs   Standard Webhooks (forward_secret)"
                 } else {
@@ -275,4 +273,19 @@ fn ordering(d: &config::Destination, indent: &str) -> String {
             }
         ),
     }
+}
+
+/// A destination's kind (the key that names it) and where it is, credentials
+/// redacted, with its timeout.
+fn target_line(d: &config::Destination) -> (&'static str, String) {
+    let kind = match d.target.kind() {
+        "http" => "upstream",
+        other => other,
+    };
+    let shown = format!(
+        "{} (timeout {})",
+        d.target.shown(),
+        short_duration(d.upstream_timeout)
+    );
+    (kind, shown)
 }

@@ -8,6 +8,7 @@
 
 mod raw;
 mod size;
+mod target;
 mod toml_errors;
 mod validate;
 
@@ -29,6 +30,10 @@ use toml_errors::{
     toml_error,
 };
 use validate::Validator;
+
+pub use target::{
+    AmqpTarget, NatsTarget, PostgresTarget, RedisStreamTarget, ServerUrl, Target, Template,
+};
 
 /// What to do when the store cannot be reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -278,12 +283,14 @@ pub fn is_own_destination(route: &str, destination: &str) -> bool {
     destination == route
 }
 
-/// One upstream of a route and how deliveries to it are paced.
+/// One destination of a route and how deliveries to it are paced.
 #[derive(Debug, Clone)]
 pub struct Destination {
-    /// The route's name for a route's `upstream`; its own for `[[routes.destinations]]`.
+    /// The route's name for a route's own (`upstream`, `postgres`, …, on the route);
+    /// its own for `[[routes.destinations]]`.
     pub name: String,
-    pub upstream: reqwest::Url,
+    /// Its kind and where it is.
+    pub target: Target,
     pub upstream_timeout: Duration,
     /// Re-signs forwarded deliveries with the Standard Webhooks scheme.
     pub forward_signer: Option<StandardScheme>,
@@ -300,6 +307,16 @@ pub struct Destination {
     pub order_by: Option<crate::provider::EventTypeSource>,
     /// What a dead event does to the events of its key behind it.
     pub on_dead: crate::queue::OnDead,
+}
+
+impl Destination {
+    /// The upstream URL of an HTTP destination.
+    pub fn upstream(&self) -> Option<&reqwest::Url> {
+        match &self.target {
+            Target::Http(u) => Some(u),
+            _ => None,
+        }
+    }
 }
 
 /// `[capture]`: write every received delivery as a replay file.

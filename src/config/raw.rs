@@ -134,6 +134,10 @@ pub(super) struct RawRoute {
     pub secrets: Spanned<Vec<Spanned<RawCredential>>>,
     pub tolerance: Option<Spanned<String>>,
     pub upstream: Option<Spanned<String>>,
+    pub postgres: Option<Spanned<RawPostgres>>,
+    pub nats: Option<Spanned<RawNats>>,
+    pub amqp: Option<Spanned<RawAmqp>>,
+    pub redis_stream: Option<Spanned<RawRedisStream>>,
     pub upstream_timeout: Option<Spanned<String>>,
     pub event_id: Option<Spanned<String>>,
     pub event_type: Option<Spanned<String>>,
@@ -153,11 +157,15 @@ pub(super) struct RawRoute {
     pub destinations: Option<Spanned<Vec<RawDestination>>>,
 }
 
-/// `[[routes.destinations]]`: one of a queue route's upstreams.
+/// `[[routes.destinations]]`: one of a queue route's destinations.
 #[derive(Debug, Deserialize)]
 pub(super) struct RawDestination {
     pub name: Spanned<String>,
-    pub upstream: Spanned<String>,
+    pub upstream: Option<Spanned<String>>,
+    pub postgres: Option<Spanned<RawPostgres>>,
+    pub nats: Option<Spanned<RawNats>>,
+    pub amqp: Option<Spanned<RawAmqp>>,
+    pub redis_stream: Option<Spanned<RawRedisStream>>,
     pub upstream_timeout: Option<Spanned<String>>,
     pub events: Option<Spanned<Vec<String>>>,
     pub forward_secret: Option<Spanned<String>>,
@@ -166,6 +174,36 @@ pub(super) struct RawDestination {
     pub rate_limit: Option<Spanned<String>>,
     pub order_by: Option<Spanned<String>>,
     pub on_dead: Option<Spanned<OnDead>>,
+}
+
+/// `postgres = { url = "…", table = "hookgate_inbox" }`.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawPostgres {
+    pub url: Spanned<String>,
+    pub table: Option<Spanned<String>>,
+}
+
+/// `nats = { url = "nats://…", subject = "webhooks.{route}.{event_type}" }`.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawNats {
+    pub url: Spanned<String>,
+    pub subject: Option<Spanned<String>>,
+}
+
+/// `amqp = { url = "amqp://…", exchange = "webhooks", routing_key = "{route}.{event_type}" }`.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawAmqp {
+    pub url: Spanned<String>,
+    pub exchange: Spanned<String>,
+    pub routing_key: Option<Spanned<String>>,
+}
+
+/// `redis_stream = { url = "redis://…", stream = "webhooks:{route}", maxlen = 1000000 }`.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawRedisStream {
+    pub url: Spanned<String>,
+    pub stream: Option<Spanned<String>>,
+    pub maxlen: Option<Spanned<i64>>,
 }
 
 /// `retry = { max_attempts = 20, initial = "1s", max_delay = "1h", max_age = "72h" }`.
@@ -265,6 +303,10 @@ pub(super) fn tables() -> Vec<(&'static str, &'static str, &'static [&'static st
         of::<HmacOptions>("routes.hmac"),
         of::<RawRetry>("routes.retry"),
         of::<RawDestination>("routes.destinations"),
+        of::<RawPostgres>("routes.postgres"),
+        of::<RawNats>("routes.nats"),
+        of::<RawAmqp>("routes.amqp"),
+        of::<RawRedisStream>("routes.redis_stream"),
         of::<RawCapture>("capture"),
         of::<RawLog>("log"),
     ]

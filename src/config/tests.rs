@@ -678,7 +678,10 @@ upstream_timeout = "2s"
     let r = &cfg.routes[0];
     assert_eq!(r.destinations.len(), 2);
     let billing = r.destination("billing").expect("billing");
-    assert_eq!(billing.upstream.as_str(), "http://127.0.0.1:3001/stripe");
+    assert_eq!(
+        billing.upstream().expect("http").as_str(),
+        "http://127.0.0.1:3001/stripe"
+    );
     assert!(
         billing
             .events
@@ -728,7 +731,7 @@ fn destinations_are_checked() {
         "delivery = \"queue\"\nupstream = \"http://127.0.0.1:3000/\"\n",
     ));
     assert!(
-        both.contains("either upstream or [[routes.destinations]]"),
+        both.contains("either upstream, postgres, nats, amqp or redis_stream or [[routes.destinations]], not both"),
         "{both}"
     );
     let twice = errors(&dest(

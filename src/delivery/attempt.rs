@@ -259,7 +259,13 @@ async fn send(
         to.lease_lost(leased, "before_send");
         return None;
     }
-    let destination = Kind::of(&to.ctx.forwarder, to.ctx.clock, to.route, to.dest);
+    let via = super::destination::Via {
+        forwarder: &to.ctx.forwarder,
+        links: &to.ctx.links,
+        clock: to.ctx.clock,
+        dedup_ttl: to.routing.store_cfg.dedup_ttl,
+    };
+    let destination = Kind::of(via, to.route, to.dest);
     let started_ms = now_ms();
     let t = Instant::now();
     held.with(|h| h.sent = true);
@@ -279,7 +285,12 @@ async fn send(
         error,
         retry_after,
         slow_down: _,
+        receipt,
     } = answer;
+    let kind = match to.dest.target.kind() {
+        "http" => None,
+        other => Some(other.to_owned()),
+    };
     Some(Sent {
         attempt: Attempt {
             at_ms: started_ms,
@@ -287,6 +298,8 @@ async fn send(
             result,
             error,
             duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            kind,
+            receipt,
         },
         retry_after,
     })
@@ -526,6 +539,8 @@ mod tests {
                 result,
                 error: None,
                 duration_ms: 10,
+                kind: None,
+                receipt: None,
             },
             retry_after: retry_after.map(Duration::from_secs),
         }

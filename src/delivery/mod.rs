@@ -65,6 +65,8 @@ pub struct WorkerContext {
     pub(crate) routing: Arc<ArcSwap<Routing>>,
     pub(crate) store: Store,
     pub(crate) forwarder: Forwarder,
+    /// The connections to destination servers of other kinds than HTTP.
+    pub(crate) links: Arc<destination::Links>,
     pub(crate) clock: Clock,
     pub(crate) metrics: Arc<Metrics>,
     /// Rung when an event is queued or an attempt ends and its slot is free.

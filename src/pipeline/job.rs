@@ -149,19 +149,7 @@ impl Job {
         let cfg = &self.ctx.routing.store_cfg;
         let id = self.verified.delivery.event_id().as_str();
         let fp = self.verified.delivery.fingerprint().short_hex();
-        let event = StoredEvent {
-            envelope: Envelope {
-                event_id: id.to_owned(),
-                event_type: self.verified.event_type.clone(),
-                fingerprint: fp.clone(),
-                method: self.ctx.method.as_str().to_owned(),
-                headers: Envelope::store_headers(&self.ctx.headers),
-                query: self.ctx.query.clone(),
-                peer: self.ctx.peer.ip().to_string(),
-                received_at_ms: crate::queue::now_ms(),
-            },
-            body: self.ctx.body.clone(),
-        };
+        let event = self.stored_event(&fp);
         let fanout = Fanout {
             prefix: &cfg.key_prefix,
             route: &self.ctx.route.name,
@@ -211,6 +199,24 @@ impl Job {
                     (relayed(result, true), detail)
                 }
             },
+        }
+    }
+
+    /// The event as a queue stores it (and a destination of another kind than HTTP
+    /// takes it).
+    fn stored_event(&self, fp: &str) -> StoredEvent {
+        StoredEvent {
+            envelope: Envelope {
+                event_id: self.verified.delivery.event_id().as_str().to_owned(),
+                event_type: self.verified.event_type.clone(),
+                fingerprint: fp.to_owned(),
+                method: self.ctx.method.as_str().to_owned(),
+                headers: Envelope::store_headers(&self.ctx.headers),
+                query: self.ctx.query.clone(),
+                peer: self.ctx.peer.ip().to_string(),
+                received_at_ms: crate::queue::now_ms(),
+            },
+            body: self.ctx.body.clone(),
         }
     }
 
@@ -340,6 +346,37 @@ impl Job {
     }
 
     async fn forward(&self) -> Result<UpstreamResponse, ForwardError> {
+        let t = Instant::now();
+        let result = if self.ctx.route.primary().upstream().is_some() {
+            self.forward_http().await
+        } else {
+            self.deliver_linked().await
+        };
+        self.state
+            .metrics
+            .upstream(&self.ctx.route_metrics, t.elapsed().as_secs_f64());
+        result
+    }
+
+    /// A sync route whose destination is of another kind than HTTP: delivered into
+    /// its server while the provider waits, and answered as an upstream would.
+    async fn deliver_linked(&self) -> Result<UpstreamResponse, ForwardError> {
+        let st = &self.state;
+        let via = crate::delivery::destination::Via {
+            forwarder: &st.forwarder,
+            links: &st.links,
+            clock: st.clock,
+            dedup_ttl: self.ctx.routing.store_cfg.dedup_ttl,
+        };
+        let fp = self.verified.delivery.fingerprint().short_hex();
+        let dest = self.ctx.route.primary();
+        crate::delivery::destination::Destination::of(via, &self.ctx.route, dest)
+            .deliver(&self.stored_event(&fp))
+            .await
+            .relayed(dest.target.kind())
+    }
+
+    async fn forward_http(&self) -> Result<UpstreamResponse, ForwardError> {
         let out = Outbound {
             method: self.ctx.method.clone(),
             headers: &self.ctx.headers,
@@ -349,16 +386,10 @@ impl Job {
             peer: self.ctx.peer.ip(),
             now: self.ctx.now,
         };
-        let t = Instant::now();
-        let result = self
-            .state
+        self.state
             .forwarder
             .send(&self.ctx.route, self.ctx.route.primary(), out)
-            .await;
-        self.state
-            .metrics
-            .upstream(&self.ctx.route_metrics, t.elapsed().as_secs_f64());
-        result
+            .await
     }
 }
 

@@ -40,6 +40,9 @@ pub struct AppState {
     pub(crate) store: Store,
     pub(crate) backend: Backend,
     pub(crate) forwarder: Forwarder,
+    /// The connections to destination servers of other kinds than HTTP (shared with
+    /// the delivery workers).
+    pub(crate) links: Arc<crate::delivery::destination::Links>,
     pub(crate) clock: Clock,
     /// Settle steps (complete or release) run as tracked tasks: they outlive a
     /// provider that hangs up, and shutdown waits for them.
@@ -231,6 +234,7 @@ impl AppState {
             store,
             backend: cfg.store.backend.clone(),
             forwarder: Forwarder::new()?,
+            links: Arc::default(),
             clock,
             settles: TaskTracker::new(),
             source: cfg.source.clone(),
@@ -282,6 +286,7 @@ impl AppState {
             routing: self.routing.clone(),
             store: self.store.clone(),
             forwarder: self.forwarder.clone(),
+            links: self.links.clone(),
             clock: self.clock,
             metrics: self.metrics.clone(),
             wake: self.deliveries.clone(),

@@ -214,6 +214,14 @@ pub struct Attempt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub duration_ms: u64,
+    /// The destination's kind, for every kind but HTTP (`postgres`, `nats`, `amqp`,
+    /// `redis_stream`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// What the destination's server said it did with the event: the inbox row's
+    /// `id`, the stream's sequence, the confirm, the stream entry's ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
 }
 
 /// Attempts kept per event (the count goes on; the oldest are dropped).
@@ -667,6 +675,8 @@ mod tests {
             result: AttemptResult::Http5xx,
             error: None,
             duration_ms: 3,
+            kind: None,
+            receipt: None,
         };
         for i in 0..30 {
             s.record(&Finish::Retry(a.clone(), i));

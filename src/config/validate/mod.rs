@@ -5,6 +5,7 @@ pub(super) mod log;
 mod route;
 mod server;
 mod store;
+pub(super) mod target;
 
 use std::fmt;
 use std::net::SocketAddr;

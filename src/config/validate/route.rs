@@ -7,8 +7,9 @@ use http::Method;
 use toml::Spanned;
 
 use super::Validator;
+use super::target::{KIND_KEYS, KindKeys};
 use crate::config::raw::{RawCredential, RawDestination, RawRetry, RawRoute};
-use crate::config::{Backend, Delivery, Destination, OnError, Route, StoreConfig};
+use crate::config::{Backend, Delivery, Destination, OnError, Route, StoreConfig, Target};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
 use crate::provider::{
     Credential, EventFilter, EventIdSource, EventTypeSource, HmacOptions, Preset, Verifier,
@@ -58,15 +59,10 @@ impl Default for Pacing {
 }
 
 impl Pacing {
-    fn destination(
-        self,
-        name: String,
-        upstream: reqwest::Url,
-        events: Option<EventFilter>,
-    ) -> Destination {
+    fn destination(self, name: String, target: Target, events: Option<EventFilter>) -> Destination {
         Destination {
             name,
-            upstream,
+            target,
             upstream_timeout: self.upstream_timeout,
             forward_signer: self.forward_signer,
             events,
@@ -375,27 +371,29 @@ impl Validator<'_> {
             name_line,
         );
         let mut out = Vec::new();
-        match (&r.upstream, &r.destinations) {
-            (Some(u), None) => {
-                if let Some(url) = self.upstream_url(u, &k("upstream")) {
-                    out.push(Arc::new(base.destination(r.name.get_ref().clone(), url, None)));
+        let own = KindKeys::of_route(r);
+        match (own.any(), &r.destinations) {
+            (true, None) => {
+                if let Some(target) = self.target(&own, k) {
+                    out.push(Arc::new(base.destination(r.name.get_ref().clone(), target, None)));
                 }
             }
-            (Some(_), Some(ds)) => self.err(
+            (true, Some(ds)) => self.err(
                 ds,
                 &k("destinations"),
-                "a route has either upstream or [[routes.destinations]], not both",
+                format_args!("a route has either {KIND_KEYS} or [[routes.destinations]], not both"),
             ),
             // Not when the key was written with the wrong type: that is reported.
-            (None, None)
-                if self.removed.contains(&k("upstream"))
-                    || self.removed.contains(&k("destinations")) => {}
-            (None, None) => self.err_at(
+            (false, None)
+                if ["upstream", "postgres", "nats", "amqp", "redis_stream", "destinations"]
+                    .iter()
+                    .any(|key| self.removed.contains(&k(key))) => {}
+            (false, None) => self.err_at(
                 name_line,
                 &k("upstream"),
-                "missing: set upstream = \"http://…\" (or [[routes.destinations]] on a queue route)",
+                "missing: set upstream = \"http://…\" (or postgres, nats, amqp, redis_stream; or [[routes.destinations]] on a queue route)",
             ),
-            (None, Some(ds)) => {
+            (false, Some(ds)) => {
                 self.several_destinations_need_a_queue(ds, delivery, k);
                 self.per_destination_keys_are_not_the_routes(r, k);
                 for (j, d) in ds.get_ref().iter().enumerate() {
@@ -430,8 +428,15 @@ impl Validator<'_> {
                     };
                     let line = self.line(d.name.span());
                     let pacing = self.pacing(&keys, &dk, &base, (delivery, true), store, line);
-                    if let Some(url) = self.upstream_url(&d.upstream, &dk("upstream")) {
-                        out.push(Arc::new(pacing.destination(name.clone(), url, events)));
+                    let kinds = KindKeys::of_destination(d);
+                    if !kinds.any() {
+                        self.err(
+                            &d.name,
+                            &dk("upstream"),
+                            format_args!("missing: a destination names one of {KIND_KEYS}"),
+                        );
+                    } else if let Some(target) = self.target(&kinds, &dk) {
+                        out.push(Arc::new(pacing.destination(name.clone(), target, events)));
                     }
                 }
             }
@@ -778,35 +783,6 @@ impl Validator<'_> {
                 }
             },
             (None, None) => None,
-        }
-    }
-
-    /// An upstream URL: `http://` or `https://`, with a host; `${VAR}` may name the
-    /// host per environment.
-    fn upstream_url(&mut self, u: &Spanned<String>, key: &str) -> Option<reqwest::Url> {
-        let text = if u.get_ref().contains("${") {
-            self.secret(u, key)
-                .map(|s| String::from_utf8_lossy(s.expose()).into_owned())
-        } else {
-            Some(u.get_ref().clone())
-        };
-        match text.as_deref().map(reqwest::Url::parse) {
-            None => None,
-            Some(Ok(url)) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
-                Some(url)
-            }
-            Some(_) => {
-                self.err(
-                    u,
-                    key,
-                    // Credentials written in the value stay out of the message.
-                    format_args!(
-                        "{:?} is not an http:// or https:// URL",
-                        super::super::redacted_url_text(u.get_ref())
-                    ),
-                );
-                None
-            }
         }
     }
 

@@ -4,14 +4,11 @@
 //! failed, and a 429 or 503 with `Retry-After` asks the destination's deliveries to
 //! slow down.
 
-use std::net::IpAddr;
 use std::time::Duration;
-
-use http::Method;
 
 use super::Answer;
 use crate::config::{Destination, Route};
-use crate::forward::{ForwardError, Forwarder, Outbound, UpstreamResponse};
+use crate::forward::{ForwardError, Forwarder, UpstreamResponse};
 use crate::provider::EventId;
 use crate::state::Clock;
 use crate::store::{AttemptResult, StoredEvent};
@@ -45,18 +42,7 @@ impl<'a> Http<'a> {
         let env = &event.envelope;
         let headers = env.header_map();
         let event_id = EventId::new(&env.event_id);
-        let out = Outbound {
-            method: Method::from_bytes(env.method.as_bytes()).unwrap_or(Method::POST),
-            headers: &headers,
-            body: event.body.clone(),
-            query: env.query.as_deref(),
-            event_id: &event_id,
-            peer: env
-                .peer
-                .parse()
-                .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
-            now: self.clock.now(),
-        };
+        let out = super::message::outbound(event, &headers, &event_id, self.clock);
         answer(&self.forwarder.send(self.route, self.dest, out).await)
     }
 }
@@ -95,6 +81,7 @@ fn answer(result: &Result<UpstreamResponse, ForwardError>) -> Answer {
         error: None,
         retry_after,
         slow_down: retry_after.filter(|_| matches!(r.status.as_u16(), 429 | 503)),
+        receipt: None,
     }
 }
 

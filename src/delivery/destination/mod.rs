@@ -4,19 +4,33 @@
 //! learns an [`Answer`]: delivered, refused, failed (and tried again on the schedule),
 //! and whether the destination asks every delivery to it to slow down.
 //!
-//! HTTP is the first kind (`http.rs`). A kind is a variant of [`Destination`] rather
-//! than a trait object: the set is closed and known at build time, and `async fn`
-//! cannot be called through `dyn` (as for the store's `Store`).
+//! HTTP is the first kind (`http.rs`); the others deliver into a server of the
+//! handler's own, each deduplicating there: an inbox table in PostgreSQL
+//! (`postgres.rs`), a NATS JetStream subject (`nats.rs`), a RabbitMQ exchange
+//! (`amqp.rs`), a Redis stream (`redis_stream.rs`). Their connections are kept in
+//! [`Links`] (`links.rs`), made on first use and checked in the background. A kind is
+//! a variant of [`Destination`] rather than a trait object: the set is closed and
+//! known at build time, and `async fn` cannot be called through `dyn` (as for the
+//! store's `Store`).
 
+mod amqp;
 mod http;
+mod links;
+mod message;
+mod nats;
+mod postgres;
+mod redis_stream;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::forward::Forwarder;
+use crate::forward::{ForwardError, Forwarder, UpstreamResponse};
 use crate::state::Clock;
 use crate::store::{AttemptResult, StoredEvent};
 
 pub use self::http::Http;
+pub use self::links::{CHECK_EVERY, Link, Links, Reach, watch};
+pub use self::message::Message;
 
 /// What one attempt came to, as the destination reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +48,9 @@ pub struct Answer {
     /// The destination asks for every delivery to it to wait this long (on a
     /// destination with a `rate_limit`, the worker pauses it).
     pub slow_down: Option<Duration>,
+    /// What the destination's server said it did (the inbox row's `id`, the stream's
+    /// sequence, the confirm), for the attempt's record.
+    pub receipt: Option<String>,
 }
 
 impl Answer {
@@ -45,7 +62,21 @@ impl Answer {
             error: None,
             retry_after: None,
             slow_down: None,
+            receipt: None,
         }
+    }
+
+    /// Delivered, and what the server said of it.
+    pub fn received(receipt: String) -> Self {
+        Self {
+            receipt: Some(receipt),
+            ..Self::delivered(None)
+        }
+    }
+
+    /// The server answered and did not take the event (retried on the schedule).
+    pub fn refused(error: String) -> Self {
+        Self::failed(AttemptResult::Refused, error)
     }
 
     /// The destination could not be reached, or did not answer whole or in time.
@@ -56,8 +87,56 @@ impl Answer {
             error: Some(error),
             retry_after: None,
             slow_down: None,
+            receipt: None,
         }
     }
+}
+
+impl Answer {
+    /// The answer as a sync route relays it to the provider: a delivered event is
+    /// 200 with what the server said (`{"status": "delivered", "kind", "receipt"}`);
+    /// a failed one is the forward's error (502, or 504 for a timeout), and the
+    /// provider tries again.
+    pub fn relayed(self, kind: &str) -> Result<UpstreamResponse, ForwardError> {
+        let error = || {
+            self.error
+                .clone()
+                .unwrap_or_else(|| self.result.to_string())
+        };
+        match self.result {
+            AttemptResult::Delivered => {
+                let body = serde_json::json!({
+                    "status": "delivered",
+                    "kind": kind,
+                    "receipt": self.receipt,
+                });
+                let mut headers = ::http::HeaderMap::new();
+                headers.insert(
+                    ::http::header::CONTENT_TYPE,
+                    ::http::HeaderValue::from_static("application/json"),
+                );
+                Ok(UpstreamResponse {
+                    status: ::http::StatusCode::OK,
+                    headers,
+                    body: bytes::Bytes::from(body.to_string()),
+                })
+            }
+            AttemptResult::Timeout => Err(ForwardError::Timeout(Duration::ZERO)),
+            AttemptResult::Connect => Err(ForwardError::Connect(error())),
+            _ => Err(ForwardError::Broken(error())),
+        }
+    }
+}
+
+/// What destinations are reached with: the pooled HTTP client, the connections to the
+/// other kinds' servers, the clock signatures are made with, and the dedup window a
+/// Redis stream's marker keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Via<'a> {
+    pub forwarder: &'a Forwarder,
+    pub links: &'a Links,
+    pub clock: Clock,
+    pub dedup_ttl: Duration,
 }
 
 /// A destination as the worker sees it, with what it needs to deliver (borrowed from
@@ -65,23 +144,56 @@ impl Answer {
 #[derive(Debug)]
 pub enum Destination<'a> {
     Http(Http<'a>),
+    /// A server of another kind, through its link.
+    Linked(Linked<'a>),
+}
+
+/// A destination of a kind other than HTTP: its link, and the event's message.
+#[derive(Debug)]
+pub struct Linked<'a> {
+    link: Arc<Link>,
+    via: Via<'a>,
+    route: &'a crate::config::Route,
+    dest: &'a crate::config::Destination,
 }
 
 impl<'a> Destination<'a> {
     /// The destination `dest` of `route` names.
     pub fn of(
-        forwarder: &'a Forwarder,
-        clock: Clock,
+        via: Via<'a>,
         route: &'a crate::config::Route,
         dest: &'a crate::config::Destination,
     ) -> Self {
-        Self::Http(Http::new(forwarder, clock, route, dest))
+        match via.links.get(&route.name, dest) {
+            None => Self::Http(Http::new(via.forwarder, via.clock, route, dest)),
+            Some(link) => Self::Linked(Linked {
+                link,
+                via,
+                route,
+                dest,
+            }),
+        }
     }
 
-    /// Delivers one stored event, once; what came of it.
+    /// Delivers one stored event, once, within the destination's `upstream_timeout`;
+    /// what came of it.
     pub async fn deliver(&self, event: &StoredEvent) -> Answer {
         match self {
             Self::Http(h) => h.deliver(event).await,
+            Self::Linked(l) => {
+                let message = Message::of(l.via.clock, l.route, l.dest, event);
+                let limit = l.dest.upstream_timeout;
+                let sent = l.link.deliver(&l.dest.target, &message, l.via.dedup_ttl);
+                let answer = match tokio::time::timeout(limit, sent).await {
+                    Ok(answer) => answer,
+                    Err(_) => Answer::failed(
+                        AttemptResult::Timeout,
+                        format!("no answer within {}", humantime::format_duration(limit)),
+                    ),
+                };
+                l.link.saw(&answer);
+                answer
+            }
         }
     }
 }

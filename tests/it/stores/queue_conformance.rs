@@ -68,6 +68,8 @@ fn attempt(result: &str, status: Option<u16>) -> Attempt {
         result: result.parse().expect("an attempt result"),
         error: None,
         duration_ms: 5,
+        kind: None,
+        receipt: None,
     }
 }
 

@@ -344,6 +344,8 @@ mod tests {
                     result: "http_5xx".parse().expect("result"),
                     error: None,
                     duration_ms: 1,
+                    kind: None,
+                    receipt: None,
                 },
                 "attempts".into(),
             )
@@ -403,6 +405,8 @@ mod tests {
                     result: "delivered".parse().expect("result"),
                     error: None,
                     duration_ms: 1,
+                    kind: None,
+                    receipt: None,
                 });
                 assert!(s.finish(&q, l, &delivered, ttl).await.expect("finish"));
             }
