@@ -2,6 +2,7 @@
 //! in-process gateway, and a client that sends real signed HTTP requests.
 
 pub mod browser;
+pub mod nats;
 pub mod postgres;
 pub mod redis;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use hookgate::config::{self, Config};
 
+pub use self::nats::NatsServer;
 pub use self::postgres::PostgresServer;
 pub use self::redis::RedisServer;
 pub use hookgate::testing::{Gateway as TestGateway, Recorder as Upstream, Reply, client, send};
