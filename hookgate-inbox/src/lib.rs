@@ -85,3 +85,5 @@ pub use event::Event;
 pub use inbox::{Claim, Inbox};
 pub use run::{BoxError, Error, Handler, Wakeups, listen};
 pub use table::{DEFAULT_TABLE, TableName, TableNameError, schema};
+/// The PostgreSQL client this crate is built on, for a handler to use the same version.
+pub use tokio_postgres;
