@@ -10,6 +10,7 @@
 //! sync/       the public listener and the sync request path
 //! providers/  what each provider signs and sends: vectors, malformed input, signing
 //! queue/      queue routes: durable delivery, destinations, the real binary
+//! destinations/  destinations of every kind: PostgreSQL, NATS, RabbitMQ, Redis Streams
 //! admin/      the admin listener: operations, the inspector page, its attacks
 //! log/        the delivery log through a gateway
 //! cli/        the command line against real gateways
@@ -28,6 +29,7 @@
 mod admin;
 mod chaos;
 mod cli;
+mod destinations;
 mod docs;
 mod log;
 mod process;

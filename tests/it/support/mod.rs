@@ -1,15 +1,18 @@
-//! Test support: a real Redis, a stub upstream, an in-process gateway, and a client
-//! that sends real signed HTTP requests.
+//! Test support: a real Redis, PostgreSQL, NATS and RabbitMQ, a stub upstream, an
+//! in-process gateway, and a client that sends real signed HTTP requests.
 
 pub mod browser;
+pub mod postgres;
 pub mod redis;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Child;
 use std::time::Duration;
 
 use hookgate::config::{self, Config};
 
+pub use self::postgres::PostgresServer;
 pub use self::redis::RedisServer;
 pub use hookgate::testing::{Gateway as TestGateway, Recorder as Upstream, Reply, client, send};
 
@@ -130,4 +133,52 @@ pub fn free_port_with_bus() -> u16 {
             return port;
         }
     }
+}
+
+/// Where program `name` is: the first on `PATH`, else the first in one of the `also`
+/// directories (the system's sbin directories, say, which a normal user's `PATH` may
+/// lack).
+pub fn find_program(name: &str, also: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(also.iter().map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Sends `sig` to the process group `child` leads (a server started with
+/// `process_group(0)`, so its helpers get the signal too). A group that is gone already
+/// is no error.
+pub fn signal_group(child: &Child, sig: rustix::process::Signal) {
+    let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(child), sig);
+}
+
+/// Sends `sig` to `child` alone.
+pub fn signal_process(child: &Child, sig: rustix::process::Signal) {
+    let _ = rustix::process::kill_process(rustix::process::Pid::from_child(child), sig);
+}
+
+/// Waits up to `limit` for `child` to exit; true if it did.
+pub fn wait_exit(child: &mut Child, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The last `bytes` bytes of a server's log file, for a failure message.
+pub fn log_tail(path: &Path, bytes: usize) -> String {
+    let text = std::fs::read(path).unwrap_or_default();
+    let from = text.len().saturating_sub(bytes);
+    format!(
+        "--- {}:\n{}",
+        path.display(),
+        String::from_utf8_lossy(&text[from..])
+    )
 }
