@@ -76,6 +76,23 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Sign a body the way a provider would and print the headers, or a curl command.
     Sign(SignArgs),
+    /// The inbox table of a `postgres` destination (docs/inbox.md).
+    Inbox {
+        #[command(subcommand)]
+        action: InboxAction,
+    },
+}
+
+/// `hookgate inbox …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum InboxAction {
+    /// Print the migration that creates the inbox table and its indexes (the gateway
+    /// never alters the handler's schema: apply it with the handler's migrations).
+    Schema {
+        /// The table: a plain name or `schema.table`.
+        #[arg(long, default_value = hookgate_inbox::DEFAULT_TABLE)]
+        table: String,
+    },
 }
 
 /// Runs a parsed command line; returns the process exit code.
@@ -92,5 +109,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Providers(args) => Ok(providers::run(args)),
         Command::Replay(args) => replay::run(args).await,
         Command::Sign(args) => sign::run(args),
+        Command::Inbox {
+            action: InboxAction::Schema { table },
+        } => match hookgate_inbox::schema(&table) {
+            Ok(sql) => {
+                print!("{sql}");
+                Ok(0)
+            }
+            Err(e) => {
+                eprintln!("hookgate inbox schema: --table {e}");
+                Ok(2)
+            }
+        },
     }
 }

@@ -106,7 +106,7 @@ impl fmt::Debug for ServerUrl {
 pub struct PostgresTarget {
     pub url: ServerUrl,
     /// The inbox table: a plain SQL identifier, or `schema.table`.
-    pub table: String,
+    pub table: hookgate_inbox::TableName,
 }
 
 /// `nats = { url = "nats://…", subject = "webhooks.{route}.{event_type}" }`.

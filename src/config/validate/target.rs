@@ -22,9 +22,6 @@ pub(super) struct KindKeys<'a> {
 /// The keys a destination's kind is named by, in the order messages list them.
 pub(super) const KIND_KEYS: &str = "upstream, postgres, nats, amqp or redis_stream";
 
-/// The inbox table's name when `table` is unset.
-pub(crate) const DEFAULT_TABLE: &str = "hookgate_inbox";
-
 impl<'a> KindKeys<'a> {
     pub(super) fn of_route(r: &'a RawRoute) -> Self {
         Self {
@@ -110,20 +107,17 @@ impl Validator<'_> {
 
     fn postgres(&mut self, p: &RawPostgres, k: &dyn Fn(&str) -> String) -> Option<Target> {
         let url = self.server_url(&p.url, &k("url"), &["postgres", "postgresql"]);
-        let table = match &p.table {
-            None => Some(DEFAULT_TABLE.to_owned()),
-            Some(t) if valid_table(t.get_ref()) => Some(t.get_ref().clone()),
-            Some(t) => {
-                self.err(
-                    t,
-                    &k("table"),
-                    format_args!(
-                        "{:?}: a table name of letters, digits and '_' (not starting with a digit, at most 63), optionally as schema.table",
-                        t.get_ref()
-                    ),
-                );
+        let written = p
+            .table
+            .as_ref()
+            .map_or(hookgate_inbox::DEFAULT_TABLE, |t| t.get_ref());
+        let table = match (hookgate_inbox::TableName::parse(written), &p.table) {
+            (Ok(t), _) => Some(t),
+            (Err(e), Some(t)) => {
+                self.err(t, &k("table"), e);
                 None
             }
+            (Err(_), None) => None,
         };
         Some(Target::Postgres(PostgresTarget {
             url: url?,
@@ -296,21 +290,5 @@ impl Validator<'_> {
                 None
             }
         }
-    }
-}
-
-/// A plain SQL identifier (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 bytes), or two joined
-/// by a dot (`schema.table`): nothing that needs quoting, so the name reads the same
-/// in the gateway's SQL, the handler's and the operator's.
-pub(crate) fn valid_table(name: &str) -> bool {
-    let ident = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && !s.as_bytes()[0].is_ascii_digit()
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    };
-    match name.split_once('.') {
-        Some((schema, table)) => ident(schema) && ident(table),
-        None => ident(name),
     }
 }

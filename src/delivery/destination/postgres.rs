@@ -55,7 +55,7 @@ impl Conn {
             Ok(c) => c,
             Err(e) => return Answer::failed(AttemptResult::Connect, e),
         };
-        let table = &t.table;
+        let table = t.table.quoted();
         let insert = format!(
             "WITH ins AS (
                INSERT INTO {table} (route, event_id, event_type, order_key, provider, received_at, headers, body)
@@ -79,7 +79,7 @@ impl Conn {
                     &received,
                     &headers,
                     &body,
-                    table,
+                    &t.table.channel(),
                 ],
             )
             .await;
@@ -105,7 +105,7 @@ impl Conn {
 
 /// The conflict's answer: the row that holds the event (a delivered attempt either way).
 async fn already_there(client: &Client, t: &PostgresTarget, m: &Message) -> Answer {
-    let table = &t.table;
+    let table = t.table.quoted();
     let sql = format!("SELECT id FROM {table} WHERE route = $1 AND event_id = $2");
     match client.query_opt(&sql, &[&m.route, &m.event_id]).await {
         Ok(Some(row)) => match row.try_get::<_, i64>(0) {

@@ -4,6 +4,7 @@
 pub mod browser;
 pub mod nats;
 pub mod postgres;
+pub mod rabbitmq;
 pub mod redis;
 
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use hookgate::config::{self, Config};
 
 pub use self::nats::NatsServer;
 pub use self::postgres::PostgresServer;
+pub use self::rabbitmq::RabbitServer;
 pub use self::redis::RedisServer;
 pub use hookgate::testing::{Gateway as TestGateway, Recorder as Upstream, Reply, client, send};
 
@@ -153,6 +155,40 @@ pub fn find_program(name: &str, also: &[&str]) -> Option<PathBuf> {
 /// is no error.
 pub fn signal_group(child: &Child, sig: rustix::process::Signal) {
     let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(child), sig);
+}
+
+/// Kills the process group `child` leads (SIGKILL) and waits until every process in it
+/// is gone: the leader is reaped here, and the others (a start script's server, a
+/// server's workers) must have exited too, or a restart could find its port, its
+/// shared memory or its name still taken. Processes that are gone but not yet reaped
+/// (zombies) hold none of those, so they count as gone.
+pub fn kill_group(mut child: Child) {
+    let pgid = child.id();
+    signal_group(&child, rustix::process::Signal::KILL);
+    let _ = child.wait();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while group_alive(pgid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// True if a live (not zombie) process is in process group `pgid`, going by `/proc`.
+fn group_alive(pgid: u32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.filter_map(Result::ok).any(|p| {
+        let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
+        // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields
+            .first()
+            .is_some_and(|state| *state != "Z" && *state != "X")
+            && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid)
+    })
 }
 
 /// Sends `sig` to `child` alone.
