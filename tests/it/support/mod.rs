@@ -151,8 +151,54 @@ pub fn find_program(name: &str, also: &[&str]) -> Option<PathBuf> {
 /// Sends `sig` to the process group `child` leads (a server started with
 /// `process_group(0)`, so its helpers get the signal too). A group that is gone already
 /// is no error.
-pub fn signal_group(child: &Child, sig: rustix::process::Signal) {
+fn signal_group(child: &Child, sig: rustix::process::Signal) {
     let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(child), sig);
+}
+
+/// Kills the process group `child` leads (SIGKILL) and waits until every process in it
+/// is gone: the leader is reaped here, and the others (a start script's server, a
+/// server's workers) must have exited too, or a restart could find its port, its
+/// shared memory or its name still taken. Processes that are gone but not yet reaped
+/// (zombies) hold none of those, so they count as gone.
+pub fn kill_group(mut child: Child) {
+    let pgid = child.id();
+    signal_group(&child, rustix::process::Signal::KILL);
+    let _ = child.wait();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while group_alive(pgid) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// True if a process in process group `pgid` still has a live thread, going by `/proc`.
+/// A killed process's main thread turns zombie while its other threads are still on
+/// their way out, holding its sockets, so every thread is looked at.
+fn group_alive(pgid: u32) -> bool {
+    // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+    let fields = |stat: &str| -> Option<(String, u32)> {
+        let (_, rest) = stat.rsplit_once(')')?;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        Some(((*f.first()?).to_owned(), f.get(2)?.parse().ok()?))
+    };
+    let live = |state: &str| state != "Z" && state != "X";
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.filter_map(Result::ok).any(|p| {
+        let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
+        let Some((_, group)) = fields(&stat) else {
+            return false;
+        };
+        group == pgid
+            && std::fs::read_dir(p.path().join("task"))
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .any(|t| {
+                    let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                    fields(&stat).is_some_and(|(state, _)| live(&state))
+                })
+    })
 }
 
 /// Sends `sig` to `child` alone.
