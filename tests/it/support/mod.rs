@@ -4,6 +4,7 @@
 pub mod browser;
 pub mod nats;
 pub mod postgres;
+pub mod rabbitmq;
 pub mod redis;
 
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use hookgate::config::{self, Config};
 
 pub use self::nats::NatsServer;
 pub use self::postgres::PostgresServer;
+pub use self::rabbitmq::RabbitServer;
 pub use self::redis::RedisServer;
 pub use hookgate::testing::{Gateway as TestGateway, Recorder as Upstream, Reply, client, send};
 
