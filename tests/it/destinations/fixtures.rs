@@ -1,8 +1,11 @@
 //! The destination servers the tests start: each keeps what it acknowledged when it is
 //! killed (SIGKILL) or stopped, and comes back on the same port with it.
 
-use crate::support::{NatsServer, PostgresServer};
+use crate::support::{NatsServer, PostgresServer, RabbitServer};
 use async_nats::jetstream::message::PublishMessage;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{BasicProperties, Confirmation};
 use std::time::Duration;
 
 /// True if something listens on 127.0.0.1:`port`.
@@ -129,4 +132,98 @@ async fn nats_keeps_acknowledged_messages_across_a_kill_and_a_stop() {
     let want =
         |seq: u64, body: &str, id: &str| (seq, body.to_owned(), id.to_owned(), "stripe".to_owned());
     assert_eq!(got, [want(1, "one", "evt_1"), want(2, "two", "evt_2")]);
+}
+
+/// Publishes a persistent message with `event_id` as its `message_id` to the exchange
+/// `hooks` (routing key `stripe`, mandatory) and waits for the broker's confirm.
+async fn publish_confirmed(rabbit: &RabbitServer, event_id: &str, body: &[u8]) {
+    let conn = rabbit.connect().await;
+    let ch = conn.create_channel().await.expect("channel");
+    ch.confirm_select(ConfirmSelectOptions::default())
+        .await
+        .expect("confirm.select");
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "hookgate-route".into(),
+        AMQPValue::LongString(LongString::from("stripe")),
+    );
+    let props = BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_message_id(event_id.into())
+        .with_headers(headers);
+    let mandatory = BasicPublishOptions {
+        mandatory: true,
+        ..BasicPublishOptions::default()
+    };
+    let confirm = ch
+        .basic_publish("hooks".into(), "stripe".into(), mandatory, body, props)
+        .await
+        .expect("publish");
+    let confirmation = tokio::time::timeout(Duration::from_secs(10), confirm)
+        .await
+        .expect("a confirm within 10 s")
+        .expect("the confirm");
+    assert!(
+        matches!(confirmation, Confirmation::Ack(None)),
+        "not an ack of a routed message: {confirmation:?}"
+    );
+    let _ = conn.close(200, "published".into()).await;
+}
+
+/// Each message of `queue` as (message_id, hookgate-route header, body).
+async fn rabbit_messages(rabbit: &RabbitServer, queue: &str) -> Vec<(String, String, String)> {
+    rabbit
+        .queue_messages(queue)
+        .await
+        .into_iter()
+        .map(|d| {
+            let id = d
+                .properties
+                .message_id()
+                .as_ref()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default();
+            let route = d
+                .properties
+                .headers()
+                .as_ref()
+                .and_then(|h| h.inner().get("hookgate-route").cloned())
+                .and_then(|v| match v {
+                    AMQPValue::LongString(s) => {
+                        Some(String::from_utf8_lossy(s.as_bytes()).into_owned())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default();
+            (id, route, String::from_utf8_lossy(&d.data).into_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_keeps_confirmed_persistent_messages_across_a_kill_and_a_stop() {
+    let mut rabbit = RabbitServer::start();
+    rabbit.declare("hooks", "inbox", "stripe").await;
+    publish_confirmed(&rabbit, "evt_1", b"one").await;
+
+    rabbit.kill();
+    assert!(
+        !listening(rabbit.port),
+        "the node still listens after SIGKILL"
+    );
+    rabbit.restart();
+    let want = |id: &str, body: &str| (id.to_owned(), "stripe".to_owned(), body.to_owned());
+    assert_eq!(
+        rabbit_messages(&rabbit, "inbox").await,
+        [want("evt_1", "one")]
+    );
+    publish_confirmed(&rabbit, "evt_2", b"two").await;
+
+    rabbit.stop();
+    assert!(!listening(rabbit.port), "the node still listens after stop");
+    rabbit.restart();
+    assert_eq!(
+        rabbit_messages(&rabbit, "inbox").await,
+        [want("evt_1", "one"), want("evt_2", "two")]
+    );
 }

@@ -153,7 +153,7 @@ pub fn find_program(name: &str, also: &[&str]) -> Option<PathBuf> {
 /// Sends `sig` to the process group `child` leads (a server started with
 /// `process_group(0)`, so its helpers get the signal too). A group that is gone already
 /// is no error.
-pub fn signal_group(child: &Child, sig: rustix::process::Signal) {
+fn signal_group(child: &Child, sig: rustix::process::Signal) {
     let _ = rustix::process::kill_process_group(rustix::process::Pid::from_child(child), sig);
 }
 
@@ -172,22 +172,34 @@ pub fn kill_group(mut child: Child) {
     }
 }
 
-/// True if a live (not zombie) process is in process group `pgid`, going by `/proc`.
+/// True if a process in process group `pgid` still has a live thread, going by `/proc`.
+/// A killed process's main thread turns zombie while its other threads are still on
+/// their way out, holding its sockets, so every thread is looked at.
 fn group_alive(pgid: u32) -> bool {
+    // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+    let fields = |stat: &str| -> Option<(String, u32)> {
+        let (_, rest) = stat.rsplit_once(')')?;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        Some(((*f.first()?).to_owned(), f.get(2)?.parse().ok()?))
+    };
+    let live = |state: &str| state != "Z" && state != "X";
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return false;
     };
     procs.filter_map(Result::ok).any(|p| {
         let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
-        // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
+        let Some((_, group)) = fields(&stat) else {
             return false;
         };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        fields
-            .first()
-            .is_some_and(|state| *state != "Z" && *state != "X")
-            && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid)
+        group == pgid
+            && std::fs::read_dir(p.path().join("task"))
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .any(|t| {
+                    let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                    fields(&stat).is_some_and(|(state, _)| live(&state))
+                })
     })
 }
 

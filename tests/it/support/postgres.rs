@@ -12,7 +12,7 @@
 //! an unprivileged user (`postgres` if there is one, else `nobody`), who owns the
 //! server's directory.
 
-use super::{free_port, log_tail, signal_group, signal_process, wait_exit};
+use super::{free_port, kill_group, log_tail, signal_process, wait_exit};
 use rustix::process::Signal;
 use std::fs::{self, OpenOptions};
 use std::io::Write as _;
@@ -87,19 +87,17 @@ impl PostgresServer {
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             signal_process(&child, Signal::INT);
-            if !wait_exit(&mut child, START_LIMIT) {
-                signal_group(&child, Signal::KILL);
-            }
-            let _ = child.wait();
+            wait_exit(&mut child, START_LIMIT);
+            // Nothing left to kill after a clean stop; else the stop hung.
+            kill_group(child);
         }
     }
 
     /// Kills the server and all its backends (SIGKILL), as a crash would, and waits for
-    /// the server to exit. The next start runs crash recovery.
+    /// them to exit. The next start runs crash recovery.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            signal_group(&child, Signal::KILL);
-            let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            kill_group(child);
         }
     }
 
@@ -114,76 +112,59 @@ impl PostgresServer {
     }
 
     fn spawn(&mut self) {
-        let install = install();
         let data = self.dir.path().join("data");
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log())
+            .expect("server.log");
+        let mut child = install()
+            .command("postgres")
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &self.port.to_string()])
+            .arg("-k")
+            .arg(self.dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            // Small: many servers may run at once on a small machine.
+            .args(["-c", "shared_buffers=16MB", "-c", "max_connections=40"])
+            .args(["-c", "autovacuum=off", "-c", "jit=off"])
+            .args(["-c", "logging_collector=off"])
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("server.log"))
+            .stderr(log)
+            // Its own process group, so that `kill` reaches every backend.
+            .process_group(0)
+            .spawn()
+            .expect("postgres");
         let deadline = Instant::now() + START_LIMIT;
         loop {
-            let log = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(self.log())
-                .expect("server.log");
-            let mut child = install
-                .command("postgres")
-                .arg("-D")
-                .arg(&data)
-                .args(["-p", &self.port.to_string()])
-                .arg("-k")
-                .arg(self.dir.path())
-                .args(["-c", "listen_addresses=127.0.0.1"])
-                // Small: many servers may run at once on a small machine.
-                .args(["-c", "shared_buffers=16MB", "-c", "max_connections=40"])
-                .args(["-c", "autovacuum=off", "-c", "jit=off"])
-                .args(["-c", "logging_collector=off"])
-                .current_dir(self.dir.path())
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().expect("server.log"))
-                .stderr(log)
-                // Its own process group, so that `kill` reaches every backend.
-                .process_group(0)
-                .spawn()
-                .expect("postgres");
-            loop {
-                if self.ready(&data) {
-                    self.child = Some(child);
-                    return;
-                }
-                if !matches!(child.try_wait(), Ok(None)) {
-                    // Exited at start: after a kill, a backend of the old server may
-                    // still hold the shared memory for a moment. Try again.
-                    break;
-                }
-                if Instant::now() >= deadline {
-                    signal_group(&child, Signal::KILL);
-                    let _ = child.wait();
-                    panic!(
-                        "PostgreSQL on port {} was not ready within {START_LIMIT:?}\n{}",
-                        self.port,
-                        log_tail(&self.log(), 4000)
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            if self.ready(&data, child.id()) {
+                self.child = Some(child);
+                return;
             }
-            let _ = child.wait();
-            assert!(
-                Instant::now() < deadline,
-                "PostgreSQL on port {} kept exiting at start\n{}",
-                self.port,
-                log_tail(&self.log(), 4000)
-            );
-            std::thread::sleep(Duration::from_millis(100));
+            let exited = !matches!(child.try_wait(), Ok(None));
+            if exited || Instant::now() >= deadline {
+                kill_group(child);
+                panic!(
+                    "PostgreSQL on port {} did not start within {START_LIMIT:?}\n{}",
+                    self.port,
+                    log_tail(&self.log(), 4000)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    /// True once the server says it is ready in `postmaster.pid` (its status line) and
-    /// takes a TCP connection.
-    fn ready(&self, data: &Path) -> bool {
+    /// True once the server (`pid`) says it is ready in `postmaster.pid` (a killed
+    /// server's file says so too, hence the pid) and takes a TCP connection.
+    fn ready(&self, data: &Path, pid: u32) -> bool {
         let pid_file = fs::read_to_string(data.join("postmaster.pid")).unwrap_or_default();
         let lines: Vec<&str> = pid_file.lines().collect();
-        lines
-            .get(3)
-            .is_some_and(|p| p.trim() == self.port.to_string())
-            && lines.get(7).is_some_and(|s| s.trim() == "ready")
+        let line = |i: usize, want: &str| lines.get(i).is_some_and(|l| l.trim() == want);
+        line(0, &pid.to_string())
+            && line(7, "ready")
             && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
     }
 }
