@@ -1,8 +1,8 @@
 //! The public listener: accepts connections within the per-connection limits and
 //! deadlines, runs each request through the delivery pipeline (`pipeline/`), and
 //! shuts down gracefully. Its parts: the one accept loop ([`listen`], which the admin
-//! listener uses too), one connection (`connection.rs`) and the limits per client
-//! address ([`limits`]).
+//! listener uses too), one connection (`connection.rs`) and the connections each
+//! client address may hold open ([`limits`]).
 //!
 //! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
 //! and stop the server when they like.

@@ -15,6 +15,7 @@
 
 mod admit;
 mod job;
+pub(crate) mod limits;
 pub mod respond;
 mod run_to_completion;
 mod verify;

@@ -56,14 +56,14 @@ pub struct AppState {
     pub(crate) in_flight: Arc<tokio::sync::Semaphore>,
     /// Budgets of failed verifications per route and client, on routes whose
     /// verification is expensive.
-    pub(crate) budgets: crate::ingress::limits::FailureBudgets,
+    pub(crate) budgets: crate::pipeline::limits::FailureBudgets,
     /// Bodies being received, per client (`server.max_reads_per_client`).
-    pub(crate) reads: crate::ingress::limits::ClientReads,
+    pub(crate) reads: crate::pipeline::limits::ClientReads,
     /// Open public connections by client address (`server.max_connections_per_client`).
     pub(crate) connections: crate::ingress::limits::ClientConnections,
     /// Body bytes being received, over every client and per client
     /// (`server.max_body_bytes_in_flight`).
-    pub(crate) body_bytes: crate::ingress::limits::BodyBudget,
+    pub(crate) body_bytes: crate::pipeline::limits::BodyBudget,
     /// The TLS config of the public listener, swapped on reload (new certificates).
     pub(crate) tls: arc_swap::ArcSwapOption<tokio_rustls::rustls::ServerConfig>,
     /// Signing secrets providers handed over in their set-up handshake, by route, for
@@ -236,10 +236,10 @@ impl AppState {
             source: cfg.source.clone(),
             metrics,
             in_flight: Arc::new(tokio::sync::Semaphore::new(cfg.server.max_in_flight)),
-            budgets: crate::ingress::limits::FailureBudgets::default(),
-            reads: crate::ingress::limits::ClientReads::default(),
+            budgets: crate::pipeline::limits::FailureBudgets::default(),
+            reads: crate::pipeline::limits::ClientReads::default(),
             connections: crate::ingress::limits::ClientConnections::default(),
-            body_bytes: crate::ingress::limits::BodyBudget::new(
+            body_bytes: crate::pipeline::limits::BodyBudget::new(
                 cfg.server.max_body_bytes_in_flight,
                 cfg.server.max_body,
             ),
