@@ -15,12 +15,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
+use super::AdminContext;
 use super::api::{self, ReplayQueued, Replayed};
 use super::exchange::AdminAnswer;
 use super::exchange::{MAX_LIMIT, unavailable};
 use crate::config::{Delivery, Destination, Route};
 use crate::pipeline::respond::{self, Answer, UpstreamFailure};
-use crate::server::AppState;
 use crate::store::log::{DeliveryRecord, LogQuery, new_delivery_id};
 use crate::store::{
     DedupKey, DedupStore as _, Enqueued, Envelope, Fanout, QueueStore as _, State, StoreError,
@@ -48,7 +48,7 @@ struct Sent {
 
 /// `POST /deliveries/<id>/replay[?destination=NAME]`.
 pub(super) async fn replay(
-    state: &AppState,
+    state: &AdminContext,
     id: &str,
     destination: Option<&str>,
     routes: &[String],
@@ -112,7 +112,7 @@ pub(super) async fn replay(
 
 /// The record a replay of delivery `id` sends (the accepted delivery's), and the
 /// request made of it; or why there is none to send.
-async fn parts_of(state: &AppState, id: &str, routes: &[String]) -> Result<Parts, AdminAnswer> {
+async fn parts_of(state: &AdminContext, id: &str, routes: &[String]) -> Result<Parts, AdminAnswer> {
     let clicked = match state.recorder.log.get(id, routes).await {
         Ok(Some(r)) => r,
         Ok(None) => return Err(AdminAnswer::not_found("no such delivery in the log")),
@@ -201,7 +201,7 @@ const SEARCH_PAGES: usize = 20;
 /// the accepted delivery of its route and event ID (not itself a replay). `Ok(None)`:
 /// the log no longer holds that record.
 async fn accepted_record(
-    state: &AppState,
+    state: &AdminContext,
     clicked: &DeliveryRecord,
     routes: &[String],
 ) -> Result<Option<DeliveryRecord>, StoreError> {
@@ -279,7 +279,7 @@ fn replay_targets(
 /// A replay on a sync route: the recorded request to the route's upstream, relayed
 /// as the log records it.
 async fn forward_again(
-    state: &AppState,
+    state: &AdminContext,
     route: &Route,
     targets: &[Arc<Destination>],
     parts: &Parts,
@@ -292,9 +292,9 @@ async fn forward_again(
         query: parts.query.as_deref(),
         event_id: &event_id,
         peer: std::net::IpAddr::from([127, 0, 0, 1]),
-        now: state.clock().now(),
+        now: state.clock.now(),
     };
-    let (outcome, status, answer) = match state.forwarder().send(route, &targets[0], out).await {
+    let (outcome, status, answer) = match state.forwarder.send(route, &targets[0], out).await {
         Ok(up) => (
             if up.status.is_success() {
                 "forwarded"
@@ -323,7 +323,7 @@ async fn forward_again(
 /// A replay on a queue route: the event queued again for `targets`, or why nothing
 /// was (409; 503 when the store did not answer).
 async fn queue_again(
-    state: &AppState,
+    state: &AdminContext,
     route: &Route,
     targets: &[Arc<Destination>],
     parts: &Parts,
@@ -339,7 +339,7 @@ async fn queue_again(
             route.name
         )));
     }
-    state.deliveries.notify_waiters();
+    state.wake.notify_waiters();
     let answer = api::to_json(&ReplayQueued {
         status: "queued".into(),
         event_id: event_id.clone(),
@@ -358,13 +358,13 @@ async fn queue_again(
 /// again. The destinations it is queued for now: none when the store already held the
 /// event in a way no replay may undo (such as the record of a filtered delivery).
 async fn requeue(
-    state: &AppState,
+    state: &AdminContext,
     route: &Route,
     names: &[&str],
     parts: &Parts,
 ) -> Result<Vec<String>, StoreError> {
     let routing = state.routing();
-    let store = state.store();
+    let store = &state.store;
     let event_id = parts.event_id.as_str();
     let mut queued = Vec::new();
     let mut again = Vec::new();
@@ -386,13 +386,13 @@ async fn requeue(
 /// Stores the recorded event again for `again` (destinations that no longer hold it
 /// undelivered): those it is queued for now.
 async fn store_again(
-    state: &AppState,
+    state: &AdminContext,
     route: &Route,
     again: &[&str],
     parts: &Parts,
 ) -> Result<Vec<String>, StoreError> {
     let routing = state.routing();
-    let store = state.store();
+    let store = &state.store;
     let (event_id, headers, body, original) = (
         parts.event_id.as_str(),
         &parts.headers,

@@ -10,15 +10,15 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 
 use super::Ctx;
+use super::PipelineContext;
 use super::respond::Answer;
 use crate::config::Delivery;
 use crate::observe::RequestRecord;
-use crate::server::AppState;
 
 /// Admit: the route (404), the method (405), the client's and the gateway's limits
 /// (429, 503), and the body under `max_body` and `body_timeout` (413, 408).
 pub(super) async fn admit(
-    state: &Arc<AppState>,
+    state: &Arc<PipelineContext>,
     req: Request<Incoming>,
     peer: SocketAddr,
     rec: &mut RequestRecord,

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use tracing::Instrument as _;
 
 use super::Ctx;
+use super::PipelineContext;
 use super::respond::{Answer, Outcome, UpstreamFailure};
 use super::run_to_completion::RunToCompletion;
 use super::verify::Verified;
@@ -15,7 +16,6 @@ use crate::config::{Delivery, Destination, OnError};
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::observe::RequestRecord;
 use crate::retry::{Backoff, retry_until};
-use crate::server::AppState;
 use crate::state::Routing;
 use crate::store::{
     Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, StoredEvent,
@@ -25,7 +25,7 @@ use crate::store::{
 /// The job: the verified delivery through the store and the upstream (claim and
 /// forward, or enqueue), and the route's fixed reply in place of the answer.
 pub(super) async fn job(
-    state: &Arc<AppState>,
+    state: &Arc<PipelineContext>,
     ctx: Ctx,
     verified: Verified,
     rec: &mut RequestRecord,
@@ -65,7 +65,7 @@ pub(super) async fn job(
 
 /// A verified delivery on its way through the store and the upstream.
 struct Job {
-    state: Arc<AppState>,
+    state: Arc<PipelineContext>,
     ctx: Ctx,
     verified: Verified,
 }
@@ -102,7 +102,7 @@ impl Job {
             }
             return self.enqueue().await;
         }
-        if st.had_queue(&self.ctx.route.name)
+        if st.queue_history.had_queue(&self.ctx.route.name)
             && let Some(copy) = self.queued_before().await
         {
             return copy;
@@ -187,7 +187,7 @@ impl Job {
         let event_id = id.to_owned();
         match stored {
             Ok(Enqueued::Queued) => {
-                st.deliveries.notify_one();
+                st.wake.notify_one();
                 (Answer::Queued { event_id }, None)
             }
             Ok(Enqueued::Existing(earlier)) => (copy_of(earlier, &fp, &event_id), None),
@@ -388,7 +388,7 @@ fn relayed(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> A
 /// provider's answer follows the store's state; if it fails, retries continue in a
 /// tracked background task for up to `inflight_ttl`, after which the lease decides.
 async fn settle(
-    st: Arc<AppState>,
+    st: Arc<PipelineContext>,
     routing: Arc<Routing>,
     key: DedupKey,
     token: Token,
@@ -421,7 +421,7 @@ async fn settle(
 
 /// One settle attempt; true when there is nothing left to do.
 async fn settle_once(
-    st: &AppState,
+    st: &PipelineContext,
     routing: &Routing,
     key: &DedupKey,
     token: &Token,
