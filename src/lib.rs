@@ -31,7 +31,8 @@
 //! - [`admin`]: the admin listener. One table (`router.rs`) names the endpoint for a
 //!   request, a file per group of endpoints answers it; [`admin::api`] holds the
 //!   answers' types, which [`cli`] decodes. It reads the gateway through an
-//!   [`admin::AdminContext`].
+//!   [`admin::AdminContext`]; a replay is sent and queued by the pipeline's own job
+//!   steps.
 //! - [`reload`]: the config swapped while the gateway runs (SIGHUP, `POST /reload`),
 //!   and the checks it shares with the start (stranded queues, the queue history).
 //! - [`store`]: one layer for everything stored. Its contracts — claims

@@ -7,8 +7,11 @@
 //!
 //! A replay is an operator's deliberate repeat: it goes out with the event's
 //! `Idempotency-Key`, without the recorded signatures (the upstream authenticates it by
-//! `forward_secret`), from `admin`.
+//! `forward_secret`), from `admin`. It is forwarded and queued by the pipeline's own
+//! steps (`pipeline::job`'s `forward` and `enqueue`), so it goes out and is stored as
+//! a delivery would be.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,11 +23,12 @@ use super::api::{self, ReplayQueued, Replayed};
 use super::exchange::AdminAnswer;
 use super::exchange::{MAX_LIMIT, unavailable};
 use crate::config::{Delivery, Destination, Route};
-use crate::pipeline::respond::{self, Answer, UpstreamFailure};
+use crate::pipeline::job::{self, Event};
+use crate::pipeline::respond;
+use crate::provider::EventId;
 use crate::store::log::{DeliveryRecord, LogQuery, new_delivery_id};
 use crate::store::{
-    DedupKey, DedupStore as _, Enqueued, Envelope, Fanout, QueueStore as _, State, StoreError,
-    StoredEvent, Target,
+    DedupKey, DedupStore as _, Enqueued, Fanout, QueueStore as _, State, StoreError, Target,
 };
 
 /// What a replay sends again: the accepted delivery's record, and the request made
@@ -36,6 +40,20 @@ struct Parts {
     headers: HeaderMap,
     body: Bytes,
     query: Option<String>,
+}
+
+impl Parts {
+    /// The request in plain parts, as the pipeline's job sends and stores one.
+    fn event<'a>(&'a self, id: &'a EventId) -> Event<'a> {
+        Event {
+            id,
+            event_type: self.original.event_type.as_deref(),
+            method: &self.method,
+            headers: &self.headers,
+            body: &self.body,
+            query: self.query.as_deref(),
+        }
+    }
 }
 
 /// What became of a replay: as the log records it, and where it went.
@@ -284,37 +302,25 @@ async fn forward_again(
     targets: &[Arc<Destination>],
     parts: &Parts,
 ) -> Sent {
-    let event_id = crate::provider::EventId::new(&parts.event_id);
-    let out = crate::forward::Outbound {
-        method: parts.method.clone(),
-        headers: &parts.headers,
-        body: parts.body.clone(),
-        query: parts.query.as_deref(),
-        event_id: &event_id,
-        peer: std::net::IpAddr::from([127, 0, 0, 1]),
-        now: state.clock.now(),
+    let event_id = EventId::new(&parts.event_id);
+    let result = job::forward(
+        &state.forwarder,
+        route,
+        &targets[0],
+        &parts.event(&event_id),
+        IpAddr::from([127, 0, 0, 1]),
+        state.clock.now(),
+    )
+    .await;
+    let answer = match &result {
+        Ok(up) => String::from_utf8_lossy(&up.body[..up.body.len().min(4096)]).into_owned(),
+        Err(e) => e.to_string(),
     };
-    let (outcome, status, answer) = match state.forwarder.send(route, &targets[0], out).await {
-        Ok(up) => (
-            if up.status.is_success() {
-                "forwarded"
-            } else {
-                "upstream_rejected"
-            },
-            up.status.as_u16(),
-            String::from_utf8_lossy(&up.body[..up.body.len().min(4096)]).into_owned(),
-        ),
-        Err(e) => (
-            "upstream_error",
-            respond::response(Answer::UpstreamFailed(UpstreamFailure::from(&e)))
-                .status()
-                .as_u16(),
-            e.to_string(),
-        ),
-    };
+    // Named and written as the pipeline names and writes a forward's answer.
+    let relayed = job::relayed(result, /* unclaimed */ false);
     Sent {
-        outcome,
-        status,
+        outcome: relayed.outcome().as_str(),
+        status: respond::response(relayed).status().as_u16(),
         answer,
         to: targets.iter().map(|d| d.name.clone()).collect(),
     }
@@ -393,28 +399,9 @@ async fn store_again(
 ) -> Result<Vec<String>, StoreError> {
     let routing = state.routing();
     let store = &state.store;
-    let (event_id, headers, body, original) = (
-        parts.event_id.as_str(),
-        &parts.headers,
-        &parts.body,
-        &parts.original,
-    );
-    let event = StoredEvent {
-        envelope: Envelope {
-            event_id: event_id.to_owned(),
-            event_type: original.event_type.clone(),
-            fingerprint: crate::provider::Fingerprint::of(body).short_hex(),
-            method: parts.method.as_str().to_owned(),
-            headers: Envelope::store_headers(headers),
-            query: parts.query.clone(),
-            peer: original
-                .peer
-                .parse::<std::net::SocketAddr>()
-                .map_or_else(|_| original.peer.clone(), |a| a.ip().to_string()),
-            received_at_ms: crate::queue::now_ms(),
-        },
-        body: body.clone(),
-    };
+    let id = EventId::new(&parts.event_id);
+    let event = parts.event(&id);
+    let original = &parts.original;
     let fanout = Fanout {
         prefix: &routing.store_cfg.key_prefix,
         route: &route.name,
@@ -424,9 +411,7 @@ async fn store_again(
             .map(|d| {
                 let key = route
                     .destination(d)
-                    .and_then(|d| d.order_by.as_ref())
-                    .and_then(|o| o.raw(headers, body))
-                    .map(|v| crate::queue::order_key(&v));
+                    .and_then(|d| job::order_key(d, &event, None));
                 (*d, key)
             })
             .collect(),
@@ -435,13 +420,17 @@ async fn store_again(
     // would make the enqueue a copy and store nothing: the operator's replay lets go
     // of it, and the enqueue writes it again. A provider's copy in between is still
     // one: the destinations that hold the event answer for it.
+    let event_id = parts.event_id.as_str();
     let key = DedupKey::new(&routing.store_cfg.key_prefix, &route.name, event_id);
     store.forget(&key).await?;
+    let peer = original
+        .peer
+        .parse::<std::net::SocketAddr>()
+        .map_or_else(|_| original.peer.clone(), |a| a.ip().to_string());
+    let fingerprint = crate::provider::Fingerprint::of(&parts.body).short_hex();
     let mut queued = Vec::new();
-    match store
-        .enqueue_to(&fanout, &event, routing.store_cfg.dedup_ttl)
-        .await?
-    {
+    let dedup_ttl = routing.store_cfg.dedup_ttl;
+    match job::enqueue(store, &fanout, &event, fingerprint, peer, dedup_ttl).await? {
         Enqueued::Queued => queued.extend(again.iter().map(|d| (*d).to_owned())),
         // Already there: queued only where it still waits (not delivered).
         Enqueued::Existing(_) => {

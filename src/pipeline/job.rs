@@ -1,10 +1,19 @@
 //! The job: the verified delivery through the store and the upstream. Claim →
 //! forward → settle on a sync route, enqueue on a queue route; `on_error` decided in
 //! one place.
+//!
+//! Its two steps that reach past the gateway, [`forward`] and [`enqueue`], are
+//! functions over plain parts (an [`Event`], the route, a destination, the store or
+//! the forwarder): the admin listener's replay sends a recorded delivery again with
+//! the same two.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method};
 use tracing::Instrument as _;
 
 use super::Ctx;
@@ -12,15 +21,91 @@ use super::PipelineContext;
 use super::respond::{Answer, Outcome, UpstreamFailure};
 use super::run_to_completion::RunToCompletion;
 use super::verify::Verified;
-use crate::config::{Delivery, Destination, OnError};
-use crate::forward::{ForwardError, Outbound, UpstreamResponse};
+use crate::config::{Delivery, Destination, OnError, Route};
+use crate::forward::{ForwardError, Forwarder, Outbound, UpstreamResponse};
 use crate::observe::RequestRecord;
+use crate::provider::EventId;
 use crate::retry::{Backoff, retry_until};
 use crate::state::Routing;
 use crate::store::{
-    Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, StoredEvent,
-    Token,
+    Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, Store,
+    StoreError, StoredEvent, Token,
 };
+
+/// One event in plain parts, as [`forward`] sends it and [`enqueue`] stores it: the
+/// pipeline's verified delivery, or the request a replay rebuilt from the delivery
+/// log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Event<'a> {
+    pub(crate) id: &'a EventId,
+    /// Its type, as the queue stores it (a forward does not read it).
+    pub(crate) event_type: Option<&'a str>,
+    pub(crate) method: &'a Method,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) body: &'a Bytes,
+    pub(crate) query: Option<&'a str>,
+}
+
+/// Sends `event` to `destination`, one of `route`'s, over the pooled client: from
+/// `peer` (`X-Forwarded-For`), with `forward_secret` signatures dated `now`.
+pub(crate) async fn forward(
+    forwarder: &Forwarder,
+    route: &Route,
+    destination: &Destination,
+    event: &Event<'_>,
+    peer: IpAddr,
+    now: u64,
+) -> Result<UpstreamResponse, ForwardError> {
+    let out = Outbound {
+        method: event.method.clone(),
+        headers: event.headers,
+        body: event.body.clone(),
+        query: event.query,
+        event_id: event.id,
+        peer,
+        now,
+    };
+    forwarder.send(route, destination, out).await
+}
+
+/// Stores `event` with its claim in one durable step, for the destinations `fanout`
+/// names: received now from `peer`, with its body's `fingerprint` (what a copy is
+/// checked against), its record kept `dedup_ttl` once delivered.
+pub(crate) async fn enqueue(
+    store: &Store,
+    fanout: &Fanout<'_>,
+    event: &Event<'_>,
+    fingerprint: String,
+    peer: String,
+    dedup_ttl: Duration,
+) -> Result<Enqueued, StoreError> {
+    let stored = StoredEvent {
+        envelope: Envelope {
+            event_id: event.id.as_str().to_owned(),
+            event_type: event.event_type.map(str::to_owned),
+            fingerprint,
+            method: event.method.as_str().to_owned(),
+            headers: Envelope::store_headers(event.headers),
+            query: event.query.map(str::to_owned),
+            peer,
+            received_at_ms: crate::queue::now_ms(),
+        },
+        body: event.body.clone(),
+    };
+    store.enqueue_to(fanout, &stored, dedup_ttl).await
+}
+
+/// `event`'s key in `destination`'s per-key order (`order_by`), if it has one. `read`:
+/// its JSON part when the verifying walk over the body already read it.
+pub(crate) fn order_key(
+    destination: &Destination,
+    event: &Event<'_>,
+    read: Option<Option<&str>>,
+) -> Option<String> {
+    let order_by = destination.order_by.as_ref()?;
+    let raw = order_by.raw_read(event.headers, event.body, read)?;
+    Some(crate::queue::order_key(&raw))
+}
 
 /// The job: the verified delivery through the store and the upstream (claim and
 /// forward, or enqueue), and the route's fixed reply in place of the answer.
@@ -149,19 +234,6 @@ impl Job {
         let cfg = &self.ctx.routing.store_cfg;
         let id = self.verified.delivery.event_id().as_str();
         let fp = self.verified.delivery.fingerprint().short_hex();
-        let event = StoredEvent {
-            envelope: Envelope {
-                event_id: id.to_owned(),
-                event_type: self.verified.event_type.clone(),
-                fingerprint: fp.clone(),
-                method: self.ctx.method.as_str().to_owned(),
-                headers: Envelope::store_headers(&self.ctx.headers),
-                query: self.ctx.query.clone(),
-                peer: self.ctx.peer.ip().to_string(),
-                received_at_ms: crate::queue::now_ms(),
-            },
-            body: self.ctx.body.clone(),
-        };
         let fanout = Fanout {
             prefix: &cfg.key_prefix,
             route: &self.ctx.route.name,
@@ -181,8 +253,17 @@ impl Job {
                 .map(|d| (d.name.as_str(), self.order_key(d)))
                 .collect(),
         };
+        let peer = self.ctx.peer.ip().to_string();
         let t = Instant::now();
-        let stored = st.store.enqueue_to(&fanout, &event, cfg.dedup_ttl).await;
+        let stored = enqueue(
+            &st.store,
+            &fanout,
+            &self.event(),
+            fp.clone(),
+            peer,
+            cfg.dedup_ttl,
+        )
+        .await;
         st.metrics.store_call("enqueue", t.elapsed().as_secs_f64());
         let event_id = id.to_owned();
         match stored {
@@ -217,15 +298,26 @@ impl Job {
     /// The event's key in `d`'s per-key order (`order_by`), if `d` has one: its JSON
     /// part as read in the verifying walk over the body.
     fn order_key(&self, d: &Arc<Destination>) -> Option<String> {
-        let order_by = d.order_by.as_ref()?;
+        d.order_by.as_ref()?;
         let route = &self.ctx.route;
         let read = route
             .destinations
             .iter()
             .position(|r| Arc::ptr_eq(r, d))
             .and_then(|i| route.body_fields.order_by(i, &self.verified.fields));
-        let raw = order_by.raw_read(&self.ctx.headers, &self.ctx.body, read)?;
-        Some(crate::queue::order_key(&raw))
+        order_key(d, &self.event(), read)
+    }
+
+    /// The delivery in plain parts, for [`forward`] and [`enqueue`].
+    fn event(&self) -> Event<'_> {
+        Event {
+            id: self.verified.delivery.event_id(),
+            event_type: self.verified.event_type.as_deref(),
+            method: &self.ctx.method,
+            headers: &self.ctx.headers,
+            body: &self.ctx.body,
+            query: self.ctx.query.as_deref(),
+        }
     }
 
     /// A delivery no destination takes: its event ID is recorded as done for the dedup
@@ -340,21 +432,16 @@ impl Job {
     }
 
     async fn forward(&self) -> Result<UpstreamResponse, ForwardError> {
-        let out = Outbound {
-            method: self.ctx.method.clone(),
-            headers: &self.ctx.headers,
-            body: self.ctx.body.clone(),
-            query: self.ctx.query.as_deref(),
-            event_id: self.verified.delivery.event_id(),
-            peer: self.ctx.peer.ip(),
-            now: self.ctx.now,
-        };
         let t = Instant::now();
-        let result = self
-            .state
-            .forwarder
-            .send(&self.ctx.route, self.ctx.route.primary(), out)
-            .await;
+        let result = forward(
+            &self.state.forwarder,
+            &self.ctx.route,
+            self.ctx.route.primary(),
+            &self.event(),
+            self.ctx.peer.ip(),
+            self.ctx.now,
+        )
+        .await;
         self.state
             .metrics
             .upstream(&self.ctx.route_metrics, t.elapsed().as_secs_f64());
@@ -374,7 +461,7 @@ fn copy_of(earlier: Claim, fp: &str, id: &str) -> Answer {
 }
 
 /// The answer to a forward: the upstream's own, relayed, or 502/504.
-fn relayed(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> Answer {
+pub(crate) fn relayed(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> Answer {
     match result {
         Ok(upstream) => Answer::Relayed {
             upstream,

@@ -15,7 +15,7 @@
 
 mod admit;
 pub(crate) mod handed;
-mod job;
+pub(crate) mod job;
 pub(crate) mod limits;
 pub mod respond;
 mod run_to_completion;
