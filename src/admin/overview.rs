@@ -13,7 +13,7 @@ use crate::store::log::minute_of;
 /// `GET /overview`.
 pub(super) async fn overview(state: &AdminContext) -> AdminAnswer {
     let routes = state.recorder.route_names();
-    let now = crate::queue::now_ms();
+    let now = crate::time::now_ms();
     let counts = match state
         .recorder
         .log

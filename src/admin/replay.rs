@@ -92,7 +92,7 @@ pub(super) async fn replay(
         Err(refused) => return refused,
     };
     let started = Instant::now();
-    let received_at = crate::queue::now_ms();
+    let received_at = crate::time::now_ms();
     let sent = if route.delivery == Delivery::Queue {
         match queue_again(state, &route, &targets, &parts).await {
             Ok(sent) => sent,

@@ -88,7 +88,7 @@ pub(crate) async fn enqueue(
             headers: Envelope::store_headers(event.headers),
             query: event.query.map(str::to_owned),
             peer,
-            received_at_ms: crate::queue::now_ms(),
+            received_at_ms: crate::time::now_ms(),
         },
         body: event.body.clone(),
     };
