@@ -7,9 +7,10 @@
 //!
 //! # Layout
 //!
-//! [`app`] puts a gateway together from its config and runs it: each house below gets
-//! a context of its own holding what it reads, and nothing reaches into another's
-//! rooms or a shared hub. The houses:
+//! [`app`] puts a gateway together from its config and runs it: it builds each house
+//! below a context of its own holding only what that house reads (as svix's
+//! `WorkerContext`), and [`app::App`] is their composition; nothing reaches into
+//! another's rooms or a shared hub. The houses:
 //!
 //! - [`ingress`]: the public listener — the one accept loop ([`ingress::listen`], which
 //!   the admin listener uses too), one connection's deadlines and HTTP settings, the
@@ -51,11 +52,10 @@
 //! Low in the house, what every room may import: [`outcome`] (the vocabulary of logs,
 //! metrics, the log and the API), [`time`] (the one clock), [`state`] (the routing
 //! snapshot a reload swaps, the routes whose queues may hold events). Beside them:
-//! [`forward`] (the pooled upstream client),
-//! [`replay`] and [`sign`] (replay files, signing), `testing` (with the `testing`
-//! feature: a gateway and a recording upstream for your own test suites), [`cli`] (a
-//! file per command), [`shutdown`], [`upstream`] (the demo handler of
-//! `hookgate upstream`).
+//! [`forward`] (the pooled upstream client), [`replay`] and [`sign`] (replay files,
+//! signing), `testing` (with the `testing` feature: a gateway and a recording upstream
+//! for your own test suites), [`cli`] (a file per command), [`shutdown`], [`upstream`]
+//! (the demo handler of `hookgate upstream`).
 //!
 //! A request's path reads in that order: [`ingress`] → [`pipeline`] (admit, verify:
 //! [`provider`]) → [`store`] (claim) → [`forward`] → [`store`] (complete or release) →
@@ -63,8 +63,8 @@
 //! [`pipeline::respond`], and later [`delivery`] → its destination → [`store`]
 //! (finish). The `use crate::…` graph of the houses has no circle: [`app`] imports
 //! them all; [`admin`] imports [`pipeline`] (a replay, the handed secrets) and
-//! [`reload`]; [`ingress`] imports [`pipeline`]; none of them imports [`app`], and
-//! [`pipeline`] imports no listener.
+//! [`reload`]; [`ingress`] imports [`pipeline`]; none of them imports [`app`] (tests
+//! aside), and [`pipeline`] imports no listener.
 
 // The public listener's per-connection future nests the whole delivery pipeline; proving
 // it `Send` needs more than the default depth of 128.

@@ -24,7 +24,9 @@
 //!
 //! `router.rs` is the one table: each request parsed once, the endpoint that answers
 //! it, and each answer's status, headers and body. `api.rs` holds the answers' types,
-//! which the command line reads back.
+//! which the command line reads back. Every endpoint reads the gateway through an
+//! [`AdminContext`] (built in `app.rs`): a reload goes through its
+//! [`crate::reload::Reloader`], a replay through the pipeline's own job steps.
 //!
 //! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
 //! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.

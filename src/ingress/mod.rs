@@ -4,8 +4,9 @@
 //! listener uses too), one connection (`connection.rs`) and the connections each
 //! client address may hold open ([`limits`]).
 //!
-//! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
-//! and stop the server when they like.
+//! [`run`] takes its context ([`Ingress`], built in `app.rs`), its listener and its
+//! shutdown future as arguments, so tests bind port 0 and stop the server when they
+//! like.
 
 pub(crate) mod connection;
 pub mod limits;

@@ -12,6 +12,12 @@
 //! queue routes: → enqueue (claim + event, one durable step) ─ Queued → 200 queued
 //!                                    (delivered by delivery::worker), else as a claim
 //! ```
+//!
+//! The stages read the gateway through a [`PipelineContext`] (built in `app.rs`), never
+//! through another house. Beside them: `limits.rs`, the limits a request spends
+//! (bodies being read, body bytes, failure budgets); `handed.rs`, the secrets
+//! providers hand over in a set-up handshake; `job.rs`'s `forward` and `enqueue`,
+//! which the admin listener's replay uses too; `respond.rs`, the one answer table.
 
 mod admit;
 pub(crate) mod handed;
