@@ -218,7 +218,7 @@ async fn load(addr: SocketAddr, path: &'static str, o: &Opts) -> AnyResult<(Stat
         )
         .map_err(|e| anyhow::anyhow!(e))?;
     let verifier = Arc::new(verifier);
-    let now = hookgate::server::Clock::System.now();
+    let now = hookgate::time::Clock::System.now();
     // Event IDs are new in every run (the warm-up, each measured run, a repeated
     // `load`): only the chosen share of duplicates repeats an event the store knows.
     let run = std::time::SystemTime::now()

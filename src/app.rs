@@ -2,22 +2,51 @@
 //! serve`, `hookgate::testing` and the benchmark all go through [`App::build`] and
 //! [`App::run`], so what runs in a test is what runs in production.
 //!
+//! Each subsystem gets a context of its own, holding only the handles it uses; where
+//! two use the same (the routes, the store, the metrics, the workers' bell), each
+//! holds a clone of one handle. Nothing reaches into a shared hub.
+//!
 //! ```text
-//! Config ─► App::build: the store (Store::connect), the forwarder, metrics, routes
-//!        ─► App::run(Listeners, shutdown): the public listener (server::run) and the
-//!           admin listener (admin::run), until shutdown; then drain
+//! Config ─► App::build: the store (Store::connect), the forwarder, metrics, routes;
+//!           then the contexts: PipelineContext (the request path), Ingress (the
+//!           public listener), AdminContext, WorkerContext (the delivery workers),
+//!           Reloader (SIGHUP and POST /reload)
+//!        ─► App::run(Listeners, shutdown): the public listener (ingress::run), the
+//!           admin listener (admin::run) and the delivery workers (delivery::run),
+//!           until shutdown; then drain
 //! ```
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context as _;
-use tokio::net::TcpListener;
+use std::sync::atomic::Ordering;
 
+use anyhow::Context as _;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::task::TaskTracker;
+
+use crate::admin::AdminContext;
 use crate::config::{Config, ServerConfig};
-use crate::server::{AppState, Clock};
+use crate::delivery::WorkerContext;
+use crate::delivery::destination::Links;
+use crate::forward::Forwarder;
+use crate::ingress::Ingress;
+use crate::ingress::limits::ClientConnections;
+use crate::observe::Observers;
+use crate::observe::capture::Capture;
+use crate::observe::metrics::Metrics;
+use crate::observe::recorder::Recorder;
+use crate::pipeline::PipelineContext;
+use crate::pipeline::handed::HandedSecrets;
+use crate::pipeline::limits::{BodyBudget, ClientReads, FailureBudgets};
+use crate::reload::Reloader;
+use crate::state::{Clock, QueueHistory, Routing};
 use crate::store::Store;
+use crate::store::health::eviction;
+use crate::tls;
 
 /// The sockets a gateway serves: the public listener and, when configured, the admin
 /// one. Bound before the gateway is built, so a port in use is reported first.
@@ -59,10 +88,33 @@ impl Listeners {
     }
 }
 
-/// A gateway built from its config, ready to run.
+/// A gateway built from its config, ready to run: the context of each subsystem,
+/// each holding only the handles it uses (shared where two use the same).
 #[derive(Debug, Clone)]
 pub struct App {
-    state: Arc<AppState>,
+    pipeline: Arc<PipelineContext>,
+    ingress: Arc<Ingress>,
+    admin: Arc<AdminContext>,
+    workers: Arc<WorkerContext>,
+    reloader: Arc<Reloader>,
+}
+
+/// What several subsystems share, made once and handed to each context.
+struct Shared {
+    routing: Arc<ArcSwap<Routing>>,
+    store: Store,
+    metrics: Arc<Metrics>,
+    recorder: Arc<Recorder>,
+    forwarder: Forwarder,
+    /// The connections to destination servers of other kinds than HTTP.
+    links: Arc<Links>,
+    clock: Clock,
+    /// Rung when an event is queued, retried or released, or an attempt ends.
+    wake: Arc<Notify>,
+    eviction: Arc<eviction::Watch>,
+    handed: Arc<HandedSecrets>,
+    queue_history: Arc<QueueHistory>,
+    tls: Arc<ArcSwapOption<tokio_rustls::rustls::ServerConfig>>,
 }
 
 impl App {
@@ -74,14 +126,92 @@ impl App {
 
     /// Builds the gateway on a store made elsewhere (tests).
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
-        let state = Arc::new(AppState::with_store(cfg, store, clock)?);
-        state.metrics.start_at_zero(&cfg.routes);
-        Ok(Self { state })
+        let mut metrics = Metrics::new();
+        metrics.register_store(&store.metrics());
+        let routing = Arc::new(ArcSwap::from_pointee(Routing::new(cfg)));
+        let recorder = Arc::new(Recorder::new(cfg, &store, &mut metrics, routing.clone())?);
+        let eviction = Arc::new(eviction::Watch::new(&store));
+        let capture = match &cfg.capture {
+            Some(c) => Some(
+                Capture::start(c, cfg.store.min_free_space, metrics.captures.clone())
+                    .map(|cap| cap.with_replays(c.replays))
+                    .map_err(|e| anyhow::anyhow!("capture dir {}: {e}", c.dir.display()))?,
+            ),
+            None => None,
+        };
+        let metrics = Arc::new(metrics);
+        let tls = match &cfg.server.tls {
+            Some(t) => Some(tls::server_config(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?),
+            None => None,
+        };
+        let shared = Shared {
+            handed: Arc::new(HandedSecrets::new(
+                metrics.clone(),
+                cfg.server.admin_listen.is_some(),
+            )),
+            routing,
+            store,
+            metrics,
+            recorder,
+            forwarder: Forwarder::new()?,
+            links: Arc::default(),
+            clock,
+            wake: Arc::new(Notify::new()),
+            eviction,
+            queue_history: Arc::new(QueueHistory::new(cfg)),
+            tls: Arc::new(ArcSwapOption::new(tls)),
+        };
+        let pipeline = Arc::new(pipeline_context(cfg, &shared, capture));
+        let reloader = Arc::new(reloader(cfg, &shared));
+        shared.metrics.start_at_zero(&cfg.routes);
+        Ok(Self {
+            ingress: Arc::new(Ingress {
+                pipeline: pipeline.clone(),
+                server: cfg.server.clone(),
+                connections: ClientConnections::default(),
+                tls: shared.tls.clone(),
+            }),
+            admin: Arc::new(admin_context(cfg, &shared, reloader.clone())),
+            workers: Arc::new(WorkerContext {
+                routing: shared.routing.clone(),
+                store: shared.store.clone(),
+                forwarder: shared.forwarder.clone(),
+                links: shared.links.clone(),
+                clock: shared.clock,
+                metrics: shared.metrics.clone(),
+                wake: shared.wake.clone(),
+                shutdown_grace: cfg.server.shutdown_grace,
+            }),
+            pipeline,
+            reloader,
+        })
     }
 
-    /// The running state: routes (reloadable), the store, metrics.
-    pub fn state(&self) -> &Arc<AppState> {
-        &self.state
+    /// The store the gateway runs on.
+    pub fn store(&self) -> &Store {
+        &self.pipeline.store
+    }
+
+    /// What the delivery log counts against `log.max_size` now.
+    pub async fn delivery_log_size(&self) -> Result<u64, crate::store::StoreError> {
+        let recorder = &self.admin.recorder;
+        recorder.log.size(&recorder.route_names()).await
+    }
+
+    /// Deliveries forwarded without a claim because the store was down.
+    pub fn unclaimed_forwards(&self) -> u64 {
+        self.pipeline.unclaimed_forwards.load(Ordering::Relaxed)
+    }
+
+    /// Re-reads the config file and swaps what a reload swaps (SIGHUP).
+    pub(crate) fn reloader(&self) -> &Arc<Reloader> {
+        &self.reloader
+    }
+
+    /// The admin listener's context (its tests).
+    #[cfg(test)]
+    pub(crate) fn admin(&self) -> &Arc<AdminContext> {
+        &self.admin
     }
 
     /// Serves `listeners` until `shutdown` resolves, then stops taking connections and
@@ -93,23 +223,23 @@ impl App {
     ) -> anyhow::Result<()> {
         let stop = tokio_util::sync::CancellationToken::new();
         // Before anything is served: a Redis that may evict queued events refuses queue
-        // routes (server/eviction.rs).
+        // routes (store/health/eviction.rs).
         // Boxed: its future is large, and nesting it in `run`'s own overflows the
         // compiler's layout query depth.
-        Box::pin(crate::store::health::eviction::at_start(
-            &self.state.eviction,
-            &self.state.store,
-            &self.state.routing,
+        Box::pin(eviction::at_start(
+            &self.pipeline.eviction,
+            &self.pipeline.store,
+            &self.pipeline.routing,
             stop.clone(),
         ))
         .await?;
         // Before anything is served or delivered: a previous version's queues and log
         // on Redis are moved into the current key layout (store/redis/layout.rs), so an
         // upgrade loses no queued event.
-        move_previous_layout_at_start(&self.state, &stop).await;
+        move_previous_layout_at_start(&self, &stop).await;
         // Before anything is served: whether writes wait for replicas, when the config
         // leaves it to the topology (store/redis/replicas.rs); then kept up to date.
-        if let Store::Redis(redis) = self.state.store() {
+        if let Store::Redis(redis) = self.store() {
             if let Err(e) = redis.refresh_replica_acks().await {
                 tracing::warn!(error = %e, "redis store: the replication topology could not be read yet; writes wait for no replica until it is");
             }
@@ -120,8 +250,8 @@ impl App {
         // logged reachable or not; one down never stops the gateway: its events wait),
         // then every few seconds, for /readyz and /overview.
         tokio::spawn(crate::delivery::destination::watch(
-            self.state.links.clone(),
-            self.state.routing.clone(),
+            self.workers.links.clone(),
+            self.workers.routing.clone(),
             crate::delivery::destination::CHECK_EVERY,
             stop.clone(),
         ));
@@ -129,14 +259,14 @@ impl App {
         // lines dead events hold under `on_dead = "skip"` released; in the background:
         // serving does not wait for them.
         tokio::spawn({
-            let state = self.state.clone();
+            let app = self.clone();
             async move {
                 // Queues of the previous layout that no route names: moved first, so
                 // that they are counted as stranded.
-                move_unnamed_previous_layout(&state).await;
-                state.count_stranded().await;
-                state.note_stored_queues().await;
-                state.release_blocked_lines().await;
+                move_unnamed_previous_layout(&app).await;
+                app.reloader.count_stranded().await;
+                app.reloader.note_stored_queues().await;
+                app.reloader.release_blocked_lines().await;
             }
         });
         tokio::spawn({
@@ -146,15 +276,15 @@ impl App {
                 stop.cancel();
             }
         });
-        self.state.recorder.start(stop.clone());
+        self.admin.recorder.start(stop.clone());
         let admin = listeners.admin.map(|listener| {
-            let (state, stop) = (self.state.clone(), stop.clone());
-            tokio::spawn(crate::admin::run(state, listener, stop.cancelled_owned()))
+            let (admin, stop) = (self.admin.clone(), stop.clone());
+            tokio::spawn(crate::admin::run(admin, listener, stop.cancelled_owned()))
         });
         // The delivery workers, started again if they ever stop on their own (a panic):
         // acknowledged events must keep being delivered.
         let workers = tokio::spawn({
-            let (ctx, stop) = (Arc::new(self.state.worker_context()), stop.clone());
+            let (ctx, stop) = (self.workers.clone(), stop.clone());
             async move {
                 loop {
                     let run = tokio::spawn(crate::delivery::run(ctx.clone(), stop.clone()));
@@ -167,9 +297,12 @@ impl App {
                 }
             }
         });
-        let state = self.state.clone();
-        let served =
-            crate::ingress::run(self.state, listeners.public, stop.clone().cancelled_owned()).await;
+        let served = crate::ingress::run(
+            self.ingress.clone(),
+            listeners.public,
+            stop.clone().cancelled_owned(),
+        )
+        .await;
         // The public listener may end by itself (an error): stop the admin one too.
         stop.cancel();
         if let Some(task) = admin {
@@ -178,7 +311,7 @@ impl App {
         if let Ok(Err(e)) = workers.await {
             tracing::error!(error = %e, "the delivery workers failed while stopping; queued events stay stored for the next start");
         }
-        state.store().flush().await;
+        self.store().flush().await;
         served
     }
 }
@@ -191,19 +324,19 @@ type Step<'a> = std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 /// answer now is tried again in the background every 5 s (the move merges with what
 /// was written meanwhile).
 fn move_previous_layout_at_start<'a>(
-    state: &'a Arc<AppState>,
+    app: &'a App,
     stop: &'a tokio_util::sync::CancellationToken,
 ) -> Step<'a> {
     Box::pin(async move {
-        let Err(e) = move_previous_layout(state, false).await else {
+        let Err(e) = move_previous_layout(app, false).await else {
             return;
         };
         tracing::warn!(error = %e, "redis store: the keys of the previous layout could not be moved yet; trying again in the background");
-        let (state, stop) = (state.clone(), stop.clone());
+        let (app, stop) = (app.clone(), stop.clone());
         tokio::spawn(async move {
             while !stop.is_cancelled() {
                 tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-                match move_previous_layout(&state, false).await {
+                match move_previous_layout(&app, false).await {
                     Ok(()) => return,
                     Err(e) => {
                         tracing::warn!(error = %e, "redis store: moving the keys of the previous layout failed; trying again");
@@ -215,9 +348,9 @@ fn move_previous_layout_at_start<'a>(
 }
 
 /// [`move_previous_layout`] of the queues no route names (a bounded scan).
-fn move_unnamed_previous_layout(state: &AppState) -> Step<'_> {
+fn move_unnamed_previous_layout(app: &App) -> Step<'_> {
     Box::pin(async move {
-        if let Err(e) = move_previous_layout(state, true).await {
+        if let Err(e) = move_previous_layout(app, true).await {
             tracing::warn!(error = %e, "redis store: the queues of the previous layout that no route names could not be moved");
         }
     })
@@ -227,14 +360,11 @@ fn move_unnamed_previous_layout(state: &AppState) -> Step<'_> {
 /// current one: every configured destination's queue and every configured route's
 /// log; with `unnamed`, instead the queues found stored in the old layout that no
 /// route names (a bounded scan; none on a cluster).
-async fn move_previous_layout(
-    state: &AppState,
-    unnamed: bool,
-) -> Result<(), crate::store::StoreError> {
-    let Store::Redis(redis) = state.store() else {
+async fn move_previous_layout(app: &App, unnamed: bool) -> Result<(), crate::store::StoreError> {
+    let Store::Redis(redis) = app.store() else {
         return Ok(());
     };
-    let routing = state.routing();
+    let routing = app.pipeline.routing();
     let prefix = &routing.store_cfg.key_prefix;
     let named: Vec<(String, String)> = routing
         .routes
@@ -273,4 +403,69 @@ async fn move_previous_layout(
         );
     }
     Ok(())
+}
+
+/// The request path's context: the shared handles, and the limits only it spends.
+fn pipeline_context(cfg: &Config, shared: &Shared, capture: Option<Capture>) -> PipelineContext {
+    PipelineContext {
+        routing: shared.routing.clone(),
+        request_timeout: cfg.server.request_timeout,
+        max_body: cfg.server.max_body,
+        store: shared.store.clone(),
+        forwarder: shared.forwarder.clone(),
+        links: shared.links.clone(),
+        clock: shared.clock,
+        settles: TaskTracker::new(),
+        metrics: shared.metrics.clone(),
+        observers: Observers {
+            metrics: shared.metrics.clone(),
+            capture,
+            recorder: shared.recorder.clone(),
+        },
+        unclaimed_forwards: std::sync::atomic::AtomicU64::new(0),
+        in_flight: Arc::new(Semaphore::new(cfg.server.max_in_flight)),
+        budgets: FailureBudgets::default(),
+        reads: ClientReads::default(),
+        body_bytes: BodyBudget::new(cfg.server.max_body_bytes_in_flight, cfg.server.max_body),
+        handed: shared.handed.clone(),
+        wake: shared.wake.clone(),
+        eviction: shared.eviction.clone(),
+        queue_history: shared.queue_history.clone(),
+    }
+}
+
+/// What a reload (and the start's checks it shares) reads and swaps.
+fn reloader(cfg: &Config, shared: &Shared) -> Reloader {
+    Reloader {
+        source: cfg.source.clone(),
+        routing: shared.routing.clone(),
+        store: shared.store.clone(),
+        metrics: shared.metrics.clone(),
+        backend: cfg.store.backend.clone(),
+        listen: cfg.server.listen,
+        admin_listen: cfg.server.admin_listen,
+        tls: shared.tls.clone(),
+        queue_history: shared.queue_history.clone(),
+        stranded_seen: std::sync::Mutex::default(),
+        wake: shared.wake.clone(),
+    }
+}
+
+/// The admin listener's context.
+fn admin_context(cfg: &Config, shared: &Shared, reloader: Arc<Reloader>) -> AdminContext {
+    AdminContext {
+        routing: shared.routing.clone(),
+        store: shared.store.clone(),
+        metrics: shared.metrics.clone(),
+        recorder: shared.recorder.clone(),
+        eviction: shared.eviction.clone(),
+        handed: shared.handed.clone(),
+        wake: shared.wake.clone(),
+        forwarder: shared.forwarder.clone(),
+        links: shared.links.clone(),
+        clock: shared.clock,
+        reloader,
+        live_streams: Arc::new(Semaphore::new(crate::admin::MAX_STREAMS)),
+        server: cfg.server.clone(),
+    }
 }

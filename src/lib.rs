@@ -7,16 +7,21 @@
 //!
 //! # Layout
 //!
-//! [`app`] puts a gateway together from its config and runs it: each house below gets
-//! what it reads, and nothing reaches into another's rooms. The houses:
+//! [`app`] puts a gateway together from its config and runs it: it builds each house
+//! below a context of its own holding only what that house reads (as svix's
+//! `WorkerContext`), and [`app::App`] is their composition; nothing reaches into
+//! another's rooms or a shared hub. The houses:
 //!
 //! - [`ingress`]: the public listener — the one accept loop ([`ingress::listen`], which
 //!   the admin listener uses too), one connection's deadlines and HTTP settings, the
-//!   limits per client address.
+//!   connections per client address. It reads the gateway through an
+//!   [`ingress::Ingress`], and runs each request through the pipeline.
 //! - [`pipeline`]: one delivery, stage by stage over one request record: admit (route,
 //!   method, limits, body) → verify (signature, event ID and type, filters) → job
 //!   (claim → forward → settle, or enqueue); [`pipeline::respond`] is the one table
-//!   that turns every answer into status, headers and body.
+//!   that turns every answer into status, headers and body. It reads the gateway
+//!   through a [`pipeline::PipelineContext`]; the limits a request spends and the
+//!   secrets providers hand over in a handshake are its own.
 //! - [`observe`]: what every request leaves behind, from one
 //!   record in one end-of-request phase: the log line, the metrics, the capture file and
 //!   the delivery log's record; one redaction rule for captures and the log.
@@ -26,7 +31,11 @@
 //!   nothing of HTTP. It reads the gateway through a [`delivery::WorkerContext`].
 //! - [`admin`]: the admin listener. One table (`router.rs`) names the endpoint for a
 //!   request, a file per group of endpoints answers it; [`admin::api`] holds the
-//!   answers' types, which [`cli`] decodes.
+//!   answers' types, which [`cli`] decodes. It reads the gateway through an
+//!   [`admin::AdminContext`]; a replay is sent and queued by the pipeline's own job
+//!   steps.
+//! - [`reload`]: the config swapped while the gateway runs (SIGHUP, `POST /reload`),
+//!   and the checks it shares with the start (stranded queues, the queue history).
 //! - [`store`]: one layer for everything stored. Its contracts — claims
 //!   ([`store::DedupStore`]), the queue of durable delivery ([`store::QueueStore`]) and
 //!   pacing ([`store::Pacing`]) — and their memory, disk and Redis implementations, each
@@ -42,18 +51,20 @@
 //!
 //! Low in the house, what every room may import: [`outcome`] (the vocabulary of logs,
 //! metrics, the log and the API), [`time`] (the one clock), [`state`] (the routing
-//! snapshot a reload swaps). [`server`] holds the shared state the two listeners read
-//! ([`server::AppState`]). Beside them: [`forward`] (the pooled upstream client),
-//! [`replay`] and [`sign`] (replay files, signing), `testing` (with the `testing`
-//! feature: a gateway and a recording upstream for your own test suites), [`cli`] (a
-//! file per command), [`shutdown`], [`upstream`] (the demo handler of
-//! `hookgate upstream`).
+//! snapshot a reload swaps, the routes whose queues may hold events). Beside them:
+//! [`forward`] (the pooled upstream client), [`replay`] and [`sign`] (replay files,
+//! signing), `testing` (with the `testing` feature: a gateway and a recording upstream
+//! for your own test suites), [`cli`] (a file per command), [`shutdown`], [`upstream`]
+//! (the demo handler of `hookgate upstream`).
 //!
 //! A request's path reads in that order: [`ingress`] → [`pipeline`] (admit, verify:
 //! [`provider`]) → [`store`] (claim) → [`forward`] → [`store`] (complete or release) →
 //! [`pipeline::respond`] → [`observe`]; on a queue route, [`store`] (enqueue) →
 //! [`pipeline::respond`], and later [`delivery`] → its destination → [`store`]
-//! (finish). The `use crate::…` graph of the modules has no circle.
+//! (finish). The `use crate::…` graph of the houses has no circle: [`app`] imports
+//! them all; [`admin`] imports [`pipeline`] (a replay, the handed secrets) and
+//! [`reload`]; [`ingress`] imports [`pipeline`]; none of them imports [`app`] (tests
+//! aside), and [`pipeline`] imports no listener.
 
 // The public listener's per-connection future nests the whole delivery pipeline; proving
 // it `Send` needs more than the default depth of 128.
@@ -73,10 +84,10 @@ pub mod outcome;
 pub mod pipeline;
 pub mod provider;
 pub mod queue;
+pub mod reload;
 pub mod replay;
 mod retry;
 pub mod secret;
-pub mod server;
 pub mod shutdown;
 pub mod sign;
 pub mod state;

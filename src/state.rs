@@ -1,10 +1,13 @@
 //! What every subsystem reads: the routes and the settings a reload replaces
-//! ([`Routing`], swapped whole), and the clock signed timestamps are checked against.
+//! ([`Routing`], swapped whole), the routes whose queues may hold events
+//! ([`QueueHistory`]), and the clock signed timestamps are checked against.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::config::{Config, Route, ServerConfig, StoreConfig};
+use arc_swap::ArcSwap;
+
+use crate::config::{Config, Delivery, Route, ServerConfig, StoreConfig};
 pub use crate::time::Clock;
 
 /// The part of the state a reload replaces: routes and the settings they use.
@@ -42,4 +45,46 @@ impl Routing {
             store_cfg: cfg.store.clone(),
         }
     }
+}
+
+/// Routes whose destinations' queues may hold their events: every queue route of a
+/// config this process ran, and every route with a stored queue at start. A sync
+/// claim on one of them first looks for the event in those queues (`had_queue`): a
+/// route a reload switched back to sync must not forward a copy of an event its
+/// queue holds. Read on every sync delivery: swapped whole (rarely), never locked.
+#[derive(Debug)]
+pub struct QueueHistory(ArcSwap<HashSet<String>>);
+
+impl QueueHistory {
+    /// The queue routes of the config the gateway starts with.
+    pub(crate) fn new(cfg: &Config) -> Self {
+        Self(ArcSwap::from_pointee(queue_routes(cfg.routes.iter())))
+    }
+
+    /// Remembers the queue routes among `routes` (a reload's).
+    pub(crate) fn note_queue_routes<'a>(&self, routes: impl Iterator<Item = &'a Route>) {
+        self.remember(queue_routes(routes));
+    }
+
+    /// Remembers these routes (at start: those with a stored queue).
+    pub(crate) fn remember(&self, names: impl IntoIterator<Item = String>) {
+        let names: Vec<String> = names.into_iter().collect();
+        self.0.rcu(|history| {
+            let mut history = (**history).clone();
+            history.extend(names.iter().cloned());
+            history
+        });
+    }
+
+    /// Whether `route`'s destinations' queues may hold its events.
+    pub(crate) fn had_queue(&self, route: &str) -> bool {
+        self.0.load().contains(route)
+    }
+}
+
+fn queue_routes<'a>(routes: impl Iterator<Item = &'a Route>) -> HashSet<String> {
+    routes
+        .filter(|r| r.delivery == Delivery::Queue)
+        .map(|r| r.name.clone())
+        .collect()
 }

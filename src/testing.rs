@@ -31,7 +31,7 @@
 //!
 //! // ...or a captured one, re-signed for the test secret.
 //! let mut captured = Replay::load("tests/fixtures/stripe/invoice.paid.json".as_ref()).unwrap();
-//! hookgate::sign::resign(&mut captured, None, "whsec_test", hookgate::server::Clock::System.now(), None).unwrap();
+//! hookgate::sign::resign(&mut captured, None, "whsec_test", hookgate::time::Clock::System.now(), None).unwrap();
 //! gateway.send(&captured).await;
 //!
 //! assert_eq!(upstream.count_for("evt_1"), 1);
@@ -54,7 +54,7 @@ use tokio::net::TcpListener;
 use crate::app::{App, Listeners};
 use crate::config::{self, Config, ProcessEnv};
 use crate::replay::Replay;
-use crate::server::{AppState, Clock};
+use crate::state::Clock;
 
 /// One request as the recorder saw it.
 #[derive(Debug, Clone)]
@@ -332,7 +332,8 @@ pub async fn send(method: &str, url: &str, headers: &[(String, String)], body: V
 pub struct Gateway {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
-    pub state: Arc<AppState>,
+    /// The running gateway's handle (its store, its counters).
+    pub app: App,
     pub config: Config,
     clock: Clock,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -363,7 +364,7 @@ impl Gateway {
     /// Starts a gateway from a validated config.
     pub async fn start_config(config: Config, clock: Clock) -> Self {
         let app = App::build(&config, clock).expect("gateway state");
-        let state = app.state().clone();
+        let handle = app.clone();
         let listeners = Listeners::loopback().await.expect("bind the gateway");
         let addr = listeners.public.local_addr().expect("addr");
         let admin = listeners
@@ -372,13 +373,13 @@ impl Gateway {
             .and_then(|l| l.local_addr().ok())
             .expect("admin addr");
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(app.run(listeners, async move {
+        let task = tokio::spawn(handle.run(listeners, async move {
             let _ = stopped.await;
         }));
         Self {
             addr,
             admin,
-            state,
+            app,
             config,
             clock,
             stop: Some(stop),

@@ -19,10 +19,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::body::Frame;
 
+use super::AdminContext;
 use super::api::{self, DeliveryDetail, DeliveryPage, DeliverySummary, ErrorBody, EventView};
 use super::exchange::{AdminAnswer, Frames, MAX_LIMIT, SseStream, unavailable};
 use crate::observe::recorder::Written;
-use crate::server::AppState;
 use crate::store::log::LogQuery;
 use crate::store::{QueueStore as _, StoreError};
 
@@ -30,7 +30,7 @@ use crate::store::{QueueStore as _, StoreError};
 /// close silent connections).
 const KEEPALIVE: Duration = Duration::from_secs(15);
 /// Live streams open at once, over every client; beyond, 503.
-use crate::server::MAX_STREAMS;
+use super::MAX_STREAMS;
 /// A live stream that has sent no record for this long is ended (an inspector's page
 /// reconnects by itself): an open reader holds its slot only while records flow.
 const STREAM_IDLE: Duration = Duration::from_secs(600);
@@ -77,7 +77,7 @@ fn query_of(p: &HashMap<String, String>) -> Result<LogQuery, String> {
 
 /// `GET /deliveries?…`: records newest first, without body and answer.
 pub(super) async fn list(
-    state: &AppState,
+    state: &AdminContext,
     p: &HashMap<String, String>,
     routes: &[String],
 ) -> AdminAnswer {
@@ -95,7 +95,7 @@ pub(super) async fn list(
 }
 
 /// `GET /deliveries/<id>`: one record, with its queue event's state on a queue route.
-pub(super) async fn show(state: &AppState, id: &str, routes: &[String]) -> AdminAnswer {
+pub(super) async fn show(state: &AdminContext, id: &str, routes: &[String]) -> AdminAnswer {
     match state.recorder.log.get(id, routes).await {
         Ok(Some(record)) => {
             let destinations = match &record.queue {
@@ -117,7 +117,7 @@ pub(super) async fn show(state: &AppState, id: &str, routes: &[String]) -> Admin
 
 /// The queue event's state in each of its route's destinations.
 async fn destinations(
-    state: &AppState,
+    state: &AdminContext,
     route: &str,
     event_id: &str,
 ) -> Result<Vec<EventView>, StoreError> {
@@ -125,13 +125,13 @@ async fn destinations(
     let Some(config) = routing.routes.values().find(|r| r.name == route) else {
         return Ok(Vec::new());
     };
-    if !state.store().keeps_queues() {
+    if !state.store.keeps_queues() {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for d in &config.destinations {
         let q = routing.queue(route, &d.name);
-        if let Some((env, status)) = state.store().show(&q, event_id).await? {
+        if let Some((env, status)) = state.store.show(&q, event_id).await? {
             out.push(super::events::event_view(
                 route,
                 Some(d.name.clone()),
@@ -145,7 +145,7 @@ async fn destinations(
 
 /// `GET /deliveries/stream?…`: each new record that passes the filters as a
 /// `delivery` event, while one of the [`MAX_STREAMS`] slots is free.
-pub(super) fn open_stream(state: &AppState, p: &HashMap<String, String>) -> AdminAnswer {
+pub(super) fn open_stream(state: &AdminContext, p: &HashMap<String, String>) -> AdminAnswer {
     let q = match query_of(p) {
         Ok(q) => q,
         Err(e) => return AdminAnswer::bad_request(e),
@@ -167,7 +167,7 @@ pub(super) fn open_stream(state: &AppState, p: &HashMap<String, String>) -> Admi
 /// recorder's tests read it).
 #[cfg(test)]
 pub(crate) fn stream<B>(
-    state: &AppState,
+    state: &AdminContext,
     req: &http::Request<B>,
 ) -> http::Response<super::exchange::AdminBody> {
     let req = super::exchange::AdminRequest::parse(req.method(), req.uri());

@@ -11,15 +11,16 @@ use std::sync::Arc;
 
 use http::Method;
 
+use super::AdminContext;
 use super::api::{self, ErrorBody, EventList, EventView, EventsActed};
 use super::exchange::{AdminAnswer, AdminRequest};
 use crate::config::Route;
-use crate::server::{AppState, Routing};
+use crate::state::Routing;
 use crate::store::{Envelope, QueueStore as _, State, Status, StoreError, Target};
 
 /// The route and destinations a queue endpoint acts on.
 struct Queues<'a> {
-    state: &'a AppState,
+    state: &'a AdminContext,
     routing: Arc<Routing>,
     route: &'a str,
     config: Arc<Route>,
@@ -31,7 +32,7 @@ struct Queues<'a> {
 }
 
 /// `/events/<route>[/…]`: the endpoint the method and the rest of the path name.
-pub(super) async fn answer(state: &AppState, req: &AdminRequest) -> AdminAnswer {
+pub(super) async fn answer(state: &AdminContext, req: &AdminRequest) -> AdminAnswer {
     let queues = match Queues::of(state, req) {
         Ok(q) => q,
         Err(refused) => return refused,
@@ -57,13 +58,13 @@ pub(super) async fn answer(state: &AppState, req: &AdminRequest) -> AdminAnswer 
 
 impl<'a> Queues<'a> {
     /// The route `/events/<route>` names, or the answer that it has no queue.
-    fn of(state: &'a AppState, req: &'a AdminRequest) -> Result<Self, AdminAnswer> {
+    fn of(state: &'a AdminContext, req: &'a AdminRequest) -> Result<Self, AdminAnswer> {
         let route = req.args.first().map_or("", String::as_str);
         let routing = state.routing();
         // Any configured route: one a reload switched back to sync may still hold events.
         let Some(config) = routing
             .route(route)
-            .filter(|_| state.store().keeps_queues())
+            .filter(|_| state.store.keeps_queues())
             .cloned()
         else {
             return Err(AdminAnswer::not_found(format!(
@@ -113,7 +114,7 @@ async fn list(q: &Queues<'_>, params: &HashMap<String, String>) -> Result<AdminA
     let mut failed = None;
     for d in &q.destinations {
         let queue = q.routing.queue(q.route, d);
-        match q.state.store().list(&queue, filter, limit).await {
+        match q.state.store.list(&queue, filter, limit).await {
             Ok(events) => all.extend(events.into_iter().map(|mut e| {
                 e.destination = q.named.then(|| d.clone());
                 e
@@ -139,7 +140,7 @@ async fn show(q: &Queues<'_>, id: &str) -> Result<AdminAnswer, StoreError> {
     let mut failed = None;
     for d in &q.destinations {
         let queue = q.routing.queue(q.route, d);
-        match q.state.store().show(&queue, id).await {
+        match q.state.store.show(&queue, id).await {
             Ok(Some((env, status))) => found.push((d.clone(), env, status)),
             Ok(None) => {}
             Err(e) => failed = Some(e),
@@ -184,7 +185,7 @@ async fn act(
             ));
         }
     };
-    let store = q.state.store();
+    let store = &q.state.store;
     let retry = action == "retry";
     // Every destination is tried, whichever failed.
     let mut done = Ok(0);
@@ -213,7 +214,7 @@ async fn act(
         "queue: operator {action}"
     );
     if retry {
-        q.state.deliveries.notify_one();
+        q.state.wake.notify_one();
     }
     Ok(AdminAnswer::ok(&EventsActed {
         route: q.route.to_owned(),

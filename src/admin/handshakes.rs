@@ -3,19 +3,13 @@
 //! operator must configure. It is never written to the log; only the first is kept,
 //! until the operator clears it.
 
+use super::AdminContext;
 use super::api::{HandedSecret, HandshakeCleared, StatusBody};
 use super::exchange::AdminAnswer;
-use crate::server::AppState;
 
 /// `GET /handshakes/<route>`: the secret a provider handed over on the route.
-pub(super) fn show(state: &AppState, route: &str) -> AdminAnswer {
-    let handed = state
-        .handed_secrets
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(route)
-        .cloned();
-    match handed {
+pub(super) fn show(state: &AdminContext, route: &str) -> AdminAnswer {
+    match state.handed.get(route) {
         Some(h) => AdminAnswer::ok(&HandedSecret {
             route: route.to_owned(),
             secret: String::from_utf8_lossy(h.secret.expose()).into_owned(),
@@ -28,8 +22,8 @@ pub(super) fn show(state: &AppState, route: &str) -> AdminAnswer {
 }
 
 /// `DELETE /handshakes/<route>`: the next set-up request may hand over a new secret.
-pub(super) fn clear(state: &AppState, route: &str) -> AdminAnswer {
-    let cleared = state.clear_handed_secret(route);
+pub(super) fn clear(state: &AdminContext, route: &str) -> AdminAnswer {
+    let cleared = state.handed.clear(route);
     tracing::info!(
         route,
         cleared,

@@ -2,14 +2,14 @@
 //! redelivery (`hookgate forget` calls it): the next delivery of the event is
 //! forwarded (or queued) again.
 
+use super::AdminContext;
 use super::api::Forgotten;
 use super::exchange::{AdminAnswer, AdminRequest};
 use crate::provider::EventId;
-use crate::server::AppState;
 use crate::store::{DedupKey, DedupStore as _, QueueStore as _};
 
 /// `DELETE /keys/<route>/<event id>`.
-pub(super) async fn forget(state: &AppState, req: &AdminRequest) -> AdminAnswer {
+pub(super) async fn forget(state: &AdminContext, req: &AdminRequest) -> AdminAnswer {
     let (Some(route), Some(raw_id)) = (req.args.first(), req.after_route()) else {
         return AdminAnswer::bad_request("use DELETE /keys/<route>/<event id>");
     };
@@ -27,14 +27,14 @@ pub(super) async fn forget(state: &AppState, req: &AdminRequest) -> AdminAnswer 
         let mut any = Ok(false);
         for d in &r.destinations {
             let q = routing.queue(route, &d.name);
-            match state.store().forget_delivered(&q, id.as_str()).await {
+            match state.store.forget_delivered(&q, id.as_str()).await {
                 Ok(f) => any = any.map(|a| a || f),
                 Err(e) => any = Err(e),
             }
         }
         any
     } else {
-        state.store().forget(&key).await
+        state.store.forget(&key).await
     };
     match forgotten {
         Ok(existed) => {

@@ -24,7 +24,9 @@
 //!
 //! `router.rs` is the one table: each request parsed once, the endpoint that answers
 //! it, and each answer's status, headers and body. `api.rs` holds the answers' types,
-//! which the command line reads back.
+//! which the command line reads back. Every endpoint reads the gateway through an
+//! [`AdminContext`] (built in `app.rs`): a reload goes through its
+//! [`crate::reload::Reloader`], a replay through the pipeline's own job steps.
 //!
 //! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
 //! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
@@ -56,18 +58,71 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use http::{Method, Request, StatusCode, header};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::task::TaskTracker;
 
+use crate::config::ServerConfig;
+use crate::forward::Forwarder;
 use crate::ingress::connection::{Deadlines, http_builder, refuse, serve_connection};
 use crate::ingress::listen;
+use crate::observe::metrics::Metrics;
+use crate::observe::recorder::Recorder;
+use crate::pipeline::handed::HandedSecrets;
 use crate::pipeline::respond::{self, Answer};
-use crate::server::AppState;
+use crate::reload::Reloader;
+use crate::state::{Clock, Routing};
+use crate::store::Store;
+use crate::store::health::eviction;
 
 use exchange::{AdminAnswer, AdminRequest};
+
+/// The delivery log's live streams open at once at most: readers that hold a stream
+/// open cannot take the admin listener's slots.
+pub(crate) const MAX_STREAMS: usize = 16;
+
+/// What the admin listener uses of the gateway, and nothing more (as the delivery
+/// workers' [`crate::delivery::WorkerContext`]): built in `app.rs`.
+#[derive(Debug)]
+pub struct AdminContext {
+    /// The routes as the last reload left them.
+    pub(crate) routing: Arc<ArcSwap<Routing>>,
+    pub(crate) store: Store,
+    pub(crate) metrics: Arc<Metrics>,
+    /// The delivery log's recorder: the log's endpoints read it, a replay is recorded.
+    pub(crate) recorder: Arc<Recorder>,
+    /// Redis's `maxmemory-policy` as last read, for `/readyz`.
+    pub(crate) eviction: Arc<eviction::Watch>,
+    /// The signing secrets providers handed over (the pipeline keeps them).
+    pub(crate) handed: Arc<HandedSecrets>,
+    /// Wakes the delivery workers: an event was retried or replayed.
+    pub(crate) wake: Arc<Notify>,
+    /// What a replay on a sync route forwards with: the pooled upstream client, and
+    /// the clock `forward_secret` signatures are dated by.
+    pub(crate) forwarder: Forwarder,
+    /// The connections to destination servers of other kinds than HTTP (a replay
+    /// reaches them; `/readyz` and `/overview` show what was last seen of them).
+    pub(crate) links: Arc<crate::delivery::destination::Links>,
+    pub(crate) clock: Clock,
+    /// `POST /reload`.
+    pub(crate) reloader: Arc<Reloader>,
+    /// The delivery log's live streams open at once ([`MAX_STREAMS`]).
+    pub(crate) live_streams: Arc<Semaphore>,
+    /// The listener's settings as the gateway started (`admin_token`, `admin_hosts`,
+    /// deadlines): a reload does not change them.
+    pub(crate) server: ServerConfig,
+}
+
+impl AdminContext {
+    /// The current routing snapshot.
+    pub(crate) fn routing(&self) -> Arc<Routing> {
+        self.routing.load_full()
+    }
+}
 
 /// Connections the admin listener holds open at most (64), from one address (16),
 /// and past those, taken for one probe only (16): beyond, a new one is answered 503
@@ -80,7 +135,7 @@ const ADMIN_LIMITS: AdminLimits = AdminLimits {
 
 /// Serves the admin endpoints until `shutdown` resolves.
 pub async fn run(
-    state: Arc<AppState>,
+    state: Arc<AdminContext>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) {
@@ -104,7 +159,7 @@ pub async fn run(
 
 /// The one guard ahead of every endpoint: a request a web page may have sent is
 /// refused, then one without the admin token (but the probes').
-fn guard<B>(state: &AppState, http: &Request<B>, req: &AdminRequest) -> Option<AdminAnswer> {
+fn guard<B>(state: &AdminContext, http: &Request<B>, req: &AdminRequest) -> Option<AdminAnswer> {
     if let Some((status, why)) = browser_refusal(state, http) {
         return Some(AdminAnswer::Refused(status, why));
     }
@@ -116,8 +171,8 @@ fn guard<B>(state: &AppState, http: &Request<B>, req: &AdminRequest) -> Option<A
 }
 
 /// Whether the request may use an endpoint that changes state or reveals secrets.
-fn authorized<B>(state: &AppState, req: &Request<B>) -> bool {
-    let Some(token) = state.admin_token() else {
+fn authorized<B>(state: &AdminContext, req: &Request<B>) -> bool {
+    let Some(token) = &state.server.admin_token else {
         return true;
     };
     let presented = req
@@ -130,7 +185,7 @@ fn authorized<B>(state: &AppState, req: &Request<B>) -> bool {
 
 /// Why a request is refused as one a web page may have sent through an operator's
 /// browser, if it is: the status and the reason.
-fn browser_refusal<B>(state: &AppState, req: &Request<B>) -> Option<(StatusCode, String)> {
+fn browser_refusal<B>(state: &AdminContext, req: &Request<B>) -> Option<(StatusCode, String)> {
     let host = req
         .uri()
         .authority()
@@ -143,7 +198,7 @@ fn browser_refusal<B>(state: &AppState, req: &Request<B>) -> Option<(StatusCode,
         })
         .unwrap_or_default()
         .to_ascii_lowercase();
-    if !host_is_ours(&host, state.admin_hosts()) {
+    if !host_is_ours(&host, &state.server.admin_hosts) {
         return Some((
             StatusCode::MISDIRECTED_REQUEST,
             "the admin listener answers to its IP addresses, localhost and server.admin_hosts only"
@@ -230,14 +285,14 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(2);
 /// address cannot blind the probes. Past the bound, a connection is read for one
 /// request: `probe` answers it (a probe, or 503) and the connection is closed.
 pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
-    state: Arc<AppState>,
+    state: Arc<AdminContext>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
     limits: AdminLimits,
     handle: H,
     probe: P,
 ) where
-    H: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>, std::net::SocketAddr) -> Fut
+    H: Fn(Arc<AdminContext>, http::Request<hyper::body::Incoming>, std::net::SocketAddr) -> Fut
         + Clone
         + Send
         + Sync
@@ -245,7 +300,7 @@ pub(crate) async fn serve_admin<H, Fut, B, P, PFut>(
     Fut: Future<Output = http::Response<B>> + Send + 'static,
     B: hyper::body::Body<Data = bytes::Bytes> + Unpin + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    P: Fn(Arc<AppState>, http::Request<hyper::body::Incoming>) -> PFut
+    P: Fn(Arc<AdminContext>, http::Request<hyper::body::Incoming>) -> PFut
         + Clone
         + Send
         + Sync

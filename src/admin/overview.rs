@@ -3,17 +3,17 @@
 
 use std::sync::Arc;
 
+use super::AdminContext;
 use super::api::{LogOverview, Overview, QueueOverview, RouteOverview};
 use super::exchange::AdminAnswer;
 use crate::config::{Delivery, Route};
-use crate::server::AppState;
 use crate::store::QueueStore as _;
 use crate::store::log::minute_of;
 
 /// `GET /overview`.
-pub(super) async fn overview(state: &AppState) -> AdminAnswer {
+pub(super) async fn overview(state: &AdminContext) -> AdminAnswer {
     let routes = state.recorder.route_names();
-    let now = crate::queue::now_ms();
+    let now = crate::time::now_ms();
     let counts = match state
         .recorder
         .log
@@ -34,10 +34,10 @@ pub(super) async fn overview(state: &AppState) -> AdminAnswer {
             .map(|((_, outcome), n)| (outcome.clone(), *n))
             .collect();
         let mut queues = Vec::new();
-        if r.delivery == Delivery::Queue && state.store().keeps_queues() {
+        if r.delivery == Delivery::Queue && state.store.keeps_queues() {
             for d in &r.destinations {
                 let q = routing.queue(&r.name, &d.name);
-                match state.store().depth(&q).await {
+                match state.store.depth(&q).await {
                     Ok(depth) => queues.push(QueueOverview {
                         destination: d.name.clone(),
                         depth: depth.waiting,

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
+use super::AdminContext;
 use super::api::{Evicting, Ready, StatusBody};
 use super::exchange::AdminAnswer;
-use crate::server::AppState;
 use crate::store::DedupStore as _;
 
 /// `GET /healthz`.
@@ -15,8 +15,8 @@ pub(super) fn healthz() -> AdminAnswer {
 }
 
 /// `GET /readyz`: the store answers a PING, and evicts nothing queue routes need.
-pub(super) async fn readyz(state: &AppState) -> AdminAnswer {
-    let ping = tokio::time::timeout(Duration::from_secs(2), state.store().ping()).await;
+pub(super) async fn readyz(state: &AdminContext) -> AdminAnswer {
+    let ping = tokio::time::timeout(Duration::from_secs(2), state.store.ping()).await;
     match ping {
         Ok(Ok(())) => {}
         // The store's own error text goes to the log, not into an answer.
@@ -46,7 +46,7 @@ pub(super) async fn readyz(state: &AppState) -> AdminAnswer {
         })),
         (None, policy) => AdminAnswer::ok(&Ready {
             status: "ready".into(),
-            store: state.store().kind().into(),
+            store: state.store.kind().into(),
             warning: policy
                 .as_deref()
                 .map(|p| crate::store::health::eviction::cost(p).to_owned()),
@@ -60,7 +60,7 @@ pub(super) async fn readyz(state: &AppState) -> AdminAnswer {
 /// `all`), by route and destination name. Read from what the background check and
 /// the attempts saw: a probe never waits on a destination's server.
 pub(super) fn reaches(
-    state: &AppState,
+    state: &AdminContext,
     routing: &crate::state::Routing,
     all: bool,
 ) -> Vec<super::api::DestinationReach> {
@@ -93,7 +93,7 @@ fn store_unavailable() -> AdminAnswer {
 }
 
 /// `GET /metrics`, the queues' gauges read first.
-pub(super) async fn metrics(state: &AppState) -> AdminAnswer {
-    crate::delivery::gauges(&state.routing(), state.store(), &state.metrics).await;
+pub(super) async fn metrics(state: &AdminContext) -> AdminAnswer {
+    crate::delivery::gauges(&state.routing(), &state.store, &state.metrics).await;
     AdminAnswer::Metrics(state.metrics.render())
 }

@@ -1,12 +1,12 @@
 //! `POST /reload`: re-reads the config file, as SIGHUP does.
 
+use super::AdminContext;
 use super::api::{ReloadRefused, Reloaded};
 use super::exchange::AdminAnswer;
-use crate::server::AppState;
 
 /// `POST /reload`: the routes now configured, or why the running config stays.
-pub(super) async fn reload(state: &AppState) -> AdminAnswer {
-    match state.reload().await {
+pub(super) async fn reload(state: &AdminContext) -> AdminAnswer {
+    match state.reloader.reload().await {
         Ok(routes) => AdminAnswer::ok(&Reloaded {
             status: "reloaded".into(),
             routes,

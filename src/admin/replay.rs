@@ -7,24 +7,28 @@
 //!
 //! A replay is an operator's deliberate repeat: it goes out with the event's
 //! `Idempotency-Key`, without the recorded signatures (the upstream authenticates it by
-//! `forward_secret`), from `admin`.
+//! `forward_secret`), from `admin`. It is forwarded and queued by the pipeline's own
+//! steps (`pipeline::job`'s `forward` and `enqueue`), so it goes out and is stored as
+//! a delivery would be.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method};
 
+use super::AdminContext;
 use super::api::{self, ReplayQueued, Replayed};
 use super::exchange::AdminAnswer;
 use super::exchange::{MAX_LIMIT, unavailable};
 use crate::config::{Delivery, Destination, Route};
-use crate::pipeline::respond::{self, Answer, UpstreamFailure};
-use crate::server::AppState;
+use crate::pipeline::job::{self, Event};
+use crate::pipeline::respond;
+use crate::provider::EventId;
 use crate::store::log::{DeliveryRecord, LogQuery, new_delivery_id};
 use crate::store::{
-    DedupKey, DedupStore as _, Enqueued, Envelope, Fanout, QueueStore as _, State, StoreError,
-    StoredEvent, Target,
+    DedupKey, DedupStore as _, Enqueued, Fanout, QueueStore as _, State, StoreError, Target,
 };
 
 /// What a replay sends again: the accepted delivery's record, and the request made
@@ -38,6 +42,20 @@ struct Parts {
     query: Option<String>,
 }
 
+impl Parts {
+    /// The request in plain parts, as the pipeline's job sends and stores one.
+    fn event<'a>(&'a self, id: &'a EventId) -> Event<'a> {
+        Event {
+            id,
+            event_type: self.original.event_type.as_deref(),
+            method: &self.method,
+            headers: &self.headers,
+            body: &self.body,
+            query: self.query.as_deref(),
+        }
+    }
+}
+
 /// What became of a replay: as the log records it, and where it went.
 struct Sent {
     outcome: &'static str,
@@ -48,7 +66,7 @@ struct Sent {
 
 /// `POST /deliveries/<id>/replay[?destination=NAME]`.
 pub(super) async fn replay(
-    state: &AppState,
+    state: &AdminContext,
     id: &str,
     destination: Option<&str>,
     routes: &[String],
@@ -74,7 +92,7 @@ pub(super) async fn replay(
         Err(refused) => return refused,
     };
     let started = Instant::now();
-    let received_at = crate::queue::now_ms();
+    let received_at = crate::time::now_ms();
     let sent = if route.delivery == Delivery::Queue {
         match queue_again(state, &route, &targets, &parts).await {
             Ok(sent) => sent,
@@ -112,7 +130,7 @@ pub(super) async fn replay(
 
 /// The record a replay of delivery `id` sends (the accepted delivery's), and the
 /// request made of it; or why there is none to send.
-async fn parts_of(state: &AppState, id: &str, routes: &[String]) -> Result<Parts, AdminAnswer> {
+async fn parts_of(state: &AdminContext, id: &str, routes: &[String]) -> Result<Parts, AdminAnswer> {
     let clicked = match state.recorder.log.get(id, routes).await {
         Ok(Some(r)) => r,
         Ok(None) => return Err(AdminAnswer::not_found("no such delivery in the log")),
@@ -201,7 +219,7 @@ const SEARCH_PAGES: usize = 20;
 /// the accepted delivery of its route and event ID (not itself a replay). `Ok(None)`:
 /// the log no longer holds that record.
 async fn accepted_record(
-    state: &AppState,
+    state: &AdminContext,
     clicked: &DeliveryRecord,
     routes: &[String],
 ) -> Result<Option<DeliveryRecord>, StoreError> {
@@ -279,42 +297,37 @@ fn replay_targets(
 /// A replay on a sync route: the recorded request to the route's upstream, relayed
 /// as the log records it.
 async fn forward_again(
-    state: &AppState,
+    state: &AdminContext,
     route: &Route,
     targets: &[Arc<Destination>],
     parts: &Parts,
 ) -> Sent {
-    let event_id = crate::provider::EventId::new(&parts.event_id);
-    let out = crate::forward::Outbound {
-        method: parts.method.clone(),
-        headers: &parts.headers,
-        body: parts.body.clone(),
-        query: parts.query.as_deref(),
-        event_id: &event_id,
-        peer: std::net::IpAddr::from([127, 0, 0, 1]),
-        now: state.clock().now(),
+    let event_id = EventId::new(&parts.event_id);
+    let routing = state.routing.load_full();
+    let via = crate::delivery::destination::Via {
+        forwarder: &state.forwarder,
+        links: &state.links,
+        clock: state.clock,
+        dedup_ttl: routing.store_cfg.dedup_ttl,
     };
-    let (outcome, status, answer) = match state.forwarder().send(route, &targets[0], out).await {
-        Ok(up) => (
-            if up.status.is_success() {
-                "forwarded"
-            } else {
-                "upstream_rejected"
-            },
-            up.status.as_u16(),
-            String::from_utf8_lossy(&up.body[..up.body.len().min(4096)]).into_owned(),
-        ),
-        Err(e) => (
-            "upstream_error",
-            respond::response(Answer::UpstreamFailed(UpstreamFailure::from(&e)))
-                .status()
-                .as_u16(),
-            e.to_string(),
-        ),
+    let result = job::forward(
+        via,
+        route,
+        &targets[0],
+        &parts.event(&event_id),
+        IpAddr::from([127, 0, 0, 1]),
+        state.clock.now(),
+    )
+    .await;
+    let answer = match &result {
+        Ok(up) => String::from_utf8_lossy(&up.body[..up.body.len().min(4096)]).into_owned(),
+        Err(e) => e.to_string(),
     };
+    // Named and written as the pipeline names and writes a forward's answer.
+    let relayed = job::relayed(result, /* unclaimed */ false);
     Sent {
-        outcome,
-        status,
+        outcome: relayed.outcome().as_str(),
+        status: respond::response(relayed).status().as_u16(),
         answer,
         to: targets.iter().map(|d| d.name.clone()).collect(),
     }
@@ -323,7 +336,7 @@ async fn forward_again(
 /// A replay on a queue route: the event queued again for `targets`, or why nothing
 /// was (409; 503 when the store did not answer).
 async fn queue_again(
-    state: &AppState,
+    state: &AdminContext,
     route: &Route,
     targets: &[Arc<Destination>],
     parts: &Parts,
@@ -339,7 +352,7 @@ async fn queue_again(
             route.name
         )));
     }
-    state.deliveries.notify_waiters();
+    state.wake.notify_waiters();
     let answer = api::to_json(&ReplayQueued {
         status: "queued".into(),
         event_id: event_id.clone(),
@@ -358,13 +371,13 @@ async fn queue_again(
 /// again. The destinations it is queued for now: none when the store already held the
 /// event in a way no replay may undo (such as the record of a filtered delivery).
 async fn requeue(
-    state: &AppState,
+    state: &AdminContext,
     route: &Route,
     names: &[&str],
     parts: &Parts,
 ) -> Result<Vec<String>, StoreError> {
     let routing = state.routing();
-    let store = state.store();
+    let store = &state.store;
     let event_id = parts.event_id.as_str();
     let mut queued = Vec::new();
     let mut again = Vec::new();
@@ -386,35 +399,16 @@ async fn requeue(
 /// Stores the recorded event again for `again` (destinations that no longer hold it
 /// undelivered): those it is queued for now.
 async fn store_again(
-    state: &AppState,
+    state: &AdminContext,
     route: &Route,
     again: &[&str],
     parts: &Parts,
 ) -> Result<Vec<String>, StoreError> {
     let routing = state.routing();
-    let store = state.store();
-    let (event_id, headers, body, original) = (
-        parts.event_id.as_str(),
-        &parts.headers,
-        &parts.body,
-        &parts.original,
-    );
-    let event = StoredEvent {
-        envelope: Envelope {
-            event_id: event_id.to_owned(),
-            event_type: original.event_type.clone(),
-            fingerprint: crate::provider::Fingerprint::of(body).short_hex(),
-            method: parts.method.as_str().to_owned(),
-            headers: Envelope::store_headers(headers),
-            query: parts.query.clone(),
-            peer: original
-                .peer
-                .parse::<std::net::SocketAddr>()
-                .map_or_else(|_| original.peer.clone(), |a| a.ip().to_string()),
-            received_at_ms: crate::queue::now_ms(),
-        },
-        body: body.clone(),
-    };
+    let store = &state.store;
+    let id = EventId::new(&parts.event_id);
+    let event = parts.event(&id);
+    let original = &parts.original;
     let fanout = Fanout {
         prefix: &routing.store_cfg.key_prefix,
         route: &route.name,
@@ -424,9 +418,7 @@ async fn store_again(
             .map(|d| {
                 let key = route
                     .destination(d)
-                    .and_then(|d| d.order_by.as_ref())
-                    .and_then(|o| o.raw(headers, body))
-                    .map(|v| crate::queue::order_key(&v));
+                    .and_then(|d| job::order_key(d, &event, None));
                 (*d, key)
             })
             .collect(),
@@ -435,13 +427,17 @@ async fn store_again(
     // would make the enqueue a copy and store nothing: the operator's replay lets go
     // of it, and the enqueue writes it again. A provider's copy in between is still
     // one: the destinations that hold the event answer for it.
+    let event_id = parts.event_id.as_str();
     let key = DedupKey::new(&routing.store_cfg.key_prefix, &route.name, event_id);
     store.forget(&key).await?;
+    let peer = original
+        .peer
+        .parse::<std::net::SocketAddr>()
+        .map_or_else(|_| original.peer.clone(), |a| a.ip().to_string());
+    let fingerprint = crate::provider::Fingerprint::of(&parts.body).short_hex();
     let mut queued = Vec::new();
-    match store
-        .enqueue_to(&fanout, &event, routing.store_cfg.dedup_ttl)
-        .await?
-    {
+    let dedup_ttl = routing.store_cfg.dedup_ttl;
+    match job::enqueue(store, &fanout, &event, fingerprint, peer, dedup_ttl).await? {
         Enqueued::Queued => queued.extend(again.iter().map(|d| (*d).to_owned())),
         // Already there: queued only where it still waits (not delivered).
         Enqueued::Existing(_) => {

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use http::{Method, Request, Response};
 
+use super::AdminContext;
 use super::exchange::{AdminAnswer, AdminBody, AdminRequest, response, usage};
 use super::{deliveries, events, guard, handshakes, keys, overview, probes, reload, replay, ui};
-use crate::server::AppState;
 
 /// The admin router: every request, whatever its method and path, answered here.
-pub(crate) async fn handle<B>(state: Arc<AppState>, http: Request<B>) -> Response<AdminBody> {
+pub(crate) async fn handle<B>(state: Arc<AdminContext>, http: Request<B>) -> Response<AdminBody> {
     let req = AdminRequest::parse(http.method(), http.uri());
     let answer = match guard(&state, &http, &req) {
         Some(refused) => refused,
@@ -24,7 +24,7 @@ pub(crate) async fn handle<B>(state: Arc<AppState>, http: Request<B>) -> Respons
 }
 
 /// Which endpoint answers: one line each.
-async fn dispatch(state: &Arc<AppState>, req: &AdminRequest) -> AdminAnswer {
+async fn dispatch(state: &Arc<AdminContext>, req: &AdminRequest) -> AdminAnswer {
     let bare = req.args.is_empty();
     match (&req.method, req.endpoint.as_str()) {
         (method, "ui") => AdminAnswer::Page(ui::serve(method, &req.path)),
@@ -48,7 +48,7 @@ async fn dispatch(state: &Arc<AppState>, req: &AdminRequest) -> AdminAnswer {
 /// page, `/metrics`, the live stream), with a JSON body.
 /// `/deliveries[/…]`: the delivery log's endpoints, by the method and the path's
 /// segments (as sent).
-async fn log(state: &AppState, req: &AdminRequest) -> AdminAnswer {
+async fn log(state: &AdminContext, req: &AdminRequest) -> AdminAnswer {
     let segments: Vec<&str> = req.segments.iter().map(String::as_str).collect();
     let routes = state.recorder.route_names();
     match (&req.method, segments.as_slice()) {
@@ -83,7 +83,7 @@ mod router_properties {
     use http_body_util::{BodyExt as _, Empty};
     use proptest::prelude::*;
 
-    use super::AppState;
+    use super::AdminContext;
 
     const CONFIG: &str = r#"
 [store]
@@ -96,14 +96,14 @@ secrets = ["whsec_test"]
 upstream = "http://127.0.0.1:9/hooks"
 "#;
 
-    fn gateway(rt: &tokio::runtime::Runtime) -> Arc<AppState> {
+    fn gateway(rt: &tokio::runtime::Runtime) -> Arc<AdminContext> {
         rt.block_on(async {
             let env = |_: &str| None;
             let cfg = crate::config::parse(CONFIG, std::path::Path::new("test.toml"), &env)
                 .unwrap_or_else(|e| panic!("{e}"));
-            crate::app::App::build(&cfg, crate::server::Clock::System)
+            crate::app::App::build(&cfg, crate::state::Clock::System)
                 .expect("gateway state")
-                .state()
+                .admin()
                 .clone()
         })
     }
@@ -253,7 +253,7 @@ upstream = "http://127.0.0.1:9/hooks"
 
         #[test]
         fn every_request_gets_an_answer_and_unknown_paths_json(method in method(), path in path()) {
-            static RT: std::sync::OnceLock<(tokio::runtime::Runtime, Arc<AppState>)> = std::sync::OnceLock::new();
+            static RT: std::sync::OnceLock<(tokio::runtime::Runtime, Arc<AdminContext>)> = std::sync::OnceLock::new();
             let (rt, state) = RT.get_or_init(|| {
                 let rt = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(1)

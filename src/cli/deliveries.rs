@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context as _;
 use clap::Subcommand;
@@ -17,6 +17,7 @@ use super::text::printable;
 use crate::admin::api::{
     self, DeliveryDetail, DeliveryPage, DeliveryRecord, DeliverySummary, Replayed,
 };
+use crate::time::now_ms;
 
 /// The filters `list` and `tail` take (the API's query parameters).
 #[derive(Debug, Default, clap::Args)]
@@ -109,13 +110,6 @@ fn path_id(id: &str) -> String {
 
 /// Records the API answers at most in one page.
 const PAGE: usize = 500;
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
 
 /// A time bound as the API takes it: an age (`15m`) becomes Unix milliseconds; Unix
 /// milliseconds and RFC 3339 go as given (the admin listener checks them).

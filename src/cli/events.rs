@@ -118,7 +118,7 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
             if json {
                 println!("{}", printable(body.trim_end()));
             } else {
-                print!("{}", events_table(&events, crate::queue::now_ms()));
+                print!("{}", events_table(&events, crate::time::now_ms()));
             }
             if sync {
                 eprintln!(
@@ -155,7 +155,7 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
                 return Ok(0);
             }
             let event: EventView = answer(&body)?;
-            print!("{}", event_details(&event, crate::queue::now_ms()));
+            print!("{}", event_details(&event, crate::time::now_ms()));
             Ok(0)
         }
         EventsAction::Retry {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::bail;
 
 use crate::replay::{Replay, Verdict};
-use crate::server::Clock;
+use crate::state::Clock;
 
 use super::text::printable;
 

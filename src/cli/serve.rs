@@ -6,7 +6,7 @@ use crate::app::{App, Listeners};
 use crate::config::LogFormat;
 use crate::config::{self, Backend, Config};
 use crate::observe::logging;
-use crate::server::Clock;
+use crate::state::Clock;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -60,7 +60,7 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     tracing::info!(
         listen = %listeners.public.local_addr()?,
         admin = ?cfg.server.admin_listen,
-        store = app.state().store().kind(),
+        store = app.store().kind(),
         routes = cfg.routes.len(),
         "hookgate serving"
     );
@@ -71,11 +71,11 @@ pub async fn serve(cfg: Config) -> anyhow::Result<()> {
     }
     #[cfg(unix)]
     if let Some(mut hup) = signals.take_hangup() {
-        let state = app.state().clone();
+        let reloader = app.reloader().clone();
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 tracing::info!("SIGHUP received: reloading the config");
-                let _ = state.reload().await;
+                let _ = reloader.reload().await;
             }
         });
     }

@@ -10,8 +10,8 @@ use crate::config;
 use crate::provider::{Credential, EventIdSource, Preset, Verifier};
 use crate::replay::Replay;
 use crate::secret::Secret;
-use crate::server::Clock;
 use crate::sign::PrivateKey;
+use crate::state::Clock;
 
 #[derive(Debug, clap::Args)]
 pub struct SignArgs {

@@ -1,11 +1,12 @@
 //! The public listener: accepts connections within the per-connection limits and
 //! deadlines, runs each request through the delivery pipeline (`pipeline/`), and
 //! shuts down gracefully. Its parts: the one accept loop ([`listen`], which the admin
-//! listener uses too), one connection (`connection.rs`) and the limits per client
-//! address ([`limits`]).
+//! listener uses too), one connection (`connection.rs`) and the connections each
+//! client address may hold open ([`limits`]).
 //!
-//! [`run`] takes its listener and shutdown future as arguments, so tests bind port 0
-//! and stop the server when they like.
+//! [`run`] takes its context ([`Ingress`], built in `app.rs`), its listener and its
+//! shutdown future as arguments, so tests bind port 0 and stop the server when they
+//! like.
 
 pub(crate) mod connection;
 pub mod limits;
@@ -14,21 +15,40 @@ pub mod listen;
 use std::future::Future;
 use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use self::connection::{Deadlines, http_builder, refuse, serve_connection};
-use crate::server::AppState;
+use self::limits::ClientConnections;
+use crate::config::ServerConfig;
+use crate::pipeline::PipelineContext;
+
+/// What the public listener uses: its settings, the connections each client holds,
+/// the TLS config a reload may swap, and the pipeline its requests run through. Built
+/// in `app.rs`.
+#[derive(Debug)]
+pub struct Ingress {
+    pub(crate) pipeline: Arc<PipelineContext>,
+    /// The listener's settings as the gateway started (a reload does not change them).
+    pub(crate) server: ServerConfig,
+    /// Open public connections by client address (`server.max_connections_per_client`).
+    pub(crate) connections: ClientConnections,
+    /// The TLS config of the public listener, swapped on reload (new certificates).
+    pub(crate) tls: Arc<ArcSwapOption<tokio_rustls::rustls::ServerConfig>>,
+}
 
 /// Serves `listener` until `shutdown` resolves, then stops accepting, lets open
 /// requests finish and waits for settle steps, each within `server.shutdown_grace`.
 pub async fn run(
-    state: Arc<AppState>,
+    ingress: Arc<Ingress>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> anyhow::Result<()> {
-    let builder = http_builder(&state.server);
-    let connections = Arc::new(tokio::sync::Semaphore::new(state.server.max_connections));
+    let pipeline = &ingress.pipeline;
+    let builder = http_builder(&ingress.server);
+    let connections = Arc::new(tokio::sync::Semaphore::new(ingress.server.max_connections));
+    let deadlines = Deadlines::of(&ingress.server);
     let open = TaskTracker::new();
     let closing = tokio_util::sync::CancellationToken::new();
     listen::accept_loop(&listener, shutdown, |stream, peer| {
@@ -37,7 +57,7 @@ pub async fn run(
         // A trusted proxy carries many clients' connections: it is bounded by
         // server.max_connections only, and each request's limits count the client it
         // names (X-Forwarded-For).
-        let proxied = state
+        let proxied = pipeline
             .routing()
             .server
             .trusted_proxies
@@ -46,9 +66,9 @@ pub async fn run(
         let client = if proxied {
             None
         } else {
-            let Some(slot) = state.connections.enter(
-                crate::ingress::limits::client_key(peer.ip()),
-                state.server.max_connections_per_client,
+            let Some(slot) = ingress.connections.enter(
+                limits::client_key(peer.ip()),
+                ingress.server.max_connections_per_client,
             ) else {
                 refuse(stream);
                 return;
@@ -59,10 +79,11 @@ pub async fn run(
             refuse(stream);
             return;
         };
-        let (st, builder, closing) = (state.clone(), builder.clone(), closing.clone());
+        let (st, builder, closing) = (pipeline.clone(), builder.clone(), closing.clone());
+        let tls = ingress.tls.clone();
         open.spawn(async move {
-            let limit = st.server.header_read_timeout;
-            match st.tls.load_full() {
+            let limit = deadlines.header_read_timeout;
+            match tls.load_full() {
                 // The handshake runs in the connection's own task, bounded like a
                 // request head, so a slow client cannot stall the accept loop.
                 Some(tls) => {
@@ -71,7 +92,7 @@ pub async fn run(
                         tokio::time::timeout(limit, acceptor.accept(stream)).await
                     {
                         serve_connection(
-                            Deadlines::of(&st.server),
+                            deadlines,
                             st,
                             &builder,
                             stream,
@@ -84,7 +105,7 @@ pub async fn run(
                 }
                 None => {
                     serve_connection(
-                        Deadlines::of(&st.server),
+                        deadlines,
                         st,
                         &builder,
                         stream,
@@ -101,22 +122,35 @@ pub async fn run(
     })
     .await;
     drop(listener);
-    let grace = state.server.shutdown_grace;
+    drain(
+        &open,
+        &closing,
+        &pipeline.settles,
+        ingress.server.shutdown_grace,
+    )
+    .await;
+    Ok(())
+}
+
+/// Shutdown, once the listener is closed: open requests are asked to finish, then the
+/// settle steps they left running, each within `grace`.
+async fn drain(
+    open: &TaskTracker,
+    closing: &tokio_util::sync::CancellationToken,
+    settles: &TaskTracker,
+    grace: std::time::Duration,
+) {
     tracing::info!(grace = ?grace, "shutting down: draining open requests");
     closing.cancel();
     open.close();
     if tokio::time::timeout(grace, open.wait()).await.is_err() {
         tracing::warn!("shutdown grace ran out with requests still open");
     }
-    state.settles.close();
-    if tokio::time::timeout(grace, state.settles.wait())
-        .await
-        .is_err()
-    {
+    settles.close();
+    if tokio::time::timeout(grace, settles.wait()).await.is_err() {
         tracing::warn!(
-            pending = state.settles.len(),
+            pending = settles.len(),
             "shutdown grace ran out with settle steps pending; their claims expire with the lease"
         );
     }
-    Ok(())
 }

@@ -10,15 +10,15 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 
 use super::Ctx;
+use super::PipelineContext;
 use super::respond::Answer;
 use crate::config::Delivery;
 use crate::observe::RequestRecord;
-use crate::server::AppState;
 
 /// Admit: the route (404), the method (405), the client's and the gateway's limits
 /// (429, 503), and the body under `max_body` and `body_timeout` (413, 408).
 pub(super) async fn admit(
-    state: &Arc<AppState>,
+    state: &Arc<PipelineContext>,
     req: Request<Incoming>,
     peer: SocketAddr,
     rec: &mut RequestRecord,
@@ -97,7 +97,7 @@ pub(super) async fn admit(
 /// Why a body was not read whole.
 enum Unread {
     Answer(Answer),
-    OverBudget(crate::ingress::limits::OverBudget),
+    OverBudget(super::limits::OverBudget),
 }
 
 /// Reads the body under the size limit and the body timeout, each frame's bytes held
@@ -107,7 +107,7 @@ async fn read_body(
     body: Incoming,
     max: usize,
     limit: Duration,
-    budget: &mut crate::ingress::limits::BodyBytes<'_>,
+    budget: &mut super::limits::BodyBytes<'_>,
 ) -> Result<Bytes, Unread> {
     if body.size_hint().upper().is_some_and(|n| n > max as u64) {
         return Err(Unread::Answer(Answer::TooLarge { limit: max }));

@@ -1,31 +1,133 @@
 //! The job: the verified delivery through the store and the upstream. Claim →
 //! forward → settle on a sync route, enqueue on a queue route; `on_error` decided in
 //! one place.
+//!
+//! Its two steps that reach past the gateway, [`forward`] and [`enqueue`], are
+//! functions over plain parts (an [`Event`], the route, a destination, the store or
+//! the forwarder): the admin listener's replay sends a recorded delivery again with
+//! the same two.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method};
 use tracing::Instrument as _;
 
 use super::Ctx;
+use super::PipelineContext;
 use super::respond::{Answer, Outcome, UpstreamFailure};
 use super::run_to_completion::RunToCompletion;
 use super::verify::Verified;
-use crate::config::{Delivery, Destination, OnError};
+use crate::config::{Delivery, Destination, OnError, Route};
+use crate::delivery::destination::Via;
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::observe::RequestRecord;
+use crate::provider::EventId;
 use crate::retry::{Backoff, retry_until};
-use crate::server::AppState;
 use crate::state::Routing;
 use crate::store::{
-    Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, StoredEvent,
-    Token,
+    Claim, DedupKey, DedupStore, Enqueued, Envelope, Fanout, QueueStore as _, Settled, Store,
+    StoreError, StoredEvent, Token,
 };
+
+/// One event in plain parts, as [`forward`] sends it and [`enqueue`] stores it: the
+/// pipeline's verified delivery, or the request a replay rebuilt from the delivery
+/// log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Event<'a> {
+    pub(crate) id: &'a EventId,
+    /// Its type, as the queue stores it (a forward does not read it).
+    pub(crate) event_type: Option<&'a str>,
+    pub(crate) method: &'a Method,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) body: &'a Bytes,
+    pub(crate) query: Option<&'a str>,
+}
+
+/// Sends `event` to `destination`, one of `route`'s: over the pooled client to an
+/// HTTP upstream, from `peer` (`X-Forwarded-For`), with `forward_secret` signatures
+/// dated `now`; into its server for the other kinds, answered as an upstream would
+/// (200 with what the server said, or the forward's error).
+pub(crate) async fn forward(
+    via: Via<'_>,
+    route: &Route,
+    destination: &Destination,
+    event: &Event<'_>,
+    peer: IpAddr,
+    now: u64,
+) -> Result<UpstreamResponse, ForwardError> {
+    if destination.upstream().is_none() {
+        let stored = stored(event, String::new(), peer.to_string());
+        return crate::delivery::destination::Destination::of(via, route, destination)
+            .deliver(&stored)
+            .await
+            .relayed(destination.target.kind());
+    }
+    let out = Outbound {
+        method: event.method.clone(),
+        headers: event.headers,
+        body: event.body.clone(),
+        query: event.query,
+        event_id: event.id,
+        peer,
+        now,
+    };
+    via.forwarder.send(route, destination, out).await
+}
+
+/// `event` as a queue stores it (and a destination of another kind takes it):
+/// received now from `peer`, with its body's `fingerprint`.
+fn stored(event: &Event<'_>, fingerprint: String, peer: String) -> StoredEvent {
+    StoredEvent {
+        envelope: Envelope {
+            event_id: event.id.as_str().to_owned(),
+            event_type: event.event_type.map(str::to_owned),
+            fingerprint,
+            method: event.method.as_str().to_owned(),
+            headers: Envelope::store_headers(event.headers),
+            query: event.query.map(str::to_owned),
+            peer,
+            received_at_ms: crate::time::now_ms(),
+        },
+        body: event.body.clone(),
+    }
+}
+
+/// Stores `event` with its claim in one durable step, for the destinations `fanout`
+/// names: received now from `peer`, with its body's `fingerprint` (what a copy is
+/// checked against), its record kept `dedup_ttl` once delivered.
+pub(crate) async fn enqueue(
+    store: &Store,
+    fanout: &Fanout<'_>,
+    event: &Event<'_>,
+    fingerprint: String,
+    peer: String,
+    dedup_ttl: Duration,
+) -> Result<Enqueued, StoreError> {
+    store
+        .enqueue_to(fanout, &stored(event, fingerprint, peer), dedup_ttl)
+        .await
+}
+
+/// `event`'s key in `destination`'s per-key order (`order_by`), if it has one. `read`:
+/// its JSON part when the verifying walk over the body already read it.
+pub(crate) fn order_key(
+    destination: &Destination,
+    event: &Event<'_>,
+    read: Option<Option<&str>>,
+) -> Option<String> {
+    let order_by = destination.order_by.as_ref()?;
+    let raw = order_by.raw_read(event.headers, event.body, read)?;
+    Some(crate::queue::order_key(&raw))
+}
 
 /// The job: the verified delivery through the store and the upstream (claim and
 /// forward, or enqueue), and the route's fixed reply in place of the answer.
 pub(super) async fn job(
-    state: &Arc<AppState>,
+    state: &Arc<PipelineContext>,
     ctx: Ctx,
     verified: Verified,
     rec: &mut RequestRecord,
@@ -65,7 +167,7 @@ pub(super) async fn job(
 
 /// A verified delivery on its way through the store and the upstream.
 struct Job {
-    state: Arc<AppState>,
+    state: Arc<PipelineContext>,
     ctx: Ctx,
     verified: Verified,
 }
@@ -102,7 +204,7 @@ impl Job {
             }
             return self.enqueue().await;
         }
-        if st.had_queue(&self.ctx.route.name)
+        if st.queue_history.had_queue(&self.ctx.route.name)
             && let Some(copy) = self.queued_before().await
         {
             return copy;
@@ -149,7 +251,6 @@ impl Job {
         let cfg = &self.ctx.routing.store_cfg;
         let id = self.verified.delivery.event_id().as_str();
         let fp = self.verified.delivery.fingerprint().short_hex();
-        let event = self.stored_event(&fp);
         let fanout = Fanout {
             prefix: &cfg.key_prefix,
             route: &self.ctx.route.name,
@@ -169,13 +270,22 @@ impl Job {
                 .map(|d| (d.name.as_str(), self.order_key(d)))
                 .collect(),
         };
+        let peer = self.ctx.peer.ip().to_string();
         let t = Instant::now();
-        let stored = st.store.enqueue_to(&fanout, &event, cfg.dedup_ttl).await;
+        let stored = enqueue(
+            &st.store,
+            &fanout,
+            &self.event(),
+            fp.clone(),
+            peer,
+            cfg.dedup_ttl,
+        )
+        .await;
         st.metrics.store_call("enqueue", t.elapsed().as_secs_f64());
         let event_id = id.to_owned();
         match stored {
             Ok(Enqueued::Queued) => {
-                st.deliveries.notify_one();
+                st.wake.notify_one();
                 (Answer::Queued { event_id }, None)
             }
             Ok(Enqueued::Existing(earlier)) => (copy_of(earlier, &fp, &event_id), None),
@@ -202,36 +312,29 @@ impl Job {
         }
     }
 
-    /// The event as a queue stores it (and a destination of another kind than HTTP
-    /// takes it).
-    fn stored_event(&self, fp: &str) -> StoredEvent {
-        StoredEvent {
-            envelope: Envelope {
-                event_id: self.verified.delivery.event_id().as_str().to_owned(),
-                event_type: self.verified.event_type.clone(),
-                fingerprint: fp.to_owned(),
-                method: self.ctx.method.as_str().to_owned(),
-                headers: Envelope::store_headers(&self.ctx.headers),
-                query: self.ctx.query.clone(),
-                peer: self.ctx.peer.ip().to_string(),
-                received_at_ms: crate::queue::now_ms(),
-            },
-            body: self.ctx.body.clone(),
-        }
-    }
-
     /// The event's key in `d`'s per-key order (`order_by`), if `d` has one: its JSON
     /// part as read in the verifying walk over the body.
     fn order_key(&self, d: &Arc<Destination>) -> Option<String> {
-        let order_by = d.order_by.as_ref()?;
+        d.order_by.as_ref()?;
         let route = &self.ctx.route;
         let read = route
             .destinations
             .iter()
             .position(|r| Arc::ptr_eq(r, d))
             .and_then(|i| route.body_fields.order_by(i, &self.verified.fields));
-        let raw = order_by.raw_read(&self.ctx.headers, &self.ctx.body, read)?;
-        Some(crate::queue::order_key(&raw))
+        order_key(d, &self.event(), read)
+    }
+
+    /// The delivery in plain parts, for [`forward`] and [`enqueue`].
+    fn event(&self) -> Event<'_> {
+        Event {
+            id: self.verified.delivery.event_id(),
+            event_type: self.verified.event_type.as_deref(),
+            method: &self.ctx.method,
+            headers: &self.ctx.headers,
+            body: &self.ctx.body,
+            query: self.ctx.query.as_deref(),
+        }
     }
 
     /// A delivery no destination takes: its event ID is recorded as done for the dedup
@@ -347,49 +450,19 @@ impl Job {
 
     async fn forward(&self) -> Result<UpstreamResponse, ForwardError> {
         let t = Instant::now();
-        let result = if self.ctx.route.primary().upstream().is_some() {
-            self.forward_http().await
-        } else {
-            self.deliver_linked().await
-        };
+        let result = forward(
+            self.state.via(&self.ctx.routing),
+            &self.ctx.route,
+            self.ctx.route.primary(),
+            &self.event(),
+            self.ctx.peer.ip(),
+            self.ctx.now,
+        )
+        .await;
         self.state
             .metrics
             .upstream(&self.ctx.route_metrics, t.elapsed().as_secs_f64());
         result
-    }
-
-    /// A sync route whose destination is of another kind than HTTP: delivered into
-    /// its server while the provider waits, and answered as an upstream would.
-    async fn deliver_linked(&self) -> Result<UpstreamResponse, ForwardError> {
-        let st = &self.state;
-        let via = crate::delivery::destination::Via {
-            forwarder: &st.forwarder,
-            links: &st.links,
-            clock: st.clock,
-            dedup_ttl: self.ctx.routing.store_cfg.dedup_ttl,
-        };
-        let fp = self.verified.delivery.fingerprint().short_hex();
-        let dest = self.ctx.route.primary();
-        crate::delivery::destination::Destination::of(via, &self.ctx.route, dest)
-            .deliver(&self.stored_event(&fp))
-            .await
-            .relayed(dest.target.kind())
-    }
-
-    async fn forward_http(&self) -> Result<UpstreamResponse, ForwardError> {
-        let out = Outbound {
-            method: self.ctx.method.clone(),
-            headers: &self.ctx.headers,
-            body: self.ctx.body.clone(),
-            query: self.ctx.query.as_deref(),
-            event_id: self.verified.delivery.event_id(),
-            peer: self.ctx.peer.ip(),
-            now: self.ctx.now,
-        };
-        self.state
-            .forwarder
-            .send(&self.ctx.route, self.ctx.route.primary(), out)
-            .await
     }
 }
 
@@ -405,7 +478,7 @@ fn copy_of(earlier: Claim, fp: &str, id: &str) -> Answer {
 }
 
 /// The answer to a forward: the upstream's own, relayed, or 502/504.
-fn relayed(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> Answer {
+pub(crate) fn relayed(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> Answer {
     match result {
         Ok(upstream) => Answer::Relayed {
             upstream,
@@ -419,7 +492,7 @@ fn relayed(result: Result<UpstreamResponse, ForwardError>, unclaimed: bool) -> A
 /// provider's answer follows the store's state; if it fails, retries continue in a
 /// tracked background task for up to `inflight_ttl`, after which the lease decides.
 async fn settle(
-    st: Arc<AppState>,
+    st: Arc<PipelineContext>,
     routing: Arc<Routing>,
     key: DedupKey,
     token: Token,
@@ -452,7 +525,7 @@ async fn settle(
 
 /// One settle attempt; true when there is nothing left to do.
 async fn settle_once(
-    st: &AppState,
+    st: &PipelineContext,
     routing: &Routing,
     key: &DedupKey,
     token: &Token,

@@ -12,31 +12,115 @@
 //! queue routes: → enqueue (claim + event, one durable step) ─ Queued → 200 queued
 //!                                    (delivered by delivery::worker), else as a claim
 //! ```
+//!
+//! The stages read the gateway through a [`PipelineContext`] (built in `app.rs`), never
+//! through another house. Beside them: `limits.rs`, the limits a request spends
+//! (bodies being read, body bytes, failure budgets); `handed.rs`, the secrets
+//! providers hand over in a set-up handshake; `job.rs`'s `forward` and `enqueue`,
+//! which the admin listener's replay uses too; `respond.rs`, the one answer table.
 
 mod admit;
-mod job;
+pub(crate) mod handed;
+pub(crate) mod job;
+pub(crate) mod limits;
 pub mod respond;
 mod run_to_completion;
 mod verify;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request};
 use hyper::body::Incoming;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::task::TaskTracker;
 
+use self::handed::HandedSecrets;
+use self::limits::{BodyBudget, ClientReads, FailureBudgets};
 use self::respond::{Answer, Resp};
 use crate::config::Route;
-use crate::observe::RequestRecord;
-use crate::observe::metrics::RouteMetrics;
-use crate::server::AppState;
-use crate::state::Routing;
+use crate::forward::Forwarder;
+use crate::observe::metrics::{Metrics, RouteMetrics};
+use crate::observe::{Observers, RequestRecord};
+use crate::state::{Clock, QueueHistory, Routing};
+use crate::store::Store;
+use crate::store::health::eviction;
 use tracing::Instrument as _;
 
 use self::admit::admit;
 use self::job::job;
 use self::verify::verify;
+
+/// What the request path uses of the gateway, and nothing more (as the delivery
+/// workers' [`crate::delivery::WorkerContext`]): built in `app.rs`, shared by every
+/// connection of the public listener.
+#[derive(Debug)]
+pub struct PipelineContext {
+    /// Swapped whole on reload; a request keeps the snapshot it started with, so
+    /// in-flight deliveries are unaffected.
+    pub(crate) routing: Arc<ArcSwap<Routing>>,
+    /// `server.request_timeout` as the gateway started (a reload does not change it).
+    pub(crate) request_timeout: Duration,
+    /// `server.max_body` as the gateway started: what a request's record keeps of the
+    /// answer at most.
+    pub(crate) max_body: usize,
+    pub(crate) store: Store,
+    pub(crate) forwarder: Forwarder,
+    /// The connections to destination servers of other kinds than HTTP.
+    pub(crate) links: Arc<crate::delivery::destination::Links>,
+    pub(crate) clock: Clock,
+    /// Settle steps (complete or release) run as tracked tasks: they outlive a
+    /// provider that hangs up, and shutdown waits for them.
+    pub(crate) settles: TaskTracker,
+    pub(crate) metrics: Arc<Metrics>,
+    /// Where each request's record goes at its end: metrics, capture, delivery log.
+    pub(crate) observers: Observers,
+    /// Deliveries forwarded without a claim because the store was down.
+    pub(crate) unclaimed_forwards: AtomicU64,
+    /// Bounds the deliveries handled at once (`server.max_in_flight`), from the end
+    /// of the body to the end of the forward and its settle.
+    pub(crate) in_flight: Arc<Semaphore>,
+    /// Budgets of failed verifications per route and client, on routes whose
+    /// verification is expensive.
+    pub(crate) budgets: FailureBudgets,
+    /// Bodies being received, per client (`server.max_reads_per_client`).
+    pub(crate) reads: ClientReads,
+    /// Body bytes being received, over every client and per client
+    /// (`server.max_body_bytes_in_flight`).
+    pub(crate) body_bytes: BodyBudget,
+    /// Signing secrets providers handed over in their set-up handshake; the admin
+    /// listener reads and clears them.
+    pub(crate) handed: Arc<HandedSecrets>,
+    /// Wakes the delivery workers: an event was queued.
+    pub(crate) wake: Arc<Notify>,
+    /// Redis's `maxmemory-policy` as last read: queue routes are refused while it
+    /// evicts, unless `store.allow_eviction`.
+    pub(crate) eviction: Arc<eviction::Watch>,
+    /// Routes whose queues may hold their events: a sync claim on one looks there
+    /// first.
+    pub(crate) queue_history: Arc<QueueHistory>,
+}
+
+impl PipelineContext {
+    /// The current routing snapshot.
+    pub(crate) fn routing(&self) -> Arc<Routing> {
+        self.routing.load_full()
+    }
+
+    /// What destinations are reached with, under `routing`'s dedup window.
+    pub(crate) fn via<'a>(&'a self, routing: &Routing) -> crate::delivery::destination::Via<'a> {
+        crate::delivery::destination::Via {
+            forwarder: &self.forwarder,
+            links: &self.links,
+            clock: self.clock,
+            dedup_ttl: routing.store_cfg.dedup_ttl,
+        }
+    }
+}
 
 const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
@@ -89,7 +173,7 @@ fn trace_context(headers: &HeaderMap) -> (TraceId, Option<HeaderValue>) {
 
 /// Handles one request and writes its log line.
 pub(crate) async fn handle(
-    state: Arc<AppState>,
+    state: Arc<PipelineContext>,
     mut req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Resp {
@@ -105,7 +189,7 @@ pub(crate) async fn handle(
         if let Some(v) = traceparent {
             req.headers_mut().insert(TRACEPARENT, v);
         }
-        let limit = state.server.request_timeout;
+        let limit = state.request_timeout;
         // `rec` is filled in as the pipeline goes, so that even a request cut off by
         // request_timeout is logged with its route and ID.
         let answer = match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut rec)).await
@@ -115,13 +199,9 @@ pub(crate) async fn handle(
         };
         let outcome = answer.outcome();
         let (resp, body) = respond::response_and_body(answer);
-        state.observers.finish(
-            rec,
-            outcome,
-            resp.status().as_u16(),
-            &body,
-            state.server.max_body,
-        );
+        state
+            .observers
+            .finish(rec, outcome, resp.status().as_u16(), &body, state.max_body);
         resp
     }
     .instrument(span)
@@ -135,7 +215,7 @@ pub(crate) async fn handle(
 /// answer or passes it on; `rec` is filled in as they go, for what the request leaves
 /// behind (`observe`).
 async fn pipeline(
-    state: &Arc<AppState>,
+    state: &Arc<PipelineContext>,
     req: Request<Incoming>,
     peer: SocketAddr,
     rec: &mut RequestRecord,

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use super::Ctx;
+use super::PipelineContext;
 use super::respond::Answer;
 use crate::config::Destination;
 use crate::observe::RequestRecord;
 use crate::provider::{Accepted, BodyValues, Inbound, VerifiedDelivery, accept_reading};
-use crate::server::AppState;
 
 /// What [`verify`] found in an admitted request.
 pub(super) struct Verified {
@@ -30,7 +30,7 @@ pub(super) struct Verified {
     reason = "an answer ends the request: returned once, as the async stages return theirs"
 )]
 pub(super) fn verify(
-    state: &Arc<AppState>,
+    state: &Arc<PipelineContext>,
     ctx: &Ctx,
     rec: &mut RequestRecord,
 ) -> Result<Verified, Answer> {
@@ -114,15 +114,18 @@ pub(super) fn verify(
 
 /// A handshake's answer, once a secret it hands over is kept (or refused).
 fn handshake(
-    state: &Arc<AppState>,
+    state: &Arc<PipelineContext>,
     ctx: &Ctx,
     mut reply: crate::provider::HandshakeReply,
     rec: &mut RequestRecord,
 ) -> Answer {
     if let Some(secret) = reply.handed_secret.take() {
         let configured = ctx.route.secret_count > 0;
-        match state.keep_handed_secret(&ctx.route.name, configured, secret, ctx.now) {
-            crate::server::Handed::Kept => {}
+        match state
+            .handed
+            .keep(&ctx.route.name, configured, secret, ctx.now)
+        {
+            super::handed::Handed::Kept => {}
             refused => {
                 rec.detail = Some(format!("handed-over secret refused: {refused:?}"));
                 return Answer::HandshakeRefused {

@@ -1,11 +1,11 @@
 //! The recorder's unit tests.
 
 use super::*;
-use crate::server::AppState;
+use crate::admin::AdminContext;
 
-/// A gateway's state on a disk store in `dir`, not serving (its writer not
-/// started: a test writes batches itself).
-fn disk_state(dir: &std::path::Path) -> Arc<AppState> {
+/// The admin listener's context of a gateway on a disk store in `dir`, not serving
+/// (its writer not started: a test writes batches itself).
+fn disk_admin(dir: &std::path::Path) -> Arc<AdminContext> {
     let text = format!(
         "[store]\nbackend = \"disk\"\npath = \"{}\"\n[[routes]]\nname = \"stripe\"\npath = \"/webhooks/stripe\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"http://127.0.0.1:9/\"\n",
         dir.join("hookgate.db").display()
@@ -15,7 +15,7 @@ fn disk_state(dir: &std::path::Path) -> Arc<AppState> {
         .unwrap_or_else(|e| panic!("{e}"));
     crate::app::App::build(&cfg, crate::state::Clock::System)
         .expect("state")
-        .state()
+        .admin()
         .clone()
 }
 
@@ -55,17 +55,17 @@ fn record(n: u64) -> Stored {
 async fn one_disk_write_reaches_a_live_stream_whole() {
     use http_body_util::BodyExt as _;
     let dir = tempfile::tempdir().expect("dir");
-    let state = disk_state(dir.path());
+    let admin = disk_admin(dir.path());
     let req = http::Request::get("/deliveries/stream")
         .body(())
         .expect("request");
-    let mut body = crate::admin::deliveries::stream(&state, &req).into_body();
+    let mut body = crate::admin::deliveries::stream(&admin, &req).into_body();
     let mut batch = Batch {
         records: (0..BATCH_RECORDS_FRAMED as u64).map(record).collect(),
         ..Batch::default()
     };
-    state.recorder.log.prepare(&mut batch);
-    state.recorder.write(batch).await;
+    admin.recorder.log.prepare(&mut batch);
+    admin.recorder.write(batch).await;
     let (mut delivered, mut lagged) = (0, 0);
     let mut text = String::new();
     while delivered + lagged < BATCH_RECORDS_FRAMED {

@@ -296,7 +296,7 @@ pub async fn provider_sim<F: std::future::Future<Output = ()>>(
     let next_target = Arc::new(AtomicUsize::new(0));
     let deadline = Instant::now() + limit;
     let spread_ms = (events as u64 * 4 / 3).max(400);
-    let now = hookgate::server::Clock::System.now();
+    let now = hookgate::time::Clock::System.now();
     let mut tasks = Vec::new();
     for e in 0..events {
         let body = format!(r#"{{"id":"evt_chaos_{e:05}","type":"invoice.paid"}}"#);

@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use hookgate::replay::Replay;
-use hookgate::server::Clock;
+use hookgate::time::Clock;
 
 use crate::support::{RedisServer, TestGateway, Upstream, store_toml};
 

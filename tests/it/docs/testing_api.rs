@@ -38,7 +38,7 @@ async fn the_documented_testing_example_works() {
         &mut captured,
         None,
         "whsec_test",
-        hookgate::server::Clock::System.now(),
+        hookgate::time::Clock::System.now(),
         None,
     )
     .expect("resign");

@@ -433,7 +433,7 @@ async fn write_far_past_max_size(gw: &TestGateway, round: u64) -> Vec<serde_json
         );
     }
     let newest = list_at_least(gw, "?limit=500", 1).await;
-    let size = gw.state.delivery_log_size().await.expect("the log's size");
+    let size = gw.app.delivery_log_size().await.expect("the log's size");
     assert!(size <= MAX_SIZE, "the log counts {size} bytes");
     // About max_size / 62 KiB records are kept: the oldest went.
     assert!(

@@ -178,7 +178,7 @@ async fn copies_of_one_signed_delivery_leave_the_genuine_record_and_its_body() {
         "{copies} copies in {elapsed:.2} s: {} recorded (without body, {header_bytes} header bytes), {} counted; the log holds {} bytes",
         recorded.len(),
         counted,
-        gw.state.delivery_log_size().await.unwrap_or_default()
+        gw.app.delivery_log_size().await.unwrap_or_default()
     );
     gw.stop().await;
 }

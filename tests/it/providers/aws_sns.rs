@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hookgate::server::Clock;
+use hookgate::time::Clock;
 use rsa::pkcs8::DecodePrivateKey as _;
 use rsa::signature::{SignatureEncoding as _, Signer as _};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -198,7 +198,7 @@ async fn send_vector_at(
         crate::providers::vectors::vector_config(v, &up.url("/up")).expect("a supported vector");
     let gw = TestGateway::start_with_clock(
         &format!("{cfg}{route_extra}\n"),
-        hookgate::server::Clock::Fixed(now),
+        hookgate::time::Clock::Fixed(now),
     )
     .await;
     let body = v["body"].as_str().unwrap_or_default().as_bytes().to_vec();
@@ -287,7 +287,7 @@ async fn paypal_refuses_a_second_body_under_a_seen_transmission_id() {
         crate::providers::vectors::vector_config(&v, &up.url("/up")).expect("paypal");
     let gw = TestGateway::start_with_clock(
         &cfg,
-        hookgate::server::Clock::Fixed(v["now"].as_u64().expect("now")),
+        hookgate::time::Clock::Fixed(v["now"].as_u64().expect("now")),
     )
     .await;
     let url = gw.url(&format!("/hook{query}"));

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use hookgate::provider::Preset;
-use hookgate::server::Clock;
+use hookgate::time::Clock;
 use serde_json::Value;
 
 use crate::support::{TestGateway, Upstream, send};

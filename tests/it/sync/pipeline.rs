@@ -305,12 +305,7 @@ async fn redis_down_rejects_with_503_or_forwards_by_route_then_recovers() {
         r.body
     );
     assert_eq!(up.count_for("evt_open"), 1);
-    assert_eq!(
-        gw.state
-            .unclaimed_forwards
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
-    );
+    assert_eq!(gw.app.unclaimed_forwards(), 1);
 
     redis.restart();
     // Back to normal service once Redis answers again: the rejected event goes through
@@ -405,7 +400,7 @@ async fn bad_input_gets_its_documented_answer_and_is_never_forwarded() {
 
     // Stale and future timestamps (tolerance 300 s), correctly signed.
     for (offset, what) in [(-400i64, "stale"), (400, "future")] {
-        let t = (hookgate::server::Clock::System.now() as i64 + offset) as u64;
+        let t = (hookgate::time::Clock::System.now() as i64 + offset) as u64;
         let route = &gw.config.routes[0];
         let h: Vec<(String, String)> = hookgate::sign::headers(
             &route.verifier,
