@@ -679,3 +679,50 @@ fn deliveries(total: usize, seed: u64) -> Vec<Delivery> {
     out.extend(repeats.into_values().flatten());
     out
 }
+
+/// docs/inbox.md shows the crate's own SQL: the schema as `hookgate inbox schema`
+/// prints it, and the "next event" query and the mark in the plain-SQL pattern and in
+/// each language's loop (the crate's query less the ids it passes over).
+#[test]
+fn docs_inbox_md_shows_the_crates_schema_and_queries() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/inbox.md"))
+        .expect("docs/inbox.md");
+    let schema = hookgate_inbox::schema(TABLE).expect("schema");
+    assert!(
+        page.contains(&format!("```sql\n{schema}```")),
+        "docs/inbox.md's schema differs from hookgate_inbox::schema:\n{schema}"
+    );
+
+    // Whitespace and identifier quotes aside.
+    let norm = |sql: &str| {
+        sql.replace('"', "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let table = TableName::parse(TABLE).expect("name");
+    let next = norm(&table.next_statement()).replace(" AND e.id <> ALL ($1::bigint[])", "");
+    let shown: Vec<String> = page
+        .match_indices("SELECT e.id,")
+        .map(|(at, _)| {
+            let rest = &page[at..];
+            let end = rest
+                .find("SKIP LOCKED")
+                .expect("the query ends with SKIP LOCKED");
+            norm(&rest[..end + "SKIP LOCKED".len()])
+        })
+        .collect();
+    assert_eq!(shown.len(), 4, "the plain SQL, Python, Node and Go");
+    for query in &shown {
+        assert_eq!(
+            query, &next,
+            "docs/inbox.md's next-event query differs from the crate's"
+        );
+    }
+    let done = norm(&table.done_statement());
+    let marks = page
+        .matches("UPDATE hookgate_inbox SET processed_at = now() WHERE id = ")
+        .count();
+    assert_eq!(marks, 4, "the mark, in the plain SQL and each loop");
+    assert!(page.contains(&format!("{done};")), "{done}");
+}
