@@ -7,10 +7,13 @@
 //! ```
 //!
 //! Each event adds one row to `inbox_effects`. That table has no unique constraint on
-//! purpose: an event applied twice would show as two rows. Run as many processes as you
-//! like against one database, kill them at any moment and start them again; every event
-//! ends with exactly one row, per order key in the order hookgate accepted them. Each
-//! process runs until it is killed, connecting again when the database goes away.
+//! purpose: an event applied twice would show as two rows. Like a ledger's balance, each
+//! row depends on what came before it: `applied_before` counts the effects of its key
+//! already committed, so per key it reads 0, 1, 2, … only when the key's events were
+//! applied one at a time, in order. Run as many processes as you like against one
+//! database, kill them at any moment and start them again; every event ends with exactly
+//! one row, per order key in the order hookgate accepted them. Each process runs until
+//! it is killed, connecting again when the database goes away.
 
 use std::time::Duration;
 
@@ -38,13 +41,20 @@ struct Args {
 
 /// One effect row per event applied; `seq` is the order effects were written in.
 const EFFECTS: &str = "CREATE TABLE IF NOT EXISTS inbox_effects (
-    seq        bigserial   PRIMARY KEY,
-    inbox_id   bigint      NOT NULL,
-    route      text        NOT NULL,
-    order_key  text,
-    event_id   text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
+    seq            bigserial   PRIMARY KEY,
+    inbox_id       bigint      NOT NULL,
+    route          text        NOT NULL,
+    order_key      text,
+    event_id       text        NOT NULL,
+    applied_before bigint      NOT NULL,  -- effects of this route and key committed before
+    applied_at     timestamptz NOT NULL DEFAULT now()
 )";
+
+/// The effect: its `applied_before` is read in the same statement (0 for an event
+/// without a key).
+const EFFECT: &str =
+    "INSERT INTO inbox_effects (inbox_id, route, order_key, event_id, applied_before)
+    SELECT $1, $2, $3, $4, count(*) FROM inbox_effects WHERE route = $2 AND order_key = $3";
 
 /// Writes each event's effect.
 #[derive(Debug)]
@@ -55,7 +65,7 @@ struct Effects {
 impl Handler for Effects {
     async fn handle(&mut self, tx: &mut Transaction<'_>, event: &Event) -> Result<(), BoxError> {
         tx.execute(
-            "INSERT INTO inbox_effects (inbox_id, route, order_key, event_id) VALUES ($1, $2, $3, $4)",
+            EFFECT,
             &[&event.id, &event.route, &event.order_key, &event.event_id],
         )
         .await?;

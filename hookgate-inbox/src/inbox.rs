@@ -53,8 +53,9 @@ impl Inbox {
     }
 
     /// How long [`Inbox::run`] waits for a notification before it looks anyway. The
-    /// fallback for a notification missed while the connection was down, or for a
-    /// gateway that cannot notify.
+    /// fallback for a notification missed while the connection was down, and for a
+    /// key's next event that another handler process freed by its commit and left (it
+    /// died right after, say): only the gateway's inserts notify.
     #[must_use]
     pub fn poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;

@@ -183,7 +183,7 @@ CREATE INDEX IF NOT EXISTS {pending_key} ON {t} (route, order_key, id) WHERE pro
     #[must_use]
     pub fn done_statement(&self) -> String {
         format!(
-            "UPDATE {} SET processed_at = now() WHERE id = $1 AND processed_at IS NULL",
+            "UPDATE {} SET processed_at = now() WHERE id = $1",
             self.quoted
         )
     }
