@@ -585,20 +585,26 @@ async fn killed_handlers_apply_every_event_exactly_once_in_key_order() {
 
     let total = 300;
     let deliveries = deliveries(total, seed);
-    let mut writer = pg.client().await;
+    // The events come through a real gateway: two queue routes whose destination is
+    // the inbox, one line per customer (`order_by`).
+    let state = tempfile::tempdir().expect("state dir");
+    let gw = crate::support::TestGateway::start(&gateway_config(&pg.url(), state.path())).await;
     let feeder = tokio::spawn(async move {
-        let table = TableName::parse(TABLE).expect("name");
         let mut new_rows = 0;
         for (n, d) in deliveries.iter().enumerate() {
-            if deliver(&mut writer, &table, d).await.is_some() {
-                new_rows += 1;
+            let body = event_body(d);
+            let r = gw.deliver(d.route, &body, &d.event_id).await;
+            match r.outcome() {
+                "queued" => new_rows += 1,
+                "duplicate" => {}
+                other => panic!("{} answered {other}: {}", d.event_id, r.body),
             }
             if n % 10 == 9 {
                 // Paced, so the deliveries span the kills.
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
-        new_rows
+        (new_rows, gw)
     });
 
     let deadline = Instant::now() + LIMIT;
@@ -606,15 +612,16 @@ async fn killed_handlers_apply_every_event_exactly_once_in_key_order() {
     loop {
         let pause = rng.random_range(30..250);
         tokio::time::sleep(Duration::from_millis(pause)).await;
-        let left: i64 = client
+        let (left, rows): (i64, i64) = client
             .query_one(
-                "SELECT count(*) FROM hookgate_inbox WHERE processed_at IS NULL",
+                "SELECT count(*) FILTER (WHERE processed_at IS NULL), count(*) FROM hookgate_inbox",
                 &[],
             )
             .await
-            .expect("unprocessed")
-            .get(0);
-        if feeder.is_finished() && left == 0 {
+            .map(|r| (r.get(0), r.get(1)))
+            .expect("unprocessed");
+        let all_in = usize::try_from(rows).is_ok_and(|r| r == total);
+        if feeder.is_finished() && all_in && left == 0 {
             break;
         }
         assert!(
@@ -628,8 +635,9 @@ async fn killed_handlers_apply_every_event_exactly_once_in_key_order() {
             kills += 1;
         }
     }
-    let new_rows = feeder.await.expect("feeder");
-    assert_eq!(new_rows, total, "a repeated delivery added a row");
+    let (new_rows, gw) = feeder.await.expect("feeder");
+    assert_eq!(new_rows, total, "a repeated delivery was queued again");
+    gw.stop().await;
     drop(handlers);
 
     let rows: i64 = client
@@ -654,6 +662,45 @@ async fn killed_handlers_apply_every_event_exactly_once_in_key_order() {
         "{total} events, {kills} kills, {} effects rolled back by a kill (seed {seed})",
         last - effects
     );
+}
+
+/// Two Stripe queue routes, `stripe` and `shop`, on a disk store in `dir`, whose
+/// destination is the inbox at `url`, one line per customer.
+fn gateway_config(url: &str, dir: &std::path::Path) -> String {
+    let route = |name: &str| {
+        format!(
+            r#"[[routes]]
+name = "{name}"
+path = "/webhooks/{name}"
+provider = "stripe"
+secrets = ["whsec_test"]
+delivery = "queue"
+retry = {{ max_attempts = 100, initial = "50ms", max_delay = "500ms", max_age = "1h" }}
+[[routes.destinations]]
+name = "inbox"
+postgres = {{ url = "{url}", table = "{TABLE}" }}
+order_by = "json:/data/object/customer"
+"#
+        )
+    };
+    format!(
+        "[store]\nbackend = \"disk\"\npath = \"{}\"\n{}{}",
+        dir.join("hookgate.db").display(),
+        route("stripe"),
+        route("shop")
+    )
+}
+
+/// A Stripe event body for `d`, its customer the order key.
+fn event_body(d: &Delivery) -> String {
+    let customer = d
+        .order_key
+        .as_deref()
+        .map_or("null".to_owned(), |k| format!("\"{k}\""));
+    format!(
+        r#"{{"id":"{}","object":"event","type":"test.event","data":{{"object":{{"customer":{customer}}}}}}}"#,
+        d.event_id
+    )
 }
 
 /// `total` distinct events over six order keys and some without one, on two routes,
