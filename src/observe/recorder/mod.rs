@@ -66,7 +66,7 @@ const QUEUED_OVERHEAD: u64 = 64;
 /// Records or bytes one write takes at most. On the disk store a write is a frame and
 /// a transaction under the file's write lock: up to a tenth of a second's records
 /// (2 048) go in one. Elsewhere 2 048 measured worse than 256 on the memory row
-/// (docs/performance.md, sixth pass).
+/// (docs/performance.md, "The delivery log's cost").
 const BATCH_RECORDS: usize = 256;
 const BATCH_RECORDS_FRAMED: usize = 2_048;
 const BATCH_BYTES: u64 = 4 << 20;
