@@ -27,8 +27,12 @@
 //!   the delivery log's record; one redaction rule for captures and the log.
 //! - [`delivery`]: the queue's path. Its workers take due events, run each attempt
 //!   under a lease, and hand the event to a [`delivery::destination::Destination`], the
-//!   contract every kind of destination implements (HTTP first): the worker knows
-//!   nothing of HTTP. It reads the gateway through a [`delivery::WorkerContext`].
+//!   contract every kind of destination implements: HTTP, an inbox table in
+//!   PostgreSQL, NATS JetStream, RabbitMQ, Redis Streams, whose connections
+//!   ([`delivery::destination::Links`]) are kept per destination and checked in the
+//!   background. The worker knows nothing of any kind. It reads the gateway through a
+//!   [`delivery::WorkerContext`]. The inbox's handler side is a crate of its own,
+//!   `hookgate-inbox/`.
 //! - [`admin`]: the admin listener. One table (`router.rs`) names the endpoint for a
 //!   request, a file per group of endpoints answers it; [`admin::api`] holds the
 //!   answers' types, which [`cli`] decodes. It reads the gateway through an
@@ -54,8 +58,8 @@
 //! snapshot a reload swaps, the routes whose queues may hold events). Beside them:
 //! [`forward`] (the pooled upstream client), [`replay`] and [`sign`] (replay files,
 //! signing), `testing` (with the `testing` feature: a gateway and a recording upstream
-//! for your own test suites), [`cli`] (a file per command), [`shutdown`], [`upstream`]
-//! (the demo handler of `hookgate upstream`).
+//! for your own test suites), [`cli`] (a file per command, and the demo handler of
+//! `hookgate upstream`), [`shutdown`].
 //!
 //! A request's path reads in that order: [`ingress`] → [`pipeline`] (admit, verify:
 //! [`provider`]) → [`store`] (claim) → [`forward`] → [`store`] (complete or release) →
@@ -96,4 +100,3 @@ pub mod store;
 pub mod testing;
 pub mod time;
 pub mod tls;
-pub mod upstream;

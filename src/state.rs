@@ -27,15 +27,6 @@ impl Routing {
         self.by_name.get(name)
     }
 
-    /// A destination's queue in the configured store.
-    pub(crate) fn queue<'a>(
-        &'a self,
-        route: &'a str,
-        destination: &'a str,
-    ) -> crate::store::QueueRef<'a> {
-        crate::store::QueueRef::new(&self.store_cfg.key_prefix, route, destination)
-    }
-
     pub(crate) fn new(cfg: &Config) -> Self {
         let all: Vec<Arc<Route>> = cfg.routes.iter().map(|r| Arc::new(r.clone())).collect();
         Self {

@@ -399,16 +399,27 @@ fn event_details(v: &EventView, now_ms: u64) -> String {
 }
 
 /// An attempt as `events show` and `deliveries show` list it, after its time: its
-/// result, the upstream's status, the error and how long it took.
+/// result, the upstream's status, the error and how long it took; on a destination of
+/// another kind than HTTP, the kind and what its server said (`postgres: inbox row 42`).
 pub(super) fn attempt(a: &Attempt) -> String {
     let status = a.status.map(|s| format!(" {s}")).unwrap_or_default();
+    let kind = a
+        .kind
+        .as_ref()
+        .map(|k| format!("{}: ", printable(k)))
+        .unwrap_or_default();
+    let receipt = a
+        .receipt
+        .as_ref()
+        .map(|r| format!(" [{}]", printable(r)))
+        .unwrap_or_default();
     let error = a
         .error
         .as_ref()
         .map(|e| format!(": {}", printable(e)))
         .unwrap_or_default();
     format!(
-        "{}{status}{error} ({} ms)",
+        "{kind}{}{status}{receipt}{error} ({} ms)",
         printable(a.result.as_str()),
         a.duration_ms
     )

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod admin;
 mod check;
 mod deliveries;
+mod demo_upstream;
 mod events;
 mod forget;
 mod keygen;

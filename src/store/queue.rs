@@ -602,6 +602,14 @@ impl RetryPolicy {
     }
 }
 
+impl crate::state::Routing {
+    /// A destination's queue in the configured store. (Written here, beside
+    /// [`QueueRef`], so the routing snapshot needs nothing of the store.)
+    pub(crate) fn queue<'a>(&'a self, route: &'a str, destination: &'a str) -> QueueRef<'a> {
+        QueueRef::new(&self.store_cfg.key_prefix, route, destination)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

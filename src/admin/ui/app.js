@@ -576,7 +576,8 @@
         el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'At'), el('th', { scope: 'col' }, 'Result'),
           el('th', { scope: 'col', class: 'num' }, 'Status'), el('th', { scope: 'col', class: 'num' }, 'Took'), el('th', { scope: 'col' }, 'Error'))),
         el('tbody', {}, attempts.map((a) => el('tr', {},
-          el('td', { class: 'time' }, timeEl(a.at_ms)), el('td', {}, a.result || ''),
+          el('td', { class: 'time' }, timeEl(a.at_ms)),
+          el('td', {}, (a.kind ? a.kind + ': ' : '') + (a.result || '') + (a.receipt ? ' (' + a.receipt + ')' : '')),
           el('td', { class: 'num' }, a.status ? String(a.status) : '—'),
           el('td', { class: 'num' }, a.duration_ms === undefined ? '—' : a.duration_ms + ' ms'),
           el('td', {}, a.error || '')))))));

@@ -11,12 +11,12 @@ use super::sink::{Kind, Sink};
 use crate::queue::delivery::admin;
 use crate::support::TestGateway;
 
-const FAST: &str =
+pub(super) const FAST: &str =
     r#"{ max_attempts = 200, initial = "50ms", max_delay = "300ms", max_age = "1h" }"#;
 
 /// A Stripe queue route on a disk store in `dir` delivering into `sink`, and a sync
 /// route (`stripe_sync`) delivering into it too.
-fn config(sink: &Sink, dir: &std::path::Path, route_extra: &str) -> String {
+pub(super) fn config(sink: &Sink, dir: &std::path::Path, route_extra: &str) -> String {
     let kind = sink.toml();
     format!(
         r#"[server]
@@ -126,6 +126,13 @@ async fn copies_leave_one(kind: Kind) {
 }
 
 async fn a_restart_of_the_server_loses_nothing(kind: Kind) -> usize {
+    restarted(kind, false).await
+}
+
+/// Events queued, the server stopped (or SIGKILLed, with `kill`) once some reached it,
+/// more queued while it is down, the server started again: every event reaches it.
+/// Returns how many reached it twice.
+async fn restarted(kind: Kind, kill: bool) -> usize {
     let mut sink = Sink::start(kind).await;
     let dir = tempfile::tempdir().expect("dir");
     let gw = TestGateway::start(&config(&sink, dir.path(), "")).await;
@@ -147,7 +154,11 @@ async fn a_restart_of_the_server_loses_nothing(kind: Kind) -> usize {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(first_ten, "the first events never reached the server");
-    sink.stop();
+    if kill {
+        sink.kill();
+    } else {
+        sink.stop();
+    }
     for id in &ids[10..] {
         assert_eq!(
             gw.deliver("stripe", &event(id, "cus_1"), id)
@@ -247,6 +258,14 @@ async fn amqp_restarted_loses_nothing() {
     eprintln!("amqp: {repeated} message(s) published again after the broker's restart");
 }
 
+/// The broker SIGKILLed mid-run: publishes whose confirms it never sent are published
+/// again. Nothing is lost; the repeats are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn amqp_killed_loses_nothing() {
+    let repeated = restarted(Kind::Amqp, true).await;
+    eprintln!("amqp: {repeated} message(s) published again after the broker was killed");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_stream_restarted_loses_and_repeats_nothing() {
     assert_eq!(
@@ -330,4 +349,86 @@ async fn nats_without_a_stream_refuses_until_one_captures_the_subject() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn amqp_unroutable_is_refused_not_dropped() {
     a_server_without_its_place_refuses_until_fixed(Kind::Amqp).await;
+}
+
+/// `/readyz` and `/overview` report each destination's server, reachable or not, and
+/// a server that goes down never makes the gateway unready; its password is never
+/// shown, there or in `hookgate check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_reports_each_server_and_a_down_one_keeps_the_gateway_ready() {
+    let mut sink = Sink::start(Kind::Postgres).await;
+    let dir = tempfile::tempdir().expect("dir");
+    // A password in the URL (trust auth ignores it): it must never be shown.
+    let cfg = config(&sink, dir.path(), "").replace("@127.0.0.1:", ":hunter2@127.0.0.1:");
+    assert!(cfg.contains(":hunter2@"), "{cfg}");
+    let gw = TestGateway::start(&cfg).await;
+    let ready = |gw: &TestGateway| {
+        let url = gw.admin_url("/readyz");
+        async move { crate::support::send("GET", &url, &[], Vec::new()).await }
+    };
+    let mut body = serde_json::Value::Null;
+    for _ in 0..300 {
+        let r = ready(&gw).await;
+        assert!(!r.body.contains("hunter2"), "{}", r.body);
+        body = serde_json::from_str(&r.body).unwrap_or_default();
+        if body["destinations"][0]["reachable"] == true {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(body["destinations"][0]["reachable"], true, "{body}");
+    assert_eq!(body["destinations"][0]["kind"], "postgres", "{body}");
+    assert!(
+        body["destinations"][0]["target"]
+            .as_str()
+            .is_some_and(|t| t.contains("[redacted]")),
+        "{body}"
+    );
+    sink.stop();
+    let mut down = false;
+    for _ in 0..300 {
+        let r = ready(&gw).await;
+        assert_eq!(
+            r.status, 200,
+            "a destination down keeps the gateway ready: {}",
+            r.body
+        );
+        let b: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+        if b["destinations"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["reachable"] == false))
+        {
+            assert!(!r.body.contains("hunter2"), "{}", r.body);
+            down = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(down, "the stopped server was never reported unreachable");
+    let (_, overview) = admin(&gw, "GET", "/overview").await;
+    let text = overview.to_string();
+    assert!(
+        text.contains("\"kind\":\"postgres\"") && !text.contains("hunter2"),
+        "{text}"
+    );
+    gw.stop().await;
+    // `hookgate check` names the kind and redacts the URL's credentials.
+    let file = dir.path().join("hookgate.toml");
+    std::fs::write(&file, &cfg).expect("write config");
+    let out = std::process::Command::new(crate::process::binary::BIN)
+        .args(["check", "--config"])
+        .arg(&file)
+        .output()
+        .expect("run check");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{printed}");
+    assert!(
+        printed.contains("postgres") && printed.contains("[redacted]"),
+        "{printed}"
+    );
+    assert!(!printed.contains("hunter2"), "{printed}");
 }

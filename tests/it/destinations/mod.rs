@@ -5,6 +5,7 @@
 //! handler side (`hookgate-inbox`, `examples/inbox_handler.rs`).
 
 mod crash;
+mod drain;
 mod fixtures;
 mod inbox;
 mod kinds;

@@ -267,6 +267,16 @@ impl Sink {
         }
     }
 
+    /// Kills the server (SIGKILL), its data kept as the kill left it.
+    pub fn kill(&mut self) {
+        match self {
+            Self::Postgres(s) => s.kill(),
+            Self::Nats(s) => s.kill(),
+            Self::Amqp(s) => s.kill(),
+            Self::RedisStream(s) => s.signal("KILL"),
+        }
+    }
+
     /// Starts it again on the same port, with its data.
     pub fn restart(&mut self) {
         match self {

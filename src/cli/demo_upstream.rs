@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
 
 /// Where `hookgate upstream ADDR` listens: a port (on 127.0.0.1) or an address.
-pub fn parse_listen(arg: &str) -> Result<SocketAddr, String> {
+pub(super) fn parse_listen(arg: &str) -> Result<SocketAddr, String> {
     if let Ok(port) = arg.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
@@ -18,7 +18,7 @@ pub fn parse_listen(arg: &str) -> Result<SocketAddr, String> {
 }
 
 /// Serves until the process is stopped; one line on stdout per request.
-pub async fn run(listener: tokio::net::TcpListener) -> std::io::Result<()> {
+pub(super) async fn run(listener: tokio::net::TcpListener) -> std::io::Result<()> {
     println!("upstream listening on http://{}", listener.local_addr()?);
     crate::ingress::listen::serve_http(listener, std::future::pending(), |req, _peer| answer(req))
         .await;
@@ -49,7 +49,7 @@ async fn answer(req: http::Request<hyper::body::Incoming>) -> http::Response<Ful
         body.len(),
         // The body is the sender's: its control characters are written out, so it
         // cannot drive this terminal.
-        crate::cli::text::printable(&String::from_utf8_lossy(&body))
+        super::text::printable(&String::from_utf8_lossy(&body))
     );
     let mut resp = http::Response::new(Full::new(Bytes::from_static(b"{\"received\":true}\n")));
     resp.headers_mut().insert(
