@@ -252,6 +252,51 @@ impl Sink {
         }
     }
 
+    /// How many events the server holds (copies counted), read cheaply: a count, the
+    /// stream's or the queue's length.
+    pub async fn count(&self) -> usize {
+        match self {
+            Self::Postgres(pg) => {
+                let n: i64 = pg
+                    .client()
+                    .await
+                    .query_one("SELECT count(*) FROM hookgate_inbox", &[])
+                    .await
+                    .expect("count the inbox")
+                    .get(0);
+                usize::try_from(n).unwrap_or(0)
+            }
+            Self::Nats(n) => {
+                let mut stream = n
+                    .jetstream()
+                    .await
+                    .get_stream(STREAM)
+                    .await
+                    .expect("the stream");
+                let info = stream.info().await.expect("stream info");
+                usize::try_from(info.state.messages).unwrap_or(0)
+            }
+            Self::Amqp(r) => {
+                let conn = r.connect().await;
+                let ch = conn.create_channel().await.expect("channel");
+                let passive = lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                };
+                let q = ch
+                    .queue_declare(QUEUE.into(), passive, lapin::types::FieldTable::default())
+                    .await
+                    .expect("look at the queue");
+                let _ = conn.close(200, "counted".into()).await;
+                q.message_count() as usize
+            }
+            Self::RedisStream(r) => {
+                let n: usize = r.cmd(redis::cmd("XLEN").arg("webhooks:stripe"));
+                n
+            }
+        }
+    }
+
     /// The event IDs the server holds, in the order it took them.
     pub async fn ids(&self) -> Vec<String> {
         self.held().await.into_iter().map(|h| h.event_id).collect()
