@@ -508,7 +508,7 @@ fn inbox_handler_binary() -> PathBuf {
     let bin = profile.join("examples").join("inbox_handler");
     assert!(
         bin.is_file(),
-        "{} is not built: `cargo build --example inbox_handler` (tests/run's `cargo test --all-targets` builds it)",
+        "{} is not built: `cargo build --example inbox_handler` (tests/run builds it before the tests)",
         bin.display()
     );
     bin
