@@ -489,13 +489,25 @@ async fn captures_redact_credentials_in_the_query_and_the_body() {
     )
     .await;
     assert_eq!(r.outcome(), "forwarded", "{}", r.body);
-    let written = crate::support::eventually(Duration::from_secs(5), || {
-        std::fs::read_dir(&captures).map(|d| d.count()).unwrap_or(0) >= 3
-    })
-    .await;
+    // Written whole and renamed: a `.…tmp` file is one still being written.
+    let finished = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&captures)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        !p.file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let written =
+        crate::support::eventually(Duration::from_secs(5), || finished().len() >= 3).await;
     assert!(written, "three captures");
-    for entry in std::fs::read_dir(&captures).expect("captures") {
-        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+    for path in finished() {
+        let text = std::fs::read_to_string(path).expect("read");
         assert!(
             !text.contains("S3CRET"),
             "a credential was captured:\n{text}"

@@ -116,19 +116,34 @@ async fn three_gateways_on_one_cluster_forward_each_event_once() {
             async move { post(&url, &h, b.into_bytes()).await }
         });
         let replies = join_all(sends).await;
-        assert_eq!(
-            replies
-                .iter()
-                .filter(|r| r.outcome() == "forwarded")
-                .count(),
-            1,
-            "event {e}"
-        );
+        let forwarded = replies
+            .iter()
+            .filter(|r| r.outcome() == "forwarded")
+            .count();
+        assert!(forwarded <= 1, "event {e}: {forwarded} copies forwarded");
+        // A store call that timed out on a loaded machine is 503: the retry comes as
+        // the provider's would, until the claim it may have left expires
+        // (`inflight_ttl`, 30 s) or its forward is done.
         assert!(
-            replies
-                .iter()
-                .all(|r| matches!(r.outcome(), "forwarded" | "duplicate" | "in_flight"))
+            replies.iter().all(|r| matches!(
+                r.outcome(),
+                "forwarded" | "duplicate" | "in_flight" | "store_error"
+            )),
+            "{replies:?}"
         );
+        if forwarded == 0 {
+            let url = gateways[e % 3].url("/webhooks/stripe");
+            let mut settled = false;
+            for _ in 0..450 {
+                let r = post(&url, &headers, body.clone().into_bytes()).await;
+                if matches!(r.outcome(), "forwarded" | "duplicate") {
+                    settled = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert!(settled, "event {e}: never forwarded");
+        }
         assert_eq!(up.count_for(&format!("evt_three_{e}")), 1);
     }
     for g in gateways {
