@@ -78,15 +78,13 @@ impl Link {
         m: &Message,
         dedup_ttl: Duration,
     ) -> Answer {
-        let mut answer = match (&self.conn, target) {
+        match (&self.conn, target) {
             (Conn::Postgres(c), Target::Postgres(t)) => c.deliver(t, m).await,
             (Conn::Nats(c), Target::Nats(t)) => c.deliver(t, m).await,
             (Conn::Amqp(c), Target::Amqp(t)) => c.deliver(t, m).await,
             (Conn::RedisStream(c), Target::RedisStream(t)) => c.deliver(t, m, dedup_ttl).await,
             _ => Answer::refused("the destination's kind changed on reload; tried again".into()),
-        };
-        answer.status = None;
-        answer
+        }
     }
 
     /// Connects if it is not connected, and asks the server for a sign of life.

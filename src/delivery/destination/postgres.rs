@@ -9,13 +9,15 @@
 //! handler's schema: a missing or wrong table is a refused attempt, tried again.
 //!
 //! One connection per destination carries every attempt (tokio-postgres pipelines
-//! the statements); TLS as the URL's `sslmode` asks, with rustls.
+//! the statements), with the insert prepared once per connection and table; TLS as
+//! the URL's `sslmode` asks, with rustls. The insert is `hookgate-inbox`'s own, the
+//! one source of the inbox's SQL.
 
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
-use tokio_postgres::Client;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{Answer, Message};
@@ -26,6 +28,15 @@ use crate::outcome::AttemptResult;
 #[derive(Debug, Default)]
 pub(super) struct Conn {
     client: Mutex<Option<Arc<Client>>>,
+    /// The insert, prepared on the current connection for the table it names.
+    insert: Mutex<Option<Prepared>>,
+}
+
+#[derive(Debug)]
+struct Prepared {
+    client: Arc<Client>,
+    table: hookgate_inbox::TableName,
+    statement: Statement,
 }
 
 impl Conn {
@@ -50,21 +61,44 @@ impl Conn {
         Ok(client)
     }
 
+    /// The insert (and the wake-up for the rows it inserts, in the same statement)
+    /// prepared on `client` for `t`'s table: prepared again only for a new connection
+    /// or another table. A missing table fails here, and nothing is kept.
+    async fn insert(
+        &self,
+        client: &Arc<Client>,
+        t: &PostgresTarget,
+    ) -> Result<Statement, tokio_postgres::Error> {
+        let mut slot = self.insert.lock().await;
+        if let Some(p) = slot
+            .as_ref()
+            .filter(|p| Arc::ptr_eq(&p.client, client) && p.table == t.table)
+        {
+            return Ok(p.statement.clone());
+        }
+        let sql = format!(
+            "WITH ins AS ({}) SELECT id, pg_notify($9, $1) FROM ins",
+            t.table.insert_statement()
+        );
+        let statement = client.prepare(&sql).await?;
+        *slot = Some(Prepared {
+            client: client.clone(),
+            table: t.table.clone(),
+            statement: statement.clone(),
+        });
+        Ok(statement)
+    }
+
     pub(super) async fn deliver(&self, t: &PostgresTarget, m: &Message) -> Answer {
         let client = match self.client(&t.url).await {
             Ok(c) => c,
             Err(e) => return Answer::failed(AttemptResult::Connect, e),
         };
-        let table = t.table.quoted();
-        let insert = format!(
-            "WITH ins AS (
-               INSERT INTO {table} (route, event_id, event_type, order_key, provider, received_at, headers, body)
-               VALUES ($1, $2, $3, $4, $5, to_timestamp($6::float8 / 1000), $7::jsonb, $8)
-               ON CONFLICT (route, event_id) DO NOTHING
-               RETURNING id)
-             SELECT id, pg_notify($9, $1) FROM ins"
-        );
-        let received = m.received_at_ms as f64;
+        let insert = match self.insert(&client, t).await {
+            Ok(s) => s,
+            Err(e) => return failed(&e, t),
+        };
+        let received = std::time::UNIX_EPOCH + std::time::Duration::from_millis(m.received_at_ms);
         let headers = m.headers_json();
         let body: &[u8] = &m.body;
         let rows = client
@@ -88,7 +122,11 @@ impl Conn {
                 Some(id) => Answer::received(format!("inbox row {id}")),
                 None => already_there(&client, t, m).await,
             },
-            Err(e) => failed(&e, t),
+            Err(e) => {
+                // Prepared again next time: the table may have been changed under it.
+                *self.insert.lock().await = None;
+                failed(&e, t)
+            }
         }
     }
 
