@@ -68,9 +68,9 @@ impl Conn {
         };
         let routing_key = t.routing_key.fill(&m.route, m.event_type.as_deref());
         let mut headers = FieldTable::default();
-        for (name, value) in &m.headers {
+        for (name, value) in m.titled_headers() {
             headers.insert(
-                ShortString::from(name.as_str()),
+                ShortString::from(name),
                 AMQPValue::LongString(LongString::from(value.as_bytes())),
             );
         }

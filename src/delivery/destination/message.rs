@@ -62,6 +62,15 @@ impl Message {
         }
     }
 
+    /// The headers with their names as HTTP writes them (`Idempotency-Key`,
+    /// `Hookgate-Route`, `Stripe-Signature`): brokers' header names are compared as
+    /// written, and these are the names consumers look for.
+    pub fn titled_headers(&self) -> impl Iterator<Item = (String, &str)> {
+        self.headers
+            .iter()
+            .map(|(n, v)| (title_case(n), v.as_str()))
+    }
+
     /// The headers as one JSON object (a repeated name keeps its last value).
     pub fn headers_json(&self) -> serde_json::Value {
         let map: serde_json::Map<String, serde_json::Value> = self
@@ -93,5 +102,29 @@ pub(super) fn outbound<'a>(
             .parse()
             .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
         now: clock.now(),
+    }
+}
+
+/// `idempotency-key` as `Idempotency-Key`: each word after a `-` capitalized.
+fn title_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut upper = true;
+    for c in name.chars() {
+        out.push(if upper { c.to_ascii_uppercase() } else { c });
+        upper = c == '-';
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn header_names_are_written_as_http_writes_them() {
+        assert_eq!(super::title_case("idempotency-key"), "Idempotency-Key");
+        assert_eq!(super::title_case("x-github-event"), "X-Github-Event");
+        assert_eq!(
+            super::title_case("hookgate-event-type"),
+            "Hookgate-Event-Type"
+        );
     }
 }

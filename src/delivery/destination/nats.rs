@@ -53,8 +53,8 @@ impl Conn {
         }
         let subject = t.subject.fill(&m.route, m.event_type.as_deref());
         let mut headers = async_nats::HeaderMap::new();
-        for (name, value) in &m.headers {
-            headers.append(name.as_str(), value.as_str());
+        for (name, value) in m.titled_headers() {
+            headers.append(name.as_str(), value);
         }
         headers.insert("Nats-Msg-Id", m.event_id.as_str());
         let ack = match js

@@ -117,6 +117,15 @@ async fn copies_leave_one(kind: Kind) {
     assert_eq!(first.header("hookgate-route"), Some("stripe"));
     assert_eq!(first.header("hookgate-event-type"), Some("invoice.paid"));
     assert!(first.header("stripe-signature").is_some(), "{first:?}");
+    // On a broker the names are the ones consumers look for, written as HTTP writes them.
+    if matches!(kind, Kind::Nats | Kind::Amqp) {
+        for name in ["Idempotency-Key", "Hookgate-Route", "Hookgate-Event-Type"] {
+            assert!(
+                first.headers.iter().any(|(n, _)| n == name),
+                "{name}: {first:?}"
+            );
+        }
+    }
     // The attempt's record names the kind and what the server said.
     let (status, shown) = admin(&gw, "GET", &format!("/events/stripe/{one}")).await;
     assert_eq!(status, 200, "{shown}");

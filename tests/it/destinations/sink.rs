@@ -166,13 +166,13 @@ impl Sink {
                         .iter()
                         .flat_map(|(k, vs)| {
                             vs.iter()
-                                .map(|v| (k.to_string().to_ascii_lowercase(), v.to_string()))
+                                .map(|v| (k.to_string(), v.to_string()))
                                 .collect::<Vec<_>>()
                         })
                         .collect();
                     let id = headers
                         .iter()
-                        .find(|(k, _)| k == "nats-msg-id")
+                        .find(|(k, _)| k.eq_ignore_ascii_case("nats-msg-id"))
                         .map(|(_, v)| v.clone())
                         .unwrap_or_default();
                     Held {
