@@ -31,6 +31,7 @@ use tokio_util::task::TaskTracker;
 use crate::admin::AdminContext;
 use crate::config::{Config, ServerConfig};
 use crate::delivery::WorkerContext;
+use crate::delivery::control::Controls;
 use crate::delivery::destination::Links;
 use crate::forward::Forwarder;
 use crate::ingress::Ingress;
@@ -108,6 +109,8 @@ struct Shared {
     forwarder: Forwarder,
     /// The connections to destination servers of other kinds than HTTP.
     links: Arc<Links>,
+    /// The destinations' pauses and breakers as this process last read them.
+    controls: Arc<Controls>,
     clock: Clock,
     /// Rung when an event is queued, retried or released, or an attempt ends.
     wake: Arc<Notify>,
@@ -155,6 +158,7 @@ impl App {
             recorder,
             forwarder: Forwarder::new()?,
             links: Arc::default(),
+            controls: Arc::default(),
             clock,
             wake: Arc::new(Notify::new()),
             eviction,
@@ -177,6 +181,7 @@ impl App {
                 store: shared.store.clone(),
                 forwarder: shared.forwarder.clone(),
                 links: shared.links.clone(),
+                controls: shared.controls.clone(),
                 clock: shared.clock,
                 metrics: shared.metrics.clone(),
                 wake: shared.wake.clone(),
@@ -463,6 +468,7 @@ fn admin_context(cfg: &Config, shared: &Shared, reloader: Arc<Reloader>) -> Admi
         wake: shared.wake.clone(),
         forwarder: shared.forwarder.clone(),
         links: shared.links.clone(),
+        controls: shared.controls.clone(),
         clock: shared.clock,
         reloader,
         live_streams: Arc::new(Semaphore::new(crate::admin::MAX_STREAMS)),

@@ -99,6 +99,58 @@ pub struct DestinationReach {
     /// Unix milliseconds when it was last seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen_at_ms: Option<u64>,
+    /// `/overview`, on a queue route: the destination's pause, if it is paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PauseView>,
+}
+
+/// A destination's pause: `hookgate events pause`, or its breaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseView {
+    /// The operator's words, or `breaker`.
+    pub reason: String,
+    /// RFC 3339.
+    pub since: String,
+    /// When it resumes by itself (RFC 3339), if it does.
+    pub until: Option<String>,
+    /// The breaker paused it: one event is probed per interval, and a delivery
+    /// resumes it.
+    #[serde(default)]
+    pub breaker: bool,
+}
+
+impl PauseView {
+    /// The view of a stored pause.
+    pub fn of(p: &crate::delivery::control::Paused) -> Self {
+        Self {
+            reason: p.reason.clone(),
+            since: rfc3339(p.since_ms),
+            until: p.until_ms.map(rfc3339),
+            breaker: p.breaker,
+        }
+    }
+}
+
+/// Unix milliseconds as RFC 3339 (UTC, milliseconds).
+pub fn rfc3339(ms: u64) -> String {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+        .to_string()
+}
+
+/// One destination's controls: `POST /events/<route>/{pause,resume}`, and
+/// `GET /events/<route>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DestinationControl {
+    pub destination: String,
+    /// `null` while it runs.
+    pub paused: Option<PauseView>,
+}
+
+/// `POST /events/<route>/{pause,resume}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Controlled {
+    pub route: String,
+    pub destinations: Vec<DestinationControl>,
 }
 
 /// `GET /readyz` (503): Redis may evict what queue routes store.
@@ -160,6 +212,9 @@ pub struct EventList {
     /// events.
     pub delivery: Delivery,
     pub events: Vec<EventSummary>,
+    /// Each destination listed, and whether it is paused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub destinations: Vec<DestinationControl>,
 }
 
 /// One event in one destination: `GET /events/<route>/<event id>`, and each
@@ -202,6 +257,26 @@ pub struct EventsActed {
     pub retried: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purged: Option<u64>,
+}
+
+/// `POST /events/<route>/retry` with filters: what matched (and, without `plan`,
+/// what was queued again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkRetry {
+    pub route: String,
+    /// `true`: nothing was changed; `count` is what a retry would queue again.
+    pub plan: bool,
+    /// Events that matched the filters.
+    pub count: u64,
+    /// Events queued again (without `plan`): matched events that an attempt was not
+    /// holding, or that were not delivered meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried: Option<u64>,
+    /// Matching events beyond the bound of one call were left out: run it again.
+    #[serde(default)]
+    pub more: bool,
+    /// The first matching events, oldest first.
+    pub sample: Vec<EventSummary>,
 }
 
 /// `GET /deliveries`: records newest first.
@@ -290,6 +365,8 @@ pub struct QueueOverview {
     pub depth: u64,
     pub dead: u64,
     pub oldest_undelivered_age_ms: Option<u64>,
+    /// `null` while it runs.
+    pub paused: Option<PauseView>,
 }
 
 /// Whether the gateway records deliveries (`[log] enabled`).
@@ -445,6 +522,12 @@ mod tests {
                         depth: 1,
                         dead: 0,
                         oldest_undelivered_age_ms: None,
+                        paused: Some(PauseView {
+                            reason: "deploy".into(),
+                            since: rfc3339(0),
+                            until: None,
+                            breaker: false,
+                        }),
                     }],
                     destinations: Vec::new(),
                 }],
@@ -454,7 +537,8 @@ mod tests {
                 "routes": [{
                     "route": "r", "provider": "stripe", "delivery": "queue",
                     "last_hour": { "queued": 3 },
-                    "queues": [{ "destination": "d", "depth": 1, "dead": 0, "oldest_undelivered_age_ms": null }],
+                    "queues": [{ "destination": "d", "depth": 1, "dead": 0, "oldest_undelivered_age_ms": null,
+                        "paused": { "reason": "deploy", "since": "1970-01-01T00:00:00.000Z", "until": null, "breaker": false } }],
                     "destinations": [],
                 }],
                 "log": { "enabled": true },
@@ -465,6 +549,7 @@ mod tests {
                 route: "r".into(),
                 delivery: Delivery::Sync,
                 events: Vec::new(),
+                destinations: Vec::new(),
             }),
             serde_json::json!({ "route": "r", "delivery": "sync", "events": [] }),
         );

@@ -2,7 +2,10 @@
 //! - `GET /events/<route>?state=dead&limit=100` — events, oldest first;
 //! - `GET /events/<route>/<event id>` — one event: attempts, each result, next try;
 //! - `POST /events/<route>/retry?event_id=ID` or `?all_dead=true` — queue again;
-//! - `POST /events/<route>/purge?event_id=ID` or `?all_dead=true` — delete.
+//! - `POST /events/<route>/retry?state=&since=&until=&event_type=&last_result=&plan=true`
+//!   — a bulk retry, planned first (`bulk.rs`);
+//! - `POST /events/<route>/purge?event_id=ID` or `?all_dead=true` — delete;
+//! - `POST /events/<route>/pause?reason=&until=` and `/resume` (`controls.rs`).
 //!
 //! Each acts on every destination of the route, or on one with `destination=NAME`.
 
@@ -19,16 +22,16 @@ use crate::state::Routing;
 use crate::store::{Envelope, QueueStore as _, State, Status, StoreError, Target};
 
 /// The route and destinations a queue endpoint acts on.
-struct Queues<'a> {
-    state: &'a AdminContext,
-    routing: Arc<Routing>,
-    route: &'a str,
-    config: Arc<Route>,
+pub(super) struct Queues<'a> {
+    pub(super) state: &'a AdminContext,
+    pub(super) routing: Arc<Routing>,
+    pub(super) route: &'a str,
+    pub(super) config: Arc<Route>,
     /// Every destination of the route, or the one `destination=NAME` names.
-    destinations: Vec<String>,
+    pub(super) destinations: Vec<String>,
     /// Whether answers name the destination (a route with several, or one named apart
     /// from the route).
-    named: bool,
+    pub(super) named: bool,
 }
 
 /// `/events/<route>[/…]`: the endpoint the method and the rest of the path name.
@@ -41,12 +44,27 @@ pub(super) async fn answer(state: &AdminContext, req: &AdminRequest) -> AdminAns
     let result = match (&req.method, tail.as_deref()) {
         (&Method::GET, None) => list(&queues, &req.query).await,
         (&Method::GET, Some(id)) => show(&queues, id).await,
+        (&Method::POST, Some("retry"))
+            if super::bulk::FILTERS
+                .iter()
+                .any(|f| req.query.contains_key(*f)) =>
+        {
+            if req.query.contains_key("event_id") || req.query.contains_key("all_dead") {
+                return AdminAnswer::bad_request(
+                    "name one event (event_id=ID), all_dead=true, or filters (state, since, until, event_type, last_result), not both",
+                );
+            }
+            super::bulk::retry(&queues, &req.query).await
+        }
         (&Method::POST, Some(action @ ("retry" | "purge"))) => {
             act(&queues, action, &req.query).await
         }
+        (&Method::POST, Some(action @ ("pause" | "resume"))) => {
+            super::controls::answer(&queues, action, &req.query).await
+        }
         _ => {
             return AdminAnswer::not_found(
-                "use GET /events/<route>[/<event id>] or POST /events/<route>/{retry,purge}?event_id=ID|all_dead=true",
+                "use GET /events/<route>[/<event id>] or POST /events/<route>/{retry,purge,pause,resume}",
             );
         }
     };
@@ -124,14 +142,15 @@ async fn list(q: &Queues<'_>, params: &HashMap<String, String>) -> Result<AdminA
     }
     all.sort_by_key(|e| e.received_at_ms);
     all.truncate(limit);
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(AdminAnswer::ok(&EventList {
-            route: q.route.to_owned(),
-            delivery: q.config.delivery,
-            events: all,
-        })),
+    if let Some(e) = failed {
+        return Err(e);
     }
+    Ok(AdminAnswer::ok(&EventList {
+        route: q.route.to_owned(),
+        delivery: q.config.delivery,
+        events: all,
+        destinations: super::controls::controls(q, crate::time::now_ms()).await?,
+    }))
 }
 
 /// `GET /events/<route>/<event id>`: one event, in each destination that holds it.
@@ -181,7 +200,7 @@ async fn act(
         (None, Some(v)) if v == "true" || v == "1" => Target::AllDead,
         _ => {
             return Ok(AdminAnswer::bad_request(
-                "name one event (event_id=ID) or all_dead=true",
+                "name one event (event_id=ID), all_dead=true, or (to retry) filters: state, since, until, event_type, last_result, plan",
             ));
         }
     };
@@ -204,7 +223,7 @@ async fn act(
     let n = done?;
     let target = match &t {
         Target::One(id) => id.as_str(),
-        Target::AllDead => "all_dead",
+        Target::AllDead | Target::Some(_) => "all_dead",
     };
     tracing::info!(
         route = q.route,

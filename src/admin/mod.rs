@@ -42,6 +42,8 @@
 //! and closed when silent or idle, as the public listener's are.
 
 pub mod api;
+mod bulk;
+mod controls;
 pub(crate) mod deliveries;
 mod events;
 mod exchange;
@@ -107,6 +109,9 @@ pub struct AdminContext {
     /// The connections to destination servers of other kinds than HTTP (a replay
     /// reaches them; `/readyz` and `/overview` show what was last seen of them).
     pub(crate) links: Arc<crate::delivery::destination::Links>,
+    /// The destinations' pauses as this process last read them (a pause or resume
+    /// here is seen by the workers at once).
+    pub(crate) controls: Arc<crate::delivery::control::Controls>,
     pub(crate) clock: Clock,
     /// `POST /reload`.
     pub(crate) reloader: Arc<Reloader>,

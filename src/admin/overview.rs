@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::AdminContext;
-use super::api::{LogOverview, Overview, QueueOverview, RouteOverview};
+use super::api::{LogOverview, Overview, PauseView, QueueOverview, RouteOverview};
 use super::exchange::AdminAnswer;
 use crate::config::{Delivery, Route};
 use crate::store::QueueStore as _;
@@ -37,29 +37,44 @@ pub(super) async fn overview(state: &AdminContext) -> AdminAnswer {
         if r.delivery == Delivery::Queue && state.store.keeps_queues() {
             for d in &r.destinations {
                 let q = routing.queue(&r.name, &d.name);
-                match state.store.depth(&q).await {
-                    Ok(depth) => queues.push(QueueOverview {
+                let found = match state.store.depth(&q).await {
+                    Ok(depth) => crate::delivery::control::load(&state.store, &q, now)
+                        .await
+                        .map(|c| (depth, c)),
+                    Err(e) => Err(e),
+                };
+                match found {
+                    Ok((depth, c)) => queues.push(QueueOverview {
                         destination: d.name.clone(),
                         depth: depth.waiting,
                         dead: depth.dead,
                         oldest_undelivered_age_ms: depth
                             .oldest_received_ms
                             .map(|t| now.saturating_sub(t)),
+                        paused: c.paused_at(now).map(PauseView::of),
                     }),
                     Err(e) => return super::exchange::unavailable(&e),
                 }
             }
         }
+        let destinations = super::probes::reaches(state, &routing, true)
+            .into_iter()
+            .filter(|d| d.route == r.name)
+            .map(|mut d| {
+                d.paused = queues
+                    .iter()
+                    .find(|q| q.destination == d.destination)
+                    .and_then(|q| q.paused.clone());
+                d
+            })
+            .collect();
         out.push(RouteOverview {
             route: r.name.clone(),
             provider: r.verifier.preset().name().to_owned(),
             delivery: r.delivery,
             last_hour,
             queues,
-            destinations: super::probes::reaches(state, &routing, true)
-                .into_iter()
-                .filter(|d| d.route == r.name)
-                .collect(),
+            destinations,
         });
     }
     AdminAnswer::ok(&Overview {

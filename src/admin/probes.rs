@@ -82,6 +82,7 @@ pub(super) fn reaches(
                 reachable: reach.as_ref().and_then(|r| r.reachable),
                 error: reach.as_ref().and_then(|r| r.error.clone()),
                 seen_at_ms: reach.map(|r| r.at_ms).filter(|t| *t > 0),
+                paused: None,
             });
         }
     }

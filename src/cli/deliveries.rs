@@ -113,7 +113,7 @@ const PAGE: usize = 500;
 
 /// A time bound as the API takes it: an age (`15m`) becomes Unix milliseconds; Unix
 /// milliseconds and RFC 3339 go as given (the admin listener checks them).
-fn bound(v: &str, now_ms: u64) -> String {
+pub(super) fn bound(v: &str, now_ms: u64) -> String {
     let v = v.trim();
     if v.parse::<u64>().is_err()
         && let Ok(age) = humantime::parse_duration(v)

@@ -5,9 +5,12 @@ use clap::Subcommand;
 
 use super::admin::{AdminArgs, admin_call, admin_failed, answer, enc};
 use super::text::{self, printable};
-use crate::admin::api::{Attempt, Delivery, EventList, EventSummary, EventView};
+use crate::admin::api::{
+    Attempt, BulkRetry, Controlled, Delivery, DestinationControl, EventList, EventSummary,
+    EventView,
+};
 
-/// Which events `retry` and `purge` act on.
+/// Which events `purge` acts on.
 #[derive(Debug, clap::Args)]
 #[group(required = true, multiple = false)]
 pub struct Which {
@@ -17,6 +20,57 @@ pub struct Which {
     /// Every dead event of the route.
     #[arg(long)]
     all_dead: bool,
+}
+
+/// The filters of a bulk retry (the API's query parameters).
+#[derive(Debug, Default, clap::Args)]
+pub struct RetryFilters {
+    /// Only events in this state (default: dead and retrying).
+    #[arg(long, value_parser = ["dead", "retrying"])]
+    state: Option<String>,
+    /// Last failed at or after: an age (`2h`), RFC 3339 or Unix milliseconds.
+    #[arg(long)]
+    since: Option<String>,
+    /// Last failed before: an age (`1h`), RFC 3339 or Unix milliseconds.
+    #[arg(long)]
+    until: Option<String>,
+    /// Only events whose type matches this glob (`invoice.*`).
+    #[arg(long)]
+    event_type: Option<String>,
+    /// Only events whose last attempt ended so: a result (`http_5xx`, `timeout`,
+    /// `connect`, …) or the destination's status (`500`).
+    #[arg(long)]
+    last_result: Option<String>,
+}
+
+impl RetryFilters {
+    fn any(&self) -> bool {
+        self.state.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+            || self.event_type.is_some()
+            || self.last_result.is_some()
+    }
+
+    /// The query parameters (`&k=v…`).
+    fn query(&self, now_ms: u64) -> String {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in [
+            ("state", &self.state),
+            ("event_type", &self.event_type),
+            ("last_result", &self.last_result),
+        ] {
+            if let Some(v) = v {
+                q.append_pair(k, v);
+            }
+        }
+        for (k, v) in [("since", &self.since), ("until", &self.until)] {
+            if let Some(v) = v {
+                q.append_pair(k, &super::deliveries::bound(v, now_ms));
+            }
+        }
+        q.finish()
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -54,15 +108,58 @@ pub enum EventsAction {
         #[command(flatten)]
         admin: AdminArgs,
     },
-    /// Queue dead events (or one dead or retrying event) again, due now.
+    /// Queue events again, due now: one event, every dead event, or those the
+    /// filters select (dead and retrying, unless --state says which). The workers
+    /// deliver them at the destination's rate_limit, in per-key order. With --plan,
+    /// prints how many would be retried and the first of them, changing nothing.
     Retry {
         #[arg(long)]
         route: String,
         /// One of the route's destinations (default: all of them).
         #[arg(long)]
         destination: Option<String>,
+        /// One event (dead or retrying).
+        #[arg(long, conflicts_with_all = ["all_dead", "state", "since", "until", "event_type", "last_result"])]
+        event_id: Option<String>,
+        /// Every dead event.
+        #[arg(long, conflicts_with_all = ["state", "since", "until", "event_type", "last_result"])]
+        all_dead: bool,
         #[command(flatten)]
-        which: Which,
+        filters: RetryFilters,
+        /// Print what would be retried, changing nothing.
+        #[arg(long, conflicts_with = "event_id")]
+        plan: bool,
+        /// Print the admin listener's JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Pause a queue route's destinations (or one): events are still accepted and
+    /// queued, none is delivered until it resumes (by `resume`, or at --until).
+    Pause {
+        #[arg(long)]
+        route: String,
+        /// One of the route's destinations (default: all of them).
+        #[arg(long)]
+        destination: Option<String>,
+        /// Why, shown wherever the pause is (`events list`, the inspector, /overview).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Resume by itself: after a duration (`30m`) or at a time (RFC 3339).
+        #[arg(long)]
+        until: Option<String>,
+        #[command(flatten)]
+        admin: AdminArgs,
+    },
+    /// Resume paused destinations (or an open breaker): what waited is delivered at
+    /// the destination's rate_limit, in per-key order.
+    Resume {
+        #[arg(long)]
+        route: String,
+        /// One of the route's destinations (default: all of them).
+        #[arg(long)]
+        destination: Option<String>,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -104,7 +201,10 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
                 return Ok(admin_failed(&body));
             }
             let EventList {
-                delivery, events, ..
+                delivery,
+                events,
+                destinations,
+                ..
             } = answer(&body)?;
             // A sync route stores nothing: "0 event(s)" would read as an empty queue.
             let sync = delivery == Delivery::Sync;
@@ -118,7 +218,12 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
             if json {
                 println!("{}", printable(body.trim_end()));
             } else {
-                print!("{}", events_table(&events, crate::time::now_ms()));
+                let now = crate::time::now_ms();
+                // A paused destination is said first: its events wait for it.
+                for d in destinations.iter().filter(|d| d.paused.is_some()) {
+                    println!("{}", control_line(&route, d, now));
+                }
+                print!("{}", events_table(&events, now));
             }
             if sync {
                 eprintln!(
@@ -161,9 +266,55 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
         EventsAction::Retry {
             route,
             destination,
-            which,
+            event_id,
+            all_dead,
+            filters,
+            plan,
+            json,
             admin,
-        } => act(&route, destination.as_deref(), "retry", &which, &admin).await,
+        } => {
+            if all_dead && plan {
+                // Every dead event: the plan is the filter `state=dead`.
+                let dead = RetryFilters {
+                    state: Some("dead".into()),
+                    ..RetryFilters::default()
+                };
+                return bulk_retry(&route, destination.as_deref(), &dead, true, json, &admin).await;
+            }
+            if filters.any() || plan {
+                return bulk_retry(&route, destination.as_deref(), &filters, plan, json, &admin)
+                    .await;
+            }
+            let which = Which { event_id, all_dead };
+            if which.event_id.is_none() && !which.all_dead {
+                eprintln!(
+                    "hookgate events retry: name what to retry: --event-id ID, --all-dead, or filters (--state, --since, --until, --event-type, --last-result; --plan first to see what they select)"
+                );
+                return Ok(2);
+            }
+            act(&route, destination.as_deref(), "retry", &which, &admin).await
+        }
+        EventsAction::Pause {
+            route,
+            destination,
+            reason,
+            until,
+            admin,
+        } => {
+            let mut q = form_urlencoded::Serializer::new(String::new());
+            if let Some(r) = &reason {
+                q.append_pair("reason", r);
+            }
+            if let Some(u) = &until {
+                q.append_pair("until", u);
+            }
+            control(&route, destination.as_deref(), "pause", &q.finish(), &admin).await
+        }
+        EventsAction::Resume {
+            route,
+            destination,
+            admin,
+        } => control(&route, destination.as_deref(), "resume", "", &admin).await,
         EventsAction::Purge {
             route,
             destination,
@@ -258,6 +409,125 @@ async fn act(
     }
     println!("{}", printable(body.trim_end()));
     Ok(0)
+}
+
+/// `events pause|resume`: prints each destination's state.
+async fn control(
+    route: &str,
+    destination: Option<&str>,
+    action: &str,
+    query: &str,
+    admin: &AdminArgs,
+) -> anyhow::Result<i32> {
+    let path = format!(
+        "/events/{}/{action}?{query}{}",
+        enc(route),
+        only(destination)
+    );
+    let (ok, body) = admin_call(admin, Some(route), reqwest::Method::POST, &path).await?;
+    if !ok {
+        return Ok(admin_failed(&body));
+    }
+    let answer: Controlled = answer(&body)?;
+    for d in &answer.destinations {
+        println!("{}", control_line(&answer.route, d, crate::time::now_ms()));
+    }
+    Ok(0)
+}
+
+/// One destination's state, for people: `route/destination: paused since … (reason)`.
+fn control_line(route: &str, d: &DestinationControl, now_ms: u64) -> String {
+    let name = if crate::config::is_own_destination(route, &d.destination) {
+        printable(route).into_owned()
+    } else {
+        format!("{}/{}", printable(route), printable(&d.destination))
+    };
+    let Some(p) = &d.paused else {
+        return format!("{name}: running");
+    };
+    let at = |t: &str| {
+        crate::provider::timestamp::rfc3339_ms(t)
+            .map_or_else(|| printable(t).into_owned(), |ms| ago(ms, now_ms))
+    };
+    let until = p
+        .until
+        .as_deref()
+        .map_or_else(String::new, |u| format!(", resumes {}", at(u)));
+    let what = if p.breaker {
+        "paused by its breaker (one event is probed per interval; a delivery resumes it)".to_owned()
+    } else {
+        format!("paused: {}", printable(&p.reason))
+    };
+    format!("{name}: {what}, since {}{until}", at(&p.since))
+}
+
+/// `events retry` with filters (or `--plan`): the plan, or what was retried.
+async fn bulk_retry(
+    route: &str,
+    destination: Option<&str>,
+    filters: &RetryFilters,
+    plan: bool,
+    json: bool,
+    admin: &AdminArgs,
+) -> anyhow::Result<i32> {
+    let mut query = filters.query(crate::time::now_ms());
+    if plan {
+        if !query.is_empty() {
+            query.push('&');
+        }
+        query.push_str("plan=true");
+    }
+    if query.is_empty() {
+        // Dead and retrying: the default selection, named so the call is a bulk one.
+        query.push_str("state=");
+    }
+    let path = format!("/events/{}/retry?{query}{}", enc(route), only(destination));
+    let (ok, body) = admin_call(admin, Some(route), reqwest::Method::POST, &path).await?;
+    if !ok {
+        return Ok(admin_failed(&body));
+    }
+    if json {
+        println!("{}", printable(body.trim_end()));
+        return Ok(0);
+    }
+    let b: BulkRetry = answer(&body)?;
+    print!("{}", bulk_text(&b, crate::time::now_ms()));
+    Ok(0)
+}
+
+/// What `events retry --plan` (and a bulk retry) prints.
+fn bulk_text(b: &BulkRetry, now_ms: u64) -> String {
+    let mut out = String::new();
+    let more = if b.more {
+        " (more match beyond this call's bound: run it again once these are delivered)"
+    } else {
+        ""
+    };
+    match b.retried {
+        None => out.push_str(&format!(
+            "plan: {} event(s) of route {} would be retried{more}; nothing was changed\n",
+            b.count,
+            printable(&b.route)
+        )),
+        Some(n) => out.push_str(&format!(
+            "retried {n} of {} matching event(s) of route {}, due now (delivered at the destination's rate_limit, in per-key order){more}\n",
+            b.count,
+            printable(&b.route)
+        )),
+    }
+    if !b.sample.is_empty() {
+        let shown = b.sample.len();
+        out.push_str(&format!(
+            "{}:\n",
+            if u64::try_from(shown).unwrap_or(u64::MAX) < b.count {
+                format!("the first {shown}")
+            } else {
+                "they are".to_owned()
+            }
+        ));
+        out.push_str(&events_table(&b.sample, now_ms));
+    }
+    out
 }
 
 /// How long ago (or from now) a Unix-millisecond instant is, for people.

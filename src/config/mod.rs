@@ -307,6 +307,8 @@ pub struct Destination {
     pub order_by: Option<crate::provider::EventTypeSource>,
     /// What a dead event does to the events of its key behind it.
     pub on_dead: crate::queue::OnDead,
+    /// Queue routes: the breaker (`None`: `breaker = false`).
+    pub breaker: Option<crate::queue::Breaker>,
 }
 
 impl Destination {

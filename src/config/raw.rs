@@ -154,6 +154,7 @@ pub(super) struct RawRoute {
     pub rate_limit: Option<Spanned<String>>,
     pub order_by: Option<Spanned<String>>,
     pub on_dead: Option<Spanned<OnDead>>,
+    pub breaker: Option<Spanned<RawBreaker>>,
     pub destinations: Option<Spanned<Vec<RawDestination>>>,
 }
 
@@ -174,6 +175,20 @@ pub(super) struct RawDestination {
     pub rate_limit: Option<Spanned<String>>,
     pub order_by: Option<Spanned<String>>,
     pub on_dead: Option<Spanned<OnDead>>,
+    pub breaker: Option<Spanned<RawBreaker>>,
+}
+
+/// `breaker = { failures = 10, probe = "30s" }`, or `breaker = false` (off), or
+/// `true` (the defaults).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawBreaker {
+    On(bool),
+    // Plain values: an untagged enum cannot read spans; errors point at `breaker`.
+    Set {
+        failures: Option<i64>,
+        probe: Option<String>,
+    },
 }
 
 /// `postgres = { url = "…", table = "hookgate_inbox" }`.

@@ -640,6 +640,57 @@ fn a_rate_limit_is_for_queue_routes() {
     assert!(bad.contains("routes[0].rate_limit: \"fast\""), "{bad}");
 }
 
+#[test]
+fn a_breaker_is_on_by_default_and_set_or_turned_off_per_destination() {
+    let queue = format!("[store]\nbackend = \"disk\"\n{ROUTE}delivery = \"queue\"\n");
+    let cfg = check(&queue).expect("valid");
+    assert_eq!(
+        cfg.routes[0].primary().breaker,
+        Some(crate::queue::Breaker::default())
+    );
+    let set = check(&format!(
+        "{queue}breaker = {{ failures = 3, probe = \"5s\" }}\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        set.routes[0].primary().breaker,
+        Some(crate::queue::Breaker {
+            failures: 3,
+            probe: Duration::from_secs(5),
+        })
+    );
+    let off = check(&format!("{queue}breaker = false\n")).expect("valid");
+    assert_eq!(off.routes[0].primary().breaker, None);
+    let on = check(&format!("{queue}breaker = true\n")).expect("valid");
+    assert_eq!(
+        on.routes[0].primary().breaker,
+        Some(crate::queue::Breaker::default())
+    );
+    for (bad, want) in [
+        (
+            "breaker = { failures = 0 }",
+            "routes[0].breaker.failures: must be at least 1",
+        ),
+        (
+            "breaker = { probe = \"soon\" }",
+            "routes[0].breaker.probe: \"soon\" is not a duration",
+        ),
+        (
+            "breaker = { probe = \"10ms\" }",
+            "routes[0].breaker.probe: at least 1s",
+        ),
+        ("breaker = \"on\"", "routes[0].breaker"),
+    ] {
+        let e = errors(&format!("{queue}{bad}\n"));
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+    let sync = errors(&format!("{ROUTE}breaker = false\n"));
+    assert!(
+        sync.contains("routes[0].breaker: is only used with delivery"),
+        "{sync}"
+    );
+}
+
 /// A Stripe queue route on the disk store, without its `upstream`.
 const FANOUT: &str = r#"
 [store]

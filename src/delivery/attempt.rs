@@ -46,6 +46,9 @@ pub(super) struct Target<'a> {
     route: &'a Route,
     dest: &'a Destination,
     pub(super) q: QueueRef<'a>,
+    /// An open breaker's probe: a failure costs the event no attempt, a delivery
+    /// closes the breaker.
+    probe: bool,
 }
 
 impl<'a> Target<'a> {
@@ -54,6 +57,7 @@ impl<'a> Target<'a> {
         routing: &'a Routing,
         route: &'a Route,
         dest: &'a Destination,
+        probe: bool,
     ) -> Self {
         Self {
             ctx,
@@ -61,6 +65,7 @@ impl<'a> Target<'a> {
             route,
             dest,
             q: routing.queue(&route.name, &dest.name),
+            probe,
         }
     }
 
@@ -212,13 +217,79 @@ async fn send_decide_record(
         jitter: rand::rng().random(),
     };
     let received_at_ms = leased.event.envelope.received_at_ms;
-    let end = decide(sent, &leased.status, received_at_ms, &to.dest.retry, now);
+    // The destination's pauses, for max_age (as this process last read them).
+    let control = to
+        .ctx
+        .controls
+        .get(&to.ctx.store, &to.q, now.ms)
+        .await
+        .unwrap_or_default();
+    let held = |from, until| control.held_ms(from, until);
+    let end = match decide(
+        sent,
+        &leased.status,
+        received_at_ms,
+        &to.dest.retry,
+        now,
+        held,
+    ) {
+        Finish::Retry(a, _) | Finish::Dead(a, _) if to.probe => Finish::Probe(a, now.ms),
+        end => end,
+    };
     report(to, &leased, &end);
     // Under `on_dead = "skip"` a dead event gives its key's line to the next event.
     if matches!(end, Finish::Dead(..)) && to.dest.on_dead == OnDead::Skip {
         leased.status.left_line = leased.status.order_key.take();
     }
     record(to, &leased, &end).await;
+    breaker(to, &end, control.breaker_open(now.ms)).await;
+}
+
+/// The breaker's part after an attempt: `failures` consecutive failures open it (the
+/// destination pauses itself); a delivery (the probe's, or an attempt's that was
+/// already running) closes it.
+async fn breaker(to: &Target<'_>, end: &Finish, was_open: bool) {
+    let Some(b) = to.dest.breaker else {
+        return;
+    };
+    let delivered = matches!(end, Finish::Delivered(_));
+    let (route, destination) = (&to.route.name, &to.dest.name);
+    let now = now_ms();
+    let store = &to.ctx.store;
+    if delivered && (to.probe || was_open) {
+        to.ctx.controls.reset(&to.q);
+        match super::control::close(store, &to.q, now).await {
+            Ok(true) => {
+                to.ctx.controls.forget(&to.q);
+                to.ctx.wake.notify_one();
+                tracing::info!(route = %route, destination = %destination, "queue: the breaker closed: an attempt was delivered; deliveries resume");
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(route = %route, destination = %destination, error = %e, "queue: cannot close the breaker; the next probe tries again")
+            }
+        }
+        return;
+    }
+    if to.probe || was_open {
+        return;
+    }
+    let failures = to.ctx.controls.count(&to.q, delivered);
+    if failures < b.failures {
+        return;
+    }
+    match super::control::trip(store, &to.q, b.probe, now).await {
+        Ok(opened) => {
+            to.ctx.controls.reset(&to.q);
+            to.ctx.controls.forget(&to.q);
+            if opened {
+                tracing::error!(route = %route, destination = %destination, failures, probe = ?b.probe, "queue: the breaker opened after consecutive failed attempts: the destination is paused (events are kept, none is tried but one probe per interval; a delivered probe resumes it; hookgate events resume resumes it now)");
+            }
+        }
+        Err(e) => {
+            tracing::warn!(route = %route, destination = %destination, error = %e, "queue: cannot open the breaker; deliveries go on")
+        }
+    }
 }
 
 /// What a sent attempt found: the attempt as it is recorded, and the upstream's
@@ -401,6 +472,7 @@ fn decide(
     received_at_ms: u64,
     policy: &RetryPolicy,
     now: Now,
+    held: impl Fn(u64, u64) -> u64,
 ) -> Finish {
     let Sent {
         attempt,
@@ -409,7 +481,14 @@ fn decide(
     if attempt.result == AttemptResult::Delivered {
         return Finish::Delivered(attempt);
     }
-    match policy.after_failure(status, received_at_ms, now.ms, retry_after, now.jitter) {
+    match policy.after_failure(
+        status,
+        received_at_ms,
+        now.ms,
+        retry_after,
+        now.jitter,
+        held,
+    ) {
         Ok(at) => Finish::Retry(attempt, at),
         Err(why) => Finish::Dead(attempt, why),
     }
@@ -417,7 +496,7 @@ fn decide(
 
 /// Counts the attempt and logs how it ended.
 fn report(to: &Target<'_>, leased: &Leased, end: &Finish) {
-    let (Finish::Delivered(attempt) | Finish::Retry(attempt, _) | Finish::Dead(attempt, _)) = end;
+    let attempt = end.attempt();
     to.ctx
         .metrics
         .delivery_attempts
@@ -456,6 +535,15 @@ fn report(to: &Target<'_>, leased: &Leased, end: &Finish) {
             error,
             retry_in_ms = at.saturating_sub(now_ms()),
             "queue: attempt failed; will retry"
+        ),
+        Finish::Probe(..) => tracing::warn!(
+            route = %route,
+            destination = %destination,
+            event_id = %event_id,
+            result,
+            status,
+            error,
+            "queue: the breaker's probe failed; the destination stays paused (the event's attempts are not counted)"
         ),
         Finish::Dead(_, why) => tracing::error!(
             route = %route,
@@ -499,7 +587,7 @@ async fn record(to: &Target<'_>, leased: &Leased, end: &Finish) {
             let outcome = match end {
                 Finish::Delivered(_) => LeftQueue::Delivered,
                 Finish::Dead(..) => LeftQueue::Dead,
-                Finish::Retry(..) => return,
+                Finish::Retry(..) | Finish::Probe(..) => return,
             };
             to.ctx
                 .metrics
@@ -561,6 +649,10 @@ mod tests {
         }
     }
 
+    fn unpaused(_: u64, _: u64) -> u64 {
+        0
+    }
+
     #[test]
     fn a_2xx_is_delivered_even_on_the_last_attempt_past_max_age() {
         let ok = sent(AttemptResult::Delivered, Some(200), None);
@@ -573,6 +665,7 @@ mod tests {
                 ms: u64::MAX,
                 ..NOW
             },
+            unpaused,
         );
         assert_eq!(end, Finish::Delivered(ok.attempt));
     }
@@ -587,16 +680,16 @@ mod tests {
             (AttemptResult::Broken, None),
         ] {
             let failed = sent(result, status, None);
-            let first = decide(failed.clone(), &after(0), 0, &policy(), NOW);
+            let first = decide(failed.clone(), &after(0), 0, &policy(), NOW, unpaused);
             assert_eq!(first, Finish::Retry(failed.attempt.clone(), NOW.ms + 1_000));
             // The third failure waits 4 s (jitter at its top: the whole delay).
-            let third = decide(failed.clone(), &after(2), 0, &policy(), NOW);
+            let third = decide(failed.clone(), &after(2), 0, &policy(), NOW, unpaused);
             assert_eq!(third, Finish::Retry(failed.attempt, NOW.ms + 4_000));
         }
         // At the bottom of the jitter, half the delay.
         let low = Now { jitter: 0.0, ..NOW };
         let failed = sent(AttemptResult::Http5xx, Some(500), None);
-        let end = decide(failed.clone(), &after(2), 0, &policy(), low);
+        let end = decide(failed.clone(), &after(2), 0, &policy(), low, unpaused);
         assert_eq!(end, Finish::Retry(failed.attempt, NOW.ms + 2_000));
     }
 
@@ -604,7 +697,7 @@ mod tests {
     fn the_upstreams_retry_after_sets_the_next_try_within_initial_and_max_delay() {
         let asked = |secs| {
             let s = sent(AttemptResult::Http5xx, Some(429), Some(secs));
-            match decide(s, &after(0), 0, &policy(), NOW) {
+            match decide(s, &after(0), 0, &policy(), NOW, unpaused) {
                 Finish::Retry(_, at) => at - NOW.ms,
                 other => panic!("retried, not {other:?}"),
             }
@@ -617,7 +710,7 @@ mod tests {
     #[test]
     fn the_last_attempt_or_max_age_makes_the_event_dead_with_its_reason() {
         let failed = sent(AttemptResult::Http5xx, Some(500), None);
-        let end = decide(failed.clone(), &after(4), 0, &policy(), NOW);
+        let end = decide(failed.clone(), &after(4), 0, &policy(), NOW, unpaused);
         assert_eq!(
             end,
             Finish::Dead(
@@ -630,16 +723,21 @@ mod tests {
             ms: 3_600_000,
             ..NOW
         };
-        match decide(failed, &after(0), 0, &policy(), late) {
+        match decide(failed.clone(), &after(0), 0, &policy(), late, unpaused) {
             Finish::Dead(_, why) => assert!(why.contains("max_age"), "{why}"),
             other => panic!("dead, not {other:?}"),
         }
+        // Unless the destination was paused for most of that hour.
+        assert!(matches!(
+            decide(failed, &after(0), 0, &policy(), late, |_, _| 3_000_000),
+            Finish::Retry(..)
+        ));
         // An operator's retry restarts max_age.
         let mut requeued = after(0);
         requeued.requeue(3_000_000);
         let s = sent(AttemptResult::Timeout, None, None);
         assert!(matches!(
-            decide(s, &requeued, 0, &policy(), late),
+            decide(s, &requeued, 0, &policy(), late, unpaused),
             Finish::Retry(..)
         ));
     }

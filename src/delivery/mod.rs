@@ -36,6 +36,7 @@
 //! in different windows reach the upstream in the same one.
 
 mod attempt;
+pub mod control;
 pub mod destination;
 mod worker;
 
@@ -67,6 +68,8 @@ pub struct WorkerContext {
     pub(crate) forwarder: Forwarder,
     /// The connections to destination servers of other kinds than HTTP.
     pub(crate) links: Arc<destination::Links>,
+    /// The destinations' pauses and breakers (`control.rs`).
+    pub(crate) controls: Arc<control::Controls>,
     pub(crate) clock: Clock,
     pub(crate) metrics: Arc<Metrics>,
     /// Rung when an event is queued or an attempt ends and its slot is free.
@@ -118,6 +121,23 @@ pub(crate) async fn gauges(routing: &Routing, store: &Store, metrics: &Metrics) 
             m.queue_oldest_age
                 .get_or_create(&label)
                 .set(i64::try_from(age).unwrap_or(i64::MAX));
+        }
+        let now = now_ms();
+        let control = tokio::time::timeout(Duration::from_secs(1), control::load(store, &q, now));
+        if let Ok(Ok(c)) = control.await {
+            let label = DestinationLabel {
+                route: route.name.clone(),
+                destination: dest.name.clone(),
+            };
+            let paused = c.paused_at(now).is_some();
+            metrics
+                .destination_paused
+                .get_or_create(&label)
+                .set(i64::from(paused));
+            metrics
+                .destination_breaker_open
+                .get_or_create(&label)
+                .set(i64::from(c.breaker_open(now)));
         }
     }
 }

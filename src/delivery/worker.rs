@@ -47,10 +47,18 @@ pub async fn run(ctx: Arc<WorkerContext>, stop: CancellationToken) {
                 }
                 let q = routing.queue(&route.name, &dest.name);
                 let sem = resized(&mut slots, &q.name(), dest.concurrency);
-                let free = sem.available_permits();
+                let mut free = sem.available_permits();
                 if free == 0 {
                     continue;
                 }
+                let probe = match held(&ctx, &q, dest).await {
+                    Hold::Run => false,
+                    Hold::Paused => continue,
+                    Hold::Probe => {
+                        free = 1;
+                        true
+                    }
+                };
                 // The slots first, then the events: every event taken has its slot,
                 // so none is left leased with nothing to run it.
                 let Ok(mut permits) = sem
@@ -74,7 +82,7 @@ pub async fn run(ctx: Arc<WorkerContext>, stop: CancellationToken) {
                             let (cx, rt, stop) = (ctx.clone(), routing.clone(), stop.clone());
                             let (r, d) = (route.clone(), dest.clone());
                             attempts.spawn(async move {
-                                let to = Target::new(&cx, &rt, &r, &d);
+                                let to = Target::new(&cx, &rt, &r, &d, probe);
                                 let slot_token = slot.as_deref().filter(|t| !t.is_empty());
                                 let held = Held::new(held_until);
                                 attempt(&to, leased, slot_token, &held, &stop).await;
@@ -112,6 +120,63 @@ pub async fn run(ctx: Arc<WorkerContext>, stop: CancellationToken) {
         tracing::warn!(
             "queue: shutdown grace ran out with attempts in progress; their events stay stored and are tried again after the lease"
         );
+    }
+}
+
+/// What a destination's pause lets the workers do now.
+enum Hold {
+    /// Not paused: take what is due.
+    Run,
+    /// Paused (by an operator, or a breaker whose probe is not due): take nothing.
+    Paused,
+    /// An open breaker's probe, taken by this process: one event.
+    Probe,
+}
+
+/// Whether the destination is paused ([`control`](super::control)): a pause whose
+/// `until` passed is ended here, and the probe of an open breaker taken when due (by
+/// one replica). A store that cannot say lets the loop go on: taking due events then
+/// fails the same way, or succeeds.
+async fn held(ctx: &WorkerContext, q: &QueueRef<'_>, dest: &Destination) -> Hold {
+    use super::control;
+    let now = crate::time::now_ms();
+    let Ok(c) = ctx.controls.get(&ctx.store, q, now).await else {
+        return Hold::Run;
+    };
+    if c.paused.is_some() && c.paused_at(now).is_none() {
+        // Its `until` passed: ended for every replica (and its time kept for max_age).
+        if control::resume(&ctx.store, q, now).await.is_ok() {
+            ctx.controls.forget(q);
+            tracing::info!(
+                route = q.route,
+                destination = q.destination,
+                "queue: the destination's pause ended (its until passed); deliveries resume"
+            );
+        }
+        return Hold::Run;
+    }
+    let Some(p) = c.paused_at(now) else {
+        return Hold::Run;
+    };
+    if !p.breaker {
+        return Hold::Paused;
+    }
+    let Some(b) = dest.breaker else {
+        // A reload turned the breaker off: it no longer holds the destination.
+        if control::close(&ctx.store, q, now).await.is_ok() {
+            ctx.controls.forget(q);
+        }
+        return Hold::Run;
+    };
+    if c.probe_at_ms.is_some_and(|t| t > now) {
+        return Hold::Paused;
+    }
+    match control::take_probe(&ctx.store, q, b.probe, now).await {
+        Ok(true) => {
+            ctx.controls.forget(q);
+            Hold::Probe
+        }
+        _ => Hold::Paused,
     }
 }
 

@@ -146,6 +146,10 @@ pub struct Metrics {
     /// configured prefix that no route or destination of the config names: nothing
     /// delivers them. Counted at start and after each reload.
     pub queue_stranded: Family<QueueLabel, Gauge<i64, AtomicI64>>,
+    /// Queue routes: 1 while the destination is paused (by an operator or its breaker).
+    pub destination_paused: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
+    /// Queue routes: 1 while the destination's breaker holds it paused.
+    pub destination_breaker_open: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
 }
 
 impl Default for Metrics {
@@ -163,6 +167,8 @@ struct QueueFamilies {
     queue_deliveries: Family<DestinationOutcome, Counter>,
     queue_lease_lost: Family<DestinationStage, Counter>,
     queue_stranded: Family<QueueLabel, Gauge<i64, AtomicI64>>,
+    destination_paused: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
+    destination_breaker_open: Family<DestinationLabel, Gauge<i64, AtomicI64>>,
 }
 
 impl QueueFamilies {
@@ -209,6 +215,18 @@ impl QueueFamilies {
             "Undelivered events of stored queues no route or destination of the config names (counted at start and after each reload)",
             Family::<QueueLabel, Gauge<i64, AtomicI64>>::default(),
         );
+        let destination_paused = registered(
+            registry,
+            "destination_paused",
+            "Queue routes: 1 while the destination is paused (hookgate events pause, or its breaker); its events are kept and queued",
+            Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default(),
+        );
+        let destination_breaker_open = registered(
+            registry,
+            "destination_breaker_open",
+            "Queue routes: 1 while the destination's breaker holds it paused after consecutive failed attempts (one event is probed per interval)",
+            Family::<DestinationLabel, Gauge<i64, AtomicI64>>::default(),
+        );
         Self {
             queue_depth,
             queue_dead,
@@ -217,6 +235,8 @@ impl QueueFamilies {
             queue_deliveries,
             queue_lease_lost,
             queue_stranded,
+            destination_paused,
+            destination_breaker_open,
         }
     }
 }
@@ -310,8 +330,12 @@ impl Metrics {
             queue_deliveries,
             queue_lease_lost,
             queue_stranded,
+            destination_paused,
+            destination_breaker_open,
         } = QueueFamilies::register(&mut registry);
         Self {
+            destination_paused,
+            destination_breaker_open,
             queue_lease_lost,
             routes: std::sync::RwLock::default(),
             queue_stranded,

@@ -77,6 +77,24 @@ pub fn order_key(value: &str) -> String {
 
 pub use crate::time::now_ms;
 
+/// A destination's breaker: `breaker = { failures = 10, probe = "30s" }`. After
+/// `failures` consecutive failed attempts the destination pauses itself, and one
+/// event is tried every `probe` until one is delivered (`delivery/control.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breaker {
+    pub failures: u32,
+    pub probe: Duration,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Self {
+            failures: 10,
+            probe: Duration::from_secs(30),
+        }
+    }
+}
+
 /// A route's retry schedule: `retry = { max_attempts, initial, max_delay, max_age }`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {

@@ -86,6 +86,8 @@ struct Inner {
     max: usize,
     /// When every shard was last swept to make room (at most once a second).
     swept_all_at: Mutex<Option<Instant>>,
+    /// The gateway's own records ([`Cells`](super::Cells)), for this process's life.
+    cells: Mutex<HashMap<String, Vec<u8>>>,
 }
 
 /// An in-process store.
@@ -120,6 +122,7 @@ impl MemoryStore {
                 stored: AtomicUsize::new(0),
                 max,
                 swept_all_at: Mutex::new(None),
+                cells: Mutex::default(),
             }),
         }
     }
@@ -318,6 +321,38 @@ impl DedupStore for MemoryStore {
         Ok(shard
             .live(key.as_str(), Instant::now())
             .map(|e| e.record.as_existing()))
+    }
+}
+
+impl super::Cells for MemoryStore {
+    async fn cell_get(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let cells = self
+            .inner
+            .cells
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(cells.get(name).cloned())
+    }
+
+    async fn cell_swap(
+        &self,
+        name: &str,
+        expect: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
+        let mut cells = self
+            .inner
+            .cells
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cells.get(name).map(Vec::as_slice) != expect {
+            return Ok(false);
+        }
+        match new {
+            Some(v) => cells.insert(name.to_owned(), v.to_vec()),
+            None => cells.remove(name),
+        };
+        Ok(true)
     }
 }
 

@@ -7,6 +7,8 @@
 //!   their destinations' queues ([`QueueRef`]).
 //! - Pacing ([`Pacing`], `pacing.rs`): a destination's rate limit, concurrency slots and
 //!   pauses.
+//! - Cells ([`Cells`], `cells.rs`): small shared records of the gateway's own (a
+//!   destination's pause and breaker, open incidents), swapped by compare-and-set.
 //!
 //! Each backend is a folder split on its seams: the handle and open (`mod.rs`), the
 //! claims half (`dedup.rs`), the queue half (`queue/`) and pacing (`disk/pacing.rs`,
@@ -25,6 +27,7 @@
 //! finisher cannot overwrite the claim of a newer copy. Every implementation runs the
 //! same conformance suites (`tests/it/stores/{dedup,queue,log}_conformance.rs`).
 
+pub mod cells;
 pub mod disk;
 pub(crate) mod health;
 pub mod log;
@@ -42,6 +45,7 @@ use rand::Rng as _;
 
 use crate::queue::RateLimit;
 
+pub use self::cells::Cells;
 pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
 pub use self::metrics::StoreMetrics;
@@ -440,6 +444,21 @@ impl QueueStore for Store {
 
     async fn depth(&self, q: &QueueRef<'_>) -> Result<Depth, StoreError> {
         queue_dispatch!(self, s => s.depth(q).await)
+    }
+}
+
+impl Cells for Store {
+    async fn cell_get(&self, name: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        dispatch!(self, s => s.cell_get(name).await)
+    }
+
+    async fn cell_swap(
+        &self,
+        name: &str,
+        expect: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<bool, StoreError> {
+        dispatch!(self, s => s.cell_swap(name, expect, new).await)
     }
 }
 

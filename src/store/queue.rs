@@ -273,10 +273,11 @@ impl Status {
 
     /// Applies an attempt's end.
     pub fn record(&mut self, end: &Finish) {
-        let attempt = match end {
-            Finish::Delivered(a) | Finish::Retry(a, _) | Finish::Dead(a, _) => a,
-        };
-        self.attempts = self.attempts.saturating_add(1);
+        let attempt = end.attempt();
+        // A breaker's probe costs the event no attempt.
+        if !matches!(end, Finish::Probe(..)) {
+            self.attempts = self.attempts.saturating_add(1);
+        }
         self.history.push(attempt.clone());
         if self.history.len() > HISTORY {
             let extra = self.history.len() - HISTORY;
@@ -289,7 +290,7 @@ impl Status {
                 // The next event of its key may go.
                 self.order_key = None;
             }
-            Finish::Retry(_, at) => {
+            Finish::Retry(_, at) | Finish::Probe(_, at) => {
                 self.state = State::Retrying;
                 self.next_at_ms = Some(*at);
             }
@@ -325,6 +326,19 @@ pub enum Finish {
     Retry(Attempt, u64),
     /// Failed for the last time (the reason says which limit).
     Dead(Attempt, String),
+    /// An open breaker's probe failed: recorded in the event's history, but not
+    /// counted against its `max_attempts`; due again at this Unix millisecond (the
+    /// destination stays paused).
+    Probe(Attempt, u64),
+}
+
+impl Finish {
+    /// The attempt it records.
+    pub fn attempt(&self) -> &Attempt {
+        match self {
+            Self::Delivered(a) | Self::Retry(a, _) | Self::Dead(a, _) | Self::Probe(a, _) => a,
+        }
+    }
 }
 
 /// What an enqueue found.
@@ -353,6 +367,8 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<String>,
     pub event_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
     pub state: State,
     pub attempts: u32,
     pub received_at_ms: u64,
@@ -361,6 +377,12 @@ pub struct Summary {
     /// The last attempt's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_result: Option<String>,
+    /// The last attempt's status, when the destination answered one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_status: Option<u16>,
+    /// Unix milliseconds when the last attempt started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_at_ms: Option<u64>,
 }
 
 impl Summary {
@@ -369,11 +391,14 @@ impl Summary {
         Self {
             destination: None,
             event_id: envelope.event_id.clone(),
+            event_type: envelope.event_type.clone(),
             state: status.state,
             attempts: status.attempts,
             received_at_ms: envelope.received_at_ms,
             next_at_ms: status.next_at_ms,
             last_result: status.history.last().map(|a| a.result.to_string()),
+            last_status: status.history.last().and_then(|a| a.status),
+            last_at_ms: status.history.last().map(|a| a.at_ms),
         }
     }
 }
@@ -383,6 +408,9 @@ impl Summary {
 pub enum Target {
     One(String),
     AllDead,
+    /// These events (an operator's bulk retry), each if it is dead or retrying (a
+    /// retry) or undelivered (a purge), in this order.
+    Some(Vec<String>),
 }
 
 /// A route's queue at a glance, for metrics.
@@ -583,7 +611,9 @@ impl<'a> Fanout<'a> {
 impl RetryPolicy {
     /// What follows a failed attempt: retry at a time, or dead with a reason.
     /// `retry_after` is the upstream's own `Retry-After`, honoured up to `max_delay`.
-    /// `max_age` counts from the event's arrival, or from an operator's last retry.
+    /// `max_age` counts from the event's arrival, or from an operator's last retry,
+    /// without the time its destination spent paused since (`held`, from the
+    /// destination's pauses: [`Control::held_ms`](crate::delivery::control::Control::held_ms)).
     pub fn after_failure(
         &self,
         status: &Status,
@@ -591,10 +621,12 @@ impl RetryPolicy {
         now_ms: u64,
         retry_after: Option<Duration>,
         jitter: f64,
+        held: impl Fn(u64, u64) -> u64,
     ) -> Result<u64, String> {
+        let start = received_at_ms.max(status.requeued_at_ms.unwrap_or(0));
         self.next_try(
             status.attempts.saturating_add(1),
-            received_at_ms.max(status.requeued_at_ms.unwrap_or(0)),
+            start.saturating_add(held(start, now_ms)),
             now_ms,
             retry_after,
             jitter,
@@ -643,6 +675,10 @@ mod tests {
         assert_eq!(StoredEvent::decode(b"\x00\x00\x00\x09{}"), None);
     }
 
+    fn no_pause(_: u64, _: u64) -> u64 {
+        0
+    }
+
     #[test]
     fn the_last_attempt_or_max_age_makes_an_event_dead() {
         let p = RetryPolicy {
@@ -650,28 +686,39 @@ mod tests {
             ..RetryPolicy::default()
         };
         let mut s = Status::queued(0);
-        assert!(p.after_failure(&s, 0, 0, None, 0.5).is_ok());
+        assert!(p.after_failure(&s, 0, 0, None, 0.5, no_pause).is_ok());
         s.attempts = 2;
-        assert!(p.after_failure(&s, 0, 0, None, 0.5).is_err());
+        assert!(p.after_failure(&s, 0, 0, None, 0.5, no_pause).is_err());
         let old = RetryPolicy {
             max_age: Duration::from_secs(10),
             ..RetryPolicy::default()
         };
         let s = Status::queued(0);
-        assert!(old.after_failure(&s, 0, 9_500, None, 1.0).is_err());
+        assert!(
+            old.after_failure(&s, 0, 9_500, None, 1.0, no_pause)
+                .is_err()
+        );
         // The upstream's Retry-After is honoured, up to max_delay and at least initial.
         assert_eq!(
-            p.after_failure(&s, 0, 1_000, Some(Duration::from_secs(7)), 0.0),
+            p.after_failure(&s, 0, 1_000, Some(Duration::from_secs(7)), 0.0, no_pause),
             Ok(8_000)
         );
         assert_eq!(
-            p.after_failure(&s, 0, 1_000, Some(Duration::ZERO), 0.0),
+            p.after_failure(&s, 0, 1_000, Some(Duration::ZERO), 0.0, no_pause),
             Ok(2_000)
         );
         // An operator's retry restarts max_age.
         let mut requeued = Status::queued(0);
         requeued.requeue(20_000);
-        assert!(old.after_failure(&requeued, 0, 21_000, None, 1.0).is_ok());
+        assert!(
+            old.after_failure(&requeued, 0, 21_000, None, 1.0, no_pause)
+                .is_ok()
+        );
+        // Time paused is not counted: 9.5 s old, 5 s of it paused.
+        assert!(
+            old.after_failure(&s, 0, 9_500, None, 1.0, |_, _| 5_000)
+                .is_ok()
+        );
     }
 
     #[test]
@@ -691,6 +738,9 @@ mod tests {
         }
         assert_eq!(s.attempts, 30);
         assert_eq!(s.history.len(), HISTORY);
+        s.record(&Finish::Probe(a.clone(), 99));
+        assert_eq!(s.attempts, 30, "a probe costs no attempt");
+        assert_eq!((s.state, s.next_at_ms), (State::Retrying, Some(99)));
         s.record(&Finish::Delivered(a));
         assert_eq!(s.state, State::Delivered);
         assert_eq!(s.next_at_ms, None);

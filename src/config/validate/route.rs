@@ -8,13 +8,13 @@ use toml::Spanned;
 
 use super::Validator;
 use super::target::{KIND_KEYS, KindKeys};
-use crate::config::raw::{RawCredential, RawDestination, RawRetry, RawRoute};
+use crate::config::raw::{RawBreaker, RawCredential, RawDestination, RawRetry, RawRoute};
 use crate::config::{Backend, Delivery, Destination, OnError, Route, StoreConfig, Target};
 use crate::provider::standard_webhooks::{StandardScheme, SwKey};
 use crate::provider::{
     Credential, EventFilter, EventIdSource, EventTypeSource, HmacOptions, Preset, Verifier,
 };
-use crate::queue::{OnDead, RateLimit, RetryPolicy};
+use crate::queue::{Breaker, OnDead, RateLimit, RetryPolicy};
 
 /// A route's or a destination's delivery keys, as written.
 struct PacingKeys<'a> {
@@ -25,6 +25,7 @@ struct PacingKeys<'a> {
     rate_limit: &'a Option<Spanned<String>>,
     order_by: &'a Option<Spanned<String>>,
     on_dead: &'a Option<Spanned<OnDead>>,
+    breaker: &'a Option<Spanned<RawBreaker>>,
 }
 
 /// Those keys validated: a destination's, or the route's (its destinations' defaults).
@@ -37,6 +38,7 @@ struct Pacing {
     rate_limit: Option<RateLimit>,
     order_by: Option<EventTypeSource>,
     on_dead: OnDead,
+    breaker: Option<Breaker>,
     /// `upstream_timeout` is the built-in default, not checked against the store's
     /// lease yet (a route with destinations leaves that to the destinations that
     /// inherit it).
@@ -53,6 +55,7 @@ impl Default for Pacing {
             rate_limit: None,
             order_by: None,
             on_dead: OnDead::Skip,
+            breaker: Some(Breaker::default()),
             is_builtin: true,
         }
     }
@@ -71,6 +74,7 @@ impl Pacing {
             rate_limit: self.rate_limit,
             order_by: self.order_by,
             on_dead: self.on_dead,
+            breaker: self.breaker,
         }
     }
 }
@@ -360,6 +364,7 @@ impl Validator<'_> {
             rate_limit: &r.rate_limit,
             order_by: &r.order_by,
             on_dead: &r.on_dead,
+            breaker: &r.breaker,
         };
         let name_line = self.line(r.name.span());
         let base = self.pacing(
@@ -425,6 +430,7 @@ impl Validator<'_> {
                         rate_limit: &d.rate_limit,
                         order_by: &d.order_by,
                         on_dead: &d.on_dead,
+                        breaker: &d.breaker,
                     };
                     let line = self.line(d.name.span());
                     let pacing = self.pacing(&keys, &dk, &base, (delivery, true), store, line);
@@ -580,6 +586,7 @@ impl Validator<'_> {
             None => defaults.forward_signer.clone(),
             Some(s) => self.forward_signer(s, &k("forward_secret")),
         };
+        let breaker = self.breaker(keys.breaker, k, defaults.breaker);
         Pacing {
             upstream_timeout,
             forward_signer,
@@ -588,6 +595,7 @@ impl Validator<'_> {
             rate_limit,
             order_by,
             on_dead,
+            breaker,
             is_builtin: keys.upstream_timeout.is_none() && defaults.is_builtin && !check_default,
         }
     }
@@ -604,11 +612,46 @@ impl Validator<'_> {
             ("rate_limit", keys.rate_limit.as_ref().map(Spanned::span)),
             ("order_by", keys.order_by.as_ref().map(Spanned::span)),
             ("on_dead", keys.on_dead.as_ref().map(Spanned::span)),
+            ("breaker", keys.breaker.as_ref().map(Spanned::span)),
         ];
         for (field, span) in queue_only {
             if let Some(span) = span {
                 let line = self.line(span);
                 self.err_at(line, &k(field), "is only used with delivery = \"queue\" (a sync forward happens while the provider waits)");
+            }
+        }
+    }
+
+    /// `breaker = { failures, probe }` (either over the defaults given), `true` (the
+    /// defaults) or `false` (off).
+    fn breaker(
+        &mut self,
+        raw: &Option<Spanned<RawBreaker>>,
+        k: &dyn Fn(&str) -> String,
+        d: Option<Breaker>,
+    ) -> Option<Breaker> {
+        let Some(raw) = raw else {
+            return d;
+        };
+        match raw.get_ref() {
+            RawBreaker::On(false) => None,
+            RawBreaker::On(true) => Some(d.unwrap_or_default()),
+            RawBreaker::Set { failures, probe } => {
+                let d = d.unwrap_or_default();
+                let (failures, probe) = (
+                    failures.map(|v| Spanned::new(raw.span(), v)),
+                    probe.clone().map(|v| Spanned::new(raw.span(), v)),
+                );
+                let (failures, probe) = (&failures, &probe);
+                let failures = self.count(failures, &k("breaker.failures"), d.failures as usize, 1);
+                let probe = self.duration(probe, &k("breaker.probe"), d.probe);
+                if probe < Duration::from_secs(1) {
+                    self.err(raw, &k("breaker.probe"), "at least 1s");
+                }
+                Some(Breaker {
+                    failures: u32::try_from(failures).unwrap_or(u32::MAX),
+                    probe,
+                })
             }
         }
     }

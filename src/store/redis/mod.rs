@@ -24,6 +24,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, IntoConnectionInfo, Script};
 
+mod cells;
 mod dedup;
 mod info;
 mod layout;

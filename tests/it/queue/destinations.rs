@@ -11,7 +11,7 @@ use crate::queue::delivery::{admin, most_in_any_window};
 use crate::support::{RedisServer, TestGateway, Upstream, eventually, post};
 
 /// The `[store]` table: a disk store in `dir`, or the test Redis.
-fn store(redis: Option<&RedisServer>, dir: &Path) -> String {
+pub(super) fn store(redis: Option<&RedisServer>, dir: &Path) -> String {
     match redis {
         None => format!(
             "[store]\nbackend = \"disk\"\npath = \"{}\"\n",
@@ -22,7 +22,7 @@ fn store(redis: Option<&RedisServer>, dir: &Path) -> String {
 }
 
 /// A Stripe queue route with a fast retry schedule and these destinations (TOML).
-fn stripe_route(store: &str, destinations: &str) -> String {
+pub(super) fn stripe_route(store: &str, destinations: &str) -> String {
     format!(
         r#"[server]
 shutdown_grace = "2s"
@@ -41,7 +41,7 @@ retry = {{ max_attempts = 50, initial = "50ms", max_delay = "200ms", max_age = "
 }
 
 /// A Stripe event of this type about this customer.
-fn typed(id: &str, event_type: &str, customer: &str) -> String {
+pub(super) fn typed(id: &str, event_type: &str, customer: &str) -> String {
     format!(
         r#"{{"id":"{id}","object":"event","type":"{event_type}","data":{{"object":{{"customer":"{customer}"}}}}}}"#
     )

@@ -2,6 +2,7 @@
 //! binary, destinations (fan-out, filters, limits, per-key order), `on_dead`, queues no
 //! route names, and what a gateway leaves to the next.
 
+mod controls;
 pub mod delivery;
 mod destinations;
 mod handover;

@@ -48,11 +48,14 @@ fn summary(id: &str, rec: &StatusRecord) -> Summary {
     Summary {
         destination: None,
         event_id: id.to_owned(),
+        event_type: rec.event_type.clone(),
         state: rec.status.state,
         attempts: rec.status.attempts,
         received_at_ms: rec.rx,
         next_at_ms: rec.status.next_at_ms,
         last_result: rec.status.history.last().map(|a| a.result.to_string()),
+        last_status: rec.status.history.last().and_then(|a| a.status),
+        last_at_ms: rec.status.history.last().map(|a| a.at_ms),
     }
 }
 
@@ -90,6 +93,7 @@ impl DiskStore {
     fn targets(&self, q: &QueueRef<'_>, target: &Target) -> Vec<Vec<String>> {
         match target {
             Target::One(id) => vec![vec![id.clone()]],
+            Target::Some(ids) => ids.chunks(PER_OPERATION).map(<[String]>::to_vec).collect(),
             Target::AllDead => self
                 .index()
                 .dead(&space(q))

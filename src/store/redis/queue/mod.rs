@@ -496,7 +496,7 @@ impl QueueStore for RedisStore {
         // clock: a gateway whose own clock is off schedules nothing late or early.
         let (kind, retry_in) = match end {
             Finish::Delivered(_) => ("delivered", 0),
-            Finish::Retry(_, at) => ("retry", at.saturating_sub(now)),
+            Finish::Retry(_, at) | Finish::Probe(_, at) => ("retry", at.saturating_sub(now)),
             Finish::Dead(..) => ("dead", 0),
         };
         let ttl = millis(dedup_ttl);
@@ -649,6 +649,18 @@ impl QueueStore for RedisStore {
                     .await?;
                 Ok(n)
             }
+            Target::Some(ids) => {
+                let mut n = 0;
+                for page in ids.chunks(CHUNK) {
+                    n += self
+                        .requeue(&k, page, |s| {
+                            matches!(s.state, State::Dead | State::Retrying)
+                        })
+                        .await?
+                        .0;
+                }
+                Ok(n)
+            }
             Target::AllDead => {
                 // Requeued and gone events leave the dead index.
                 let k = &k;
@@ -676,6 +688,13 @@ impl QueueStore for RedisStore {
         let k = Keys::new(q);
         match target {
             Target::One(id) => Ok(self.purge_ids(&k, std::slice::from_ref(id), "any").await?.0),
+            Target::Some(ids) => {
+                let mut n = 0;
+                for page in ids.chunks(CHUNK) {
+                    n += self.purge_ids(&k, page, "any").await?.0;
+                }
+                Ok(n)
+            }
             Target::AllDead => {
                 let k = &k;
                 self.each_dead_page(
