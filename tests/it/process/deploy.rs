@@ -19,7 +19,7 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(deploy(path)).unwrap_or_else(|e| panic!("deploy/{path}: {e}"))
 }
 
-fn yaml(path: &str) -> Yaml {
+pub(super) fn yaml(path: &str) -> Yaml {
     serde_yaml::from_str(&read(path)).unwrap_or_else(|e| panic!("deploy/{path}: {e}"))
 }
 
@@ -283,11 +283,15 @@ fn systemd_unit_reloads_on_hup_and_outlasts_the_grace() {
     assert_ne!(get("User"), "root");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
-    let dash: serde_json::Value =
-        serde_json::from_str(&read("grafana/hookgate-dashboard.json")).expect("dashboard JSON");
+/// Every series name a live gateway's `/metrics` can hold, from each family's `# TYPE`
+/// line (a family with no sample yet, such as reloads before the first one, still
+/// counts): a counter's `_total`, a histogram's `_bucket`, `_count` and `_sum`. The
+/// gateway has a queue route on a disk store, has delivered once and reloaded once,
+/// and found in its store the queue of a route its config no longer has (stranded).
+pub(super) async fn exported_series() -> BTreeSet<String> {
     let up = Upstream::start().await;
+    let down = Upstream::start().await;
+    down.set_status(503);
     let dir = tempfile::tempdir().expect("dir");
     let path = dir.path().join("hookgate.toml");
     // A queue route on a disk store, so that the queue's families have samples too.
@@ -295,7 +299,45 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
         "[store]\nbackend = \"disk\"\npath = \"{}\"\n",
         dir.path().join("dash.db").display()
     );
-    std::fs::write(&path, stripe_config(&up, &store, "delivery = \"queue\"")).expect("write");
+    let config = stripe_config(&up, &store, "delivery = \"queue\"");
+
+    // First the binary, with a queue route "gone" whose upstream fails, holds an event
+    // there (killed: a process's exit frees the store's file for the next start).
+    let port = crate::support::free_port();
+    let gone = format!(
+        "[[routes]]\nname = \"gone\"\npath = \"/webhooks/gone\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\ndelivery = \"queue\"\nupstream = \"{}\"\n",
+        down.url("/gone")
+    );
+    std::fs::write(
+        &path,
+        format!("[server]\nlisten = \"127.0.0.1:{port}\"\n{config}\n{gone}"),
+    )
+    .expect("write");
+    let body = crate::support::stripe_body("evt_gone");
+    let sign = std::process::Command::new(crate::process::binary::BIN)
+        .args(["sign", "--headers", "--route", "gone", "--config"])
+        .arg(&path)
+        .arg(&body)
+        .output()
+        .expect("hookgate sign");
+    assert!(
+        sign.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sign.stderr)
+    );
+    let headers: Vec<(String, String)> = String::from_utf8_lossy(&sign.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(": "))
+        .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        .collect();
+    let binary = crate::process::binary::Gateway::spawn(&path, port);
+    let reply =
+        crate::support::post(&binary.url("/webhooks/gone"), &headers, body.into_bytes()).await;
+    assert_eq!(reply.outcome(), "queued", "{}", reply.body);
+    drop(binary);
+
+    // Then a gateway whose config has no route "gone": its queue is stranded.
+    std::fs::write(&path, config).expect("write");
     let gw = TestGateway::start_file(&path).await;
     // A family appears once it has a sample: deliver once (and let the worker try it)
     // and reload once.
@@ -310,6 +352,15 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let stranded = "hookgate_queue_stranded{queue=\"gone\"}";
+    // Counted in the background after the start.
+    for _ in 0..500 {
+        if gw.metric(stranded).await > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(gw.metric(stranded).await, 1.0, "{stranded}");
     let _ = client()
         .post(gw.admin_url("/reload"))
         .header("x-requested-by", "hookgate-tests")
@@ -324,8 +375,7 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
         .text()
         .await
         .expect("text");
-    // Every series a family can have, from its `# TYPE` line (a family with no
-    // sample yet, such as reloads before the first one, still counts).
+    gw.stop().await;
     let mut exported: BTreeSet<String> = BTreeSet::new();
     for line in text.lines() {
         let mut it = line.strip_prefix("# TYPE ").unwrap_or_default().split(' ');
@@ -339,22 +389,33 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
         };
         exported.extend(suffixes.iter().map(|s| format!("{name}{s}")));
     }
+    exported
+}
+
+/// The `hookgate_…` names in a PromQL expression or a template.
+pub(super) fn hookgate_names(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|word| word.starts_with("hookgate_"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
+    let dash: serde_json::Value =
+        serde_json::from_str(&read("grafana/hookgate-dashboard.json")).expect("dashboard JSON");
+    let exported = exported_series().await;
     let mut used = 0;
     for panel in dash["panels"].as_array().expect("panels") {
         for target in panel["targets"].as_array().expect("targets") {
             let expr = target["expr"].as_str().expect("expr");
-            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                if word.starts_with("hookgate_") {
-                    assert!(
-                        exported.contains(word),
-                        "panel {:?} uses {word}, which /metrics does not export",
-                        panel["title"]
-                    );
-                    used += 1;
-                }
+            for word in hookgate_names(expr) {
+                assert!(
+                    exported.contains(word),
+                    "panel {:?} uses {word}, which /metrics does not export",
+                    panel["title"]
+                );
+                used += 1;
             }
         }
     }
     assert!(used >= 8);
-    gw.stop().await;
 }

@@ -1,5 +1,6 @@
 //! The real `hookgate` binary and how it is deployed: `check`, a crash, signals,
-//! shutdown, and the files in deploy/.
+//! shutdown, and the files in deploy/ (the Prometheus alert rules with promtool).
 
+mod alerts;
 pub mod binary;
 mod deploy;
