@@ -37,6 +37,7 @@ use crate::forward::Forwarder;
 use crate::ingress::Ingress;
 use crate::ingress::limits::ClientConnections;
 use crate::observe::Observers;
+use crate::observe::alerts::AlertsContext;
 use crate::observe::capture::Capture;
 use crate::observe::metrics::Metrics;
 use crate::observe::recorder::Recorder;
@@ -111,6 +112,8 @@ struct Shared {
     links: Arc<Links>,
     /// The destinations' pauses and breakers as this process last read them.
     controls: Arc<Controls>,
+    /// The incidents watch and what it sends.
+    alerts: Arc<AlertsContext>,
     clock: Clock,
     /// Rung when an event is queued, retried or released, or an attempt ends.
     wake: Arc<Notify>,
@@ -147,6 +150,13 @@ impl App {
             Some(t) => Some(tls::server_config(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?),
             None => None,
         };
+        let controls: Arc<Controls> = Arc::default();
+        let alerts = Arc::new(AlertsContext::new(
+            routing.clone(),
+            store.clone(),
+            metrics.clone(),
+            controls.clone(),
+        )?);
         let shared = Shared {
             handed: Arc::new(HandedSecrets::new(
                 metrics.clone(),
@@ -158,7 +168,8 @@ impl App {
             recorder,
             forwarder: Forwarder::new()?,
             links: Arc::default(),
-            controls: Arc::default(),
+            controls,
+            alerts,
             clock,
             wake: Arc::new(Notify::new()),
             eviction,
@@ -282,6 +293,11 @@ impl App {
             }
         });
         self.admin.recorder.start(stop.clone());
+        // Incidents: looked for, opened and resolved, and their notifications sent.
+        tokio::spawn(crate::observe::alerts::watch(
+            self.admin.alerts.clone(),
+            stop.clone(),
+        ));
         let admin = listeners.admin.map(|listener| {
             let (admin, stop) = (self.admin.clone(), stop.clone());
             tokio::spawn(crate::admin::run(admin, listener, stop.cancelled_owned()))
@@ -469,6 +485,7 @@ fn admin_context(cfg: &Config, shared: &Shared, reloader: Arc<Reloader>) -> Admi
         forwarder: shared.forwarder.clone(),
         links: shared.links.clone(),
         controls: shared.controls.clone(),
+        alerts: shared.alerts.clone(),
         clock: shared.clock,
         reloader,
         live_streams: Arc::new(Semaphore::new(crate::admin::MAX_STREAMS)),

@@ -112,6 +112,8 @@ pub struct AdminContext {
     /// The destinations' pauses as this process last read them (a pause or resume
     /// here is seen by the workers at once).
     pub(crate) controls: Arc<crate::delivery::control::Controls>,
+    /// The incidents watch (`GET /alerts`).
+    pub(crate) alerts: Arc<crate::observe::alerts::AlertsContext>,
     pub(crate) clock: Clock,
     /// `POST /reload`.
     pub(crate) reloader: Arc<Reloader>,

@@ -1,10 +1,13 @@
 //! `GET /overview`: each route's requests by outcome in the last hour (from the
-//! delivery log) and its queues' depth — the inspector's routes page.
+//! delivery log) and its queues' depth — the inspector's routes page; and
+//! `GET /alerts`: the open incidents.
 
 use std::sync::Arc;
 
 use super::AdminContext;
-use super::api::{LogOverview, Overview, PauseView, QueueOverview, RouteOverview};
+use super::api::{
+    IncidentView, Incidents, LogOverview, Overview, PauseView, QueueOverview, RouteOverview,
+};
 use super::exchange::AdminAnswer;
 use crate::config::{Delivery, Route};
 use crate::store::QueueStore as _;
@@ -83,4 +86,14 @@ pub(super) async fn overview(state: &AdminContext) -> AdminAnswer {
             enabled: state.recorder.cfg.enabled,
         },
     })
+}
+
+/// `GET /alerts`: the open incidents, oldest first.
+pub(super) async fn alerts(state: &AdminContext) -> AdminAnswer {
+    match state.alerts.open().await {
+        Ok(open) => AdminAnswer::ok(&Incidents {
+            incidents: open.iter().map(IncidentView::of).collect(),
+        }),
+        Err(e) => super::exchange::unavailable(&e),
+    }
 }
