@@ -486,6 +486,7 @@ fn admin_context(cfg: &Config, shared: &Shared, reloader: Arc<Reloader>) -> Admi
         links: shared.links.clone(),
         controls: shared.controls.clone(),
         alerts: shared.alerts.clone(),
+        pulls: crate::admin::pull::Consumers::default(),
         clock: shared.clock,
         reloader,
         live_streams: Arc::new(Semaphore::new(crate::admin::MAX_STREAMS)),

@@ -180,6 +180,15 @@ pub struct DestinationControl {
     pub paused: Option<PauseView>,
 }
 
+/// A pull destination's consumer (`hookgate listen`, a service that pulls).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsumerView {
+    /// Its `consumer` parameter, or its User-Agent.
+    pub name: String,
+    /// RFC 3339: when it last asked for events.
+    pub last_lease: String,
+}
+
 /// `POST /events/<route>/{pause,resume}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Controlled {
@@ -401,6 +410,9 @@ pub struct QueueOverview {
     pub oldest_undelivered_age_ms: Option<u64>,
     /// `null` while it runs.
     pub paused: Option<PauseView>,
+    /// A pull destination's consumers, most recent first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumers: Vec<ConsumerView>,
 }
 
 /// Whether the gateway records deliveries (`[log] enabled`).
@@ -562,6 +574,7 @@ mod tests {
                             until: None,
                             breaker: false,
                         }),
+                        consumers: Vec::new(),
                     }],
                     destinations: Vec::new(),
                 }],

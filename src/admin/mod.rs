@@ -51,6 +51,7 @@ mod handshakes;
 mod keys;
 mod overview;
 mod probes;
+pub mod pull;
 mod reload;
 mod replay;
 mod router;
@@ -114,6 +115,8 @@ pub struct AdminContext {
     pub(crate) controls: Arc<crate::delivery::control::Controls>,
     /// The incidents watch (`GET /alerts`).
     pub(crate) alerts: Arc<crate::observe::alerts::AlertsContext>,
+    /// Pull destinations' consumers and when each last leased.
+    pub(crate) pulls: pull::Consumers,
     pub(crate) clock: Clock,
     /// `POST /reload`.
     pub(crate) reloader: Arc<Reloader>,
@@ -174,20 +177,30 @@ fn guard<B>(state: &AdminContext, http: &Request<B>, req: &AdminRequest) -> Opti
     // token: past the check above, they need none (the router answers every such path
     // from the page, and nothing else).
     let page = ui::is_page(&req.path);
-    (!req.is_probe() && !page && !authorized(state, http)).then_some(AdminAnswer::Unauthorized)
+    // A pull destination's endpoints take its own token too: checked there (pull.rs).
+    let pull = req.endpoint == "pull";
+    (!req.is_probe() && !page && !pull && !authorized(state, http))
+        .then_some(AdminAnswer::Unauthorized)
+}
+
+/// The `Authorization: Bearer` value a request presents.
+fn bearer<B>(req: &Request<B>) -> Option<&[u8]> {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+}
+
+/// Whether `presented` is the admin token (or the listener has none).
+pub(super) fn authorized_token(state: &AdminContext, presented: Option<&[u8]>) -> bool {
+    let Some(token) = &state.server.admin_token else {
+        return true;
+    };
+    crate::provider::mac::ct_eq(presented.unwrap_or_default(), token.expose())
 }
 
 /// Whether the request may use an endpoint that changes state or reveals secrets.
 fn authorized<B>(state: &AdminContext, req: &Request<B>) -> bool {
-    let Some(token) = &state.server.admin_token else {
-        return true;
-    };
-    let presented = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .unwrap_or_default();
-    crate::provider::mac::ct_eq(presented, token.expose())
+    authorized_token(state, bearer(req))
 }
 
 /// Why a request is refused as one a web page may have sent through an operator's

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::AdminContext;
 use super::api::{
-    IncidentView, Incidents, LogOverview, Overview, PauseView, QueueOverview, RouteOverview,
+    ConsumerView, IncidentView, Incidents, LogOverview, Overview, PauseView, QueueOverview,
+    RouteOverview,
 };
 use super::exchange::AdminAnswer;
 use crate::config::{Delivery, Route};
@@ -55,6 +56,15 @@ pub(super) async fn overview(state: &AdminContext) -> AdminAnswer {
                             .oldest_received_ms
                             .map(|t| now.saturating_sub(t)),
                         paused: c.paused_at(now).map(PauseView::of),
+                        consumers: state
+                            .pulls
+                            .of(&q.name())
+                            .into_iter()
+                            .map(|(name, at)| ConsumerView {
+                                name,
+                                last_lease: super::api::rfc3339(at),
+                            })
+                            .collect(),
                     }),
                     Err(e) => return super::exchange::unavailable(&e),
                 }

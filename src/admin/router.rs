@@ -11,16 +11,65 @@ use http::{Method, Request, Response};
 
 use super::AdminContext;
 use super::exchange::{AdminAnswer, AdminBody, AdminRequest, response, usage};
-use super::{deliveries, events, guard, handshakes, keys, overview, probes, reload, replay, ui};
+use super::{
+    deliveries, events, guard, handshakes, keys, overview, probes, pull, reload, replay, ui,
+};
 
 /// The admin router: every request, whatever its method and path, answered here.
-pub(crate) async fn handle<B>(state: Arc<AdminContext>, http: Request<B>) -> Response<AdminBody> {
+pub(crate) async fn handle<B>(state: Arc<AdminContext>, http: Request<B>) -> Response<AdminBody>
+where
+    B: hyper::body::Body<Data = bytes::Bytes> + Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let req = AdminRequest::parse(http.method(), http.uri());
     let answer = match guard(&state, &http, &req) {
         Some(refused) => refused,
+        None if req.endpoint == "pull" => pull_request(&state, http, &req).await,
         None => dispatch(&state, &req).await,
     };
     response(answer)
+}
+
+/// `/pull/…`: the only endpoints that read a request body (a list of leases), bounded
+/// by [`pull::MAX_BODY`] and the listener's request deadline.
+async fn pull_request<B>(state: &AdminContext, http: Request<B>, req: &AdminRequest) -> AdminAnswer
+where
+    B: hyper::body::Body<Data = bytes::Bytes> + Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt as _;
+    let (parts, body) = http.into_parts();
+    let bearer = parts
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+    let consumer = req
+        .query
+        .get("consumer")
+        .cloned()
+        .or_else(|| {
+            parts
+                .headers
+                .get(http::header::USER_AGENT)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "unnamed".to_owned());
+    let consumer: String = consumer
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(100)
+        .collect();
+    let read = http_body_util::Limited::new(body, pull::MAX_BODY).collect();
+    let body = match tokio::time::timeout(std::time::Duration::from_secs(10), read).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        _ => {
+            return AdminAnswer::bad_request(
+                "the body could not be read (at most 1 MiB, within 10 s)",
+            );
+        }
+    };
+    pull::answer(state, req, bearer, body, &consumer).await
 }
 
 /// Which endpoint answers: one line each.

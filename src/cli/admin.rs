@@ -91,7 +91,7 @@ pub(super) fn admin_failed(body: &str) -> i32 {
 }
 
 /// How a command reaches a running gateway's admin listener.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct AdminArgs {
     /// The config file, to find `server.admin_listen`.
     #[arg(long, short, default_value = "config.toml")]
@@ -103,4 +103,12 @@ pub struct AdminArgs {
     /// the config file unless given here or in the environment).
     #[arg(long, env = "HOOKGATE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+}
+
+impl AdminArgs {
+    /// The same listener, reached with this token (a pull destination's own).
+    pub(super) fn with_token(mut self, token: String) -> Self {
+        self.admin_token = Some(token);
+        self
+    }
 }

@@ -1,5 +1,5 @@
 //! The command line: `serve`, `check`, `providers`, `sign`, `replay`, `forget`,
-//! `events`, `deliveries`, `keygen`, `upstream` and `probe`, a file each. A new command is its file,
+//! `events`, `deliveries`, `listen`, `keygen`, `upstream` and `probe`, a file each. A new command is its file,
 //! its variant of [`Command`] and one line of [`run`].
 
 use clap::{Parser, Subcommand};
@@ -11,6 +11,7 @@ mod demo_upstream;
 mod events;
 mod forget;
 mod keygen;
+mod listen;
 mod probe;
 mod providers;
 mod replay;
@@ -24,6 +25,7 @@ pub use check::{CheckArgs, describe};
 pub use deliveries::{DeliveriesAction, Filters};
 pub use events::{EventsAction, Which};
 pub use forget::ForgetArgs;
+pub use listen::ListenArgs;
 pub use probe::ProbeArgs;
 pub use providers::ProvidersArgs;
 pub use replay::ReplayArgs;
@@ -52,6 +54,9 @@ pub enum Command {
         #[command(subcommand)]
         action: EventsAction,
     },
+    /// A gateway's verified deliveries on this machine: lease the events of a pull
+    /// destination (`pull = true`) and send each to a local handler.
+    Listen(ListenArgs),
     /// The delivery log: list, show, follow (`tail`) and replay what the gateway
     /// received, through the admin listener of a running gateway.
     Deliveries {
@@ -103,6 +108,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Forget(args) => forget::run(args).await,
         Command::Events { action } => events::run(action).await,
         Command::Deliveries { action } => deliveries::run(action).await,
+        Command::Listen(args) => listen::run(args).await,
         Command::Keygen => Ok(keygen::run()),
         Command::Upstream(args) => upstream::run(args).await,
         Command::Probe(args) => probe::run(args).await,

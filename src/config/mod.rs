@@ -33,7 +33,8 @@ use toml_errors::{
 use validate::Validator;
 
 pub use target::{
-    AmqpTarget, NatsTarget, PostgresTarget, RedisStreamTarget, ServerUrl, Target, Template,
+    AmqpTarget, NatsTarget, PostgresTarget, PullTarget, RedisStreamTarget, ServerUrl, Target,
+    Template,
 };
 
 /// What to do when the store cannot be reached.

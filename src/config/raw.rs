@@ -159,6 +159,7 @@ pub(super) struct RawRoute {
     pub nats: Option<Spanned<RawNats>>,
     pub amqp: Option<Spanned<RawAmqp>>,
     pub redis_stream: Option<Spanned<RawRedisStream>>,
+    pub pull: Option<Spanned<RawPull>>,
     pub upstream_timeout: Option<Spanned<String>>,
     pub event_id: Option<Spanned<String>>,
     pub event_type: Option<Spanned<String>>,
@@ -190,6 +191,7 @@ pub(super) struct RawDestination {
     pub nats: Option<Spanned<RawNats>>,
     pub amqp: Option<Spanned<RawAmqp>>,
     pub redis_stream: Option<Spanned<RawRedisStream>>,
+    pub pull: Option<Spanned<RawPull>>,
     pub upstream_timeout: Option<Spanned<String>>,
     pub events: Option<Spanned<Vec<String>>>,
     pub forward_secret: Option<Spanned<String>>,
@@ -211,6 +213,18 @@ pub(super) enum RawBreaker {
     Set {
         failures: Option<i64>,
         probe: Option<String>,
+    },
+}
+
+/// `pull = true`, or `pull = { token = "…", lease = "30s" }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawPull {
+    On(bool),
+    // Plain values: an untagged enum cannot read spans; errors point at `pull`.
+    Set {
+        token: Option<String>,
+        lease: Option<String>,
     },
 }
 

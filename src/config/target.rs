@@ -19,6 +19,23 @@ pub enum Target {
     Amqp(AmqpTarget),
     /// `redis_stream = { url, stream, maxlen }`.
     RedisStream(RedisStreamTarget),
+    /// `pull = true` or `pull = { token, lease }`: events wait in the queue until a
+    /// consumer leases them (`POST /pull/<route>/<destination>`, `hookgate listen`).
+    Pull(PullTarget),
+}
+
+/// A pull destination's settings.
+#[derive(Debug, Clone)]
+pub struct PullTarget {
+    /// `token`: grants this destination's pull endpoints and nothing else.
+    pub token: Option<crate::secret::Secret>,
+    /// `lease`: how long a leased event is a consumer's before it is due again.
+    pub lease: std::time::Duration,
+}
+
+impl PullTarget {
+    /// The default `lease`.
+    pub const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 }
 
 impl Target {
@@ -30,6 +47,7 @@ impl Target {
             Self::Nats(_) => "nats",
             Self::Amqp(_) => "amqp",
             Self::RedisStream(_) => "redis_stream",
+            Self::Pull(_) => "pull",
         }
     }
 
@@ -47,13 +65,17 @@ impl Target {
                 a.routing_key
             ),
             Self::RedisStream(r) => format!("{} stream {}", r.url.shown(), r.stream),
+            Self::Pull(p) => format!(
+                "pulled by consumers (lease {})",
+                humantime::format_duration(p.lease)
+            ),
         }
     }
 
     /// The server's URL (credentials in it), for every kind but HTTP.
     pub fn server(&self) -> Option<&ServerUrl> {
         match self {
-            Self::Http(_) => None,
+            Self::Http(_) | Self::Pull(_) => None,
             Self::Postgres(p) => Some(&p.url),
             Self::Nats(n) => Some(&n.url),
             Self::Amqp(a) => Some(&a.url),

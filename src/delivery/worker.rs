@@ -42,6 +42,10 @@ pub async fn run(ctx: Arc<WorkerContext>, stop: CancellationToken) {
                 continue;
             }
             for dest in &route.destinations {
+                // A pull destination's events are leased by its consumers (admin/pull.rs).
+                if matches!(dest.target, crate::config::Target::Pull(_)) {
+                    continue;
+                }
                 if draining && !has_waiting(&ctx, &routing, route, dest).await {
                     continue;
                 }

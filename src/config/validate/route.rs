@@ -146,6 +146,14 @@ impl Validator<'_> {
         let delivery = self.delivery(&r, store, &k);
         let destinations = self.destinations(&r, delivery, event_type.is_some(), store, &k);
         let on_error = self.on_error(&r, store, &destinations, &k);
+        if delivery != Delivery::Queue
+            && destinations
+                .iter()
+                .any(|d| matches!(d.target, Target::Pull(_)))
+        {
+            let line = self.line(r.name.span());
+            self.err_at(line, &k("pull"), "a pull destination holds events until a consumer leases them: it needs delivery = \"queue\"");
+        }
         let silence = r
             .silence
             .as_ref()
@@ -397,13 +405,13 @@ impl Validator<'_> {
             ),
             // Not when the key was written with the wrong type: that is reported.
             (false, None)
-                if ["upstream", "postgres", "nats", "amqp", "redis_stream", "destinations"]
+                if ["upstream", "postgres", "nats", "amqp", "redis_stream", "pull", "destinations"]
                     .iter()
                     .any(|key| self.removed.contains(&k(key))) => {}
             (false, None) => self.err_at(
                 name_line,
                 &k("upstream"),
-                "missing: set upstream = \"http://…\" (or postgres, nats, amqp, redis_stream; or [[routes.destinations]] on a queue route)",
+                "missing: set upstream = \"http://…\" (or postgres, nats, amqp, redis_stream, pull; or [[routes.destinations]] on a queue route)",
             ),
             (false, Some(ds)) => {
                 self.several_destinations_need_a_queue(ds, delivery, k);

@@ -5,9 +5,12 @@
 use toml::Spanned;
 
 use super::Validator;
-use crate::config::raw::{RawAmqp, RawDestination, RawNats, RawPostgres, RawRedisStream, RawRoute};
+use crate::config::raw::{
+    RawAmqp, RawDestination, RawNats, RawPostgres, RawPull, RawRedisStream, RawRoute,
+};
 use crate::config::target::{
-    AmqpTarget, NatsTarget, PostgresTarget, RedisStreamTarget, ServerUrl, Target, Template,
+    AmqpTarget, NatsTarget, PostgresTarget, PullTarget, RedisStreamTarget, ServerUrl, Target,
+    Template,
 };
 
 /// The kind keys of a route or a destination, as written.
@@ -17,10 +20,11 @@ pub(super) struct KindKeys<'a> {
     nats: Option<&'a Spanned<RawNats>>,
     amqp: Option<&'a Spanned<RawAmqp>>,
     redis_stream: Option<&'a Spanned<RawRedisStream>>,
+    pull: Option<&'a Spanned<RawPull>>,
 }
 
 /// The keys a destination's kind is named by, in the order messages list them.
-pub(super) const KIND_KEYS: &str = "upstream, postgres, nats, amqp or redis_stream";
+pub(super) const KIND_KEYS: &str = "upstream, postgres, nats, amqp, redis_stream or pull";
 
 impl<'a> KindKeys<'a> {
     pub(super) fn of_route(r: &'a RawRoute) -> Self {
@@ -30,6 +34,7 @@ impl<'a> KindKeys<'a> {
             nats: r.nats.as_ref(),
             amqp: r.amqp.as_ref(),
             redis_stream: r.redis_stream.as_ref(),
+            pull: r.pull.as_ref(),
         }
     }
 
@@ -40,6 +45,7 @@ impl<'a> KindKeys<'a> {
             nats: d.nats.as_ref(),
             amqp: d.amqp.as_ref(),
             redis_stream: d.redis_stream.as_ref(),
+            pull: d.pull.as_ref(),
         }
     }
 
@@ -56,6 +62,7 @@ impl<'a> KindKeys<'a> {
         add("nats", self.nats.map(Spanned::span));
         add("amqp", self.amqp.map(Spanned::span));
         add("redis_stream", self.redis_stream.map(Spanned::span));
+        add("pull", self.pull.map(Spanned::span));
         out
     }
 
@@ -102,7 +109,34 @@ impl Validator<'_> {
         if let Some(r) = keys.redis_stream {
             return self.redis_stream(r.get_ref(), &|f| k(&format!("redis_stream.{f}")));
         }
+        if let Some(p) = keys.pull {
+            return self.pull(p, &|f| k(&format!("pull{f}")));
+        }
         None
+    }
+
+    /// `pull = true | { token, lease }`.
+    fn pull(&mut self, p: &Spanned<RawPull>, k: &dyn Fn(&str) -> String) -> Option<Target> {
+        let (token, lease) = match p.get_ref() {
+            RawPull::On(true) => (None, None),
+            RawPull::On(false) => {
+                self.err(p, &k(""), "pull = false names no destination: leave it out, or set upstream, postgres, nats, amqp or redis_stream");
+                return None;
+            }
+            RawPull::Set { token, lease } => (token.clone(), lease.clone()),
+        };
+        let at = |v: String| Spanned::new(p.span(), v);
+        let token = match token.map(at) {
+            None => None,
+            Some(t) => Some(self.secret(&t, &k(".token"))?),
+        };
+        let lease = self.duration(&lease.map(at), &k(".lease"), PullTarget::LEASE);
+        if !(std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(3600))
+            .contains(&lease)
+        {
+            self.err(p, &k(".lease"), "from 1s to 1h");
+        }
+        Some(Target::Pull(PullTarget { token, lease }))
     }
 
     fn postgres(&mut self, p: &RawPostgres, k: &dyn Fn(&str) -> String) -> Option<Target> {

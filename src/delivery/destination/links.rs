@@ -53,7 +53,7 @@ enum Conn {
 impl Link {
     fn new(target: &Target) -> Option<Self> {
         let (conn, url) = match target {
-            Target::Http(_) => return None,
+            Target::Http(_) | Target::Pull(_) => return None,
             Target::Postgres(p) => (Conn::Postgres(postgres::Conn::default()), &p.url),
             Target::Nats(n) => (Conn::Nats(nats::Conn::default()), &n.url),
             Target::Amqp(a) => (Conn::Amqp(amqp::Conn::default()), &a.url),

@@ -16,7 +16,7 @@
 mod amqp;
 mod http;
 mod links;
-mod message;
+pub(crate) mod message;
 mod nats;
 mod postgres;
 mod redis_stream;

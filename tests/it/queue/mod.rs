@@ -8,4 +8,5 @@ mod destinations;
 mod handover;
 mod on_dead;
 mod process;
+mod pull;
 mod stranded;
