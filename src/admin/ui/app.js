@@ -692,7 +692,7 @@
   // A destination's pause, in words: its reason, since when, until when.
   function pauseWords(p) {
     if (!p) return 'running';
-    const parts = [p.breaker ? 'breaker open (one event probed at a time)' : 'paused: ' + p.reason];
+    const parts = [p.breaker ? 'breaker open (one event probed at a time)' : p.reason];
     if (p.since) parts.push('since ' + fmtTime(Date.parse(p.since)));
     if (p.until) parts.push('until ' + fmtTime(Date.parse(p.until)));
     return parts.join(', ');
@@ -1154,11 +1154,11 @@
             el('span', { class: 'note' }, total + ' in all')]
           : el('span', { class: 'note' }, 'none'))),
         el('td', {}, (r.queues || []).length
-          ? el('div', { class: 'counts' }, (r.queues || []).map((q) => el('span', { class: 'dest', 'data-destination': q.destination },
+          ? el('div', { class: 'counts' }, queuesSummary(r), (r.queues || []).map((q) => el('span', { class: 'dest', 'data-destination': q.destination },
             el('a', { href: '#/queues/' + enc(r.route) + '?destination=' + enc(q.destination) }, q.destination), ' ',
             q.paused ? pauseBadge(q.paused) : '', ' ',
             el('span', { class: 'note' }, String(q.depth ?? 0) + ' waiting' + (q.dead ? ', ' : '')),
-            q.dead ? el('a', { href: '#/queues/' + enc(r.route) + '?state=dead&destination=' + enc(q.destination), class: 'dead-link' }, q.dead + ' dead') : '')))
+            q.dead ? el('a', { href: '#/queues/' + enc(r.route) + '?state=dead&destination=' + enc(q.destination), class: 'plain dead-link' }, badge('dead', q.dead + ' dead')) : '')))
           : el('span', { class: 'note' }, '—'))));
     }
     const incidentBox = el('section', { class: 'panel incidents', id: 'incidents', role: 'alert', 'aria-labelledby': 'incidents-title', hidden: true });
@@ -1180,6 +1180,18 @@
     // Kept current while open.
     const t = setTimeout(() => { if (!signal.aborted) route(true); }, 10000);
     signal.addEventListener('abort', () => clearTimeout(t), { once: true });
+  }
+
+  // A route's queues in one line (a phone's routes page): how many destinations,
+  // waiting, dead and paused.
+  function queuesSummary(r) {
+    const qs = r.queues || [];
+    const sum = (f) => qs.reduce((n, q) => n + (Number(f(q)) || 0), 0);
+    const paused = qs.filter((q) => q.paused).length;
+    const dead = sum((q) => q.dead);
+    return el('a', { class: 'dest-sum', href: '#/queues/' + enc(r.route) },
+      qs.length + ' destination' + (qs.length === 1 ? '' : 's') + ': ' + sum((q) => q.depth) + ' waiting' +
+      (dead ? ', ' + dead + ' dead' : '') + (paused ? ', ' + paused + ' paused' : ''));
   }
 
   function legendOfClasses() {

@@ -356,6 +356,7 @@ fn the_inspector_page_shows_the_inspector_screenshots() {
         "inspector-queue.png",
         "inspector-event.png",
         "inspector-plan.png",
+        "inspector-paused.png",
         "inspector-routes.png",
         "inspector-route.png",
         "inspector-route-day.png",
@@ -377,8 +378,9 @@ fn the_inspector_page_shows_the_inspector_screenshots() {
 
 /// A GitHub route (sync, its event IDs `sig-` + 64 hex digits: GitHub's delivery ID is
 /// not signed) and a Stripe queue route fanned out to `billing` (an upstream that
-/// answers) and `audit` (one that fails: its events go dead after two attempts), on
-/// the disk store.
+/// answers), `audit` (one that fails: its events go dead after two attempts) and
+/// `ledger` (a long URL nothing listens on: its attempts' errors are long), on the
+/// disk store.
 fn real_config(dir: &std::path::Path, ok: &Upstream, failing: &Upstream) -> String {
     format!(
         r#"[server]
@@ -406,6 +408,9 @@ upstream = "{billing}"
 [[routes.destinations]]
 name = "audit"
 upstream = "{audit}"
+[[routes.destinations]]
+name = "ledger"
+upstream = "http://127.0.0.1:1/ledger/v2/accounts/acme-production-eu-west-1/webhooks/stripe/events/ingest"
 "#,
         db = dir.join("hookgate.db").display(),
         gh = ok.url("/hooks/github"),
@@ -564,8 +569,10 @@ async fn the_inspector_holds_real_data_and_its_actions_work() {
         .deliver("shop", &stripe_body(&shop_ids[0]), &shop_ids[0])
         .await;
     assert_eq!(r.outcome(), "duplicate", "{}", r.body);
-    let overview = admin_until(&gw, "/overview", "audit's events dead", |v| {
-        queue_of(v, "shop", "audit")["dead"] == 4 && queue_of(v, "shop", "billing")["depth"] == 0
+    let overview = admin_until(&gw, "/overview", "audit's and ledger's events dead", |v| {
+        queue_of(v, "shop", "audit")["dead"] == 4
+            && queue_of(v, "shop", "ledger")["dead"] == 4
+            && queue_of(v, "shop", "billing")["depth"] == 0
     })
     .await;
     assert!(
@@ -695,9 +702,9 @@ async fn the_inspector_holds_real_data_and_its_actions_work() {
             "inspector-queue.png".into(),
         ),
         (
-            format!("#/queues/shop/{}?destination=audit", shop_ids[1]),
-            "#destinations",
-            "http_5xx",
+            format!("#/queues/shop/{}", shop_ids[1]),
+            "[data-destination=\"ledger\"]",
+            "connect",
             "inspector-event.png".into(),
         ),
         (
@@ -736,6 +743,29 @@ async fn the_inspector_holds_real_data_and_its_actions_work() {
             b.screenshot(&shot(png)).await;
         }
     }
+    // An attempt's error is shown whole, wrapped in its cell: nothing cut off.
+    b.goto(&gw.admin_url(&format!("/ui/#/queues/shop/{}", shop_ids[2])))
+        .await;
+    let ledger = b
+        .wait_text("[data-destination=\"ledger\"]", "connect")
+        .await;
+    assert!(
+        ledger.contains("Connection refused (os error 111)"),
+        "{ledger}"
+    );
+    let errors = b
+        .script(
+            "return [...document.querySelectorAll('[data-destination=\"ledger\"] .error-text')] \
+               .map((e) => [e.innerText.length, e.scrollWidth <= e.clientWidth + 1]);",
+            serde_json::json!([]),
+        )
+        .await;
+    let errors = errors.as_array().cloned().unwrap_or_default();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    for e in &errors {
+        assert!(e[0].as_u64() > Some(40) && e[1] == true, "{errors:?}");
+    }
+
     // A long ID: its first 12 characters, the whole in its title, a copy button.
     b.goto(&gw.admin_url("/ui/#/deliveries?route=github&outcome=forwarded"))
         .await;
@@ -791,6 +821,7 @@ async fn the_inspector_holds_real_data_and_its_actions_work() {
     b.wait_text(billing, "deploy 42").await;
     b.wait_text(billing, "paused").await;
     b.wait_text("#status", "Paused billing").await;
+    b.full_page_screenshot(&shot("inspector-paused.png")).await;
     let v = admin_until(&gw, "/overview", "billing paused", |v| {
         queue_of(v, "shop", "billing")["paused"]["reason"] == "deploy 42"
     })
