@@ -37,6 +37,7 @@ use crate::forward::Forwarder;
 use crate::ingress::Ingress;
 use crate::ingress::limits::ClientConnections;
 use crate::observe::Observers;
+use crate::observe::alerts::AlertsContext;
 use crate::observe::capture::Capture;
 use crate::observe::metrics::Metrics;
 use crate::observe::recorder::Recorder;
@@ -111,6 +112,8 @@ struct Shared {
     links: Arc<Links>,
     /// The destinations' pauses and breakers as this process last read them.
     controls: Arc<Controls>,
+    /// The incidents watch and what it sends.
+    alerts: Arc<AlertsContext>,
     clock: Clock,
     /// Rung when an event is queued, retried or released, or an attempt ends.
     wake: Arc<Notify>,
@@ -149,6 +152,13 @@ impl App {
             Some(t) => Some(tls::server_config(&t.cert, &t.key).map_err(|e| anyhow::anyhow!(e))?),
             None => None,
         };
+        let controls: Arc<Controls> = Arc::default();
+        let alerts = Arc::new(AlertsContext::new(
+            routing.clone(),
+            store.clone(),
+            metrics.clone(),
+            controls.clone(),
+        )?);
         let shared = Shared {
             handed: Arc::new(HandedSecrets::new(
                 metrics.clone(),
@@ -160,7 +170,8 @@ impl App {
             recorder,
             forwarder: Forwarder::new()?,
             links: Arc::default(),
-            controls: Arc::default(),
+            controls,
+            alerts,
             clock,
             wake: Arc::new(Notify::new()),
             eviction,
@@ -301,6 +312,11 @@ impl App {
             self.admin.queue_samples.clone(),
             self.admin.routing.clone(),
             self.admin.store.clone(),
+            stop.clone(),
+        ));
+        // Incidents: looked for, opened and resolved, and their notifications sent.
+        tokio::spawn(crate::observe::alerts::watch(
+            self.admin.alerts.clone(),
             stop.clone(),
         ));
         let admin = listeners.admin.map(|listener| {
@@ -491,6 +507,7 @@ fn admin_context(cfg: &Config, shared: &Shared, reloader: Arc<Reloader>) -> Admi
         links: shared.links.clone(),
         controls: shared.controls.clone(),
         queue_samples: shared.queue_samples.clone(),
+        alerts: shared.alerts.clone(),
         clock: shared.clock,
         reloader,
         live_streams: Arc::new(Semaphore::new(crate::admin::MAX_STREAMS)),

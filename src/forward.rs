@@ -261,7 +261,7 @@ fn upstream_uri(upstream: &reqwest::Url, query: Option<&str>) -> Result<Uri, For
         .map_err(|e| ForwardError::Connect(format!("upstream URL: {e}")))
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(inner) = cur {

@@ -19,6 +19,8 @@ pub struct Routing {
     by_name: HashMap<String, Arc<Route>>,
     pub(crate) server: ServerConfig,
     pub(crate) store_cfg: StoreConfig,
+    /// `[[alerts]]`: where incidents are sent.
+    pub(crate) alerts: Arc<Vec<crate::config::alerts::AlertTarget>>,
 }
 
 impl Routing {
@@ -34,6 +36,7 @@ impl Routing {
             by_name: all.into_iter().map(|r| (r.name.clone(), r)).collect(),
             server: cfg.server.clone(),
             store_cfg: cfg.store.clone(),
+            alerts: Arc::new(cfg.alerts.clone()),
         }
     }
 }

@@ -137,6 +137,40 @@ pub fn rfc3339(ms: u64) -> String {
         .to_string()
 }
 
+/// `GET /alerts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Incidents {
+    pub incidents: Vec<IncidentView>,
+}
+
+/// An open incident.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncidentView {
+    /// `destination_failing`, `breaker_open`, `dead_letter`, `provider_silent`,
+    /// `refusals` or `store_trouble`.
+    pub kind: String,
+    /// `open`.
+    pub state: String,
+    pub route: Option<String>,
+    pub destination: Option<String>,
+    /// RFC 3339.
+    pub opened_at: String,
+    pub message: String,
+}
+
+impl IncidentView {
+    pub fn of(i: &crate::observe::alerts::Incident) -> Self {
+        Self {
+            kind: i.kind.clone(),
+            state: "open".into(),
+            route: i.route.clone(),
+            destination: i.destination.clone(),
+            opened_at: rfc3339(i.opened_at_ms),
+            message: i.message.clone(),
+        }
+    }
+}
+
 /// One destination's controls: `POST /events/<route>/{pause,resume}`, and
 /// `GET /events/<route>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

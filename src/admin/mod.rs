@@ -116,6 +116,8 @@ pub struct AdminContext {
     pub(crate) controls: Arc<crate::delivery::control::Controls>,
     /// The queues' depth over the last day (`GET /overview/series`).
     pub(crate) queue_samples: Arc<crate::delivery::samples::QueueSamples>,
+    /// The incidents watch (`GET /alerts`).
+    pub(crate) alerts: Arc<crate::observe::alerts::AlertsContext>,
     pub(crate) clock: Clock,
     /// `POST /reload`.
     pub(crate) reloader: Arc<Reloader>,

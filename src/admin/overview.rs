@@ -1,7 +1,8 @@
 //! `GET /overview`: each route's requests by outcome in the last hour (from the
 //! delivery log) and its queues' depth — the inspector's routes page; and
 //! `GET /overview/series?route=R&window=1h|1d`: one route's requests by outcome per
-//! bucket and its queues' depth over time — the inspector's charts.
+//! bucket and its queues' depth over time — the inspector's charts; and
+//! `GET /alerts`: the open incidents.
 //!
 //! The series is bounded whatever is asked: 60 buckets of a minute or 144 of ten
 //! minutes (the log's counts, `store/log`), and per destination at most
@@ -12,8 +13,8 @@ use std::sync::Arc;
 
 use super::AdminContext;
 use super::api::{
-    LogOverview, Overview, PauseView, QueueOverview, QueueSample, QueueSeries, RouteOverview,
-    Series, SeriesBucket, UnroutedOverview,
+    IncidentView, Incidents, LogOverview, Overview, PauseView, QueueOverview, QueueSample,
+    QueueSeries, RouteOverview, Series, SeriesBucket, UnroutedOverview,
 };
 use super::exchange::AdminAnswer;
 use crate::config::{Delivery, Route};
@@ -195,6 +196,16 @@ fn at_most(samples: &[Sample], max: usize) -> Vec<QueueSample> {
             })
         })
         .collect()
+}
+
+/// `GET /alerts`: the open incidents, oldest first.
+pub(super) async fn alerts(state: &AdminContext) -> AdminAnswer {
+    match state.alerts.open().await {
+        Ok(open) => AdminAnswer::ok(&Incidents {
+            incidents: open.iter().map(IncidentView::of).collect(),
+        }),
+        Err(e) => super::exchange::unavailable(&e),
+    }
 }
 
 #[cfg(test)]

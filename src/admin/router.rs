@@ -33,6 +33,7 @@ async fn dispatch(state: &Arc<AdminContext>, req: &AdminRequest) -> AdminAnswer 
         (&Method::GET, "overview") if req.args == ["series"] => {
             overview::series(state, &req.query).await
         }
+        (&Method::GET, "alerts") if bare => overview::alerts(state).await,
         (_, "overview") if bare => usage(),
         (&Method::GET, "healthz") if bare => probes::healthz(),
         (&Method::GET, "readyz") if bare => probes::readyz(state).await,
@@ -126,6 +127,7 @@ upstream = "http://127.0.0.1:9/hooks"
                 "handshakes",
                 "ui",
                 "overview",
+                "alerts",
                 "healthz",
                 "readyz",
                 "metrics",

@@ -83,10 +83,20 @@ pub enum DeliveriesAction {
     /// Idempotency-Key: to the route's upstream, or on a queue route into the queues of
     /// the destinations whose `events` take its type (or one's). A copy's record
     /// (duplicate, in_flight, mismatch) sends the accepted delivery's record. The replay
-    /// is recorded too.
+    /// is recorded too (`replay_of`). Without a delivery ID, the deliveries the `list`
+    /// filters select, each event once, oldest first (`--plan` first: what would be
+    /// replayed, changing nothing).
     Replay {
         /// The delivery's ID (as `list` prints it).
-        delivery_id: String,
+        delivery_id: Option<String>,
+        #[command(flatten)]
+        filters: Filters,
+        /// With filters: at most this many deliveries are read (newest first).
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
+        /// With filters: print what would be replayed, changing nothing.
+        #[arg(long)]
+        plan: bool,
         /// Only this destination, whatever its `events` filter.
         #[arg(long)]
         destination: Option<String>,
@@ -125,6 +135,20 @@ pub(super) fn bound(v: &str, now_ms: u64) -> String {
 }
 
 impl Filters {
+    /// Whether any filter is given.
+    fn any(&self) -> bool {
+        [
+            &self.route,
+            &self.outcome,
+            &self.event_type,
+            &self.event_id,
+            &self.since,
+            &self.before,
+        ]
+        .iter()
+        .any(|f| f.is_some())
+    }
+
     /// The query string (without `?`).
     fn query(&self, now_ms: u64) -> String {
         let mut q = form_urlencoded::Serializer::new(String::new());
@@ -181,45 +205,156 @@ pub(super) async fn run(action: DeliveriesAction) -> anyhow::Result<i32> {
         } => tail(&filters, json, &admin).await,
         DeliveriesAction::Replay {
             delivery_id,
+            filters,
+            limit,
+            plan,
             destination,
             json,
             admin,
-        } => {
-            let mut path = format!("/deliveries/{}/replay", path_id(&delivery_id));
-            if let Some(d) = &destination {
-                let _ = write!(path, "?destination={}", enc(d));
-            }
-            let (ok, body) = admin_call(&admin, None, reqwest::Method::POST, &path).await?;
-            if !ok {
-                return Ok(admin_failed(&body));
-            }
-            let replayed: Replayed = answer(&body)?;
-            if json {
-                println!("{}", printable(body.trim_end()));
-            } else {
-                println!(
-                    "replayed {} as {}: {} {}",
-                    printable(&delivery_id),
-                    printable(&replayed.delivery_id),
-                    printable(&replayed.outcome),
-                    replayed.status
+        } => match delivery_id {
+            Some(_) if filters.any() || plan => {
+                eprintln!(
+                    "hookgate deliveries replay: give a delivery ID, or filters (--plan first), not both"
                 );
+                Ok(2)
             }
-            Ok(0)
-        }
+            Some(id) => replay_one(&id, destination.as_deref(), json, &admin).await,
+            None if !filters.any() => {
+                eprintln!(
+                    "hookgate deliveries replay: give a delivery ID, or filters that select deliveries (--route, --outcome, --event-type, --event-id, --since, --before; --plan first)"
+                );
+                Ok(2)
+            }
+            None => replay_many(&filters, limit, plan, destination.as_deref(), &admin).await,
+        },
     }
 }
 
-async fn list(
-    filters: &Filters,
-    limit: usize,
+/// `deliveries replay ID`.
+async fn replay_one(
+    delivery_id: &str,
+    destination: Option<&str>,
     json: bool,
     admin: &AdminArgs,
 ) -> anyhow::Result<i32> {
+    let mut path = format!("/deliveries/{}/replay", path_id(delivery_id));
+    if let Some(d) = destination {
+        let _ = write!(path, "?destination={}", enc(d));
+    }
+    let (ok, body) = admin_call(admin, None, reqwest::Method::POST, &path).await?;
+    if !ok {
+        return Ok(admin_failed(&body));
+    }
+    let replayed: Replayed = answer(&body)?;
+    if json {
+        println!("{}", printable(body.trim_end()));
+    } else {
+        println!(
+            "replayed {} as {}: {} {}",
+            printable(delivery_id),
+            printable(&replayed.delivery_id),
+            printable(&replayed.outcome),
+            replayed.status
+        );
+    }
+    Ok(0)
+}
+
+/// Which of the records the filters select a bulk replay sends: one per route and
+/// event (its first record: a copy's would replay the accepted delivery anyway), in
+/// the order they came, so each key's events go again in that order. Records without
+/// an event ID (refused before one was read) cannot be replayed.
+fn replay_selection(records: Vec<DeliverySummary>) -> Vec<DeliveryRecord> {
+    let mut seen = std::collections::HashSet::new();
+    records
+        .into_iter()
+        .rev()
+        .map(|r| r.0)
+        .filter(|r| {
+            r.event_id
+                .as_ref()
+                .is_some_and(|id| seen.insert((r.route.clone(), id.clone())))
+        })
+        .collect()
+}
+
+/// `deliveries replay` with filters: the plan, or each replay's answer.
+async fn replay_many(
+    filters: &Filters,
+    limit: usize,
+    plan: bool,
+    destination: Option<&str>,
+    admin: &AdminArgs,
+) -> anyhow::Result<i32> {
+    let (records, cursor) = match fetch(filters, limit, admin).await? {
+        Ok(found) => found,
+        Err(code) => return Ok(code),
+    };
+    let chosen = replay_selection(records);
+    let more = if cursor.is_some() {
+        format!(" (more deliveries match beyond --limit {limit})")
+    } else {
+        String::new()
+    };
+    if plan {
+        println!(
+            "plan: {} event(s) would be replayed{more}; nothing was changed",
+            chosen.len()
+        );
+        if !chosen.is_empty() {
+            print!("{}", header());
+            for r in &chosen {
+                print!("{}", row(r));
+            }
+        }
+        return Ok(0);
+    }
+    let (mut sent, mut refused) = (0, 0);
+    for r in &chosen {
+        let mut path = format!("/deliveries/{}/replay", path_id(&r.delivery_id));
+        if let Some(d) = destination {
+            let _ = write!(path, "?destination={}", enc(d));
+        }
+        let (ok, body) = admin_call(admin, None, reqwest::Method::POST, &path).await?;
+        let id = r.event_id.as_deref().unwrap_or("");
+        if ok {
+            let replayed: Replayed = answer(&body)?;
+            sent += 1;
+            println!(
+                "replayed {} ({} on {}) as {}: {} {}",
+                printable(&r.delivery_id),
+                printable(id),
+                printable(&r.route),
+                printable(&replayed.delivery_id),
+                printable(&replayed.outcome),
+                replayed.status
+            );
+        } else {
+            refused += 1;
+            println!(
+                "not replayed {} ({} on {}): {}",
+                printable(&r.delivery_id),
+                printable(id),
+                printable(&r.route),
+                printable(body.trim_end())
+            );
+        }
+    }
+    println!("{sent} replayed, {refused} not replayed{more}");
+    Ok(i32::from(refused > 0))
+}
+
+/// The records the filters select, newest first, up to `limit` (following the
+/// listener's pages), and the cursor of the rest, if more match. `Err(code)`: the
+/// listener refused.
+async fn fetch(
+    filters: &Filters,
+    limit: usize,
+    admin: &AdminArgs,
+) -> anyhow::Result<Result<(Vec<DeliverySummary>, Option<String>), i32>> {
     let query = filters.query(now_ms());
     let mut records: Vec<DeliverySummary> = Vec::new();
     let mut cursor: Option<String> = None;
-    let mut more = false;
     // A page may hold fewer records than asked while the cursor goes on (the listener
     // reads a bounded number of records per request): follow it, within reason.
     let mut pages = 0;
@@ -236,16 +371,29 @@ async fn list(
         let (ok, body) =
             admin_call(admin, filters.route.as_deref(), reqwest::Method::GET, &path).await?;
         if !ok {
-            return Ok(admin_failed(&body));
+            return Ok(Err(admin_failed(&body)));
         }
         let page: DeliveryPage = answer(&body)?;
         records.extend(page.deliveries);
         cursor = page.next_cursor;
-        more = cursor.is_some();
         if cursor.is_none() {
             break;
         }
     }
+    Ok(Ok((records, cursor)))
+}
+
+async fn list(
+    filters: &Filters,
+    limit: usize,
+    json: bool,
+    admin: &AdminArgs,
+) -> anyhow::Result<i32> {
+    let (records, cursor) = match fetch(filters, limit, admin).await? {
+        Ok(found) => found,
+        Err(code) => return Ok(code),
+    };
+    let more = cursor.is_some();
     if json {
         let out = api::to_json(&DeliveryPage {
             deliveries: records,

@@ -6,6 +6,7 @@
 //! `${VAR}` and `file:PATH` are expanded after parsing, never textually before it, so
 //! line numbers stay true and a secret's value cannot inject TOML.
 
+pub mod alerts;
 mod raw;
 mod size;
 mod target;
@@ -224,6 +225,10 @@ pub struct Route {
     /// The JSON fields of a body it reads once the signature has passed (event ID,
     /// event type, `order_by` keys), in one walk.
     pub body_fields: crate::provider::BodyFields,
+    /// `silence`: no verified delivery for this long opens `provider_silent`.
+    pub silence: Option<Duration>,
+    /// `refusals`: too many refusals of one outcome open `refusals`.
+    pub refusals: Option<alerts::RefusalRule>,
 }
 
 impl Route {
@@ -364,6 +369,8 @@ pub struct Config {
     pub capture: Option<CaptureConfig>,
     /// `[log]`: the delivery log the admin listener shows (`/deliveries`).
     pub log: LogConfig,
+    /// `[[alerts]]`: where incidents are sent.
+    pub alerts: Vec<alerts::AlertTarget>,
     /// Each route's place in `routes`, by name (names are unique).
     by_name: HashMap<String, usize>,
 }
@@ -376,6 +383,7 @@ impl Config {
         routes: Vec<Route>,
         capture: Option<CaptureConfig>,
         log: LogConfig,
+        alerts: Vec<alerts::AlertTarget>,
     ) -> Self {
         let by_name = routes
             .iter()
@@ -389,6 +397,7 @@ impl Config {
             routes,
             capture,
             log,
+            alerts,
             by_name,
         }
     }

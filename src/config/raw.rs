@@ -25,6 +25,27 @@ pub(super) struct RawConfig {
     pub capture: Option<RawCapture>,
     #[serde(default)]
     pub log: Option<RawLog>,
+    #[serde(default)]
+    pub alerts: Vec<Spanned<RawAlert>>,
+}
+
+/// `[[alerts]]` (`config/validate/alerts.rs`).
+#[derive(Debug, Deserialize)]
+pub(super) struct RawAlert {
+    pub name: Option<Spanned<String>>,
+    #[serde(default = "absent")]
+    pub to: Spanned<String>,
+    pub format: Option<Spanned<String>>,
+    pub secret: Option<Spanned<String>>,
+    pub on: Option<Spanned<Vec<String>>>,
+}
+
+/// A route's `refusals = { outcome, over, within }`.
+#[derive(Debug, Deserialize)]
+pub(super) struct RawRefusals {
+    pub outcome: Spanned<String>,
+    pub over: Spanned<i64>,
+    pub within: Spanned<String>,
 }
 
 /// `[log]`: the delivery log (`config/validate/log.rs`).
@@ -155,6 +176,8 @@ pub(super) struct RawRoute {
     pub order_by: Option<Spanned<String>>,
     pub on_dead: Option<Spanned<OnDead>>,
     pub breaker: Option<Spanned<RawBreaker>>,
+    pub silence: Option<Spanned<String>>,
+    pub refusals: Option<Spanned<RawRefusals>>,
     pub destinations: Option<Spanned<Vec<RawDestination>>>,
 }
 

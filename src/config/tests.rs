@@ -691,6 +691,91 @@ fn a_breaker_is_on_by_default_and_set_or_turned_off_per_destination() {
     );
 }
 
+#[test]
+fn alerts_and_a_routes_silence_and_refusals_are_read_and_checked() {
+    let cfg = check(&format!(
+        "{ROUTE}silence = \"30m\"\nrefusals = {{ outcome = \"bad_signature\", over = 20, within = \"5m\" }}\n[[alerts]]\nto = \"https://chat.example.com/hooks/x\"\n[[alerts]]\nname = \"pager\"\nto = \"https://pager.example.com/in\"\nformat = \"json\"\nsecret = \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"\non = [\"breaker_open\", \"store_trouble\"]\n"
+    ))
+    .expect("valid");
+    let r = &cfg.routes[0];
+    assert_eq!(r.silence, Some(Duration::from_secs(1800)));
+    assert_eq!(
+        r.refusals,
+        Some(alerts::RefusalRule {
+            outcome: "bad_signature".into(),
+            over: 20,
+            within: Duration::from_secs(300),
+        })
+    );
+    assert_eq!(cfg.alerts.len(), 2);
+    let (chat, pager) = (&cfg.alerts[0], &cfg.alerts[1]);
+    assert_eq!(
+        (chat.name.as_str(), chat.format),
+        ("alerts-0", alerts::AlertFormat::Slack)
+    );
+    assert_eq!(chat.on, alerts::IncidentKind::ALL.to_vec());
+    assert!(chat.signer.is_none());
+    assert_eq!(
+        (pager.name.as_str(), pager.format),
+        ("pager", alerts::AlertFormat::Json)
+    );
+    assert_eq!(
+        pager.on,
+        [
+            alerts::IncidentKind::BreakerOpen,
+            alerts::IncidentKind::StoreTrouble
+        ]
+    );
+    assert!(pager.signer.is_some());
+    for (bad, want) in [
+        ("[[alerts]]\nformat = \"json\"\n", "alerts[0].to: missing"),
+        (
+            "[[alerts]]\nto = \"ftp://x\"\n",
+            "alerts[0].to: must be an http:// or https:// URL",
+        ),
+        (
+            "[[alerts]]\nto = \"https://x\"\nformat = \"teams\"\n",
+            "alerts[0].format: \"teams\": use \"slack\" or \"json\"",
+        ),
+        (
+            "[[alerts]]\nto = \"https://x\"\non = [\"breaker\"]\n",
+            "alerts[0].on: \"breaker\": use destination_failing",
+        ),
+        (
+            "[[alerts]]\nto = \"https://x\"\nsecret = \"plain\"\n",
+            "alerts[0].secret",
+        ),
+        (
+            "[[alerts]]\nto = \"https://x\"\n[[alerts]]\nname = \"alerts-0\"\nto = \"https://y\"\n",
+            "alerts[1].name: \"alerts-0\" names another",
+        ),
+    ] {
+        let e = errors(&format!("{ROUTE}{bad}"));
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+    for (bad, want) in [
+        (
+            "refusals = { outcome = \"bad_sig\", over = 1, within = \"1m\" }",
+            "routes[0].refusals.outcome: \"bad_sig\": use one of bad_signature",
+        ),
+        (
+            "refusals = { outcome = \"bad_signature\", over = 0, within = \"1m\" }",
+            "routes[0].refusals.over: must be at least 1",
+        ),
+        (
+            "refusals = { outcome = \"bad_signature\", over = 1, within = \"2h\" }",
+            "routes[0].refusals.within: from 10s to 1h",
+        ),
+        (
+            "silence = \"soon\"",
+            "routes[0].silence: \"soon\" is not a duration",
+        ),
+    ] {
+        let e = errors(&format!("{ROUTE}{bad}\n"));
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+}
+
 /// A Stripe queue route on the disk store, without its `upstream`.
 const FANOUT: &str = r#"
 [store]

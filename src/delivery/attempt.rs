@@ -242,6 +242,10 @@ async fn send_decide_record(
         leased.status.left_line = leased.status.order_key.take();
     }
     record(to, &leased, &end).await;
+    let delivered = matches!(end, Finish::Delivered(_));
+    to.ctx
+        .controls
+        .note(&to.q, delivered, end.attempt().result.as_str(), now_ms());
     breaker(to, &end, control.breaker_open(now.ms)).await;
 }
 

@@ -238,12 +238,27 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A process's consecutive failed attempts at a destination.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Streak {
+    /// Failed attempts in a row (0: the last was delivered).
+    pub failed: u32,
+    /// The last attempt's result.
+    pub last: String,
+    /// Unix milliseconds when the last attempt ended.
+    pub at_ms: u64,
+}
+
 /// This process's view of its destinations' records, at most [`FRESH`] old, and the
 /// breaker's count of consecutive failed attempts per destination.
 #[derive(Debug, Default)]
 pub struct Controls {
     seen: Mutex<HashMap<String, (Instant, Control)>>,
     failures: Mutex<HashMap<String, u32>>,
+    /// Per destination: consecutive failed attempts (probes included) and the last
+    /// attempt's result, for alerts (`destination_failing`). Absent: this process has
+    /// made no attempt there yet.
+    streaks: Mutex<HashMap<String, Streak>>,
 }
 
 impl Controls {
@@ -281,6 +296,25 @@ impl Controls {
         let n = f.entry(q.name().into_owned()).or_default();
         *n = if delivered { 0 } else { n.saturating_add(1) };
         *n
+    }
+
+    /// Notes an attempt's end for alerts: every attempt, probes included.
+    pub fn note(&self, q: &QueueRef<'_>, delivered: bool, result: &str, now_ms: u64) {
+        let mut s = lock(&self.streaks);
+        let e = s.entry(q.name().into_owned()).or_default();
+        e.failed = if delivered {
+            0
+        } else {
+            e.failed.saturating_add(1)
+        };
+        result.clone_into(&mut e.last);
+        e.at_ms = now_ms;
+    }
+
+    /// This process's attempts at the destination, as alerts read them; `None` before
+    /// its first attempt here.
+    pub fn streak(&self, q: &QueueRef<'_>) -> Option<Streak> {
+        lock(&self.streaks).get(q.name().as_ref()).cloned()
     }
 
     /// Starts the count again (the breaker opened or closed, an operator resumed).

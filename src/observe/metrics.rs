@@ -100,6 +100,22 @@ pub struct RouteMetrics {
     secrets: std::sync::RwLock<Vec<Counter>>,
 }
 
+impl RouteMetrics {
+    /// Verified deliveries so far (every secret's matches).
+    pub fn verified(&self) -> u64 {
+        read(&self.secrets).iter().map(Counter::get).sum()
+    }
+
+    /// Deliveries so far with this outcome (its label: `bad_signature`, …).
+    pub fn outcome_count(&self, outcome: &str) -> u64 {
+        read(&self.outcomes)
+            .iter()
+            .filter(|(o, _)| o.as_str() == outcome)
+            .map(|(_, c)| c.get())
+            .sum()
+    }
+}
+
 fn read<T>(l: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     l.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

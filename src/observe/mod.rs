@@ -3,6 +3,7 @@
 //! ([`capture`]) and the delivery log's record (`recorder.rs`). Captures and the log
 //! show nothing `redact.rs` hides.
 
+pub mod alerts;
 pub mod capture;
 pub(crate) mod log_line;
 pub mod logging;

@@ -526,14 +526,18 @@ impl Store {
         matches!(self, Self::Redis(_))
     }
 
-    /// The destination queues stored under `prefix` that hold undelivered events, as
-    /// `(route, destination)` (none on the memory store, which keeps no queue).
+    /// The destination queues of routes stored under `prefix` that hold undelivered
+    /// events, as `(route, destination)` (none on the memory store, which keeps no
+    /// queue). The gateway's own queues (their route names start with `#`, which no
+    /// route's may: the alerts' notifications) are not among them.
     pub async fn stored_queues(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
-        match self {
-            Self::Memory(_) => Ok(Vec::new()),
-            Self::Disk(s) => Ok(s.stored_queues(prefix)),
-            Self::Redis(s) => s.stored_queues(prefix).await,
-        }
+        let mut all = match self {
+            Self::Memory(_) => Vec::new(),
+            Self::Disk(s) => s.stored_queues(prefix),
+            Self::Redis(s) => s.stored_queues(prefix).await?,
+        };
+        all.retain(|(route, _)| !route.starts_with('#'));
+        Ok(all)
     }
 
     /// Redis: its `maxmemory-policy` (`None` for the other stores, which evict nothing).

@@ -27,6 +27,7 @@
 )]
 
 mod admin;
+mod alerts;
 mod chaos;
 mod cli;
 mod destinations;

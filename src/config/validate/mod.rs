@@ -1,6 +1,7 @@
 //! One validation pass from the raw config into types that cannot hold bad values:
 //! the shared helpers here, one file per section (`server.rs`, `store.rs`, `route.rs`).
 
+mod alerts;
 pub(super) mod log;
 mod route;
 mod server;
@@ -222,6 +223,7 @@ impl Validator<'_> {
         }
         let capture = raw.capture.map(|c| self.capture(c));
         let log = self.log(raw.log.unwrap_or_default(), &store.backend);
+        let alerts = self.alerts(raw.alerts);
         Some(Config::new(
             path.to_path_buf(),
             server,
@@ -229,6 +231,7 @@ impl Validator<'_> {
             routes,
             capture,
             log,
+            alerts,
         ))
     }
 

@@ -146,6 +146,11 @@ impl Validator<'_> {
         let delivery = self.delivery(&r, store, &k);
         let destinations = self.destinations(&r, delivery, event_type.is_some(), store, &k);
         let on_error = self.on_error(&r, store, &destinations, &k);
+        let silence = r
+            .silence
+            .as_ref()
+            .map(|s| self.duration(&Some(s.clone()), &k("silence"), Duration::from_secs(1800)));
+        let refusals = self.refusals(&r.refusals, &k);
 
         if let Some(v) = &verifier {
             self.order_keys_are_signed(&r, v, &k);
@@ -182,6 +187,8 @@ impl Validator<'_> {
             delivery,
             destinations,
             body_fields,
+            silence,
+            refusals,
         })
     }
 
@@ -865,7 +872,11 @@ impl Validator<'_> {
     }
 
     /// `forward_secret`: a Standard Webhooks signing secret to re-sign forwards with.
-    fn forward_signer(&mut self, s: &Spanned<String>, key: &str) -> Option<StandardScheme> {
+    pub(super) fn forward_signer(
+        &mut self,
+        s: &Spanned<String>,
+        key: &str,
+    ) -> Option<StandardScheme> {
         let secret = self.secret(s, key)?;
         match SwKey::parse(secret.expose()) {
             Ok(sw @ SwKey::Hmac(_)) => Some(StandardScheme::with_prefix("webhook", vec![sw])),

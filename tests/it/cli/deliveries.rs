@@ -235,3 +235,82 @@ async fn deliveries_commands_list_show_follow_and_replay_the_log() {
     assert!(err.contains("cannot be replayed"), "{err}");
     gw.stop().await;
 }
+
+/// `hookgate deliveries replay` with the list's filters: `--plan` names each event
+/// once (a copy's record is not a second event), changing nothing; without it each is
+/// replayed once, oldest first, recorded with `replay_of`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_replay_plans_then_replays_each_selected_event_once() {
+    let up = Upstream::start().await;
+    let store = format!(
+        "[server]\nadmin_listen = \"127.0.0.1:0\"\nadmin_token = \"{TOKEN}\"\n[store]\nbackend = \"memory\""
+    );
+    let gw = TestGateway::start(&stripe_config(&up, &store, "")).await;
+    let admin = format!("http://{}", gw.admin);
+    let with_admin = |args: &[&str]| {
+        let mut all = vec!["deliveries", "replay"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--admin", &admin, "--admin-token", TOKEN]);
+        run(&all)
+    };
+    let typed = |id: &str, t: &str| format!(r#"{{"id":"{id}","object":"event","type":"{t}"}}"#);
+    for (id, t) in [
+        ("evt_bulk_1", "invoice.paid"),
+        ("evt_bulk_2", "invoice.paid"),
+        ("evt_bulk_3", "customer.created"),
+    ] {
+        let r = gw.deliver("stripe", &typed(id, t), id).await;
+        assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    }
+    let copy = gw
+        .deliver("stripe", &typed("evt_bulk_1", "invoice.paid"), "evt_bulk_1")
+        .await;
+    assert_eq!(copy.outcome(), "duplicate");
+    let filters = ["--route", "stripe", "--event-type", "invoice.paid"];
+    let mut plan = String::new();
+    for _ in 0..50 {
+        let (ok, out, err) = with_admin(&[&filters[..], &["--plan"]].concat());
+        assert!(ok, "{err}");
+        plan = out;
+        if plan.starts_with("plan: 2 event(s)") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        plan.starts_with("plan: 2 event(s) would be replayed; nothing was changed"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("evt_bulk_1") && plan.contains("evt_bulk_2") && !plan.contains("evt_bulk_3"),
+        "{plan}"
+    );
+    assert_eq!(up.count(), 3, "a plan sends nothing");
+    let (ok, out, err) = with_admin(&filters);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.trim_end().ends_with("2 replayed, 0 not replayed"),
+        "{out}"
+    );
+    assert_eq!(
+        (
+            up.count_for("evt_bulk_1"),
+            up.count_for("evt_bulk_2"),
+            up.count_for("evt_bulk_3")
+        ),
+        (2, 2, 1),
+        "each selected event once more, the others not"
+    );
+    // Oldest first.
+    let order: Vec<String> = up
+        .received()
+        .iter()
+        .skip(3)
+        .filter_map(|r| r.header("idempotency-key").map(str::to_owned))
+        .collect();
+    assert_eq!(order, ["evt_bulk_1", "evt_bulk_2"]);
+    let (ok, _, err) = with_admin(&[]);
+    assert!(!ok, "a bulk replay needs filters");
+    assert!(err.contains("filters"), "{err}");
+    gw.stop().await;
+}

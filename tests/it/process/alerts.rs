@@ -10,16 +10,6 @@ use serde_yaml::Value as Yaml;
 
 use super::deploy::{exported_series, hookgate_names, yaml};
 
-/// Metrics the rules read before the gateway exports them. They come with destination
-/// pause and the circuit breaker (the operator's controls), built beside the rules:
-/// remove each name here once the gateway registers it.
-const NOT_YET_EXPORTED: &[&str] = &[
-    // 1 while a destination is paused (by an operator or by its breaker).
-    "hookgate_destination_paused",
-    // 1 while a destination's circuit breaker holds it paused.
-    "hookgate_destination_breaker_open",
-];
-
 /// Runs `promtool ARGS` in the repository and fails with its output unless it succeeds.
 fn promtool(args: &[&str]) {
     let program = crate::support::find_program("promtool", &[]).expect(
@@ -114,7 +104,7 @@ fn every_alert_is_described_and_tested_firing_and_quiet() {
 }
 
 /// Every `hookgate_…` metric the rules read (or their annotations name) is on a live
-/// gateway's `/metrics`, but for the ones [`NOT_YET_EXPORTED`] lists.
+/// gateway's `/metrics`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_alert_rules_read_only_metrics_the_gateway_exports() {
     let exported = exported_series().await;
@@ -131,17 +121,11 @@ async fn the_alert_rules_read_only_metrics_the_gateway_exports() {
         );
         for word in texts.into_iter().flat_map(hookgate_names) {
             assert!(
-                exported.contains(word) || NOT_YET_EXPORTED.contains(&word),
+                exported.contains(word),
                 "{name} reads {word}, which /metrics does not export"
             );
             used.insert(word.to_owned());
         }
-    }
-    for pending in NOT_YET_EXPORTED {
-        assert!(
-            used.contains(*pending),
-            "{pending} is allowed but no rule reads it: remove it from NOT_YET_EXPORTED"
-        );
     }
     assert!(used.len() >= 10, "{used:?}");
 }

@@ -24,6 +24,7 @@ upstream = "{}"
 upstream_timeout = "2s"
 delivery = "queue"
 retry = {retry}
+breaker = false
 {extra}
 "#,
         dir.join("hookgate.db").display(),
@@ -420,7 +421,8 @@ async fn a_reload_back_to_sync_still_delivers_what_was_queued() {
     }
     let sync = queued
         .replace("delivery = \"queue\"\n", "")
-        .replace(&format!("retry = {FAST}\n"), "");
+        .replace(&format!("retry = {FAST}\n"), "")
+        .replace("breaker = false\n", "");
     std::fs::write(&path, sync).expect("write");
     let (status, body) = admin(&gw, "POST", "/reload").await;
     assert_eq!(status, 200, "{body}");

@@ -35,6 +35,7 @@ secrets = ["whsec_test"]
 delivery = "queue"
 upstream_timeout = "2s"
 retry = {{ max_attempts = 50, initial = "50ms", max_delay = "200ms", max_age = "1h" }}
+breaker = false
 {destinations}
 "#
     )

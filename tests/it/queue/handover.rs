@@ -71,7 +71,7 @@ async fn a_copy_after_a_switch_to_sync_is_a_duplicate(store: &str, wait_past_ttl
     let queued = stripe_config(
         &up,
         &format!("{store}dedup_ttl = \"2s\"\n"),
-        &format!("tolerance = \"1s\"\ndelivery = \"queue\"\nretry = {retry}"),
+        &format!("tolerance = \"1s\"\ndelivery = \"queue\"\nretry = {retry}\nbreaker = false"),
     );
     std::fs::write(&path, &queued).expect("write");
     let gw = TestGateway::start_file(&path).await;
@@ -94,7 +94,8 @@ async fn a_copy_after_a_switch_to_sync_is_a_duplicate(store: &str, wait_past_ttl
     }
     let sync = queued
         .replace("delivery = \"queue\"\n", "")
-        .replace(&format!("retry = {retry}"), "");
+        .replace(&format!("retry = {retry}"), "")
+        .replace("breaker = false", "");
     std::fs::write(&path, sync).expect("write");
     let (status, body) = crate::queue::delivery::admin(&gw, "POST", "/reload").await;
     assert_eq!(status, 200, "{body}");

@@ -10,7 +10,7 @@ use crate::support::{Upstream, eventually, free_port, post, stripe_body};
 /// A gateway config with one Stripe queue route on a disk store beside the config.
 fn disk_queue(port: u16, admin: u16, up: &Upstream, route_extra: &str) -> String {
     format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace = \"5s\"\n[store]\nbackend = \"disk\"\npath = \"state/hookgate.db\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\nretry = {{ initial = \"100ms\", max_delay = \"300ms\" }}\n{route_extra}\n",
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace = \"5s\"\n[store]\nbackend = \"disk\"\npath = \"state/hookgate.db\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\nretry = {{ initial = \"100ms\", max_delay = \"300ms\" }}\nbreaker = false\n{route_extra}\n",
         up.url("/up")
     )
 }
@@ -214,7 +214,7 @@ fn redis_queue(
     up: &Upstream,
 ) -> String {
     format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace = \"2s\"\n[store]\nbackend = \"redis\"\nurl = \"{}\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\nupstream_timeout = \"1s\"\ndelivery = \"queue\"\nretry = {{ initial = \"100ms\", max_delay = \"300ms\" }}\n",
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\nshutdown_grace = \"2s\"\n[store]\nbackend = \"redis\"\nurl = \"{}\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\nupstream_timeout = \"1s\"\ndelivery = \"queue\"\nretry = {{ initial = \"100ms\", max_delay = \"300ms\" }}\nbreaker = false\n",
         redis.url(),
         up.url("/up")
     )
@@ -607,4 +607,113 @@ async fn a_wall_clock_stepping_back_an_hour_delays_no_retry_nor_key_line_on_the_
         up.count_for("evt_clock_2")
     );
     drop(gw);
+}
+
+/// `hookgate events pause|resume|retry --plan` against the real binary on the disk
+/// store: a pause is kept across a `kill -9`, and a plan is what the retry then does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_made_with_the_command_survives_a_kill_9_and_a_planned_retry_does_what_it_said() {
+    let up = Upstream::start().await;
+    let (port, admin) = (free_port(), free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &disk_queue(port, admin, &up, "").replace(
+            "retry = { initial = \"100ms\", max_delay = \"300ms\" }",
+            "retry = { max_attempts = 1 }",
+        ),
+    );
+    let mut first = Gateway::spawn(&cfg, port);
+    let (ok, paused) = events_cli(
+        &cfg,
+        &["pause", "--route", "stripe", "--reason", "handler deploy"],
+    );
+    assert!(ok, "{paused}");
+    assert!(
+        paused.contains("stripe: paused: handler deploy, since"),
+        "{paused}"
+    );
+    let ids: Vec<String> = (0..3).map(|i| format!("evt_pause_{i}")).collect();
+    for id in &ids {
+        let body = stripe_body(id);
+        let r = post(&first.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!((r.status, r.outcome()), (200, "queued"), "{}", r.body);
+    }
+    let _ = first.child.kill();
+    let _ = first.child.wait();
+    drop(first);
+
+    let second = Gateway::spawn(&cfg, port);
+    let (ok, listed) = events_cli(&cfg, &["list", "--route", "stripe"]);
+    assert!(ok, "{listed}");
+    assert!(
+        listed.starts_with("stripe: paused: handler deploy") && listed.contains("3 event(s)"),
+        "{listed}"
+    );
+    // The workers look at the pause at least every second (delivery/control.rs).
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    assert_eq!(up.count(), 0, "still paused after the kill and the restart");
+    let (ok, resumed) = events_cli(&cfg, &["resume", "--route", "stripe"]);
+    assert!(ok && resumed.contains("stripe: running"), "{resumed}");
+    assert!(
+        eventually(Duration::from_secs(10), || ids
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "delivered once resumed"
+    );
+
+    // Two events die at their one attempt; the plan names them, changes nothing, and the retry
+    // then queues exactly those.
+    up.set_status(500);
+    let dying: Vec<String> = (0..2).map(|i| format!("evt_plan_{i}")).collect();
+    let (ok, _) = events_cli(&cfg, &["pause", "--route", "stripe", "--until", "1h"]);
+    assert!(ok);
+    for id in &dying {
+        let body = stripe_body(id);
+        let r = post(&second.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+        assert_eq!(r.outcome(), "queued", "{}", r.body);
+    }
+    let (ok, _) = events_cli(&cfg, &["resume", "--route", "stripe"]);
+    assert!(ok);
+    assert!(eventually(Duration::from_secs(10), || up.count() >= 3 + 2).await);
+    let (ok, plan) = events_cli(
+        &cfg,
+        &[
+            "retry",
+            "--route",
+            "stripe",
+            "--last-result",
+            "http_5xx",
+            "--plan",
+        ],
+    );
+    assert!(ok, "{plan}");
+    assert!(
+        plan.starts_with("plan: 2 event(s) of route stripe would be retried; nothing was changed"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("evt_plan_0") && plan.contains("evt_plan_1"),
+        "{plan}"
+    );
+    up.set_status(200);
+    let (ok, done) = events_cli(
+        &cfg,
+        &["retry", "--route", "stripe", "--last-result", "http_5xx"],
+    );
+    assert!(ok, "{done}");
+    assert!(
+        done.starts_with("retried 2 of 2 matching event(s)"),
+        "{done}"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || dying
+            .iter()
+            .all(|id| up.effects_for(id) == 1))
+        .await,
+        "the planned events were delivered"
+    );
+    let (ok, bare) = events_cli(&cfg, &["retry", "--route", "stripe"]);
+    assert!(!ok, "a retry names what it retries: {bare}");
 }
