@@ -1117,7 +1117,7 @@
     if (!list.length) { section.hidden = true; return; }
     section.replaceChildren(el('h2', { id: 'incidents-title' }, list.length === 1 ? '1 open incident' : list.length + ' open incidents'),
       el('ul', {}, list.map((i) => el('li', { 'data-kind': i.kind },
-        badge('failed', i.kind || 'incident'), ' ',
+        el('span', { class: 'badge c-failed', 'data-class': 'failed' }, i.kind || 'incident'), ' ',
         el('strong', {}, i.route ? el('a', { href: '#/routes/' + enc(i.route) }, i.route) : ''), i.destination ? ' → ' + i.destination : '', ' ',
         el('span', { class: 'note' }, i.opened_at ? 'since ' + fmtTime(Date.parse(i.opened_at)) : ''), ' ',
         el('span', { class: 'incident-message' }, i.message || '')))));
