@@ -120,6 +120,8 @@ struct Shared {
     eviction: Arc<eviction::Watch>,
     handed: Arc<HandedSecrets>,
     queue_history: Arc<QueueHistory>,
+    /// The queues' depth over the last day, sampled by this process (the charts).
+    queue_samples: Arc<crate::delivery::samples::QueueSamples>,
     tls: Arc<ArcSwapOption<tokio_rustls::rustls::ServerConfig>>,
 }
 
@@ -174,6 +176,7 @@ impl App {
             wake: Arc::new(Notify::new()),
             eviction,
             queue_history: Arc::new(QueueHistory::new(cfg)),
+            queue_samples: Arc::default(),
             tls: Arc::new(ArcSwapOption::new(tls)),
         };
         let pipeline = Arc::new(pipeline_context(cfg, &shared, capture));
@@ -212,6 +215,16 @@ impl App {
     pub async fn delivery_log_size(&self) -> Result<u64, crate::store::StoreError> {
         let recorder = &self.admin.recorder;
         recorder.log.size(&recorder.route_names()).await
+    }
+
+    /// Samples every queue's depth now, as the sampler does every 30 s (tests take
+    /// samples when they need them rather than wait).
+    pub async fn sample_queues(&self) {
+        let admin = &self.admin;
+        admin
+            .queue_samples
+            .sample(&admin.routing(), &admin.store)
+            .await;
     }
 
     /// Deliveries forwarded without a claim because the store was down.
@@ -293,6 +306,14 @@ impl App {
             }
         });
         self.admin.recorder.start(stop.clone());
+        // The queues' depth over the last day, for the inspector's charts: a bounded
+        // ring per destination (delivery/samples.rs).
+        tokio::spawn(crate::delivery::samples::run(
+            self.admin.queue_samples.clone(),
+            self.admin.routing.clone(),
+            self.admin.store.clone(),
+            stop.clone(),
+        ));
         // Incidents: looked for, opened and resolved, and their notifications sent.
         tokio::spawn(crate::observe::alerts::watch(
             self.admin.alerts.clone(),
@@ -485,6 +506,7 @@ fn admin_context(cfg: &Config, shared: &Shared, reloader: Arc<Reloader>) -> Admi
         forwarder: shared.forwarder.clone(),
         links: shared.links.clone(),
         controls: shared.controls.clone(),
+        queue_samples: shared.queue_samples.clone(),
         alerts: shared.alerts.clone(),
         pulls: crate::admin::pull::Consumers::default(),
         clock: shared.clock,

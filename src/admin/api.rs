@@ -383,12 +383,25 @@ pub struct Overview {
     /// By name.
     pub routes: Vec<RouteOverview>,
     pub log: LogOverview,
+    /// Requests for no route (404) in the last hour; the delivery log keeps them under
+    /// the route name `#unrouted`.
+    #[serde(default)]
+    pub unrouted: UnroutedOverview,
+}
+
+/// Requests for no route in `GET /overview`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnroutedOverview {
+    pub last_hour: u64,
 }
 
 /// One route in `GET /overview`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RouteOverview {
     pub route: String,
+    /// The path it takes requests on.
+    #[serde(default)]
+    pub path: String,
     pub provider: String,
     pub delivery: Delivery,
     /// Requests by outcome in the last hour (outcomes without one are left out).
@@ -413,6 +426,55 @@ pub struct QueueOverview {
     /// A pull destination's consumers, most recent first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub consumers: Vec<ConsumerView>,
+}
+
+/// `GET /overview/series?route=R&window=1h|1d`: a route's requests by outcome per
+/// bucket (a minute over the last hour, ten minutes over the last day; every bucket
+/// listed, oldest first) and each queue destination's depth over the window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Series {
+    pub route: String,
+    /// `1h` or `1d`.
+    pub window: String,
+    /// A bucket's width.
+    pub bucket_ms: u64,
+    /// The first bucket's start (Unix ms).
+    pub from_ms: u64,
+    /// The end of the last bucket (now's bucket, still filling).
+    pub to_ms: u64,
+    pub buckets: Vec<SeriesBucket>,
+    /// A queue route's destinations (none on a sync route or a memory store).
+    pub queues: Vec<QueueSeries>,
+    /// How often this process samples the queues.
+    pub sample_every_ms: u64,
+}
+
+/// One bucket of [`Series`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeriesBucket {
+    /// Its start (Unix ms).
+    pub at_ms: u64,
+    /// Requests by outcome (outcomes without one are left out).
+    pub counts: BTreeMap<String, u64>,
+}
+
+/// One destination's queue over a [`Series`]' window: this process's samples (at most
+/// 1 440; over a day, each the largest of two), then one read now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSeries {
+    pub destination: String,
+    pub samples: Vec<QueueSample>,
+}
+
+/// One sample of [`QueueSeries`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSample {
+    pub at_ms: u64,
+    /// Queued and retrying events.
+    pub waiting: u64,
+    pub dead: u64,
+    /// The oldest undelivered event's age (0 when none waits).
+    pub oldest_age_ms: u64,
 }
 
 /// Whether the gateway records deliveries (`[log] enabled`).
@@ -560,6 +622,7 @@ mod tests {
             to_json(&Overview {
                 routes: vec![RouteOverview {
                     route: "r".into(),
+                    path: "/hooks/r".into(),
                     provider: "stripe".into(),
                     delivery: Delivery::Queue,
                     last_hour: BTreeMap::from([("queued".to_owned(), 3)]),
@@ -579,16 +642,18 @@ mod tests {
                     destinations: Vec::new(),
                 }],
                 log: LogOverview { enabled: true },
+                unrouted: UnroutedOverview { last_hour: 2 },
             }),
             serde_json::json!({
                 "routes": [{
-                    "route": "r", "provider": "stripe", "delivery": "queue",
+                    "route": "r", "path": "/hooks/r", "provider": "stripe", "delivery": "queue",
                     "last_hour": { "queued": 3 },
                     "queues": [{ "destination": "d", "depth": 1, "dead": 0, "oldest_undelivered_age_ms": null,
                         "paused": { "reason": "deploy", "since": "1970-01-01T00:00:00.000Z", "until": null, "breaker": false } }],
                     "destinations": [],
                 }],
                 "log": { "enabled": true },
+                "unrouted": { "last_hour": 2 },
             }),
         );
         same(

@@ -18,7 +18,9 @@
 //!   `delivery = "queue"` route (`hookgate events` calls them; `events.rs`);
 //! - `GET /deliveries`, `/deliveries/<id>`, `/deliveries/stream` — the delivery log
 //!   (`deliveries.rs`), `POST /deliveries/<id>/replay` (`replay.rs`) and `GET
-//!   /overview` (`overview.rs`);
+//!   /overview` (`overview.rs`), and `GET /overview/series?route=&window=1h|1d`: a
+//!   route's requests by outcome per bucket and its queues' depth over time, for the
+//!   inspector's charts (`overview.rs`);
 //! - `GET /ui/` — the inspector page (`ui.rs`): the delivery log, queues and routes in
 //!   a browser; it asks for the token itself.
 //!
@@ -113,6 +115,8 @@ pub struct AdminContext {
     /// The destinations' pauses as this process last read them (a pause or resume
     /// here is seen by the workers at once).
     pub(crate) controls: Arc<crate::delivery::control::Controls>,
+    /// The queues' depth over the last day (`GET /overview/series`).
+    pub(crate) queue_samples: Arc<crate::delivery::samples::QueueSamples>,
     /// The incidents watch (`GET /alerts`).
     pub(crate) alerts: Arc<crate::observe::alerts::AlertsContext>,
     /// Pull destinations' consumers and when each last leased.

@@ -79,6 +79,9 @@ async fn dispatch(state: &Arc<AdminContext>, req: &AdminRequest) -> AdminAnswer 
         (method, "ui") => AdminAnswer::Page(ui::serve(method, &req.path)),
         (_, "deliveries") => log(state, req).await,
         (&Method::GET, "overview") if bare => overview::overview(state).await,
+        (&Method::GET, "overview") if req.args == ["series"] => {
+            overview::series(state, &req.query).await
+        }
         (&Method::GET, "alerts") if bare => overview::alerts(state).await,
         (_, "overview") if bare => usage(),
         (&Method::GET, "healthz") if bare => probes::healthz(),

@@ -183,6 +183,134 @@ mod tests {
         );
     }
 
+    /// Every outcome the gateway writes, every verification refusal's reason, every
+    /// queued event's state and every attempt's result. The matches are exhaustive: a
+    /// new variant does not compile here until it is listed, and then must have a class
+    /// in the page.
+    fn every_word() -> Vec<&'static str> {
+        use crate::outcome::{AttemptResult, Outcome};
+        use crate::provider::VerifyError;
+        use crate::store::State;
+        let outcomes = [
+            Outcome::Forwarded,
+            Outcome::Queued,
+            Outcome::Filtered,
+            Outcome::ForwardedUnclaimed,
+            Outcome::UpstreamRejected,
+            Outcome::UpstreamError,
+            Outcome::Duplicate,
+            Outcome::InFlight,
+            Outcome::Mismatch,
+            Outcome::Handshake,
+            Outcome::HandshakeRefused,
+            Outcome::NoRoute,
+            Outcome::MethodNotAllowed,
+            Outcome::TooLarge,
+            Outcome::BodyTimeout,
+            Outcome::BadBody,
+            Outcome::NoEventId,
+            Outcome::StoreError,
+            Outcome::Overloaded,
+            Outcome::RateLimited,
+            Outcome::ClientBusy,
+            Outcome::RequestTimeout,
+        ];
+        for o in outcomes {
+            // Exhaustive: a new outcome is listed above, or this does not compile.
+            match o {
+                Outcome::Forwarded
+                | Outcome::Queued
+                | Outcome::Filtered
+                | Outcome::ForwardedUnclaimed
+                | Outcome::UpstreamRejected
+                | Outcome::UpstreamError
+                | Outcome::Duplicate
+                | Outcome::InFlight
+                | Outcome::Mismatch
+                | Outcome::Handshake
+                | Outcome::HandshakeRefused
+                | Outcome::NoRoute
+                | Outcome::MethodNotAllowed
+                | Outcome::TooLarge
+                | Outcome::BodyTimeout
+                | Outcome::BadBody
+                | Outcome::Rejected(_)
+                | Outcome::NoEventId
+                | Outcome::StoreError
+                | Outcome::Overloaded
+                | Outcome::RateLimited
+                | Outcome::ClientBusy
+                | Outcome::RequestTimeout => {}
+            }
+        }
+        let refusals = [
+            VerifyError::MissingHeader(String::new()),
+            VerifyError::Malformed(String::new()),
+            VerifyError::Duplicated(String::new()),
+            VerifyError::BadTimestamp,
+            VerifyError::BadSignature,
+            VerifyError::TimestampTooOld { by_ms: 0 },
+            VerifyError::TimestampInFuture { by_ms: 0 },
+            VerifyError::NeedsPublicUrl(""),
+            VerifyError::CertificateUnavailable,
+        ];
+        for e in &refusals {
+            match e {
+                VerifyError::MissingHeader(_)
+                | VerifyError::Malformed(_)
+                | VerifyError::Duplicated(_)
+                | VerifyError::BadTimestamp
+                | VerifyError::BadSignature
+                | VerifyError::TimestampTooOld { .. }
+                | VerifyError::TimestampInFuture { .. }
+                | VerifyError::NeedsPublicUrl(_)
+                | VerifyError::CertificateUnavailable => {}
+            }
+        }
+        let states = [
+            State::Queued,
+            State::Retrying,
+            State::Dead,
+            State::Delivered,
+        ];
+        for s in states {
+            match s {
+                State::Queued | State::Retrying | State::Dead | State::Delivered => {}
+            }
+        }
+        let mut words: Vec<&'static str> = outcomes.iter().map(|o| o.as_str()).collect();
+        words.extend(
+            refusals
+                .iter()
+                .map(|e| Outcome::Rejected(e.reason()).as_str()),
+        );
+        words.extend(states.iter().map(|s| s.as_str()));
+        words.extend(AttemptResult::ALL.iter().map(|r| r.as_str()));
+        words.push(AttemptResult::Other.as_str());
+        words
+    }
+
+    #[test]
+    fn every_outcome_state_and_result_has_a_class_in_the_page() {
+        // The one map (app.js, CLASS_OF): `word: 'class',`.
+        let start = SCRIPT.find("const CLASS_OF").expect("the map");
+        let map = &SCRIPT[start..start + SCRIPT[start..].find("});").expect("its end")];
+        for word in every_word() {
+            let entry = format!("{word}: '");
+            let at = map
+                .find(&format!(" {entry}"))
+                .unwrap_or_else(|| panic!("{word:?} has no class in app.js's CLASS_OF"));
+            let class: String = map[at + 1 + entry.len()..]
+                .chars()
+                .take_while(|c| *c != '\'')
+                .collect();
+            assert!(
+                ["ok", "copy", "refused", "failed", "waiting", "unknown"].contains(&class.as_str()),
+                "{word}: {class}"
+            );
+        }
+    }
+
     #[test]
     fn the_page_has_no_inline_script_or_style() {
         // The policy would block them: the page would load without its behaviour.
@@ -202,7 +330,9 @@ mod tests {
         }
         assert!(INDEX.contains(r#"<script src="app.js" defer></script>"#));
         // And reaches no other host.
+        // (SVG's namespace is a name, not an address: nothing is fetched from it.)
         for text in [INDEX, SCRIPT, STYLE] {
+            let text = text.replace("'http://www.w3.org/2000/svg'", "");
             assert!(!text.contains("http://") && !text.contains("https://"));
         }
         // Content from deliveries is written as text, never parsed as markup.

@@ -38,6 +38,7 @@
 mod attempt;
 pub mod control;
 pub mod destination;
+pub mod samples;
 mod worker;
 
 use std::sync::Arc;

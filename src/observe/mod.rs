@@ -211,6 +211,14 @@ impl Observers {
                 duration_us: elapsed_us,
             };
             self.recorder.record(&rec, &end);
+        } else if outcome == Outcome::NoRoute {
+            let end = Ending {
+                outcome,
+                status,
+                answer,
+                duration_us: elapsed_us,
+            };
+            self.recorder.record_unrouted(&rec, &end);
         }
     }
 

@@ -5,17 +5,45 @@
 
 (() => {
   const TOKEN_KEY = 'hookgate.admin_token';
-  const OUTCOMES = [
-    'forwarded', 'queued', 'duplicate', 'filtered', 'handshake', 'forwarded_unclaimed',
-    'in_flight', 'mismatch', 'upstream_rejected', 'upstream_error', 'missing_header',
-    'malformed_header', 'bad_signature', 'stale_timestamp', 'needs_public_url',
-    'certificate_unavailable', 'handshake_refused', 'no_event_id', 'bad_body', 'too_large',
-    'body_timeout', 'method_not_allowed', 'no_route', 'store_error', 'overloaded',
-    'rate_limited', 'client_busy', 'request_timeout',
-  ];
-  const GOOD = new Set(['forwarded', 'queued', 'duplicate', 'filtered', 'handshake', 'delivered']);
-  const SOSO = new Set(['in_flight', 'forwarded_unclaimed', 'upstream_rejected', 'overloaded',
-    'rate_limited', 'client_busy', 'retrying', 'pending']);
+  // Every word the gateway writes for what became of a request (src/outcome.rs: each
+  // `Outcome`, a verification's refusal reasons included), of a queued event (its
+  // state) or of one attempt (`AttemptResult`), by class: the one place the page
+  // decides a colour.
+  //   ok       delivered, or accepted for delivery (green)
+  //   copy     a copy of an event already taken: nothing to do (grey)
+  //   refused  turned away: the sender's (or the route's set-up) to fix (amber)
+  //   failed   the gateway, its store or a destination failed: the operator's (red)
+  //   waiting  on its way: queued again after a failed attempt (blue)
+  const CLASS_OF = Object.freeze({
+    // Requests (hookgate-outcome).
+    forwarded: 'ok', queued: 'ok', filtered: 'ok', handshake: 'ok', forwarded_unclaimed: 'ok',
+    duplicate: 'copy', in_flight: 'copy',
+    mismatch: 'refused', missing_header: 'refused', malformed_header: 'refused',
+    bad_signature: 'refused', stale_timestamp: 'refused', needs_public_url: 'refused',
+    certificate_unavailable: 'refused', handshake_refused: 'refused', no_event_id: 'refused',
+    bad_body: 'refused', too_large: 'refused', body_timeout: 'refused',
+    method_not_allowed: 'refused', no_route: 'refused', rate_limited: 'refused',
+    client_busy: 'refused',
+    upstream_rejected: 'failed', upstream_error: 'failed', store_error: 'failed',
+    overloaded: 'failed', request_timeout: 'failed',
+    // Queued events (state), and the destination's running or paused.
+    delivered: 'ok', retrying: 'waiting', pending: 'waiting', dead: 'failed',
+    running: 'ok', paused: 'refused', breaker: 'failed',
+    // One attempt's result.
+    http_4xx: 'failed', http_5xx: 'failed', timeout: 'failed', connect: 'failed',
+    broken: 'failed', refused: 'failed', other: 'unknown',
+  });
+  // The words that are not a request's outcome (the outcome filter's suggestions).
+  const NOT_OUTCOMES = new Set(['delivered', 'retrying', 'pending', 'dead', 'running', 'paused',
+    'breaker', 'http_4xx', 'http_5xx', 'timeout', 'connect', 'broken', 'refused', 'other']);
+  const OUTCOMES = Object.keys(CLASS_OF).filter((w) => !NOT_OUTCOMES.has(w));
+  const CLASSES = ['ok', 'copy', 'refused', 'failed', 'waiting', 'unknown'];
+  const CLASS_LABEL = { ok: 'delivered or accepted', copy: 'copies', refused: 'refused', failed: 'failed', waiting: 'waiting', unknown: 'other' };
+  const outcomeClass = (word) => Object.prototype.hasOwnProperty.call(CLASS_OF, word) ? CLASS_OF[word] : 'unknown';
+  // For the page's tests (and the curious, from the console): read-only.
+  window.hookgateInspector = Object.freeze({ outcomeClass, CLASS_OF, CLASSES });
+  // Where the delivery log keeps requests for no route (store/log: UNROUTED).
+  const UNROUTED = '#unrouted';
 
   // The token: this tab only (sessionStorage), sent as a Bearer header, never a cookie.
   let token = null;
@@ -26,6 +54,8 @@
   let knownRoutes = [];
   // Whether the gateway records deliveries ([log] enabled), from /overview.
   let logEnabled = true;
+  // The last /overview read (requests for no route in the last hour).
+  let lastOverview = null;
 
   const $ = (id) => document.getElementById(id);
 
@@ -51,7 +81,7 @@
       else if (k in e && typeof v !== 'string') e[k] = v;
       else e.setAttribute(k, v === true ? '' : String(v));
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === undefined || c === null || c === false) continue;
       e.append(c instanceof Node ? c : document.createTextNode(printable(c)));
     }
@@ -129,9 +159,14 @@
     return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + ' ' +
       pad(d.getHours()) + ':' + pad(d.getMinutes()) + ':' + pad(d.getSeconds()) + '.' + pad(d.getMilliseconds(), 3);
   }
+  // A time as spans: the date and the milliseconds go on a phone.
+  function timeParts(ms) {
+    const t = fmtTime(ms);
+    return [el('span', { class: 'date' }, t.slice(0, 11)), t.slice(11, 19), el('span', { class: 'ms' }, t.slice(19))];
+  }
   function timeEl(ms) {
     if (ms === undefined || ms === null) return '—';
-    return el('time', { datetime: new Date(Number(ms)).toISOString(), title: new Date(Number(ms)).toISOString() }, fmtTime(ms));
+    return el('time', { datetime: new Date(Number(ms)).toISOString(), title: new Date(Number(ms)).toISOString() }, timeParts(ms));
   }
   function fmtAge(ms) {
     if (ms === undefined || ms === null) return '—';
@@ -152,10 +187,55 @@
     if (n < 1048576) return (n / 1024).toFixed(1) + ' KiB';
     return (n / 1048576).toFixed(1) + ' MiB';
   }
-  function badge(word) {
+  // A word in its class's colour; `label` (the word by default) is what it says.
+  function badge(word, label) {
     const w = String(word || '—');
-    const kind = GOOD.has(w) ? 'ok' : SOSO.has(w) ? 'warn' : (w === '—' ? '' : 'bad');
-    return el('span', { class: 'badge ' + kind, 'data-outcome': w }, w);
+    const cls = w === '—' ? 'none' : outcomeClass(w);
+    return el('span', { class: 'badge c-' + cls, 'data-outcome': w, 'data-class': cls, title: CLASS_LABEL[cls] }, label === undefined ? w : label);
+  }
+
+  // A long ID shortened (its first 12 characters and …), the whole on hover, with a
+  // button that copies it; `href` makes the short form a link.
+  const SHORT = 12;
+  function shortId(id, href) {
+    const full = String(id || '');
+    if (!full) return '—';
+    const shown = full.length > SHORT + 2 ? full.slice(0, SHORT) + '…' : full;
+    const text = href ? el('a', { href, class: 'mono', title: full }, shown) : el('span', { class: 'mono', title: full }, shown);
+    const wrap = el('span', { class: 'id', 'data-full': full }, text);
+    if (shown !== full) wrap.append(copyButton(full));
+    return wrap;
+  }
+
+  function copyButton(text) {
+    const b = el('button', { type: 'button', class: 'copy', title: 'Copy ' + text, 'aria-label': 'Copy ' + text }, 'Copy');
+    b.addEventListener('click', async (ev) => {
+      ev.preventDefault();
+      ev.stopPropagation();
+      let ok = false;
+      try {
+        if (navigator.clipboard && window.isSecureContext) { await navigator.clipboard.writeText(text); ok = true; }
+      } catch (_) { ok = false; }
+      if (!ok) {
+        // Outside a secure context: the old way, through a selection.
+        const t = el('textarea', { class: 'offscreen', readonly: true });
+        t.value = text;
+        document.body.append(t);
+        t.select();
+        try { ok = document.execCommand('copy'); } catch (_) { ok = false; }
+        t.remove();
+      }
+      b.textContent = ok ? 'Copied' : 'Select it';
+      b.dataset.copied = ok ? 'true' : 'false';
+      setTimeout(() => { b.textContent = 'Copy'; }, 1500);
+    });
+    return b;
+  }
+
+  // Text kept to one line, cut with … (the whole on hover).
+  function clip(text, cls) {
+    const t = String(text || '');
+    return el('span', { class: 'clip' + (cls ? ' ' + cls : ''), title: t }, t);
   }
   const enc = encodeURIComponent;
 
@@ -287,6 +367,7 @@
       const r = await api('GET', '/overview', signal);
       if (r.ok && r.data && Array.isArray(r.data.routes)) {
         knownRoutes = r.data.routes;
+        lastOverview = r.data;
         logEnabled = !(r.data.log && r.data.log.enabled === false);
         return r.data.routes;
       }
@@ -308,17 +389,22 @@
     return d.getFullYear() + '-' + pad(d.getMonth() + 1) + '-' + pad(d.getDate()) + 'T' + pad(d.getHours()) + ':' + pad(d.getMinutes());
   }
 
+  function routeCell(name) {
+    if (name === UNROUTED) return el('a', { href: '#/unrouted', class: 'note' }, 'no route');
+    return name || '—';
+  }
+
   function deliveryRow(rec, fresh) {
     const id = rec.delivery_id;
     const tr = el('tr', { 'data-delivery-id': id, 'data-event-id': rec.event_id, class: fresh ? 'fresh' : '' },
-      el('td', { class: 'time' }, el('a', { href: '#/delivery/' + enc(id), 'aria-label': 'Delivery ' + id + ' at ' + fmtTime(rec.received_at) }, fmtTime(rec.received_at))),
-      el('td', {}, rec.route || '—'),
+      el('td', { class: 'time' }, el('a', { href: '#/delivery/' + enc(id), 'aria-label': 'Delivery ' + id + ' at ' + fmtTime(rec.received_at) }, timeParts(rec.received_at))),
+      el('td', { class: 'route' }, routeCell(rec.route)),
       el('td', {}, badge(rec.outcome)),
-      el('td', { class: 'num' }, rec.status === undefined || rec.status === null ? '—' : String(rec.status)),
-      el('td', { class: 'hide-narrow' }, rec.event_type || '—'),
-      el('td', { class: 'mono' }, rec.event_id || '—'),
+      el('td', { class: 'num hide-narrow' }, rec.status === undefined || rec.status === null ? '—' : String(rec.status)),
+      el('td', { class: 'hide-narrow' }, clip(rec.event_type || '—', 'type')),
+      el('td', { class: 'nowrap' }, rec.event_id ? shortId(rec.event_id) : (rec.route === UNROUTED ? clip(rec.path, 'mono path') : '—')),
       el('td', { class: 'num hide-narrow' }, fmtMicros(rec.duration_us)),
-      el('td', { class: 'hide-narrow' }, rec.reason || ''));
+      el('td', { class: 'hide-narrow fill' }, clip(rec.reason || '', 'why')));
     return tr;
   }
 
@@ -370,11 +456,11 @@
 
   // The list's table around its body.
   function deliveriesTable(tbody) {
-    return el('div', { class: 'table-wrap' }, el('table', {},
+    return el('div', { class: 'table-wrap' }, el('table', { class: 'list' },
       el('caption', { class: 'note', hidden: true }, 'Deliveries, newest first'),
       el('thead', {}, el('tr', {},
         el('th', { scope: 'col' }, 'Received'), el('th', { scope: 'col' }, 'Route'),
-        el('th', { scope: 'col' }, 'Outcome'), el('th', { scope: 'col', class: 'num' }, 'Status'),
+        el('th', { scope: 'col' }, 'Outcome'), el('th', { scope: 'col', class: 'num hide-narrow' }, 'Status'),
         el('th', { scope: 'col', class: 'hide-narrow' }, 'Event type'), el('th', { scope: 'col' }, 'Event ID'),
         el('th', { scope: 'col', class: 'num hide-narrow' }, 'Took'), el('th', { scope: 'col', class: 'hide-narrow' }, 'Reason'))),
       tbody));
@@ -479,14 +565,14 @@
     const link = (text, hash) => el('a', { href: hash }, text);
     nodes.push(el('div', { class: 'panel' }, facts([
       ['Received', timeEl(d.received_at)],
-      ['Route', d.route ? link(d.route, '#/deliveries?route=' + enc(d.route)) : null],
+      ['Route', d.route === UNROUTED ? link('no route has this path', '#/unrouted') : (d.route ? link(d.route, '#/deliveries?route=' + enc(d.route)) : null)],
       ['Provider', d.provider],
       ['Outcome', badge(d.outcome)],
       ['Answered', d.status === undefined || d.status === null ? null : String(d.status)],
       ['Took', fmtMicros(d.duration_us)],
       ['From', d.peer],
       ['Secret matched', d.secret],
-      ['Event ID', d.event_id ? link(d.event_id, '#/deliveries?event_id=' + enc(d.event_id)) : null],
+      ['Event ID', d.event_id ? [link(d.event_id, '#/deliveries?event_id=' + enc(d.event_id)), ' ', copyButton(d.event_id)] : null],
       ['Event type', d.event_type],
       ["Provider's delivery ID", d.provider_delivery_id],
       ['Replay of', d.replay_of ? link(d.replay_of, '#/delivery/' + enc(d.replay_of)) : null],
@@ -524,7 +610,7 @@
 
     if (Array.isArray(d.destinations) && d.destinations.length) {
       nodes.push(el('h2', {}, 'Destinations'));
-      const cards = el('div', { class: 'cards', id: 'destinations' });
+      const cards = el('div', { class: 'cards whole', id: 'destinations' });
       for (const dest of d.destinations) cards.append(destinationCard(d.queue ? d.queue.route : d.route, d.queue ? d.queue.event_id : d.event_id, dest, () => route(true)));
       nodes.push(cards);
     }
@@ -572,15 +658,15 @@
         ['Waiting behind', dest.order_key ? 'order key ' + dest.order_key : null],
       ]));
     if (attempts.length) {
-      card.append(el('div', { class: 'table-wrap' }, el('table', {},
+      card.append(el('div', { class: 'table-wrap' }, el('table', { class: 'attempts' },
         el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'At'), el('th', { scope: 'col' }, 'Result'),
           el('th', { scope: 'col', class: 'num' }, 'Status'), el('th', { scope: 'col', class: 'num' }, 'Took'), el('th', { scope: 'col' }, 'Error'))),
         el('tbody', {}, attempts.map((a) => el('tr', {},
           el('td', { class: 'time' }, timeEl(a.at_ms)),
-          el('td', {}, (a.kind ? a.kind + ': ' : '') + (a.result || '') + (a.receipt ? ' (' + a.receipt + ')' : '')),
+          el('td', {}, a.result ? badge(a.result, (a.kind ? a.kind + ': ' : '') + a.result) : '', a.receipt ? ' (' + a.receipt + ')' : ''),
           el('td', { class: 'num' }, a.status ? String(a.status) : '—'),
           el('td', { class: 'num' }, a.duration_ms === undefined ? '—' : a.duration_ms + ' ms'),
-          el('td', {}, a.error || '')))))));
+          el('td', { class: 'wrap error-text' }, a.error || '')))))));
     }
     const q = '?event_id=' + enc(eventId) + (dest.destination ? '&destination=' + enc(dest.destination) : '');
     const path = '/events/' + enc(routeName);
@@ -603,6 +689,19 @@
     return card;
   }
 
+  // A destination's pause, in words: its reason, since when, until when.
+  function pauseWords(p) {
+    if (!p) return 'running';
+    const parts = [p.breaker ? 'breaker open (one event probed at a time)' : p.reason];
+    if (p.since) parts.push('since ' + fmtTime(Date.parse(p.since)));
+    if (p.until) parts.push('until ' + fmtTime(Date.parse(p.until)));
+    return parts.join(', ');
+  }
+  function pauseBadge(p) {
+    if (!p) return badge('running');
+    return badge(p.breaker ? 'breaker' : 'paused', p.breaker ? 'breaker open' : 'paused');
+  }
+
   async function queuesView(signal) {
     const routes = await loadRoutes(signal);
     const open = el('form', { class: 'bar', id: 'open-queue' },
@@ -623,23 +722,146 @@
       if (!queued.length) nodes.push(el('p', { class: 'empty' }, 'No route has delivery = "queue": deliveries are forwarded while the provider waits.'));
       const cards = el('div', { class: 'cards' });
       for (const r of queued) {
-        const rows = (r.queues || []).map((q) => el('tr', {},
-          el('td', {}, q.destination),
+        const rows = (r.queues || []).map((q) => el('tr', { 'data-destination': q.destination },
+          el('td', {}, clip(q.destination)),
+          el('td', {}, pauseBadge(q.paused)),
           el('td', { class: 'num' }, String(q.depth ?? '—')),
           el('td', { class: 'num' }, q.dead ? el('a', { href: '#/queues/' + enc(r.route) + '?state=dead&destination=' + enc(q.destination) }, String(q.dead)) : '0'),
           el('td', { class: 'num' }, fmtAge(q.oldest_undelivered_age_ms))));
         cards.append(el('div', { class: 'panel', 'data-route': r.route },
           el('h2', {}, el('a', { href: '#/queues/' + enc(r.route) }, r.route), ' ', el('span', { class: 'note' }, r.provider || '')),
           el('div', { class: 'table-wrap' }, el('table', {},
-            el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Destination'), el('th', { scope: 'col', class: 'num' }, 'Waiting'),
-              el('th', { scope: 'col', class: 'num' }, 'Dead'), el('th', { scope: 'col', class: 'num' }, 'Oldest waiting'))),
+            el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Destination'), el('th', { scope: 'col' }, 'State'),
+              el('th', { scope: 'col', class: 'num' }, 'Waiting'), el('th', { scope: 'col', class: 'num' }, 'Dead'),
+              el('th', { scope: 'col', class: 'num' }, 'Oldest'))),
             el('tbody', {}, rows))),
-          el('p', {}, el('a', { href: '#/queues/' + enc(r.route) + '?state=dead' }, 'Dead letters'))));
+          el('p', {}, el('a', { href: '#/queues/' + enc(r.route) }, 'Pause, resume and retry'), ' · ',
+            el('a', { href: '#/queues/' + enc(r.route) + '?state=dead' }, 'Dead letters'), ' · ',
+            el('a', { href: '#/routes/' + enc(r.route) }, 'Charts'))));
       }
       nodes.push(cards);
     }
     nodes.push(open);
     setView(...nodes);
+  }
+
+  // Each destination's state, with pause (a reason, an optional end) and resume.
+  function controlsPanel(routeName, controls, info) {
+    const base = '/events/' + enc(routeName);
+    const depth = new Map(((info && info.queues) || []).map((q) => [q.destination, q]));
+    const rows = controls.map((c) => {
+      const q = depth.get(c.destination);
+      const act = el('td', { class: 'actions-cell' });
+      const dq = '?destination=' + enc(c.destination);
+      if (c.paused) {
+        act.append(el('button', { type: 'button', class: 'resume', 'aria-label': 'Resume ' + c.destination, on: { click: async (ev) => {
+          ev.currentTarget.disabled = true;
+          const r = await api('POST', base + '/resume' + dq);
+          say(r.ok ? 'Resumed ' + c.destination + ': its events are delivered again, at its rate limit, in order.' : failure(r, 'Resume'), !r.ok);
+          if (r.ok) route(true);
+        } } }, 'Resume'));
+      } else {
+        const reason = el('input', { class: 'reason-in', 'aria-label': 'Reason for pausing ' + c.destination, placeholder: 'reason (e.g. deploy)', maxlength: '500', autocomplete: 'off' });
+        const until = el('input', { class: 'until-in', 'aria-label': 'Pause ' + c.destination + ' until', placeholder: 'until: 30m, 2h, a time', autocomplete: 'off' });
+        const form = el('form', { class: 'inline', 'aria-label': 'Pause ' + c.destination }, reason, until,
+          el('button', { type: 'submit', class: 'secondary pause' }, 'Pause'));
+        form.addEventListener('submit', async (ev) => {
+          ev.preventDefault();
+          const p = new URLSearchParams({ destination: c.destination });
+          if (reason.value.trim()) p.set('reason', reason.value.trim());
+          if (until.value.trim()) p.set('until', until.value.trim());
+          const r = await api('POST', base + '/pause?' + p);
+          say(r.ok ? 'Paused ' + c.destination + ': its events are kept and queued until it resumes.' : failure(r, 'Pause'), !r.ok);
+          if (r.ok) route(true);
+        });
+        act.append(form);
+      }
+      return el('tr', { 'data-destination': c.destination, 'data-paused': c.paused ? 'true' : 'false' },
+        el('td', {}, clip(c.destination)),
+        el('td', { class: 'fill' }, pauseBadge(c.paused), ' ', c.paused ? clip(pauseWords(c.paused), 'note pause-words') : ''),
+        el('td', { class: 'num hide-narrow' }, q ? String(q.depth ?? 0) : '—'),
+        el('td', { class: 'num hide-narrow' }, q ? String(q.dead ?? 0) : '—'),
+        act);
+    });
+    return el('section', { class: 'panel', id: 'controls', 'aria-labelledby': 'controls-title' },
+      el('h2', { id: 'controls-title' }, 'Destinations'),
+      el('p', { class: 'note' }, 'A paused destination keeps accepting and queueing: nothing is refused or dropped. Its breaker pauses it after repeated failures and probes one event at a time.'),
+      el('div', { class: 'table-wrap' }, el('table', { class: 'controls' },
+        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Destination'), el('th', { scope: 'col' }, 'State'),
+          el('th', { scope: 'col', class: 'num hide-narrow' }, 'Waiting'), el('th', { scope: 'col', class: 'num hide-narrow' }, 'Dead'),
+          el('th', { scope: 'col' }, 'Action'))),
+        el('tbody', {}, rows))));
+  }
+
+  // Bulk retry: the filters, then the plan (how many, a sample), then the retry.
+  function bulkRetryPanel(routeName, destinations) {
+    const base = '/events/' + enc(routeName) + '/retry';
+    const field = (id, label, input) => el('div', { class: 'field' }, el('label', { for: id }, label), input);
+    const dest = el('select', { id: 'b-destination' }, el('option', { value: '' }, 'all'),
+      destinations.map((d) => el('option', { value: d }, d)));
+    const state = el('select', { id: 'b-state' }, [['', 'dead, retrying'], ['dead', 'dead'], ['retrying', 'retrying']].map(([v, t]) => el('option', { value: v }, t)));
+    const since = el('input', { id: 'b-since', type: 'datetime-local' });
+    const until = el('input', { id: 'b-until', type: 'datetime-local' });
+    const type = el('input', { id: 'b-event_type', placeholder: 'invoice.*', autocomplete: 'off' });
+    const last = el('input', { id: 'b-last_result', placeholder: 'http_5xx, 500, timeout', autocomplete: 'off' });
+    const planBtn = el('button', { type: 'submit', id: 'b-plan' }, 'Plan');
+    const runBtn = el('button', { type: 'button', id: 'b-run', class: 'danger', disabled: true }, 'Retry');
+    const plan = el('div', { id: 'plan', role: 'status', 'aria-live': 'polite' });
+    const form = el('form', { class: 'filters', id: 'bulk-form', 'aria-label': 'Bulk retry filters' },
+      field('b-destination', 'Destination', dest), field('b-state', 'State', state),
+      field('b-since', 'Failed since', since), field('b-until', 'Failed before', until),
+      field('b-event_type', 'Event type', type), field('b-last_result', 'Last result', last),
+      el('div', { class: 'actions' }, planBtn, runBtn));
+    const query = () => {
+      const p = new URLSearchParams();
+      if (dest.value) p.set('destination', dest.value);
+      if (state.value) p.set('state', state.value);
+      for (const [k, i] of [['since', since], ['until', until]]) {
+        const ms = i.value ? new Date(i.value).getTime() : NaN;
+        if (!Number.isNaN(ms)) p.set(k, String(ms));
+      }
+      if (type.value.trim()) p.set('event_type', type.value.trim());
+      if (last.value.trim()) p.set('last_result', last.value.trim());
+      return p;
+    };
+    let planned = null;
+    // A changed filter makes the plan stale: plan again before retrying.
+    form.addEventListener('input', () => { planned = null; runBtn.disabled = true; runBtn.textContent = 'Retry'; });
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      const p = query();
+      p.set('plan', 'true');
+      const r = await api('POST', base + '?' + p);
+      if (!r.ok) { plan.replaceChildren(el('p', { class: 'error' }, failure(r, 'Plan'))); return; }
+      const d = r.data;
+      p.delete('plan');
+      planned = p.toString();
+      const sample = (d.sample || []).map((e) => el('li', {}, shortId(e.event_id), ' ', e.destination ? el('span', { class: 'note' }, '→ ' + e.destination) : '', ' ',
+        badge(e.state), ' ', el('span', { class: 'note' }, (e.last_result || '') + (e.last_status ? ' ' + e.last_status : ''))));
+      plan.replaceChildren(...[
+        el('p', {}, el('strong', { id: 'plan-count', 'data-count': String(d.count) }, String(d.count)),
+          d.count === 1 ? ' event would be retried' : ' events would be retried', d.more ? ' (more remain beyond this call\'s bound: run it again after)' : '', '. Nothing has changed yet.'),
+        sample.length ? el('ul', { class: 'sample' }, sample) : null,
+        d.count > sample.length ? el('p', { class: 'note' }, 'The first ' + sample.length + ' shown.') : null,
+      ].filter(Boolean));
+      runBtn.disabled = d.count === 0;
+      runBtn.textContent = 'Retry ' + d.count + ' event' + (d.count === 1 ? '' : 's');
+    });
+    runBtn.addEventListener('click', async () => {
+      if (planned === null) return;
+      runBtn.disabled = true;
+      // plan=false names this a bulk retry even with no filter set (every dead and
+      // retrying event, as the plan counted).
+      const r = await api('POST', base + '?' + (planned ? planned + '&' : '') + 'plan=false');
+      if (!r.ok) { plan.replaceChildren(el('p', { class: 'error' }, failure(r, 'Retry'))); return; }
+      planned = null;
+      say('Retried ' + r.data.retried + ' event(s): queued again, due now, delivered at the destination\'s rate limit in per-key order.');
+      route(true);
+    });
+    return el('section', { class: 'panel', id: 'bulk-retry', 'aria-labelledby': 'bulk-title' },
+      el('h2', { id: 'bulk-title' }, 'Retry in bulk'),
+      el('p', { class: 'note' }, 'Choose what failed, see the plan, then retry: the plan changes nothing.'),
+      form, plan);
   }
 
   async function queueView(routeName, params, signal) {
@@ -649,24 +871,28 @@
     if (state) q.set('state', state);
     if (destination) q.set('destination', destination);
     const base = '/events/' + enc(routeName);
+    await loadRoutes(signal);
     const r = await api('GET', base + '?' + q, signal);
     const title = heading('Queue of ' + routeName);
     const back = el('p', {}, el('a', { href: '#/queues' }, '← Queues'), ' · ',
-      el('a', { href: '#/deliveries?route=' + enc(routeName) }, 'Deliveries on this route'));
+      el('a', { href: '#/deliveries?route=' + enc(routeName) }, 'Deliveries on this route'), ' · ',
+      el('a', { href: '#/routes/' + enc(routeName) }, 'Charts'));
     if (!r.ok) {
       setView(title, back);
       say(failure(r, 'Loading the queue'), true);
       return;
     }
+    const info = knownRoutes.find((x) => x.route === routeName);
+    const controls = (r.data && r.data.destinations) || [];
+    const names = controls.length ? controls.map((c) => c.destination) : ((info && info.queues) || []).map((x) => x.destination);
     const form = el('form', { class: 'filters', 'aria-label': 'Queue filters' });
     const stateSel = el('select', { id: 'q-state' }, ['', 'queued', 'retrying', 'dead', 'delivered'].map((s) =>
       el('option', { value: s, selected: s === state }, s || 'undelivered and delivered')));
     const destIn = el('input', { id: 'q-destination', value: destination, autocomplete: 'off', list: 'q-destinations' });
-    const info = knownRoutes.find((x) => x.route === routeName);
     form.append(
       el('div', { class: 'field' }, el('label', { for: 'q-state' }, 'State'), stateSel),
       el('div', { class: 'field' }, el('label', { for: 'q-destination' }, 'Destination'), destIn,
-        el('datalist', { id: 'q-destinations' }, ((info && info.queues) || []).map((x) => el('option', { value: x.destination })))),
+        el('datalist', { id: 'q-destinations' }, names.map((x) => el('option', { value: x })))),
       el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Show')));
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();
@@ -691,7 +917,7 @@
     const tbody = el('tbody', { id: 'events' });
     for (const e of events) {
       const eq = '?event_id=' + enc(e.event_id) + (e.destination ? '&destination=' + enc(e.destination) : '');
-      const actions = el('td', {});
+      const actions = el('td', { class: 'actions-cell' });
       if (e.state === 'dead' || e.state === 'retrying') {
         actions.append(el('button', { type: 'button', class: 'secondary retry', 'aria-label': 'Retry ' + e.event_id, on: { click: async () => {
           const rr = await api('POST', base + '/retry' + eq);
@@ -708,25 +934,28 @@
         p.setAttribute('aria-label', 'Purge ' + e.event_id);
         actions.append(p);
       }
-      tbody.append(el('tr', { 'data-event-id': e.event_id, 'data-state': e.state },
-        el('td', { class: 'mono' }, el('a', { href: '#/queues/' + enc(routeName) + '/' + enc(e.event_id) + (e.destination ? '?destination=' + enc(e.destination) : '') }, e.event_id)),
-        el('td', {}, e.destination || routeName),
+      const link = '#/queues/' + enc(routeName) + '/' + enc(e.event_id) + (e.destination ? '?destination=' + enc(e.destination) : '');
+      tbody.append(el('tr', { 'data-event-id': e.event_id, 'data-state': e.state, 'data-destination': e.destination || '' },
+        el('td', { class: 'nowrap' }, shortId(e.event_id, link)),
+        el('td', {}, clip(e.destination || routeName)),
         el('td', {}, badge(e.state)),
         el('td', { class: 'num' }, String(e.attempts)),
         el('td', { class: 'time hide-narrow' }, timeEl(e.received_at_ms)),
         el('td', { class: 'time hide-narrow' }, e.next_at_ms ? timeEl(e.next_at_ms) : '—'),
-        el('td', { class: 'hide-narrow' }, e.last_result || ''),
+        el('td', { class: 'hide-narrow' }, e.last_result ? badge(e.last_result, e.last_result + (e.last_status ? ' ' + e.last_status : '')) : ''),
         actions));
     }
-    const table = el('div', { class: 'table-wrap' }, el('table', {},
+    const table = el('div', { class: 'table-wrap' }, el('table', { class: 'list' },
       el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Event ID'), el('th', { scope: 'col' }, 'Destination'),
-        el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col', class: 'num' }, 'Attempts'),
+        el('th', { scope: 'col' }, 'State'), el('th', { scope: 'col', class: 'num' }, 'Tries'),
         el('th', { scope: 'col', class: 'hide-narrow' }, 'Received'), el('th', { scope: 'col', class: 'hide-narrow' }, 'Next try'),
         el('th', { scope: 'col', class: 'hide-narrow' }, 'Last result'), el('th', { scope: 'col' }, 'Actions'))),
       tbody));
     const note = r.data && r.data.delivery === 'sync'
       ? el('p', { class: 'note' }, 'This route is now a sync route; these events were stored while it was a queue route.') : null;
-    setView(title, back, note, form, bulk, table,
+    setView(title, back, note, controls.length ? controlsPanel(routeName, controls, info) : null,
+      bulkRetryPanel(routeName, names),
+      el('h2', {}, 'Events'), form, bulk, table,
       events.length ? null : el('p', { class: 'empty' }, state ? 'No ' + state + ' events.' : 'No events.'));
   }
 
@@ -735,7 +964,7 @@
     const r = await api('GET', '/events/' + enc(routeName) + '/' + enc(eventId) + (destination ? '?destination=' + enc(destination) : ''), signal);
     const title = heading('Event ' + eventId);
     const back = el('p', {}, el('a', { href: '#/queues/' + enc(routeName) }, '← Queue of ' + routeName), ' · ',
-      el('a', { href: '#/deliveries?event_id=' + enc(eventId) }, 'Deliveries of this event'));
+      el('a', { href: '#/deliveries?event_id=' + enc(eventId) }, 'Deliveries of this event'), ' ', copyButton(eventId));
     if (!r.ok) {
       setView(title, back);
       say(failure(r, 'Loading the event'), true);
@@ -743,7 +972,7 @@
     }
     const d = r.data;
     const dests = Array.isArray(d.destinations) && d.destinations.length ? d.destinations : [d];
-    const cards = el('div', { class: 'cards', id: 'destinations' });
+    const cards = el('div', { class: 'cards whole', id: 'destinations' });
     for (const x of dests) cards.append(destinationCard(routeName, eventId, x, () => route(true)));
     setView(title, back, el('div', { class: 'panel' }, facts([
       ['Route', routeName],
@@ -752,6 +981,147 @@
       ['Method', d.method],
       ['Headers forwarded', Array.isArray(d.headers) ? d.headers.join(', ') : null],
     ])), el('h2', {}, 'Destinations'), cards);
+  }
+
+  // --- charts: inline SVG, drawn here (no library) -----------------------------------
+
+  const SVG = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
+    for (const c of children.flat(Infinity)) {
+      if (c === undefined || c === null || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(printable(c)));
+    }
+    return e;
+  }
+  const niceMax = (m) => {
+    if (m <= 4) return Math.max(1, m);
+    const p = Math.pow(10, Math.floor(Math.log10(m)));
+    for (const f of [1, 2, 2.5, 5, 10]) if (f * p >= m) return f * p;
+    return 10 * p;
+  };
+  const hhmm = (ms) => { const d = new Date(ms); return pad(d.getHours()) + ':' + pad(d.getMinutes()); };
+
+  // A chart's width: the page's, so that it is drawn at one unit a pixel and its
+  // labels read at any width.
+  const chartWidth = () => Math.max(300, Math.min(1360, ($('view').clientWidth || 720) - 34));
+
+  // Requests per bucket, stacked by class; each bar's title names its counts.
+  function outcomeChart(series, label) {
+    const W = chartWidth(), H = 190, L = 40, B = 22, T = 8;
+    const buckets = series.buckets || [];
+    const totals = buckets.map((b) => Object.values(b.counts || {}).reduce((s, n) => s + n, 0));
+    const max = niceMax(Math.max(0, ...totals));
+    const bw = (W - L - 4) / Math.max(1, buckets.length);
+    const y = (n) => T + (H - T - B) * (1 - n / max);
+    const g = svg('g', {});
+    g.append(svg('line', { x1: L, x2: W - 2, y1: y(0), y2: y(0), class: 'axis' }),
+      svg('line', { x1: L, x2: W - 2, y1: y(max), y2: y(max), class: 'grid' }),
+      svg('text', { x: L - 4, y: y(max) + 4, class: 'tick', 'text-anchor': 'end' }, String(max)),
+      svg('text', { x: L - 4, y: y(0), class: 'tick', 'text-anchor': 'end' }, '0'),
+      svg('text', { x: L, y: H - 6, class: 'tick' }, hhmm(series.from_ms)),
+      svg('text', { x: W - 2, y: H - 6, class: 'tick', 'text-anchor': 'end' }, 'now'));
+    const seen = new Set();
+    buckets.forEach((b, i) => {
+      const byClass = {};
+      for (const [o, n] of Object.entries(b.counts || {})) {
+        const c = outcomeClass(o);
+        byClass[c] = (byClass[c] || 0) + n;
+        seen.add(c);
+      }
+      let acc = 0;
+      const x = L + 2 + i * bw;
+      const words = Object.entries(b.counts || {}).map(([o, n]) => o + ' ' + n).join(', ');
+      const bar = svg('g', { class: 'bar', 'data-at': b.at_ms }, svg('title', {}, fmtTime(b.at_ms) + (words ? ': ' + words : ': none')));
+      for (const c of CLASSES) {
+        const n = byClass[c] || 0;
+        if (!n) continue;
+        bar.append(svg('rect', { x: x.toFixed(1), width: Math.max(1, bw - 1).toFixed(1), y: y(acc + n).toFixed(1), height: Math.max(0.5, y(acc) - y(acc + n)).toFixed(1), class: 'f-' + c }));
+        acc += n;
+      }
+      // An empty bucket still answers a hover.
+      bar.append(svg('rect', { x: x.toFixed(1), width: Math.max(1, bw - 1).toFixed(1), y: T, height: (y(acc) - T).toFixed(1), class: 'hover' }));
+      g.append(bar);
+    });
+    const total = totals.reduce((s, n) => s + n, 0);
+    const chart = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart', role: 'img', 'aria-label': label + ': ' + total + ' requests' }, svg('title', {}, label), g);
+    const legend = el('p', { class: 'legend' }, CLASSES.filter((c) => seen.has(c)).map((c) => el('span', { class: 'key' }, el('span', { class: 'swatch s-' + c }), CLASS_LABEL[c])));
+    return el('figure', { class: 'chart-box', 'data-chart': 'outcomes' }, chart, el('figcaption', {}, label + ' — ' + total + ' in all', legend));
+  }
+
+  // One line per destination of `pick(sample)` over the window.
+  function lineChart(series, pick, label, fmt, kind) {
+    const W = chartWidth(), H = 150, L = 64, B = 22, T = 8;
+    const queues = series.queues || [];
+    const values = queues.flatMap((q) => q.samples.map(pick));
+    const max = niceMax(Math.max(0, ...values));
+    const x = (ms) => L + (W - L - 4) * Math.min(1, Math.max(0, (ms - series.from_ms) / Math.max(1, series.to_ms - series.from_ms)));
+    const y = (n) => T + (H - T - B) * (1 - n / max);
+    const g = svg('g', {},
+      svg('line', { x1: L, x2: W - 2, y1: y(0), y2: y(0), class: 'axis' }),
+      svg('line', { x1: L, x2: W - 2, y1: y(max), y2: y(max), class: 'grid' }),
+      svg('text', { x: L - 4, y: y(max) + 4, class: 'tick', 'text-anchor': 'end' }, fmt(max)),
+      svg('text', { x: L - 4, y: y(0), class: 'tick', 'text-anchor': 'end' }, fmt(0)),
+      svg('text', { x: L, y: H - 6, class: 'tick' }, hhmm(series.from_ms)),
+      svg('text', { x: W - 2, y: H - 6, class: 'tick', 'text-anchor': 'end' }, 'now'));
+    const keys = [];
+    queues.forEach((q, i) => {
+      const pts = q.samples.map((s) => x(s.at_ms).toFixed(1) + ',' + y(pick(s)).toFixed(1));
+      const cls = 'l-' + (i % 6);
+      if (pts.length === 1) g.append(svg('circle', { cx: pts[0].split(',')[0], cy: pts[0].split(',')[1], r: 3, class: cls + ' dot' }));
+      if (pts.length > 1) g.append(svg('polyline', { points: pts.join(' '), class: cls + ' line' }));
+      const last = q.samples[q.samples.length - 1];
+      g.append(svg('title', {}, q.destination + ': ' + (last ? fmt(pick(last)) + ' now' : 'no sample yet')));
+      keys.push(el('span', { class: 'key' }, el('span', { class: 'swatch ' + cls }), q.destination + (last ? ' ' + fmt(pick(last)) : '')));
+    });
+    const chart = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'chart', role: 'img', 'aria-label': label }, svg('title', {}, label), g);
+    return el('figure', { class: 'chart-box', 'data-chart': kind }, chart, el('figcaption', {}, label, el('p', { class: 'legend' }, keys)));
+  }
+
+  // A route's last hour in one line: bars of its minutes, coloured by class.
+  function sparkline(series) {
+    const W = 120, H = 20;
+    const buckets = series.buckets || [];
+    const totals = buckets.map((b) => Object.values(b.counts || {}).reduce((s, n) => s + n, 0));
+    const max = Math.max(1, ...totals);
+    const bw = W / Math.max(1, buckets.length);
+    const g = svg('g', {}, svg('rect', { x: 0, width: W, y: H - 1, height: 1, class: 'f-base' }));
+    buckets.forEach((b, i) => {
+      // The bar takes the colour of the worst class in its minute.
+      const SEVERITY = ['ok', 'copy', 'unknown', 'waiting', 'refused', 'failed'];
+      let worst = 'ok';
+      for (const o of Object.keys(b.counts || {})) {
+        const c = outcomeClass(o);
+        if (SEVERITY.indexOf(c) > SEVERITY.indexOf(worst)) worst = c;
+      }
+      if (totals[i]) g.append(svg('rect', { x: (i * bw).toFixed(1), width: Math.max(0.8, bw - 0.4).toFixed(1), y: (H - H * totals[i] / max).toFixed(1), height: (H * totals[i] / max).toFixed(1), class: 'f-' + worst }));
+    });
+    return svg('svg', { viewBox: '0 0 ' + W + ' ' + H, class: 'spark', role: 'img', 'aria-label': 'Last hour by minute' }, g);
+  }
+
+  // --- routes, one route, requests for no route -------------------------------------
+
+  // Open incidents from GET /alerts; the section stays hidden when the endpoint is
+  // not there (404) or has none.
+  async function incidents(section, signal) {
+    let r;
+    try { r = await api('GET', '/alerts', signal); } catch (e) {
+      if (e instanceof AuthNeeded || e.name === 'AbortError') throw e;
+      section.dataset.state = 'none';
+      return;
+    }
+    const list = r.ok && r.data && Array.isArray(r.data.incidents) ? r.data.incidents.filter((i) => !i.state || i.state === 'open') : [];
+    // What was learnt (the page's tests wait for it): none, or shown.
+    section.dataset.state = list.length ? 'shown' : 'none';
+    if (!list.length) { section.hidden = true; return; }
+    section.replaceChildren(el('h2', { id: 'incidents-title' }, list.length === 1 ? '1 open incident' : list.length + ' open incidents'),
+      el('ul', {}, list.map((i) => el('li', { 'data-kind': i.kind },
+        el('span', { class: 'badge c-failed', 'data-class': 'failed' }, i.kind || 'incident'), ' ',
+        el('strong', {}, i.route ? el('a', { href: '#/routes/' + enc(i.route) }, i.route) : ''), i.destination ? ' → ' + i.destination : '', ' ',
+        el('span', { class: 'note' }, i.opened_at ? 'since ' + fmtTime(Date.parse(i.opened_at)) : ''), ' ',
+        el('span', { class: 'incident-message' }, i.message || '')))));
+    section.hidden = false;
   }
 
   async function routesView(signal) {
@@ -764,33 +1134,161 @@
     }
     const refresh = el('button', { type: 'button', class: 'secondary', on: { click: () => route() } }, 'Refresh');
     const tbody = el('tbody', { id: 'routes' });
+    const sparks = [];
     for (const r of routes) {
       const hour = r.last_hour || {};
       const counts = Object.entries(hour).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
       const total = counts.reduce((s, [, n]) => s + n, 0);
+      const shown = counts.slice(0, 4);
+      const spark = el('span', { class: 'spark-slot' });
+      sparks.push([r.route, spark]);
       tbody.append(el('tr', { 'data-route': r.route },
-        el('td', {}, el('a', { href: '#/deliveries?route=' + enc(r.route) }, r.route)),
+        el('td', {}, el('a', { href: '#/routes/' + enc(r.route) }, r.route)),
+        el('td', { class: 'hide-narrow' }, clip(r.path || '', 'mono')),
         el('td', { class: 'hide-narrow' }, r.provider || ''),
-        el('td', {}, r.delivery || ''),
+        el('td', { class: 'hide-narrow' }, r.delivery || ''),
+        el('td', { class: 'hide-narrow' }, spark),
         el('td', {}, el('div', { class: 'counts' }, counts.length
-          ? counts.map(([o, n]) => el('a', { href: '#/deliveries?route=' + enc(r.route) + '&outcome=' + enc(o), class: 'plain' }, badge(o + ' ' + n)))
-          : el('span', { class: 'note' }, 'none')), el('span', { class: 'note' }, total ? total + ' in all' : '')),
+          ? [shown.map(([o, n]) => el('a', { href: '#/deliveries?route=' + enc(r.route) + '&outcome=' + enc(o), class: 'plain' }, badge(o, o + ' ' + n))),
+            counts.length > shown.length ? el('a', { href: '#/routes/' + enc(r.route), class: 'note' }, '+' + (counts.length - shown.length) + ' more') : null,
+            el('span', { class: 'note' }, total + ' in all')]
+          : el('span', { class: 'note' }, 'none'))),
         el('td', {}, (r.queues || []).length
-          ? (r.queues || []).map((q) => el('div', {},
-            el('a', { href: '#/queues/' + enc(r.route) + '?destination=' + enc(q.destination) }, q.destination), ': ',
-            String(q.depth ?? 0) + ' waiting, ',
-            q.dead ? el('a', { href: '#/queues/' + enc(r.route) + '?state=dead&destination=' + enc(q.destination) }, q.dead + ' dead') : '0 dead',
-            q.oldest_undelivered_age_ms !== null && q.oldest_undelivered_age_ms !== undefined ? ', oldest ' + fmtAge(q.oldest_undelivered_age_ms) : ''))
+          ? el('div', { class: 'counts' }, queuesSummary(r), (r.queues || []).map((q) => el('span', { class: 'dest', 'data-destination': q.destination },
+            el('a', { href: '#/queues/' + enc(r.route) + '?destination=' + enc(q.destination) }, q.destination), ' ',
+            q.paused ? pauseBadge(q.paused) : '', ' ',
+            el('span', { class: 'note' }, String(q.depth ?? 0) + ' waiting' + (q.dead ? ', ' : '')),
+            q.dead ? el('a', { href: '#/queues/' + enc(r.route) + '?state=dead&destination=' + enc(q.destination), class: 'plain dead-link' }, badge('dead', q.dead + ' dead')) : '')))
           : el('span', { class: 'note' }, '—'))));
     }
-    setView(title, el('div', { class: 'bar' }, refresh, el('span', { class: 'note' }, 'Deliveries by outcome in the last hour; queues as they stand.')),
-      el('div', { class: 'table-wrap' }, el('table', {},
-        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Route'), el('th', { scope: 'col', class: 'hide-narrow' }, 'Provider'),
-          el('th', { scope: 'col' }, 'Delivery'), el('th', { scope: 'col' }, 'Last hour'), el('th', { scope: 'col' }, 'Queues'))),
-        tbody)));
+    const incidentBox = el('section', { class: 'panel incidents', id: 'incidents', role: 'alert', 'aria-labelledby': 'incidents-title', hidden: true });
+    const unrouted = el('p', { id: 'unrouted-summary' }, el('a', { href: '#/unrouted' }, 'Requests for no route'), ': ',
+      String((lastOverview && lastOverview.unrouted && lastOverview.unrouted.last_hour) || 0), ' in the last hour.');
+    setView(title, incidentBox, el('div', { class: 'bar' }, refresh, el('span', { class: 'note' }, 'Requests by outcome in the last hour; queues as they stand.')),
+      el('div', { class: 'table-wrap' }, el('table', { class: 'list' },
+        el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Route'), el('th', { scope: 'col', class: 'hide-narrow' }, 'Path'),
+          el('th', { scope: 'col', class: 'hide-narrow' }, 'Provider'), el('th', { scope: 'col', class: 'hide-narrow' }, 'Delivery'),
+          el('th', { scope: 'col', class: 'hide-narrow' }, 'By minute'),
+          el('th', { scope: 'col' }, 'Last hour'), el('th', { scope: 'col' }, 'Queues'))),
+        tbody)), unrouted, legendOfClasses());
+    incidents(incidentBox, signal).catch(quiet);
+    for (const [name, slot] of sparks) {
+      api('GET', '/overview/series?route=' + enc(name) + '&window=1h', signal)
+        .then((r) => { if (r.ok && r.data) slot.replaceChildren(sparkline(r.data)); })
+        .catch(quiet);
+    }
     // Kept current while open.
-    const t = setTimeout(() => { if (!signal.aborted) route(); }, 10000);
+    const t = setTimeout(() => { if (!signal.aborted) route(true); }, 10000);
     signal.addEventListener('abort', () => clearTimeout(t), { once: true });
+  }
+
+  // A route's queues in one line (a phone's routes page): how many destinations,
+  // waiting, dead and paused.
+  function queuesSummary(r) {
+    const qs = r.queues || [];
+    const sum = (f) => qs.reduce((n, q) => n + (Number(f(q)) || 0), 0);
+    const paused = qs.filter((q) => q.paused).length;
+    const dead = sum((q) => q.dead);
+    return el('a', { class: 'dest-sum', href: '#/queues/' + enc(r.route) },
+      qs.length + ' destination' + (qs.length === 1 ? '' : 's') + ': ' + sum((q) => q.depth) + ' waiting' +
+      (dead ? ', ' + dead + ' dead' : '') + (paused ? ', ' + paused + ' paused' : ''));
+  }
+
+  function legendOfClasses() {
+    return el('p', { class: 'legend note', id: 'classes' }, 'Colours: ',
+      ['ok', 'copy', 'refused', 'failed', 'waiting'].map((c) => el('span', { class: 'key' }, el('span', { class: 'swatch s-' + c }), CLASS_LABEL[c])));
+  }
+
+  async function routeView(name, params, signal) {
+    const window_ = params.get('window') === '1d' ? '1d' : '1h';
+    const routes = await loadRoutes(signal);
+    const info = (routes || []).find((r) => r.route === name);
+    const title = heading('Route ' + name);
+    const back = el('p', {}, el('a', { href: '#/routes' }, '← Routes'), ' · ',
+      el('a', { href: '#/deliveries?route=' + enc(name) }, 'Its deliveries'),
+      info && info.delivery === 'queue' ? [' · ', el('a', { href: '#/queues/' + enc(name) }, 'Its queue: pause, resume, retry')] : null);
+    const r = await api('GET', '/overview/series?route=' + enc(name) + '&window=' + window_, signal);
+    if (!r.ok) {
+      setView(title, back);
+      say(failure(r, 'Loading the charts'), true);
+      return;
+    }
+    const toggle = el('div', { class: 'toggle', role: 'group', 'aria-label': 'Window' },
+      ['1h', '1d'].map((w) => el('button', { type: 'button', 'aria-pressed': String(w === window_), 'data-window': w,
+        on: { click: () => { location.hash = '#/routes/' + enc(name) + (w === '1h' ? '' : '?window=' + w); } } },
+      w === '1h' ? 'Last hour' : 'Last day')));
+    const d = r.data;
+    const span = window_ === '1h' ? 'last hour, by minute' : 'last day, by ten minutes';
+    const nodes = [title, back, info ? el('div', { class: 'panel' }, facts([
+      ['Path', el('code', {}, info.path || '')], ['Provider', info.provider], ['Delivery', info.delivery],
+    ])) : null, el('div', { class: 'bar' }, toggle),
+    outcomeChart(d, 'Requests by outcome, ' + span)];
+    if ((d.queues || []).length) {
+      nodes.push(lineChart(d, (s) => s.waiting, 'Waiting events per destination, ' + (window_ === '1h' ? 'last hour' : 'last day'), (n) => String(Math.round(n)), 'depth'));
+      nodes.push(lineChart(d, (s) => s.oldest_age_ms, 'Oldest undelivered event per destination', (n) => n ? fmtAge(n) : '0', 'age'));
+      nodes.push(el('p', { class: 'note' }, 'Sampled by this process every ' + Math.round(d.sample_every_ms / 1000) + ' s (a day kept), the last point read now.'));
+    }
+    setView(...nodes);
+  }
+
+  // The edit distance of two short strings (the closest route's path).
+  function distance(a, b) {
+    if (a.length > 300 || b.length > 300) return Math.abs(a.length - b.length) + 300;
+    let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      const cur = [i];
+      for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = cur;
+    }
+    return prev[b.length];
+  }
+
+  async function unroutedView(signal) {
+    const routes = await loadRoutes(signal);
+    const r = await api('GET', '/deliveries?route=' + enc(UNROUTED) + '&limit=100', signal);
+    const title = heading('Requests for no route');
+    const intro = el('p', { class: 'note' }, 'Requests whose path no route takes, answered 404: usually a provider set up with a wrong URL. Kept without body or query, within a share of the log: ',
+      'a flood of them never pushes the routes\' records out.');
+    const paths = (routes || []).map((x) => ({ route: x.route, path: x.path || '' }));
+    const routesBox = el('section', { class: 'panel', id: 'route-paths', 'aria-labelledby': 'paths-title' },
+      el('h2', { id: 'paths-title' }, 'The routes\' paths'),
+      paths.length ? el('ul', { class: 'paths' }, paths.map((p) => el('li', {}, el('code', {}, clip(p.path, 'mono')), ' ',
+        el('a', { href: '#/routes/' + enc(p.route), class: 'note' }, p.route)))) : el('p', { class: 'note' }, 'No route is configured.'));
+    if (!r.ok) {
+      setView(title, intro, routesBox);
+      say(failure(r, 'Loading the requests'), true);
+      return;
+    }
+    const recs = (r.data && r.data.deliveries) || [];
+    const closest = (path) => {
+      let best = null;
+      for (const p of paths) {
+        const dd = distance(path, p.path);
+        if (!best || dd < best.d) best = { d: dd, p };
+      }
+      return best && best.d <= Math.max(4, Math.floor(best.p.path.length / 2)) ? best.p : null;
+    };
+    const tbody = el('tbody', { id: 'unrouted' }, recs.map((x) => {
+      const near = closest(x.path || '');
+      const ua = (x.headers || []).find(([n]) => n === 'user-agent');
+      return el('tr', { 'data-delivery-id': x.delivery_id },
+        el('td', { class: 'time' }, el('a', { href: '#/delivery/' + enc(x.delivery_id) }, timeParts(x.received_at))),
+        el('td', {}, x.method || ''),
+        el('td', {}, clip(x.path || '', 'mono path')),
+        el('td', { class: 'hide-narrow' }, clip(x.peer || '')),
+        el('td', { class: 'hide-narrow fill' }, clip(ua ? ua[1] : '')),
+        el('td', {}, near ? el('span', { class: 'near' }, 'did you mean ', el('code', {}, clip(near.path, 'mono')), '?') : el('span', { class: 'note' }, '—')));
+    }));
+    const table = el('div', { class: 'table-wrap' }, el('table', { class: 'list' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Received'), el('th', { scope: 'col' }, 'Method'),
+        el('th', { scope: 'col' }, 'Path'), el('th', { scope: 'col', class: 'hide-narrow' }, 'From'),
+        el('th', { scope: 'col', class: 'hide-narrow' }, 'User agent'), el('th', { scope: 'col' }, 'Closest route'))),
+      tbody));
+    const hour = (lastOverview && lastOverview.unrouted && lastOverview.unrouted.last_hour) || 0;
+    setView(title, intro, el('div', { class: 'split' },
+      el('div', {}, el('p', { id: 'unrouted-count' }, hour + ' in the last hour; the newest ' + recs.length + ' kept:'), table,
+        recs.length ? null : el('p', { class: 'empty' }, 'None recorded.')),
+      routesBox));
   }
 
   function quiet(e) {
@@ -826,7 +1324,10 @@
         else if (parts.length === 2) job = queueView(parts[1], params, controller.signal);
         else job = queuesView(controller.signal);
         break;
-      case 'routes': job = routesView(controller.signal); break;
+      case 'routes':
+        job = parts.length >= 2 ? routeView(parts.slice(1).join('/'), params, controller.signal) : routesView(controller.signal);
+        break;
+      case 'unrouted': job = unroutedView(controller.signal); break;
       default: job = deliveriesView(params, controller.signal);
     }
     // Moving to another section puts the keyboard at its heading.

@@ -23,6 +23,13 @@
 //! of it, or slow the store. A copy's body is the accepted delivery's, which that
 //! record keeps. Every record keeps [`HEADER_BYTES`] of header names and values at
 //! most; the headers beyond are dropped, and one `[dropped]` entry says how many.
+//!
+//! Requests for no route (404: a provider set up with a wrong path, or a scanner)
+//! are recorded under [`UNROUTED`], with their method, path (no query: it may carry a
+//! token, and no route says which), peer, time and a few headers that name the sender
+//! ([`UNROUTED_HEADERS`]), never a body: within the refusals' budget per client, and
+//! within [`UnroutedBudget`] across all clients, so that they hold at most about a
+//! 16th of the log (`UNROUTED_SHARE`) whatever their rate.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -44,8 +51,8 @@ use crate::outcome::Outcome;
 use crate::provider::Preset;
 use crate::state::Routing;
 use crate::store::log::{
-    Appended, Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, NotRecorded, Raw, Stored, View,
-    minute_of, new_delivery_id,
+    Appended, Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, ENTRY_OVERHEAD, NotRecorded, Raw,
+    Stored, UNROUTED, UNROUTED_SHARE, View, minute_of, new_delivery_id,
 };
 
 /// How long a batch waits for the preparing thread before the writer takes it back
@@ -98,6 +105,16 @@ pub(crate) const HEADER_BYTES: usize = 8 << 10;
 /// The name of the entry that stands for the headers a record dropped: not a valid
 /// header name, so no request can send one, and a replay never sends it.
 pub(crate) const DROPPED_HEADERS: &str = "[dropped]";
+/// The headers a record of a request for no route keeps (each cut at
+/// [`UNROUTED_VALUE`] bytes): enough to tell which provider sent it.
+pub(crate) const UNROUTED_HEADERS: [&str; 3] = ["user-agent", "content-type", "content-length"];
+/// Bytes of a header value a record of a request for no route keeps at most.
+const UNROUTED_VALUE: usize = 256;
+/// Bytes of the path a record of a request for no route keeps at most.
+const UNROUTED_PATH: usize = 1024;
+/// Why a request for no route was refused, in the log's words.
+const UNROUTED_REASON: &str = "no route has this path: compare it with the routes' paths (the inspector's Unrouted page shows both)";
+
 /// Live streams' backlog, in writes: each write is one message, whatever its size
 /// (up to [`BATCH_RECORDS_FRAMED`] records), so one write never overflows it; a
 /// stream more than this many writes behind skips records and says how many.
@@ -206,6 +223,54 @@ impl Budgets {
     }
 }
 
+/// The bytes of records of requests for no route the recorder may write, across all
+/// clients: a token bucket of bytes that holds a 64th of `log.max_size` and refills a
+/// 16th ([`UNROUTED_SHARE`]) per `log.keep`. Records older than `keep` are gone, so such
+/// records hold at most `max_size / 64 + max_size / 16` (under 8 %) of the log at any
+/// time, however many requests for no route come; beyond, they are only counted.
+#[derive(Debug)]
+struct UnroutedBudget {
+    tokens: f64,
+    at: Instant,
+    burst: f64,
+    per_sec: f64,
+}
+
+impl UnroutedBudget {
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a byte budget: a rounding of a few bytes in 2^53 changes nothing"
+    )]
+    fn new(cfg: &LogConfig, now: Instant) -> Self {
+        let burst = (cfg.max_size / 64) as f64;
+        let keep = cfg.keep.as_secs_f64().max(1.0);
+        Self {
+            tokens: burst,
+            at: now,
+            burst,
+            per_sec: (cfg.max_size / UNROUTED_SHARE) as f64 / keep,
+        }
+    }
+
+    /// Takes `bytes` if the bucket holds them at `now`.
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a record's size, far below 2^53"
+    )]
+    fn take(&mut self, bytes: u64, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * self.per_sec;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.at = now;
+        let bytes = bytes as f64;
+        if self.tokens >= bytes {
+            self.tokens -= bytes;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Whether an outcome is that of a copy of a delivery already verified: anyone
 /// holding one signed capture can send as many as they like. Not `filtered`: that is
 /// the event's first delivery (its ID is claimed and completed at once, so its copies
@@ -240,6 +305,8 @@ pub(crate) struct Recorder {
     /// Records written so far (numbers the live streams' writes).
     written: AtomicU64,
     budgets: Mutex<Budgets>,
+    /// The bytes of records of requests for no route, across all clients.
+    unrouted: Mutex<UnroutedBudget>,
     metrics: LogMetrics,
     /// Cancelled when the gateway stops: live streams end.
     pub(crate) closing: tokio_util::sync::CancellationToken,
@@ -411,6 +478,7 @@ impl Recorder {
             live: broadcast::channel(LIVE_WRITES).0,
             written: AtomicU64::new(0),
             budgets: Mutex::default(),
+            unrouted: Mutex::new(UnroutedBudget::new(&cfg.log, Instant::now())),
             metrics: m,
             closing: tokio_util::sync::CancellationToken::new(),
             warn_next: std::sync::atomic::AtomicBool::new(true),
@@ -418,7 +486,8 @@ impl Recorder {
         })
     }
 
-    /// The configured routes' names.
+    /// The configured routes' names, and [`UNROUTED`] (the log keeps requests for no
+    /// route under that name).
     pub(crate) fn route_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .routing
@@ -427,6 +496,7 @@ impl Recorder {
             .values()
             .map(|r| r.name.clone())
             .collect();
+        names.push(UNROUTED.to_owned());
         names.sort();
         names
     }
@@ -638,6 +708,59 @@ impl Recorder {
         }
     }
 
+    /// Records one request for no route (404): counted always; recorded (method, path,
+    /// peer, time, a few headers, no body) within the refusals' budget of its client
+    /// and the [`UnroutedBudget`].
+    pub(crate) fn record_unrouted(&self, rec: &RequestRecord, end: &Ending<'_>) {
+        self.count_only(UNROUTED, end.outcome.as_str(), rec.received_at);
+        let record = (self.cfg.enabled && self.refused_budget(UNROUTED, rec.client))
+            .then(|| self.encode_unrouted(rec, end))
+            .flatten()
+            .filter(|r| lock(&self.unrouted).take(r.len() as u64 + ENTRY_OVERHEAD, Instant::now()));
+        match record {
+            Some(r) => self.enqueue(r),
+            None => self.metrics.count("not_recorded", 1),
+        }
+    }
+
+    /// The record of a request for no route: no query, no body, only
+    /// [`UNROUTED_HEADERS`].
+    fn encode_unrouted(&self, rec: &RequestRecord, end: &Ending<'_>) -> Option<Stored> {
+        let Parts { path, headers, .. } = rec.head()?.parts()?;
+        let headers: Vec<(&str, &str)> = headers
+            .into_iter()
+            .filter(|(n, _)| UNROUTED_HEADERS.contains(n))
+            .map(|(n, v)| (n, cut(v, UNROUTED_VALUE)))
+            .collect();
+        let delivery_id = new_delivery_id(rec.received_at);
+        let peer = rec.peer.to_string();
+        Some(Stored::encode(&View {
+            delivery_id: &delivery_id,
+            received_at: rec.received_at,
+            route: UNROUTED,
+            provider: "",
+            peer: &peer,
+            method: rec.method.as_str(),
+            path: cut(path, UNROUTED_PATH),
+            query: None,
+            headers,
+            body: None,
+            body_bytes: 0,
+            body_truncated: false,
+            event_id: None,
+            provider_delivery_id: None,
+            event_type: None,
+            outcome: end.outcome.as_str(),
+            status: end.status,
+            answer: None,
+            duration_us: end.duration_us,
+            secret: None,
+            reason: Some(UNROUTED_REASON),
+            replay_of: None,
+            queue: None,
+        }))
+    }
+
     /// The record of a request: the copy of its head (headers capped at
     /// [`HEADER_BYTES`]), with the credentials and signatures redacted, and what the
     /// pipeline found out.
@@ -713,6 +836,18 @@ impl Recorder {
                 .map(|id| (route, id)),
         }))
     }
+}
+
+/// `s` cut to at most `max` bytes, at a character's boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// What a waiting record counts against [`QUEUED_BYTES`].

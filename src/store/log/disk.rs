@@ -11,6 +11,7 @@
 //!              millisecond (an ID's first 12 hex digits are its millisecond)
 //! log_meta     "bytes" → what the frames count against max_size
 //! log_counts   (minute, "route\noutcome") → requests
+//! log_tens     (ten-minute bucket, "route\noutcome") → requests (the last day)
 //! ```
 //!
 //! Why frames rather than a value per record: records of one route share their field
@@ -43,8 +44,8 @@ use redb::{
 use std::path::{Path, PathBuf};
 
 use super::{
-    Appended, Batch, Bounds, COUNT_MINUTES, DeliveryRecord, Encoded, LogPage, LogQuery,
-    NotRecorded, Stored,
+    Appended, Batch, Bounds, Buckets, DeliveryRecord, Encoded, LogPage, LogQuery, NotRecorded,
+    Stored, Width,
 };
 use crate::store::disk::DbFile;
 use crate::store::{DiskStore, StoreError};
@@ -61,6 +62,8 @@ const TIMES: TableDefinition<(u64, u64), ()> = TableDefinition::new("log_times")
 const META: TableDefinition<&str, u64> = TableDefinition::new("log_meta");
 /// (minute, `route\noutcome`) → requests.
 const COUNTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("log_counts");
+/// (ten-minute bucket, `route\noutcome`) → requests.
+const TENS: TableDefinition<(u64, &str), u64> = TableDefinition::new("log_tens");
 
 /// The first byte of a frame (the form may change; a frame of another form is skipped).
 const FRAME: u8 = 3;
@@ -229,6 +232,7 @@ impl DiskLog {
         txn.open_table(TIMES).map_err(backend)?;
         txn.open_table(META).map_err(backend)?;
         txn.open_table(COUNTS).map_err(backend)?;
+        txn.open_table(TENS).map_err(backend)?;
         txn.commit().map_err(backend)?;
         move_out_of_the_store(store.database()?.as_ref(), &db)?;
         drop(db);
@@ -430,6 +434,37 @@ impl DiskLog {
         .await
     }
 
+    pub(super) async fn buckets(
+        &self,
+        route: &str,
+        width: Width,
+        since: u64,
+        _routes: &[String],
+    ) -> Result<Buckets, StoreError> {
+        let route = route.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let table = txn
+                .open_table(match width {
+                    Width::Minute => COUNTS,
+                    Width::TenMinutes => TENS,
+                })
+                .map_err(backend)?;
+            let mut out = Buckets::new();
+            for entry in table.range((since, "")..).map_err(backend)? {
+                let (k, v) = entry.map_err(backend)?;
+                let (bucket, key) = k.value();
+                if let Some((r, outcome)) = key.split_once('\n')
+                    && r == route
+                {
+                    *out.entry((bucket, outcome.to_owned())).or_default() += v.value();
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     pub(super) async fn size(&self, _routes: &[String]) -> Result<u64, StoreError> {
         self.blocking(|db| {
             let txn = db.begin_read().map_err(backend)?;
@@ -485,28 +520,39 @@ fn drop_oldest_frames(
     Ok(bytes)
 }
 
-/// Adds a write's counts of requests by route, outcome and minute, and drops the
-/// minutes older than [`COUNT_MINUTES`].
+/// Adds a write's counts of requests by route, outcome and minute, per minute and per
+/// ten minutes, and drops the buckets older than [`super::COUNT_MINUTES`] and
+/// [`super::COUNT_TENS`].
 fn add_counts(
     txn: &redb::WriteTransaction,
     counts: &super::Counts,
     now: u64,
 ) -> Result<(), StoreError> {
-    let mut table = txn.open_table(COUNTS).map_err(backend)?;
-    for ((route, outcome, minute), n) in counts {
-        let key = format!("{route}\n{outcome}");
-        let had = table
-            .get((*minute, key.as_str()))
-            .map_err(backend)?
-            .map_or(0, |v| v.value());
+    for width in [Width::Minute, Width::TenMinutes] {
+        let mut table = txn
+            .open_table(match width {
+                Width::Minute => COUNTS,
+                Width::TenMinutes => TENS,
+            })
+            .map_err(backend)?;
+        for ((route, outcome, minute), n) in counts {
+            let key = format!("{route}\n{outcome}");
+            let bucket = width.bucket_of(*minute);
+            let had = table
+                .get((bucket, key.as_str()))
+                .map_err(backend)?
+                .map_or(0, |v| v.value());
+            table
+                .insert((bucket, key.as_str()), had + n)
+                .map_err(backend)?;
+        }
+        let old = width
+            .bucket_of(super::minute_of(now))
+            .saturating_sub(width.kept());
         table
-            .insert((*minute, key.as_str()), had + n)
+            .retain_in((0, "")..(old, ""), |_, _| false)
             .map_err(backend)?;
     }
-    let old_minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
-    table
-        .retain_in((0, "")..(old_minute, ""), |_, _| false)
-        .map_err(backend)?;
     Ok(())
 }
 

@@ -6,7 +6,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::{
-    Appended, Batch, Bounds, COUNT_MINUTES, Counts, DeliveryRecord, LogPage, LogQuery, Stored,
+    Appended, Batch, Bounds, Buckets, COUNT_MINUTES, COUNT_TENS, Counts, DeliveryRecord, LogPage,
+    LogQuery, Stored, Width,
 };
 use crate::store::StoreError;
 
@@ -39,7 +40,10 @@ struct Ring {
     /// the back.
     records: VecDeque<(Key, Stored, u64)>,
     bytes: u64,
+    /// Requests per route, outcome and minute (the last [`COUNT_MINUTES`]).
     counts: Counts,
+    /// The same per ten minutes (the last [`COUNT_TENS`]).
+    tens: Counts,
 }
 
 impl Ring {
@@ -103,6 +107,10 @@ impl MemoryLog {
         }
         let minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
         super::merge_counts(&mut ring.counts, &batch.counts, minute);
+        let ten = Width::TenMinutes
+            .bucket_of(super::minute_of(now))
+            .saturating_sub(COUNT_TENS);
+        super::merge_tens(&mut ring.tens, &batch.counts, ten);
         Ok(Appended::Written)
     }
 
@@ -154,6 +162,21 @@ impl MemoryLog {
             }
         }
         Ok(out)
+    }
+
+    pub(super) async fn buckets(
+        &self,
+        route: &str,
+        width: Width,
+        since: u64,
+        _routes: &[String],
+    ) -> Result<Buckets, StoreError> {
+        let ring = self.lock();
+        let counts = match width {
+            Width::Minute => &ring.counts,
+            Width::TenMinutes => &ring.tens,
+        };
+        Ok(super::route_buckets(counts, route, since))
     }
 
     pub(super) async fn size(&self, _routes: &[String]) -> Result<u64, StoreError> {

@@ -7,6 +7,8 @@
 //! list(query)              newest first, filtered, paged by an opaque cursor
 //! get(id)                  one record
 //! counts(since)            requests per route and outcome since a minute
+//! buckets(route, width)    one route's requests per outcome and bucket (a minute for
+//!                          the last hour, ten minutes for the last day): the charts
 //! retain(now)              the bounds enforced with nothing appended (an idle log)
 //! ```
 //!
@@ -41,6 +43,18 @@ pub(crate) use self::disk::max_size_warning;
 pub use self::memory::MemoryLog;
 pub use self::record::{Raw, Stored, View};
 pub use self::redis::RedisLog;
+
+/// The name requests for no route are recorded under (outcome `no_route`): no
+/// route's name can hold `#` (the config refuses it), so none is taken for it. They are
+/// kept apart from the routes' records within [`UNROUTED_SHARE`] of the log.
+pub const UNROUTED: &str = "#unrouted";
+
+/// The share of `log.max_size` the records of requests for no route may hold (a
+/// 16th): in Redis their own key space's bound (the routes divide the rest); on every
+/// store, the bytes the recorder writes of them per `log.keep` (`recorder.rs`). A
+/// flood of 404s (anyone can send them: a scanner's) never crowds out the routes'
+/// records.
+pub const UNROUTED_SHARE: u64 = 16;
 
 /// Bytes counted per record besides its stored form: the index entry, the map node, the
 /// allocation slack of the structures that hold it.
@@ -305,6 +319,48 @@ impl Bounds {
 /// Minutes of counts kept (the overview shows the last hour).
 pub const COUNT_MINUTES: u64 = 61;
 
+/// Ten-minute buckets of counts kept: a day and the bucket under way (the
+/// inspector's day chart). Beside the minutes, a route keeps at most
+/// `COUNT_MINUTES + COUNT_TENS` (206) counts per outcome it saw: minutes for a day
+/// would be 1 441, and a Redis hash scanned at every write.
+pub const COUNT_TENS: u64 = 145;
+
+/// The width of a bucket of [`DeliveryLog::buckets`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    /// A minute: kept for [`COUNT_MINUTES`].
+    Minute,
+    /// Ten minutes: kept for [`COUNT_TENS`] buckets.
+    TenMinutes,
+}
+
+impl Width {
+    /// Minutes a bucket spans.
+    pub fn minutes(self) -> u64 {
+        match self {
+            Self::Minute => 1,
+            Self::TenMinutes => 10,
+        }
+    }
+
+    /// The bucket a minute falls in.
+    pub fn bucket_of(self, minute: u64) -> u64 {
+        minute / self.minutes()
+    }
+
+    /// Buckets kept.
+    pub fn kept(self) -> u64 {
+        match self {
+            Self::Minute => COUNT_MINUTES,
+            Self::TenMinutes => COUNT_TENS,
+        }
+    }
+}
+
+/// One route's requests per `(bucket, outcome)`: a bucket is the minute (unix ms /
+/// 60 000) divided by its [`Width`]'s minutes.
+pub type Buckets = HashMap<(u64, String), u64>;
+
 /// The delivery log of the configured store.
 #[derive(Debug, Clone)]
 pub enum DeliveryLog {
@@ -394,6 +450,18 @@ impl DeliveryLog {
         dispatch!(self, l => l.counts(since_minute, routes).await)
     }
 
+    /// One route's requests per bucket of `width` and outcome, from bucket `since` on
+    /// (buckets older than the width keeps are gone: [`Width::kept`]).
+    pub async fn buckets(
+        &self,
+        route: &str,
+        width: Width,
+        since: u64,
+        routes: &[String],
+    ) -> Result<Buckets, StoreError> {
+        dispatch!(self, l => l.buckets(route, width, since, routes).await)
+    }
+
     /// The bytes the log counts against `max_size` now.
     pub async fn size(&self, routes: &[String]) -> Result<u64, StoreError> {
         dispatch!(self, l => l.size(routes).await)
@@ -443,6 +511,27 @@ pub(crate) fn merge_counts(into: &mut Counts, add: &Counts, floor: u64) {
         *into.entry(k.clone()).or_default() += n;
     }
     into.retain(|(_, _, minute), _| *minute >= floor);
+}
+
+/// Adds the counts of a batch to ten-minute totals and drops buckets before `floor`
+/// (a ten-minute bucket).
+pub(crate) fn merge_tens(into: &mut Counts, add: &Counts, floor: u64) {
+    for ((route, outcome, minute), n) in add {
+        let ten = Width::TenMinutes.bucket_of(*minute);
+        *into
+            .entry((route.clone(), outcome.clone(), ten))
+            .or_default() += n;
+    }
+    into.retain(|(_, _, ten), _| *ten >= floor);
+}
+
+/// One route's buckets from per-bucket counts of every route.
+pub(crate) fn route_buckets(counts: &Counts, route: &str, since: u64) -> Buckets {
+    counts
+        .iter()
+        .filter(|((r, _, b), _)| r == route && *b >= since)
+        .map(|((_, o, b), n)| ((*b, o.clone()), *n))
+        .collect()
 }
 
 /// The current minute (`unix ms / 60 000`).

@@ -1,11 +1,13 @@
 //! The delivery log in Redis: per route, under the route's hash tag (one cluster
-//! slot), four keys:
+//! slot), five keys:
 //!
 //! ```text
 //! <prefix>#log:{<route>}:ids     sorted set, every score 0: delivery IDs in ID (time) order
 //! <prefix>#log:{<route>}:rec     hash: delivery ID → the record, compressed (`Stored::pack`)
 //! <prefix>#log:{<route>}:bytes   what the route's records count against its share
 //! <prefix>#log:{<route>}:counts  hash: "<minute>|<outcome>" → requests
+//! <prefix>#log:{<route>}:tens    hash: "<ten-minute bucket>|<outcome>" → requests (a
+//!                                day), and "#floor": the oldest bucket kept
 //! ```
 //!
 //! (`#`: a character no route name holds, so no route's dedup key is one of these;
@@ -13,7 +15,8 @@
 //!
 //! One script per route and batch adds the records, then deletes the oldest (`HDEL`
 //! and `ZREM`: Redis frees them at once) until the route is within its share of
-//! `max_size` (`max_size` divided by the number of routes) and within `keep`. A list
+//! `max_size` (what requests for no route may hold, a 16th, set apart under
+//! [`super::UNROUTED`]; the rest divided by the number of routes) and within `keep`. A list
 //! across routes reads each route's newest IDs and merges them.
 
 use std::collections::HashMap;
@@ -23,13 +26,14 @@ use std::time::{Duration, Instant};
 use redis::Script;
 
 use super::{
-    Appended, Batch, Bounds, COUNT_MINUTES, DeliveryRecord, ENTRY_OVERHEAD, LogPage, LogQuery,
-    NotRecorded, Stored,
+    Appended, Batch, Bounds, Buckets, COUNT_MINUTES, COUNT_TENS, DeliveryRecord, ENTRY_OVERHEAD,
+    LogPage, LogQuery, NotRecorded, Stored, Width,
 };
 use crate::store::{RedisStore, StoreError};
 
-/// KEYS: ids, rec, bytes, counts. ARGV: share, keep floor (ms), oldest minute kept,
-/// overhead, number of records, then (id, json) pairs, then (field, n) pairs.
+/// KEYS: ids, rec, bytes, counts, tens. ARGV: share, keep floor (ms), oldest minute
+/// kept, overhead, number of records, oldest ten-minute bucket kept, then (id, json)
+/// pairs, then (field, n) pairs.
 const APPEND: &str = include_str!("../redis/scripts/log_append.lua");
 
 /// Redis's delivery log.
@@ -64,12 +68,13 @@ struct Memory {
     held: HashMap<String, u64>,
 }
 
-/// A route's four keys.
+/// A route's five keys.
 struct Keys {
     ids: String,
     rec: String,
     bytes: String,
     counts: String,
+    tens: String,
 }
 
 /// One route's part of a batch: `(id, json)` records and `(field, n)` counts.
@@ -147,12 +152,16 @@ impl RedisLog {
             rec: format!("{base}rec"),
             bytes: format!("{base}bytes"),
             counts: format!("{base}counts"),
+            tens: format!("{base}tens"),
         }
     }
 
-    /// Each route's share of the log's bound.
-    fn share(max_size: u64, routes: &[String]) -> u64 {
-        max_size / routes.len().max(1) as u64
+    /// Each route's share of the log's bound, and the share of the records of
+    /// requests for no route ([`super::UNROUTED_SHARE`]): the routes divide the rest.
+    fn share(max_size: u64, routes: &[String]) -> (u64, u64) {
+        let unrouted = max_size / super::UNROUTED_SHARE;
+        let named = routes.iter().filter(|r| *r != super::UNROUTED).count();
+        ((max_size - unrouted) / named.max(1) as u64, unrouted)
     }
 
     pub(super) async fn append(
@@ -164,8 +173,11 @@ impl RedisLog {
         let keep = u64::try_from(self.bounds.keep.as_millis()).unwrap_or(u64::MAX);
         let floor = now.saturating_sub(keep);
         let old_minute = super::minute_of(now).saturating_sub(COUNT_MINUTES);
+        let old_ten = Width::TenMinutes
+            .bucket_of(super::minute_of(now))
+            .saturating_sub(COUNT_TENS);
         let (limit, pressed) = self.watch().await;
-        let share = Self::share(self.max_size(limit), routes);
+        let (share, unrouted_share) = Self::share(self.max_size(limit), routes);
         // Near maxmemory: nothing recorded, and every route gives back half.
         let appended = if pressed && !batch.records.is_empty() {
             batch.records.clear();
@@ -174,6 +186,11 @@ impl RedisLog {
             Appended::Written
         };
         let share_of = |route: &str| {
+            let share = if route == super::UNROUTED {
+                unrouted_share
+            } else {
+                share
+            };
             if pressed {
                 self.memory().held.get(route).map_or(share / 2, |b| b / 2)
             } else {
@@ -219,11 +236,13 @@ impl RedisLog {
                         .key(&keys.rec)
                         .key(&keys.bytes)
                         .key(&keys.counts)
+                        .key(&keys.tens)
                         .arg(share)
                         .arg(floor)
                         .arg(old_minute)
                         .arg(ENTRY_OVERHEAD)
-                        .arg(records.len());
+                        .arg(records.len())
+                        .arg(old_ten);
                     for (id, json) in &records {
                         inv.arg(id).arg(json.as_slice());
                     }
@@ -389,6 +408,37 @@ impl RedisLog {
                 if minute.parse::<u64>().is_ok_and(|m| m >= since_minute) {
                     *out.entry((route.clone(), outcome.to_owned())).or_default() += n;
                 }
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn buckets(
+        &self,
+        route: &str,
+        width: Width,
+        since: u64,
+        _routes: &[String],
+    ) -> Result<Buckets, StoreError> {
+        let keys = self.keys(route);
+        let key = match width {
+            Width::Minute => keys.counts,
+            Width::TenMinutes => keys.tens,
+        };
+        let all: HashMap<String, u64> = self
+            .store
+            .run(|mut c| async move { redis::cmd("HGETALL").arg(&key).query_async(&mut c).await })
+            .await?;
+        let mut out = Buckets::new();
+        for (field, n) in all {
+            // `#floor` and anything not of the form is skipped.
+            let Some((bucket, outcome)) = field.split_once('|') else {
+                continue;
+            };
+            if let Ok(b) = bucket.parse::<u64>()
+                && b >= since
+            {
+                *out.entry((b, outcome.to_owned())).or_default() += n;
             }
         }
         Ok(out)

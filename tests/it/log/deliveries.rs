@@ -357,6 +357,117 @@ async fn a_flood_of_refused_requests_from_one_client_is_bounded() {
     gw.stop().await;
 }
 
+// Issue 38: requests for no route are recorded (method, path, peer, time; no body, no
+// query), and a flood of them from many clients (a scanner behind a proxy) is counted
+// whole but recorded within its share of the log (a 64th of max_size at once, a 16th
+// per keep): the routes' records stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_requests_for_no_route_is_bounded_and_crowds_out_nothing() {
+    let up = Upstream::start().await;
+    let text = config(
+        &Backend::Memory,
+        &up,
+        "max_size = \"1MiB\"\nkeep = \"1h\"",
+        "",
+    )
+    .replace(
+        "[log]",
+        "[server]\ntrusted_proxies = [\"127.0.0.0/8\"]\n[log]",
+    );
+    let gw = TestGateway::start(&text).await;
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_before"), "evt_before")
+        .await;
+    assert_eq!(r.outcome(), "forwarded");
+    // One as a provider set up with a wrong path sends it.
+    let headers = [
+        ("user-agent".to_owned(), "Stripe/1.0".to_owned()),
+        ("authorization".to_owned(), "Bearer not-kept".to_owned()),
+    ];
+    let r = send(
+        "POST",
+        &gw.url("/webhook/stripe?token=s3cret"),
+        &headers,
+        b"{\"secret\":\"body-not-kept\"}".to_vec(),
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    let first = list_at_least(&gw, "?route=%23unrouted", 1).await;
+    let rec = &first[0];
+    assert_eq!(rec["outcome"], "no_route", "{rec}");
+    assert_eq!(rec["method"], "POST", "{rec}");
+    assert_eq!(rec["path"], "/webhook/stripe", "{rec}");
+    assert_eq!(rec["status"], 404, "{rec}");
+    assert!(
+        rec["peer"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("127.0.0.1:")),
+        "{rec}"
+    );
+    assert_eq!(
+        rec["headers"],
+        serde_json::json!([["user-agent", "Stripe/1.0"], ["content-length", "26"]]),
+        "{rec}"
+    );
+    let (_, whole) = admin(
+        &gw,
+        "GET",
+        &format!(
+            "/deliveries/{}",
+            rec["delivery_id"].as_str().unwrap_or_default()
+        ),
+    )
+    .await;
+    assert!(whole["body"].is_null(), "{whole}");
+    for hidden in ["s3cret", "not-kept", "body-not-kept"] {
+        assert!(!whole.to_string().contains(hidden), "{hidden}: {whole}");
+    }
+    // The flood: 400 requests for no route, each from another client, each path 900
+    // bytes long.
+    let started = std::time::Instant::now();
+    let sent = 400;
+    let long = "x".repeat(900);
+    for i in 0..sent {
+        let headers = [(
+            "x-forwarded-for".to_owned(),
+            format!("10.0.{}.{}", i / 250, i % 250 + 1),
+        )];
+        let r = send(
+            "POST",
+            &gw.url(&format!("/scan/{i}/{long}")),
+            &headers,
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(r.status, 404);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_after"), "evt_after")
+        .await;
+    assert_eq!(r.outcome(), "forwarded");
+    list_at_least(&gw, "?route=stripe", 2).await;
+    // With the first one, which spent the same budget.
+    let recorded = list_at_least(&gw, "?route=%23unrouted&limit=500", 1)
+        .await
+        .len();
+    // Each record of the flood costs at least its path and the log's per-record
+    // overhead (256 bytes): the budget is a 64th of 1 MiB, plus a 16th per hour.
+    let budget = (1u64 << 20) as f64 / 64.0 + (1u64 << 20) as f64 / 16.0 / 3600.0 * secs;
+    let bound = (budget / (900.0 + 256.0)).ceil() as usize + 1;
+    assert!(
+        recorded >= 1 && recorded <= bound,
+        "{recorded} of {sent} requests for no route recorded in {secs:.1} s (bound {bound})"
+    );
+    // Every one is counted, and the routes' records are all there.
+    let (_, overview) = admin(&gw, "GET", "/overview").await;
+    assert_eq!(overview["unrouted"]["last_hour"], sent + 1, "{overview}");
+    let stripe = list_at_least(&gw, "?route=stripe", 2).await;
+    assert_eq!(stripe.len(), 2, "{stripe:?}");
+    eprintln!("{sent} requests for no route in {secs:.2} s: {recorded} recorded (bound {bound})");
+    gw.stop().await;
+}
+
 /// `keep`: a record older than it is gone once the log writes again.
 async fn old_records_go_after_keep(backend: Backend) {
     let up = Upstream::start().await;

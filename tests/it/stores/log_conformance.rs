@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use hookgate::store::log::{
-    Appended, Batch, Bounds, Counts, DeliveryLog, DeliveryRecord, LogQuery, QueueLink, Stored,
-    minute_of,
+    Appended, Batch, Bounds, COUNT_TENS, Counts, DeliveryLog, DeliveryRecord, LogQuery, QueueLink,
+    Stored, Width, minute_of,
 };
 use hookgate::store::{DiskStore, MemoryStore, RedisStore, Store};
 
@@ -525,6 +525,97 @@ async fn counts_add_up_per_route_and_outcome_by_minute(on: On) {
     );
 }
 
+/// One route's requests are counted per bucket and outcome for the charts: per
+/// minute for the last hour, per ten minutes for the last day; writes add up, other
+/// routes stay apart, a bucket past the width's reach is dropped.
+async fn buckets_count_one_route_per_minute_and_per_ten_minutes(on: On) {
+    let log = on.open(ROOMY);
+    let minute = minute_of(now_ms());
+    let ten = Width::TenMinutes.bucket_of(minute);
+    let counted = |entries: &[(&str, &str, u64, u64)]| -> Counts {
+        entries
+            .iter()
+            .map(|(route, outcome, m, n)| (((*route).to_owned(), (*outcome).to_owned(), *m), *n))
+            .collect()
+    };
+    // Minutes chosen in three ten-minute buckets: this one, the one before, and one
+    // 23 hours ago; and one a day and a half ago (dropped).
+    let this_ten = ten * 10;
+    assert!(minute - this_ten < 10);
+    let day_ago = (ten - 138) * 10 + 4;
+    log.write(
+        &[],
+        counted(&[
+            ("stripe", "forwarded", minute, 3),
+            ("stripe", "bad_signature", minute, 1),
+            ("github", "forwarded", minute, 2),
+            ("stripe", "forwarded", this_ten.saturating_sub(1), 5),
+            ("stripe", "upstream_error", day_ago, 4),
+            ("stripe", "forwarded", (ten - 216) * 10, 9),
+        ]),
+    )
+    .await;
+    log.write(&[], counted(&[("stripe", "forwarded", minute, 2)]))
+        .await;
+    let got = |width: Width, since: u64| {
+        let log = &log;
+        async move {
+            let mut v: Vec<(u64, String, u64)> = log
+                .log
+                .buckets("stripe", width, since, &log.routes)
+                .await
+                .expect("buckets")
+                .into_iter()
+                .map(|((b, o), n)| (b, o, n))
+                .collect();
+            v.sort();
+            v
+        }
+    };
+    let row = |b: u64, o: &str, n: u64| (b, o.to_owned(), n);
+    // Per minute, the last hour: this minute's and the one before this bucket.
+    assert_eq!(
+        got(Width::Minute, minute - 59).await,
+        [
+            row(this_ten - 1, "forwarded", 5),
+            row(minute, "bad_signature", 1),
+            row(minute, "forwarded", 5),
+        ],
+        "{on:?}"
+    );
+    assert_eq!(
+        got(Width::Minute, minute).await,
+        [row(minute, "bad_signature", 1), row(minute, "forwarded", 5)],
+        "{on:?}"
+    );
+    // Per ten minutes, the last day: the older minute is in the bucket before.
+    let day = got(Width::TenMinutes, ten + 1 - COUNT_TENS).await;
+    assert_eq!(
+        day,
+        [
+            row(ten - 138, "upstream_error", 4),
+            row(ten - 1, "forwarded", 5),
+            row(ten, "bad_signature", 1),
+            row(ten, "forwarded", 5),
+        ],
+        "{on:?}"
+    );
+    assert_eq!(
+        got(Width::TenMinutes, 0).await,
+        day,
+        "{on:?}: a bucket older than a day is dropped"
+    );
+    // Another route's are its own.
+    let github: Vec<((u64, String), u64)> = log
+        .log
+        .buckets("github", Width::TenMinutes, 0, &log.routes)
+        .await
+        .expect("buckets")
+        .into_iter()
+        .collect();
+    assert_eq!(github, [((ten, "forwarded".to_owned()), 2)], "{on:?}");
+}
+
 // ---- One test per (property, backend) ----
 
 /// Each property a test per backend, `<property>_on_<backend>`.
@@ -580,4 +671,8 @@ on_each_backend! {
         counts_add_up_per_route_and_outcome_by_minute_on_memory,
         counts_add_up_per_route_and_outcome_by_minute_on_disk,
         counts_add_up_per_route_and_outcome_by_minute_on_redis;
+    buckets_count_one_route_per_minute_and_per_ten_minutes:
+        buckets_count_one_route_per_minute_and_per_ten_minutes_on_memory,
+        buckets_count_one_route_per_minute_and_per_ten_minutes_on_disk,
+        buckets_count_one_route_per_minute_and_per_ten_minutes_on_redis;
 }

@@ -186,6 +186,24 @@ impl Browser {
         }
     }
 
+    /// Waits until `script` (a function body) returns `true`; fails the test with the
+    /// page's text, naming `what`, after [`PATIENCE`].
+    pub async fn wait_true(&self, script: &str, args: Value, what: &str) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if self.script(script, args.clone()).await == Value::Bool(true) {
+                return;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                panic!(
+                    "{what}: not within {PATIENCE:?}; the page shows:\n{}",
+                    self.page_text().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// The whole page's rendered text.
     pub async fn page_text(&self) -> String {
         self.script("return document.body.innerText;", json!([]))

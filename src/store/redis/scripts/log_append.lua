@@ -4,8 +4,9 @@ local floor = tonumber(ARGV[2])
 local old_minute = tonumber(ARGV[3])
 local overhead = tonumber(ARGV[4])
 local n = tonumber(ARGV[5])
+local old_ten = ARGV[6]
 local bytes = tonumber(redis.call('GET', KEYS[3]) or '0')
-local i = 6
+local i = 7
 for _ = 1, n do
   local id, rec = ARGV[i], ARGV[i + 1]
   local old = redis.call('HSTRLEN', KEYS[2], id)
@@ -31,9 +32,25 @@ if bytes < 0 then bytes = 0 end
 redis.call('SET', KEYS[3], bytes)
 local counted = false
 while i <= #ARGV do
-  redis.call('HINCRBY', KEYS[4], ARGV[i], tonumber(ARGV[i + 1]))
+  local by = tonumber(ARGV[i + 1])
+  redis.call('HINCRBY', KEYS[4], ARGV[i], by)
+  -- The same count in its ten-minute bucket (the day's chart).
+  local m, outcome = string.match(ARGV[i], '^(%d+)|(.*)$')
+  if m then
+    redis.call('HINCRBY', KEYS[5], math.floor(tonumber(m) / 10) .. '|' .. outcome, by)
+  end
   counted = true
   i = i + 2
+end
+-- Ten-minute buckets older than a day go once per bucket, not at every write: the
+-- field '#floor' says where the last sweep stood.
+if counted and redis.call('HGET', KEYS[5], '#floor') ~= old_ten then
+  local floor_ten = tonumber(old_ten)
+  for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
+    local m = tonumber(string.match(f, '^(%d+)|'))
+    if f ~= '#floor' and (m == nil or m < floor_ten) then redis.call('HDEL', KEYS[5], f) end
+  end
+  redis.call('HSET', KEYS[5], '#floor', old_ten)
 end
 if counted or redis.call('HLEN', KEYS[4]) > 0 then
   for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
