@@ -702,6 +702,16 @@
     return badge(p.breaker ? 'breaker' : 'paused', p.breaker ? 'breaker open' : 'paused');
   }
 
+  // A pull destination's consumers (hookgate listen, a service that pulls): who last
+  // leased its events, and how long ago.
+  function consumersNote(list) {
+    if (!list || !list.length) return '';
+    const c = list[0];
+    const more = list.length > 1 ? ' and ' + (list.length - 1) + ' more' : '';
+    return el('div', { class: 'note consumers', title: list.map((x) => x.name + ' ' + x.last_lease).join('\n') },
+      'pulled by ' + c.name + more + ', last ' + fmtAge(Date.now() - Date.parse(c.last_lease)) + ' ago');
+  }
+
   async function queuesView(signal) {
     const routes = await loadRoutes(signal);
     const open = el('form', { class: 'bar', id: 'open-queue' },
@@ -723,7 +733,7 @@
       const cards = el('div', { class: 'cards' });
       for (const r of queued) {
         const rows = (r.queues || []).map((q) => el('tr', { 'data-destination': q.destination },
-          el('td', {}, clip(q.destination)),
+          el('td', {}, clip(q.destination), consumersNote(q.consumers)),
           el('td', {}, pauseBadge(q.paused)),
           el('td', { class: 'num' }, String(q.depth ?? '—')),
           el('td', { class: 'num' }, q.dead ? el('a', { href: '#/queues/' + enc(r.route) + '?state=dead&destination=' + enc(q.destination) }, String(q.dead)) : '0'),
