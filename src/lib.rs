@@ -24,15 +24,19 @@
 //!   secrets providers hand over in a handshake are its own.
 //! - [`observe`]: what every request leaves behind, from one
 //!   record in one end-of-request phase: the log line, the metrics, the capture file and
-//!   the delivery log's record; one redaction rule for captures and the log.
+//!   the delivery log's record; one redaction rule for captures and the log. And
+//!   [`observe::alerts`]: the incidents the gateway watches for itself (`[[alerts]]`,
+//!   `GET /alerts`), sent once when they open and once when they resolve.
 //! - [`delivery`]: the queue's path. Its workers take due events, run each attempt
 //!   under a lease, and hand the event to a [`delivery::destination::Destination`], the
 //!   contract every kind of destination implements: HTTP, an inbox table in
 //!   PostgreSQL, NATS JetStream, RabbitMQ, Redis Streams, whose connections
 //!   ([`delivery::destination::Links`]) are kept per destination and checked in the
 //!   background. The worker knows nothing of any kind. It reads the gateway through a
-//!   [`delivery::WorkerContext`]. The inbox's handler side is a crate of its own,
-//!   `hookgate-inbox/`.
+//!   [`delivery::WorkerContext`]. A destination's pause and breaker are
+//!   [`delivery::control`]. The inbox's handler side is a crate of its own,
+//!   `hookgate-inbox/`. A pull destination is not pushed to: its consumers lease its
+//!   events through the admin listener ([`admin::pull`], `hookgate listen`).
 //! - [`admin`]: the admin listener. One table (`router.rs`) names the endpoint for a
 //!   request, a file per group of endpoints answers it; [`admin::api`] holds the
 //!   answers' types, which [`cli`] decodes. It reads the gateway through an
@@ -41,8 +45,9 @@
 //! - [`reload`]: the config swapped while the gateway runs (SIGHUP, `POST /reload`),
 //!   and the checks it shares with the start (stranded queues, the queue history).
 //! - [`store`]: one layer for everything stored. Its contracts — claims
-//!   ([`store::DedupStore`]), the queue of durable delivery ([`store::QueueStore`]) and
-//!   pacing ([`store::Pacing`]) — and their memory, disk and Redis implementations, each
+//!   ([`store::DedupStore`]), the queue of durable delivery ([`store::QueueStore`]),
+//!   pacing ([`store::Pacing`]) and the gateway's own small records ([`store::Cells`],
+//!   compare-and-set) — and their memory, disk and Redis implementations, each
 //!   a folder split on its seams (Redis's Lua in `store/redis/scripts/`); the delivery
 //!   log's backends (`store/log/`); health checks of what a store holds (eviction,
 //!   stranded queues); [`store::Store::connect`] picks one from the config.

@@ -361,6 +361,8 @@ pub(super) fn tables() -> Vec<(&'static str, &'static str, &'static [&'static st
         of::<RawRedisStream>("routes.redis_stream"),
         of::<RawCapture>("capture"),
         of::<RawLog>("log"),
+        of::<RawAlert>("alerts"),
+        of::<RawRefusals>("routes.refusals"),
     ]
 }
 

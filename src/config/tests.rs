@@ -867,7 +867,9 @@ fn destinations_are_checked() {
         "delivery = \"queue\"\nupstream = \"http://127.0.0.1:3000/\"\n",
     ));
     assert!(
-        both.contains("either upstream, postgres, nats, amqp or redis_stream or [[routes.destinations]], not both"),
+        both.contains(
+            "either upstream, postgres, nats, amqp, redis_stream or pull or [[routes.destinations]], not both"
+        ),
         "{both}"
     );
     let twice = errors(&dest(
@@ -1169,7 +1171,7 @@ fn every_raw_struct_is_a_table_of_keys() {
     let of = |table: &str| keys.iter().find(|(t, _)| *t == table).map(|(_, k)| *k);
     assert_eq!(
         of(""),
-        Some(&["server", "store", "routes", "capture", "log"][..])
+        Some(&["server", "store", "routes", "capture", "log", "alerts"][..])
     );
     assert!(of("routes.destinations").is_some_and(|k| k.contains(&"order_by")));
     assert!(of("routes.hmac").is_some_and(|k| k.contains(&"timestamp_header")));
