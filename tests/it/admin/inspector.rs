@@ -230,9 +230,11 @@ async fn with_the_log_off_the_page_says_so() {
     b.wait_text("#log-off", "The delivery log is off").await;
     let page = b.page_text().await;
     assert!(!page.contains("evt_unlogged"), "{page}");
-    // Its link leads to the overview, where the request is counted.
+    // Its link leads to the overview, where the request is counted (the routes page
+    // loads its charts too: on a loaded machine, give it time).
     b.click("#log-off a").await;
-    b.wait_text("#view", "forwarded").await;
+    b.wait_text_for("#view", "forwarded", Duration::from_secs(30))
+        .await;
     drop(b);
     gw.stop().await;
 }
