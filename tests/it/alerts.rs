@@ -117,7 +117,11 @@ async fn incidents_open_and_resolve_once(
     dead_up: &Upstream,
 ) {
     let gw = gateways[0];
-    for n in 0..4 {
+    // `destination_failing` is each replica's own streak of FAILING_AFTER failures:
+    // enough events that one replica of two surely tries that many.
+    let events =
+        usize::try_from(hookgate::observe::alerts::FAILING_AFTER).unwrap_or(3) * gateways.len();
+    for n in 0..events {
         let id = format!("evt_alert_{n}");
         let via = gateways[n % gateways.len()];
         assert_eq!(

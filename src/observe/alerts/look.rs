@@ -20,7 +20,7 @@ use crate::delivery::control;
 use crate::store::{DedupStore as _, QueueStore as _, cells};
 
 /// Consecutive failed attempts that make a destination failing.
-pub(crate) const FAILING_AFTER: u32 = 3;
+pub const FAILING_AFTER: u32 = 3;
 /// How long the store answers without a failure before `store_trouble` resolves.
 const STORE_QUIET: Duration = Duration::from_secs(10);
 /// The refusals' counts are kept per this many milliseconds of time...

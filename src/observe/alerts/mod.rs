@@ -24,6 +24,7 @@
 mod look;
 mod notify;
 
+pub use look::FAILING_AFTER;
 pub use notify::ALERTS_ROUTE;
 
 use std::collections::BTreeMap;
