@@ -15,6 +15,7 @@ pub(super) async fn run(args: CheckArgs) -> anyhow::Result<i32> {
     match config::load(&args.config) {
         Ok(cfg) => {
             print!("{}", describe(&cfg));
+            print!("{}", check_event_filters(&cfg));
             print!("{}", check_stranded(&cfg).await);
             print!("{}", check_log_budget(&cfg).await);
             Ok(0)
@@ -24,6 +25,39 @@ pub(super) async fn run(args: CheckArgs) -> anyhow::Result<i32> {
             Ok(1)
         }
     }
+}
+
+/// `hookgate check`: an `events` pattern (a route's or a destination's) that can take
+/// nothing the route's provider sends, where the provider publishes its event names
+/// (GitHub's `pull_requests` for `pull_request`): its events would all be filtered.
+fn check_event_filters(cfg: &Config) -> String {
+    use crate::provider::event_type::known_names;
+    let mut out = String::new();
+    for route in &cfg.routes {
+        let Some((who, names)) = route.event_type.as_ref().and_then(known_names) else {
+            continue;
+        };
+        let filters = std::iter::once(("events".to_owned(), route.events.as_ref())).chain(
+            route
+                .destinations
+                .iter()
+                .map(|d| (format!("destination {}: events", d.name), d.events.as_ref())),
+        );
+        for (key, filter) in filters {
+            let Some(filter) = filter else { continue };
+            for pattern in filter.unmatched(names) {
+                let head = pattern.split_once('.').map_or(pattern, |(h, _)| h);
+                let hint = crate::provider::catalogue::nearest(head, names.iter().copied())
+                    .map(|n| format!("did you mean {n:?}? "))
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "route {}: warning: {key}: {pattern:?} can match no event {who} sends: {hint}(a name takes its dotted sub-types: \"pull_request\" takes \"pull_request.opened\")\n",
+                    route.name
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// `hookgate check`: whether `log.max_size` is more than the store can give the log

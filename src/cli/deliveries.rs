@@ -202,7 +202,15 @@ pub(super) async fn run(action: DeliveriesAction) -> anyhow::Result<i32> {
             filters,
             json,
             admin,
-        } => tail(&filters, json, &admin).await,
+        } => {
+            // Registered here, not inherited: a background job starts with SIGINT
+            // ignored, and `kill -INT` must still stop it.
+            let stop = crate::shutdown::Signals::install();
+            tokio::select! {
+                r = tail(&filters, json, &admin) => r,
+                () = stop.stopped() => Ok(0),
+            }
+        }
         DeliveriesAction::Replay {
             delivery_id,
             filters,
@@ -598,12 +606,68 @@ fn block(out: &mut String, text: &str) {
     }
 }
 
-/// A body as `show` prints it: pretty when it is JSON.
+/// A body as `show` prints it: indented when it is JSON, with its keys in the order
+/// received and its numbers and escapes as sent. Hand-written: a parse into
+/// `serde_json::Value` sorts the keys and rounds numbers past 64 bits; this only
+/// re-spaces the tokens of a text already checked to be JSON.
 fn pretty(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or_else(|| text.to_owned())
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut depth = 0usize;
+    let (mut in_string, mut escaped) = (false, false);
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(depth));
+    };
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                // An empty object or array stays on its line.
+                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                    chars.next();
+                }
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    if let Some(close) = chars.next() {
+                        out.push(close);
+                    }
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_ascii_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// What `hookgate deliveries show` prints.
@@ -753,6 +817,17 @@ mod tests {
             f.query(10_000),
             "route=a+b&outcome=bad_signature&since=9000"
         );
+    }
+
+    #[test]
+    fn a_json_body_is_indented_with_its_keys_and_numbers_as_received() {
+        let body = r#"{"zeta":1,"alpha":{"b":[1, 2,{}],"a":"x,\"{y}\":"},"n":123456789012345678901234567890,"e":[]}"#;
+        assert_eq!(
+            pretty(body),
+            "{\n  \"zeta\": 1,\n  \"alpha\": {\n    \"b\": [\n      1,\n      2,\n      {}\n    ],\n    \"a\": \"x,\\\"{y}\\\":\"\n  },\n  \"n\": 123456789012345678901234567890,\n  \"e\": []\n}"
+        );
+        assert_eq!(pretty("not json {"), "not json {");
+        assert_eq!(pretty("a=1&b=2"), "a=1&b=2");
     }
 
     #[test]

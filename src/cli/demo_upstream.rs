@@ -17,15 +17,21 @@ pub(super) fn parse_listen(arg: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("{arg:?}: give a port (3000) or an address (0.0.0.0:3000)"))
 }
 
-/// Serves until the process is stopped; one line on stdout per request.
+/// Serves until SIGINT or SIGTERM; one line on stdout per request.
 pub(super) async fn run(listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    // Registered here, not inherited: a background job starts with SIGINT ignored,
+    // and Ctrl-C after `fg` or `kill -INT` must still stop it.
+    let stop = crate::shutdown::Signals::install();
     println!("upstream listening on http://{}", listener.local_addr()?);
-    crate::ingress::listen::serve_http(listener, std::future::pending(), |req, _peer| answer(req))
-        .await;
+    crate::ingress::listen::serve_http(listener, stop.stopped(), |req, _peer| answer(req)).await;
     Ok(())
 }
 
 async fn answer(req: http::Request<hyper::body::Incoming>) -> http::Response<Full<Bytes>> {
+    // A health check (compose's, a load balancer's) is answered and not printed.
+    if req.method() == http::Method::GET && req.uri().path() == "/healthz" {
+        return http::Response::new(Full::new(Bytes::from_static(b"ok\n")));
+    }
     let (parts, body) = req.into_parts();
     let body = body
         .collect()

@@ -264,25 +264,7 @@ async fn call(admin: &AdminArgs, path: &str, body: Option<String>) -> anyhow::Re
 
 /// Ctrl-C or SIGTERM.
 async fn stopped() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+    crate::shutdown::Signals::install().stopped().await;
 }
 
 /// Gives back every open lease at once: due again now, no attempt counted.

@@ -432,6 +432,24 @@ pub fn keys() -> Vec<(&'static str, &'static [&'static str])> {
         .collect()
 }
 
+/// The known key of the unknown key's table nearest to it, when close enough to be a
+/// typo of it (`upstream_timout` → `upstream_timeout`).
+fn nearest_key(segments: &[KeySegment]) -> Option<&'static str> {
+    let (KeySegment::Key(last), table) = segments.split_last()? else {
+        return None;
+    };
+    let table: Vec<&str> = table
+        .iter()
+        .filter_map(|s| match s {
+            KeySegment::Key(k) => Some(k.as_str()),
+            KeySegment::Index(_) => None,
+        })
+        .collect();
+    let table = table.join(".");
+    let (_, _, keys) = raw::tables().into_iter().find(|(t, _, _)| *t == table)?;
+    crate::provider::catalogue::nearest(last, keys.iter().copied())
+}
+
 /// Every problem found in a config file, one per line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigErrors(pub Vec<String>);
@@ -591,7 +609,10 @@ fn parse_with(
     };
     for segments in &unknown {
         let line = key_span(document.get_ref(), segments).map_or(1, |span| v.line(span));
-        v.err_at(line, &key_name(segments), "unknown key");
+        let hint = nearest_key(segments)
+            .map(|k| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default();
+        v.err_at(line, &key_name(segments), format_args!("unknown key{hint}"));
     }
     let cfg = v.config(raw, path);
     if v.errors.is_empty() {

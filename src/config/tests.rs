@@ -149,7 +149,7 @@ fn unknown_keys_name_the_key_and_line() {
     assert_eq!(
         e,
         "cfg.toml:2: server.listen_on: unknown key\n\
-         cfg.toml:10: routes[0].secret: unknown key\n\
+         cfg.toml:10: routes[0].secret: unknown key (did you mean `secrets`?)\n\
          cfg.toml:11: routes[0].hmac.algo: unknown key\n\
          cfg.toml:11: routes[0].hmac: is only used with provider = \"hmac\""
     );
@@ -173,13 +173,22 @@ upstream_timeout = "soon"
     let want = [
         "cfg.toml:5: routes[0].provider: unknown provider \"nosuch\"",
         "cfg.toml:6: routes[0].secrets[0]: ${NOT_SET} is not set",
-        "cfg.toml:8: routes[0].upstream_timout: unknown key",
+        "cfg.toml:8: routes[0].upstream_timout: unknown key (did you mean `upstream_timeout`?)",
         "cfg.toml:9: routes[0].upstream_timeout: \"soon\" is not a duration",
     ];
     assert_eq!(lines.len(), want.len(), "{e}");
     for (line, want) in lines.iter().zip(want) {
         assert!(line.starts_with(want), "expected {want:?} in:\n{e}");
     }
+    // A mistyped provider is told where the list is, not given all of it.
+    assert!(
+        lines[0].ends_with(&format!(
+            "; `hookgate providers` lists all {} presets",
+            crate::provider::Preset::NAMES.len()
+        )),
+        "{e}"
+    );
+    assert!(!e.contains("stripe, github"), "{e}");
 }
 
 #[test]

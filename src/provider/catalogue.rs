@@ -57,12 +57,7 @@ impl Preset {
     /// The preset name closest to `word` by edit distance, when close enough to be a
     /// typo of it (`githbu` → `github`), for "did you mean" hints.
     pub fn nearest(word: &str) -> Option<&'static str> {
-        Self::NAMES
-            .iter()
-            .map(|n| (edit_distance(word, n), *n))
-            .filter(|(d, n)| *d <= (n.len() / 3).max(2))
-            .min()
-            .map(|(_, n)| n)
+        nearest(word, Self::NAMES.iter().copied())
     }
 
     /// Looks a preset up by its provider key.
@@ -169,6 +164,19 @@ impl Preset {
             self.0.reply.clone(),
         ))
     }
+}
+
+/// The candidate closest to `word` by edit distance, when close enough to be a typo
+/// of it: at most a third of the candidate's length, and at least 2, apart.
+pub(crate) fn nearest<'a>(
+    word: &str,
+    candidates: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    candidates
+        .map(|n| (edit_distance(word, n), n))
+        .filter(|(d, n)| *d <= (n.len() / 3).max(2))
+        .min()
+        .map(|(_, n)| n)
 }
 
 /// Levenshtein distance between two strings, by characters.

@@ -127,8 +127,10 @@ impl EventTypeSource {
 
 /// A route's `events = ["invoice.*", "customer.subscription.*"]`: the event types it
 /// takes. `*` matches any run of characters (dots and slashes included); nothing else is
-/// special. Hand-written: a glob crate would bring character classes and path rules
-/// that event types do not need.
+/// special. A pattern takes the types it matches and their dotted sub-types:
+/// `pull_request` takes `pull_request` and `pull_request.opened`, `invoice` takes
+/// `invoice.paid`. Hand-written: a glob crate would bring character classes and path
+/// rules that event types do not need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFilter {
     patterns: Vec<String>,
@@ -146,9 +148,21 @@ impl EventFilter {
         Ok(Self { patterns })
     }
 
-    /// Whether an event of this type is taken.
+    /// Whether an event of this type is taken: a pattern matches it or the type it is
+    /// a dotted sub-type of.
     pub fn admits(&self, event_type: &str) -> bool {
-        self.patterns.iter().any(|p| glob(p, event_type))
+        self.patterns.iter().any(|p| admits(p, event_type))
+    }
+
+    /// The patterns that can take none of `names` (a provider's event names) nor any
+    /// dotted sub-type of one: a typo, or another provider's vocabulary. A pattern
+    /// whose part before its first `.` has a `*` may take anything, and is kept out.
+    pub fn unmatched<'a>(&'a self, names: &[&str]) -> Vec<&'a str> {
+        self.patterns
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !names.iter().any(|n| could_take(p, n)))
+            .collect()
     }
 
     /// The patterns, as configured.
@@ -156,6 +170,113 @@ impl EventFilter {
         &self.patterns
     }
 }
+
+/// `pattern` matches `event_type`, or the part of it before one of its dots.
+fn admits(pattern: &str, event_type: &str) -> bool {
+    glob(pattern, event_type)
+        || event_type
+            .match_indices('.')
+            .any(|(i, _)| glob(pattern, &event_type[..i]))
+}
+
+/// Whether `pattern` can take the event `name` or one of its dotted sub-types.
+fn could_take(pattern: &str, name: &str) -> bool {
+    let head = pattern.split_once('.').map_or(pattern, |(head, _)| head);
+    head.contains('*') || glob(head, name)
+}
+
+/// The event names a provider sends, where it publishes the whole list: `(the
+/// provider, the names)`. Each may come with a dotted sub-type (GitHub's `action`).
+pub fn known_names(source: &EventTypeSource) -> Option<(&'static str, &'static [&'static str])> {
+    match source {
+        EventTypeSource::HeaderAndJson(h, _) | EventTypeSource::Header(h)
+            if h.as_str() == "x-github-event" =>
+        {
+            Some(("GitHub", GITHUB_EVENTS))
+        }
+        _ => None,
+    }
+}
+
+/// The values of GitHub's `X-GitHub-Event` header, from its "Webhook events and
+/// payloads" reference.
+const GITHUB_EVENTS: &[&str] = &[
+    "branch_protection_configuration",
+    "branch_protection_rule",
+    "check_run",
+    "check_suite",
+    "code_scanning_alert",
+    "commit_comment",
+    "create",
+    "custom_property",
+    "custom_property_values",
+    "delete",
+    "dependabot_alert",
+    "deploy_key",
+    "deployment",
+    "deployment_protection_rule",
+    "deployment_review",
+    "deployment_status",
+    "discussion",
+    "discussion_comment",
+    "fork",
+    "github_app_authorization",
+    "gollum",
+    "installation",
+    "installation_repositories",
+    "installation_target",
+    "issue_comment",
+    "issue_dependencies",
+    "issues",
+    "label",
+    "marketplace_purchase",
+    "member",
+    "membership",
+    "merge_group",
+    "meta",
+    "milestone",
+    "org_block",
+    "organization",
+    "package",
+    "page_build",
+    "personal_access_token_request",
+    "ping",
+    "project",
+    "project_card",
+    "project_column",
+    "projects_v2",
+    "projects_v2_item",
+    "projects_v2_status_update",
+    "public",
+    "pull_request",
+    "pull_request_review",
+    "pull_request_review_comment",
+    "pull_request_review_thread",
+    "push",
+    "registry_package",
+    "release",
+    "repository",
+    "repository_advisory",
+    "repository_dispatch",
+    "repository_import",
+    "repository_ruleset",
+    "repository_vulnerability_alert",
+    "secret_scanning_alert",
+    "secret_scanning_alert_location",
+    "secret_scanning_scan",
+    "security_advisory",
+    "security_and_analysis",
+    "sponsorship",
+    "star",
+    "status",
+    "sub_issues",
+    "team",
+    "team_add",
+    "watch",
+    "workflow_dispatch",
+    "workflow_job",
+    "workflow_run",
+];
 
 /// `*`-only wildcard matching, iterative with backtracking to the last `*`.
 fn glob(pattern: &str, text: &str) -> bool {
@@ -242,6 +363,7 @@ mod tests {
         assert!(f.admits("customer.subscription.updated"));
         assert!(!f.admits("customer.created"));
         assert!(!f.admits("invoice"));
+        assert!(f.admits("invoice.paid.late"));
         let all = EventFilter::new(vec!["*".into()]).expect("filter");
         assert!(all.admits("anything/at.all"));
         let mid = EventFilter::new(vec!["orders/*/paid".into()]).expect("filter");
@@ -252,13 +374,40 @@ mod tests {
                 .expect("f")
                 .admits("pull_request")
         );
-        assert!(
-            !EventFilter::new(vec!["pull_request".into()])
-                .expect("f")
-                .admits("pull_request.opened")
-        );
+        // A type takes its dotted sub-types: GitHub's names take their actions.
+        let gh = EventFilter::new(vec!["push".into(), "pull_request".into()]).expect("f");
+        assert!(gh.admits("pull_request.opened"));
+        assert!(gh.admits("push"));
+        assert!(!gh.admits("pull_request_review.submitted"));
+        assert!(!gh.admits("pushed"));
+        let stripe = EventFilter::new(vec!["customer".into()]).expect("f");
+        assert!(stripe.admits("customer.subscription.created"));
+        assert!(!stripe.admits("customers.created"));
         assert!(EventFilter::new(vec![]).is_err());
         assert!(EventFilter::new(vec![" ".into()]).is_err());
+    }
+
+    #[test]
+    fn patterns_that_can_take_no_event_the_provider_sends_are_found() {
+        let gh = EventTypeSource::of(EventTypeAt::HeaderAndJson("x-github-event", "/action"));
+        let (who, names) = known_names(&gh).expect("GitHub publishes its events");
+        assert_eq!(who, "GitHub");
+        let f = EventFilter::new(
+            [
+                "push",
+                "pull_request.opened",
+                "pull_requests",
+                "issue.*",
+                "*.created",
+                "check_*",
+            ]
+            .map(String::from)
+            .to_vec(),
+        )
+        .expect("filter");
+        assert_eq!(f.unmatched(names), ["pull_requests", "issue.*"]);
+        let stripe = EventTypeSource::of(EventTypeAt::Json("/type"));
+        assert!(known_names(&stripe).is_none());
     }
 
     #[test]

@@ -260,12 +260,12 @@ impl Validator<'_> {
                 &r.provider,
                 &k("provider"),
                 format_args!(
-                    "unknown provider {:?}{}; known: {}",
+                    "unknown provider {:?}{}; `hookgate providers` lists all {} presets",
                     r.provider.get_ref(),
                     Preset::nearest(r.provider.get_ref())
                         .map(|n| format!(" (did you mean {n:?}?)"))
                         .unwrap_or_default(),
-                    Preset::NAMES.join(", ")
+                    Preset::NAMES.len()
                 ),
             );
         }

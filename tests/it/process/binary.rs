@@ -762,3 +762,121 @@ async fn the_demo_upstream_prints_what_the_gateway_forwards() {
         "{printed}"
     );
 }
+
+/// Starts `hookgate ARGS` as a shell's background job does: with SIGINT ignored.
+fn spawn_as_background_job(args: &[&str]) -> Child {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("trap '' INT; exec \"$0\" \"$@\"")
+        .arg(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.spawn().expect("spawn")
+}
+
+/// Sends SIGINT and waits (up to 20 s) for the process to end.
+fn interrupt_and_wait(child: &mut Child, what: &str) -> std::process::ExitStatus {
+    let pid = child.id().to_string();
+    let sent = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what} did not stop on SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The demo upstream answers a health check on its own port without printing it (so
+/// compose can check it), `probe` says on stderr why a check failed, and SIGINT stops
+/// the upstream even when it started as a background job (SIGINT ignored).
+#[test]
+fn the_demo_upstream_has_a_health_check_and_stops_on_sigint_in_the_background() {
+    let port = free_port();
+    let mut upstream = spawn_as_background_job(&["upstream", &port.to_string()]);
+    wait_listening(port, "upstream");
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let out = Command::new(BIN)
+        .args(["probe", &healthz])
+        .output()
+        .expect("probe");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A port nothing listens on: exit 1, and why.
+    let closed = format!("http://127.0.0.1:{}/healthz", free_port());
+    let out = Command::new(BIN)
+        .args(["probe", &closed])
+        .output()
+        .expect("probe");
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&closed) && said.contains("cannot connect"),
+        "{said}"
+    );
+
+    let status = interrupt_and_wait(&mut upstream, "hookgate upstream");
+    assert!(status.success(), "{status}");
+    let out = upstream.wait_with_output().expect("output");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("upstream listening on"), "{printed}");
+    assert!(
+        !printed.contains("/healthz"),
+        "the health check is not printed: {printed}"
+    );
+}
+
+/// `probe` on an endpoint that answers but not 2xx: exit 1, the status and the
+/// answer on stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_probe_says_the_status_it_got() {
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let url = up.url("/readyz");
+    let out = tokio::process::Command::new(BIN)
+        .args(["probe", &url])
+        .output()
+        .await
+        .expect("probe");
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("503"), "{said}");
+}
+
+/// `deliveries tail` stops on SIGINT when it runs as a background job too, while it
+/// follows the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliveries_tail_stops_on_sigint_in_the_background() {
+    use std::io::BufRead as _;
+    let up = Upstream::start().await;
+    let gw = crate::support::TestGateway::start(&crate::support::stripe_config(&up, "", "")).await;
+    let admin = gw.admin_url("");
+    let mut tail =
+        spawn_as_background_job(&["deliveries", "tail", "--admin", admin.trim_end_matches('/')]);
+    let stdout = tail.stdout.take().expect("stdout");
+    let status = tokio::task::spawn_blocking(move || {
+        // It follows once its header is out (printed when the stream opened).
+        let mut first = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut first)
+            .expect("read");
+        assert!(!first.trim().is_empty(), "tail printed its header");
+        interrupt_and_wait(&mut tail, "hookgate deliveries tail")
+    })
+    .await
+    .expect("join");
+    assert!(status.success(), "{status}");
+    gw.stop().await;
+}

@@ -419,3 +419,387 @@ async fn the_dashboard_queries_only_metrics_the_gateway_exports() {
     }
     assert!(used >= 8);
 }
+
+/// Runs a tool `tests/run` installs; its absence fails the test (never a skip).
+fn tool(program: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("{program} could not be run ({e}): run tests/run, which installs it")
+        })
+}
+
+/// `kubectl kustomize DIR`: its output, and that as YAML documents.
+fn kustomize(dir: &str) -> (String, Vec<Yaml>) {
+    let path = deploy(dir);
+    let out = tool("kubectl", &["kustomize", &path.display().to_string()]);
+    assert!(
+        out.status.success(),
+        "kubectl kustomize deploy/{dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let docs = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("a YAML document"))
+        .collect();
+    (text, docs)
+}
+
+fn kind<'a>(docs: &'a [Yaml], kind: &str, name: &str) -> &'a Yaml {
+    docs.iter()
+        .find(|d| d["kind"].as_str() == Some(kind) && d["metadata"]["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// `kubectl apply -k deploy/k8s` has everything it needs: the manifests build with
+/// kustomize and validate against the Kubernetes schemas, the image is a version
+/// (never `latest` pulled from nowhere), the Redis the Secret names is deployed with
+/// persistence and `noeviction`, the admin port is private, and the Prometheus
+/// Operator overlay scrapes with the admin token.
+#[test]
+fn kubernetes_manifests_build_validate_and_name_what_they_use() {
+    let (text, docs) = kustomize("k8s");
+    let dir = tempfile::tempdir().expect("dir");
+    let built = dir.path().join("k8s.yaml");
+    std::fs::write(&built, text).expect("write");
+    let out = tool(
+        "kubernetes-validate",
+        &["--strict", "--quiet", &built.display().to_string()],
+    );
+    assert!(
+        out.status.success(),
+        "kubernetes-validate: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The image: a version tag, pulled only when the node lacks it.
+    let d = kind(&docs, "Deployment", "hookgate");
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        c["image"].as_str(),
+        Some(format!("hookgate:{version}").as_str())
+    );
+    assert_eq!(c["imagePullPolicy"].as_str(), Some("IfNotPresent"));
+    // No scrape annotations: /metrics needs the token, which they cannot carry.
+    assert!(
+        !serde_yaml::to_string(&d["spec"]["template"]["metadata"])
+            .expect("yaml")
+            .contains("prometheus.io"),
+    );
+
+    // Redis: what the Secret's URL names, persistent, never evicting.
+    let secret = kind(&docs, "Secret", "hookgate-secrets");
+    let url = secret["stringData"]["HOOKGATE_REDIS_URL"]
+        .as_str()
+        .expect("HOOKGATE_REDIS_URL");
+    let host = url
+        .trim_start_matches("redis://")
+        .split([':', '/'])
+        .next()
+        .unwrap_or_default();
+    let svc = kind(&docs, "Service", host);
+    let sts = kind(&docs, "StatefulSet", "redis");
+    assert_eq!(sts["spec"]["serviceName"].as_str(), Some(host));
+    assert_eq!(
+        &svc["spec"]["selector"],
+        &sts["spec"]["selector"]["matchLabels"]
+    );
+    let args: Vec<&str> = sts["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_sequence()
+        .expect("redis args")
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| *a == name)
+            .and_then(|i| args.get(i + 1))
+            .copied()
+            .unwrap_or_else(|| panic!("redis {name}"))
+    };
+    assert_eq!(arg("--maxmemory-policy"), "noeviction");
+    assert_eq!(arg("--appendonly"), "yes");
+    assert!(
+        sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"]
+            .is_string()
+    );
+    // The delivery log's budget fits the Redis beside it (it never takes more than
+    // a quarter of maxmemory; asking for more only draws a warning).
+    let maxmemory = arg("--maxmemory");
+    let mb: u64 = maxmemory
+        .trim_end_matches("mb")
+        .parse()
+        .expect("maxmemory in mb");
+    assert!(
+        config().log.max_size <= mb * 1024 * 1024 / 4,
+        "log.max_size within a quarter of {maxmemory}"
+    );
+
+    // The admin port: only Prometheus pods reach it; the public port is open.
+    let np = kind(&docs, "NetworkPolicy", "hookgate");
+    let rules = np["spec"]["ingress"].as_sequence().expect("ingress rules");
+    for rule in rules {
+        let ports = serde_yaml::to_string(&rule["ports"]).expect("yaml");
+        if ports.contains("9090") {
+            assert!(
+                rule["from"].as_sequence().is_some_and(|f| !f.is_empty()),
+                "9090 only from named peers"
+            );
+        }
+    }
+    assert!(rules.iter().any(|r| {
+        r["from"].is_null()
+            && serde_yaml::to_string(&r["ports"])
+                .expect("yaml")
+                .contains("8080")
+    }));
+    let redis_np = kind(&docs, "NetworkPolicy", "redis");
+    assert_eq!(
+        &redis_np["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"],
+        &d["spec"]["selector"]["matchLabels"]
+    );
+    // The Ingress: TLS, to the public Service only.
+    let ing = kind(&docs, "Ingress", "hookgate");
+    assert!(ing["spec"]["tls"][0]["secretName"].is_string());
+    let backend = &ing["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"];
+    assert_eq!(backend["name"].as_str(), Some("hookgate"));
+    assert_eq!(backend["port"]["name"].as_str(), Some("http"));
+
+    // With the Prometheus Operator: the ServiceMonitor sends the admin token, from the
+    // Secret the gateway reads it from, to the admin Service's port.
+    let (_, with_operator) = kustomize("prometheus/operator");
+    let sm = kind(&with_operator, "ServiceMonitor", "hookgate");
+    let admin = kind(&with_operator, "Service", "hookgate-admin");
+    let ep = &sm["spec"]["endpoints"][0];
+    assert_eq!(ep["path"].as_str(), Some("/metrics"));
+    assert_eq!(ep["port"], admin["spec"]["ports"][0]["name"]);
+    assert_eq!(ep["authorization"]["type"].as_str(), Some("Bearer"));
+    let cred = &ep["authorization"]["credentials"];
+    assert_eq!(cred["name"], secret["metadata"]["name"]);
+    let key = cred["key"].as_str().expect("key");
+    assert!(
+        secret["stringData"][key].is_string(),
+        "the Secret holds {key}"
+    );
+    assert!(read("config.toml").contains(&format!("admin_token = \"${{{key}}}\"")));
+    for (k, v) in sm["spec"]["selector"]["matchLabels"]
+        .as_mapping()
+        .expect("labels")
+    {
+        assert_eq!(
+            &admin["metadata"]["labels"][k], v,
+            "the ServiceMonitor selects hookgate-admin"
+        );
+    }
+}
+
+/// deploy/config.toml follows the README: GitHub, which does not retry, in queue mode.
+#[test]
+fn the_deploy_config_queues_github() {
+    let cfg = config();
+    let github = cfg
+        .routes
+        .iter()
+        .find(|r| r.name == "github")
+        .expect("github route");
+    assert_eq!(github.delivery, hookgate::config::Delivery::Queue);
+}
+
+/// Compose: the demo upstream has a health check of its own port (not the image's,
+/// which probes the gateway's admin port), Redis never evicts, the build context
+/// leaves out target/ and .git/, and the Dockerfile caches cargo's downloads and
+/// build; what its build stage copies is enough for cargo to load the workspace.
+#[test]
+fn compose_and_the_image_build_from_what_they_name() {
+    let c = yaml("docker-compose.yml");
+    let up = &c["services"]["upstream"];
+    let test: Vec<&str> = up["healthcheck"]["test"]
+        .as_sequence()
+        .expect("the upstream's own healthcheck")
+        .iter()
+        .filter_map(Yaml::as_str)
+        .collect();
+    assert_eq!(
+        test,
+        [
+            "CMD",
+            "/usr/local/bin/hookgate",
+            "probe",
+            "http://127.0.0.1:3000/healthz"
+        ]
+    );
+    assert_eq!(
+        c["services"]["hookgate"]["depends_on"]["upstream"]["condition"].as_str(),
+        Some("service_healthy")
+    );
+    let redis = serde_yaml::to_string(&c["services"]["redis"]["command"]).expect("yaml");
+    assert!(
+        redis.contains("noeviction") && redis.contains("--maxmemory"),
+        "{redis}"
+    );
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ignore = std::fs::read_to_string(root.join(".dockerignore")).expect(".dockerignore");
+    for left_out in ["target/", ".git/"] {
+        assert!(
+            ignore.lines().any(|l| l.trim() == left_out),
+            ".dockerignore leaves out {left_out}"
+        );
+    }
+    let dockerfile = read("Dockerfile");
+    assert!(dockerfile.starts_with("# syntax=docker/dockerfile:1"));
+    assert!(dockerfile.contains("--mount=type=cache,target=/usr/local/cargo/registry"));
+    assert!(dockerfile.contains("--mount=type=cache,target=/src/target"));
+
+    // The build stage's COPYs, replayed into an empty folder: cargo loads every
+    // target and workspace member from them.
+    let dir = tempfile::tempdir().expect("dir");
+    let build_stage = dockerfile.split("\nFROM ").nth(1).expect("a build stage");
+    for line in build_stage.lines().filter_map(|l| l.strip_prefix("COPY ")) {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let (dest, sources) = parts.split_last().expect("COPY SRC DEST");
+        for src in sources {
+            let from = root.join(src);
+            let to = if dest.ends_with('/') {
+                dir.path().join(src)
+            } else {
+                dir.path().join(dest)
+            };
+            copy_tree(&from, &to);
+        }
+    }
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo cannot load what the Dockerfile copies: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for entry in std::fs::read_dir(from).expect("read_dir").flatten() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::copy(from, to).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    }
+}
+
+/// systemd: the state directory makes the disk store's folder writable under
+/// `ProtectSystem=strict`; `systemd-analyze verify` accepts the unit and
+/// `systemd-analyze security` rates it below 4.0.
+#[test]
+fn the_systemd_unit_verifies_and_is_hardened() {
+    let unit = read("systemd/hookgate.service");
+    assert!(unit.lines().any(|l| l == "StateDirectory=hookgate"));
+    assert!(unit.lines().any(|l| l == "UMask=0077"));
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hookgate.service");
+    // verify checks that ExecStart's program exists: point it at the one built here.
+    std::fs::write(
+        &path,
+        unit.replace("/usr/local/bin/hookgate", env!("CARGO_BIN_EXE_hookgate")),
+    )
+    .expect("write");
+    let p = path.display().to_string();
+    let out = tool("systemd-analyze", &["verify", &p]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && !said.contains("hookgate.service"),
+        "systemd-analyze verify: {said}"
+    );
+    let out = tool(
+        "systemd-analyze",
+        &["security", "--offline=true", "--no-pager", &p],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let level: f64 = text
+        .lines()
+        .find_map(|l| {
+            l.split("Overall exposure level for hookgate.service: ")
+                .nth(1)
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level in: {text}"));
+    assert!(level < 4.0, "exposure {level}:\n{text}");
+}
+
+/// Metrics with a `route` label, which the dashboard's `$route` must narrow.
+const ROUTE_LABELLED: [&str; 11] = [
+    "hookgate_deliveries_total",
+    "hookgate_delivery_duration_seconds_bucket",
+    "hookgate_upstream_duration_seconds_bucket",
+    "hookgate_queue_depth",
+    "hookgate_queue_dead",
+    "hookgate_queue_oldest_age_seconds",
+    "hookgate_delivery_attempts_total",
+    "hookgate_queue_lease_lost_total",
+    "hookgate_destination_paused",
+    "hookgate_destination_breaker_open",
+    "hookgate_matched_secret_total",
+];
+
+/// Every panel reading a per-route metric follows the `$route` variable, and the
+/// dashboard shows stranded queues, lost leases, the log's dropped records and the
+/// overloaded answers.
+#[test]
+fn the_dashboard_follows_route_and_shows_what_operators_watch() {
+    let dash: serde_json::Value =
+        serde_json::from_str(&read("grafana/hookgate-dashboard.json")).expect("dashboard JSON");
+    let mut exprs = Vec::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            exprs.push(target["expr"].as_str().expect("expr").to_owned());
+        }
+    }
+    for expr in &exprs {
+        for metric in ROUTE_LABELLED {
+            for (i, _) in expr.match_indices(metric) {
+                let after = &expr[i + metric.len()..];
+                if after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let selector = after
+                    .strip_prefix('{')
+                    .and_then(|s| s.split('}').next())
+                    .unwrap_or_default();
+                assert!(
+                    selector.contains("route=~\"$route\""),
+                    "{metric} without $route in {expr}"
+                );
+            }
+        }
+    }
+    let all = exprs.join("\n");
+    for shown in [
+        "hookgate_queue_stranded",
+        "hookgate_queue_lease_lost_total",
+        "hookgate_log_records_total{result=~\"dropped_full|write_failed\"}",
+        "outcome=~\"overloaded",
+    ] {
+        assert!(all.contains(shown), "the dashboard shows {shown}");
+    }
+}

@@ -199,7 +199,7 @@ delivery = "queue"
 [[routes.destinations]]
 name = "reviews"
 upstream = "{}"
-events = ["pull_request.*", "pull_request_review.*"]
+events = ["pull_request", "pull_request_review"]
 [[routes.destinations]]
 name = "ci"
 upstream = "{}"
@@ -246,6 +246,15 @@ events = ["customers/*", "orders/create"]
         ("github", "X-GitHub-Event", "pull_request", "gh-1", "queued"),
         ("github", "X-GitHub-Event", "push", "gh-2", "queued"),
         ("github", "X-GitHub-Event", "issues", "gh-3", "filtered"),
+        // A name takes its dotted sub-types (`pull_request.opened` above), not other
+        // names it begins.
+        (
+            "github",
+            "X-GitHub-Event",
+            "pull_request_review_comment",
+            "gh-4",
+            "filtered",
+        ),
         (
             "shopify",
             "X-Shopify-Topic",
@@ -609,13 +618,7 @@ fn check_prints_each_destination_with_its_filter_pacing_and_order() {
         "[[routes.destinations]]\nname = \"billing\"\nupstream = \"http://127.0.0.1:3001/b\"\nevents = [\"invoice.*\"]\nrate_limit = \"50/s\"\nconcurrency = 4\norder_by = \"json:/data/object/customer\"\non_dead = \"block\"\n[[routes.destinations]]\nname = \"audit\"\nupstream = \"http://127.0.0.1:3002/a\"\n",
     );
     std::fs::write(&path, config).expect("write");
-    let out = std::process::Command::new(crate::process::binary::BIN)
-        .args(["check", "--config"])
-        .arg(&path)
-        .output()
-        .expect("run check");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
+    let text = check(&path);
     for line in [
         "  upstream   2 destinations (below)",
         "  destination billing",
@@ -739,4 +742,37 @@ async fn an_enqueue_that_timed_out_but_ran_is_not_also_forwarded() {
         "delivered once, never forwarded besides"
     );
     gw.stop().await;
+}
+
+/// `hookgate check` warns about an `events` pattern that can take nothing GitHub
+/// sends (a typo of an event name), and says nothing of the names it does send.
+#[test]
+fn check_warns_of_a_filter_that_can_match_no_github_event() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("github.toml");
+    let config = "[store]\nbackend = \"disk\"\npath = \"q.db\"\n\
+        [[routes]]\nname = \"github\"\npath = \"/gh\"\nprovider = \"github\"\nsecrets = [\"s\"]\ndelivery = \"queue\"\n\
+        [[routes.destinations]]\nname = \"ci\"\nupstream = \"http://127.0.0.1:3001/ci\"\nevents = [\"push\", \"pull_request\", \"pull_requests.opened\", \"workflow_*\"]\n";
+    std::fs::write(&path, config).expect("write");
+    let text = check(&path);
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(
+        warnings,
+        [
+            "route github: warning: destination ci: events: \"pull_requests.opened\" can match no event GitHub sends: did you mean \"pull_request\"? (a name takes its dotted sub-types: \"pull_request\" takes \"pull_request.opened\")"
+        ],
+        "{text}"
+    );
+}
+
+/// `hookgate check --config PATH`, which must pass: what it printed.
+fn check(path: &std::path::Path) -> String {
+    let out = std::process::Command::new(crate::process::binary::BIN)
+        .args(["check", "--config"])
+        .arg(path)
+        .output()
+        .expect("run check");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    text
 }
