@@ -602,6 +602,43 @@ fn event_details(v: &EventView, now_ms: u64) -> String {
     if let Some(t) = &v.event_type {
         let _ = writeln!(out, "type:      {}", printable(t));
     }
+    // A fan-out event: every destination's state first, then the attempts in full of
+    // each that has not delivered it (`--destination NAME` shows one alone).
+    if let Some(all) = v.destinations.as_ref().filter(|a| a.len() > 1) {
+        let _ = writeln!(out, "received:  {}", ago(v.received_at_ms, now_ms));
+        let _ = writeln!(out, "destinations:");
+        for d in all {
+            let mut line = format!(
+                "  {:<16} {:<10} {} attempt(s)",
+                printable(d.destination.as_deref().unwrap_or("-")),
+                d.state.as_str(),
+                d.attempts
+            );
+            if let Some(next) = d.next_at_ms {
+                let _ = write!(line, ", next try {}", ago(next, now_ms));
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        for d in all
+            .iter()
+            .filter(|d| d.state != crate::store::State::Delivered)
+        {
+            let _ = writeln!(
+                out,
+                "\ndestination {}:",
+                printable(d.destination.as_deref().unwrap_or("-"))
+            );
+            if let Some(k) = &d.order_key {
+                let _ = writeln!(
+                    out,
+                    "order key: {} (holds its place in the key's line)",
+                    printable(k)
+                );
+            }
+            state_and_history(&mut out, d, now_ms);
+        }
+        return out;
+    }
     if let Some(d) = &v.destination {
         let _ = writeln!(out, "destination: {}", printable(d));
     }
@@ -612,11 +649,19 @@ fn event_details(v: &EventView, now_ms: u64) -> String {
             printable(k)
         );
     }
+    let _ = writeln!(out, "received:  {}", ago(v.received_at_ms, now_ms));
+    state_and_history(&mut out, v, now_ms);
+    out
+}
+
+/// One destination's record of an event: its state, why it is dead, its attempts
+/// and their history.
+fn state_and_history(out: &mut String, v: &EventView, now_ms: u64) {
+    use std::fmt::Write as _;
     let _ = writeln!(out, "state:     {}", v.state.as_str());
     if let Some(why) = &v.dead_reason {
         let _ = writeln!(out, "dead:      {}", printable(why));
     }
-    let _ = writeln!(out, "received:  {}", ago(v.received_at_ms, now_ms));
     let attempts = v.attempts;
     let history = &v.history;
     // After an operator's retry the count starts again; the history keeps what came
@@ -652,20 +697,6 @@ fn event_details(v: &EventView, now_ms: u64) -> String {
         }
         let _ = writeln!(out, "  - {} {}", ago(a.at_ms, now_ms), attempt(a));
     }
-    // The other destinations, one line each (`--destination NAME` shows one in full).
-    if let Some(all) = v.destinations.as_ref().filter(|a| a.len() > 1) {
-        let _ = writeln!(out, "destinations:");
-        for d in all {
-            let _ = writeln!(
-                out,
-                "  {:<16} {:<10} {} attempt(s)",
-                printable(d.destination.as_deref().unwrap_or("-")),
-                d.state.as_str(),
-                d.attempts
-            );
-        }
-    }
-    out
 }
 
 /// An attempt as `events show` and `deliveries show` list it, after its time: its

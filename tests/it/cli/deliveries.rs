@@ -139,6 +139,12 @@ async fn deliveries_commands_list_show_follow_and_replay_the_log() {
     let (ok, shown, err) = with_admin(&["show", &good]);
     assert!(ok, "{err}");
     assert!(shown.contains("\"amount\": 2000"), "{shown}");
+    // The keys in the order received (id, object, type, data), not sorted.
+    let at = |key: &str| shown.find(&format!("\"{key}\": ")).unwrap_or(usize::MAX);
+    assert!(
+        at("id") < at("object") && at("object") < at("type") && at("type") < at("data"),
+        "{shown}"
+    );
     assert!(shown.contains("stripe-signature: [redacted]"), "{shown}");
     assert!(!shown.contains("v1="), "{shown}");
     assert!(

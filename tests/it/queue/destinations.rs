@@ -141,11 +141,36 @@ async fn fanout_delivers_each_destination_on_its_own(redis: Option<&RedisServer>
     assert!(ok && table.contains("20 event(s)"), "{table}");
     assert!(table.starts_with("DESTINATION"), "{table}");
     let (ok, shown) = cli(&["show", "--event-id", "evt_fan_0"]);
-    assert!(ok && shown.contains("destinations:"), "{shown}");
+    assert!(ok, "{shown}");
+    // Every destination's state first, whichever delivered; then the attempts of the
+    // one that has not delivered, in full.
+    let lines: Vec<&str> = shown.lines().collect();
+    let table = lines
+        .iter()
+        .position(|l| *l == "destinations:")
+        .unwrap_or_else(|| panic!("{shown}"));
+    let row = |name: &str| {
+        lines[table + 1..table + 3]
+            .iter()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in the table: {shown}"))
+            .to_owned()
+    };
+    assert!(row("billing").contains("delivered"), "{shown}");
+    assert!(row("audit").contains("retrying"), "{shown}");
     assert!(
-        shown.contains("billing") && shown.contains("delivered"),
+        !lines[..table].iter().any(|l| l.starts_with("state:")),
+        "no one destination leads: {shown}"
+    );
+    let audit_at = lines
+        .iter()
+        .position(|l| *l == "destination audit:")
+        .unwrap_or_else(|| panic!("audit's attempts in full: {shown}"));
+    assert!(
+        lines[audit_at..].iter().any(|l| l.contains("http_5xx 503")),
         "{shown}"
     );
+    assert!(!shown.contains("destination billing:"), "{shown}");
 
     // Audit comes back: it gets all 20, each once; billing gets nothing again.
     audit.set_status(200);
