@@ -142,8 +142,45 @@ pub fn resign(
     let id_source = preset
         .default_event_id(None)
         .unwrap_or(EventIdSource::BodySha256);
+    sign_replay(
+        replay,
+        &verifier,
+        &id_source,
+        private.as_ref(),
+        now,
+        public_url,
+    )
+}
+
+/// Re-signs a replay file as `route` signs (its provider, options and first secret),
+/// with a fresh timestamp, for `hookgate replay --config`. A route that verifies
+/// Ed25519 holds only public keys, and cannot sign.
+pub fn resign_as_route(
+    replay: &mut crate::replay::Replay,
+    route: &crate::config::Route,
+    now: u64,
+) -> Result<(), String> {
+    sign_replay(
+        replay,
+        &route.verifier,
+        &route.event_id,
+        None,
+        now,
+        route.public_url.as_deref(),
+    )
+}
+
+/// Sets the signature headers of `replay` for `now`, keeping its event ID.
+fn sign_replay(
+    replay: &mut crate::replay::Replay,
+    verifier: &crate::provider::Verifier,
+    id_source: &EventIdSource,
+    private: Option<&PrivateKey>,
+    now: u64,
+    public_url: Option<&str>,
+) -> Result<(), String> {
     // Keep a header-based event ID; body-based ones live in the unchanged body.
-    let event_id = match &id_source {
+    let event_id = match id_source {
         EventIdSource::Header(names) => names
             .iter()
             .find_map(|n| replay.header(n.as_str()))
@@ -158,9 +195,9 @@ pub fn resign(
         },
     );
     let body = replay.body_bytes();
-    let signed = match &private {
-        Some(k) => headers_ed25519(&verifier, &id_source, &body, now, &event_id, k)?,
-        None => headers(&verifier, &id_source, &body, now, &event_id, url.as_deref())?,
+    let signed = match private {
+        Some(k) => headers_ed25519(verifier, id_source, &body, now, &event_id, k)?,
+        None => headers(verifier, id_source, &body, now, &event_id, url.as_deref())?,
     };
     for (name, value) in signed {
         replay.set_header(name.as_str(), &value);

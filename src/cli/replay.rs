@@ -19,15 +19,21 @@ pub struct ReplayArgs {
     /// (http://127.0.0.1:8080/webhooks/github), used for every file.
     #[arg(long)]
     target: String,
-    /// Re-sign each delivery for this test secret with a fresh timestamp (a
-    /// `whsk_` private key for Ed25519 providers: discord, standard_webhooks v1a).
+    /// Re-sign each delivery with a fresh timestamp: `SECRET` for every file, or
+    /// `ROUTE=SECRET` for the files captured on that route (repeat it for a folder
+    /// that mixes providers). A `whsk_` private key for Ed25519 providers (discord,
+    /// standard_webhooks v1a).
+    #[arg(long, value_name = "[ROUTE=]SECRET")]
+    resign: Vec<String>,
+    /// Re-sign each delivery as its route in this config file does (its provider,
+    /// options and first secret); `--resign ROUTE=SECRET` overrides a route.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The provider to re-sign as with --resign (default: the one the file names).
     #[arg(long)]
-    resign: Option<String>,
-    /// The provider to re-sign as (default: the one the file names).
-    #[arg(long, requires = "resign")]
     provider: Option<String>,
     /// The public URL to sign against, for URL-signing providers.
-    #[arg(long, requires = "resign")]
+    #[arg(long)]
     public_url: Option<String>,
     /// Send each delivery this many times.
     #[arg(long, default_value_t = 1)]
@@ -35,10 +41,13 @@ pub struct ReplayArgs {
     /// How many copies are in flight at once.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
-    /// Fail (exit 1) unless every delivery ends like this. With --copies N,
+    /// Fail (exit 1) unless every delivery ends like this: forwarded, queued,
+    /// filtered, duplicate, in_flight, handshake, rejected or error. With --copies N,
     /// `forwarded` means one copy forwarded and the rest duplicates or in flight.
-    #[arg(long, value_enum)]
-    expect: Option<crate::replay::Verdict>,
+    /// `first`: the first file of each event is forwarded, queued or filtered, and
+    /// the later ones (the provider's own copies, in captures) are duplicates.
+    #[arg(long, value_parser = parse_expect, value_name = "VERDICT|first")]
+    expect: Option<Expect>,
     /// One JSON object per line, then a summary object.
     #[arg(long)]
     json: bool,
@@ -49,6 +58,7 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         inputs,
         target,
         resign,
+        config,
         provider,
         public_url,
         copies,
@@ -56,9 +66,17 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
         expect,
         json,
     } = args;
+    if resign.is_empty() && config.is_none() && (provider.is_some() || public_url.is_some()) {
+        bail!("--provider and --public-url re-sign: give --resign too");
+    }
+    let config = match &config {
+        Some(path) => Some(crate::config::load(path).map_err(|e| anyhow::anyhow!("{e}"))?),
+        None => None,
+    };
     let opts = ReplayOpts {
         target,
         resign,
+        config,
         provider,
         public_url,
         copies: copies.max(1),
@@ -69,17 +87,133 @@ pub(super) async fn run(args: ReplayArgs) -> anyhow::Result<i32> {
     replay_files(&inputs, &opts).await
 }
 
+/// What `--expect` asks of each file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    /// Every file ends so.
+    Each(Verdict),
+    /// Each event's first file is taken, its later files are copies.
+    First,
+}
+
+fn parse_expect(s: &str) -> Result<Expect, String> {
+    if s == "first" {
+        return Ok(Expect::First);
+    }
+    <Verdict as clap::ValueEnum>::from_str(s, true)
+        .map(Expect::Each)
+        .map_err(|_| {
+            format!("{s:?}: forwarded, queued, filtered, duplicate, in_flight, handshake, rejected, error or first")
+        })
+}
+
 /// The options of `hookgate replay`.
 #[derive(Debug)]
 struct ReplayOpts {
     target: String,
-    resign: Option<String>,
+    resign: Vec<String>,
+    config: Option<crate::config::Config>,
     provider: Option<String>,
     public_url: Option<String>,
     copies: usize,
     concurrency: usize,
-    expect: Option<Verdict>,
+    expect: Option<Expect>,
     json: bool,
+}
+
+/// How one file is re-signed.
+enum Resign<'a> {
+    No,
+    Secret(&'a str),
+    Route(&'a crate::config::Route),
+}
+
+impl ReplayOpts {
+    /// `--resign` values: `(Some(route), secret)` for `ROUTE=SECRET`, where ROUTE is a
+    /// route some file was captured on or the config names (a secret may hold `=`
+    /// itself), `(None, secret)` otherwise.
+    fn resign_values<'a>(
+        &'a self,
+        files: &[Replay],
+    ) -> anyhow::Result<Vec<(Option<&'a str>, &'a str)>> {
+        let is_route = |name: &str| {
+            files.iter().any(|f| f.route.as_deref() == Some(name))
+                || self
+                    .config
+                    .as_ref()
+                    .is_some_and(|c| c.route(name).is_some())
+        };
+        let values: Vec<(Option<&str>, &str)> = self
+            .resign
+            .iter()
+            .map(|v| match v.split_once('=') {
+                Some((route, secret)) if is_route(route) => (Some(route), secret),
+                _ => (None, v.as_str()),
+            })
+            .collect();
+        if values.iter().filter(|(r, _)| r.is_none()).count() > 1 {
+            bail!(
+                "--resign: give one SECRET for every file, and ROUTE=SECRET for the others (ROUTE as the captures name it)"
+            );
+        }
+        Ok(values)
+    }
+
+    /// How `file` is re-signed: its route's `--resign ROUTE=SECRET`, else the bare
+    /// `--resign SECRET`, else its route in `--config`.
+    fn resign_for<'a>(
+        &'a self,
+        values: &[(Option<&'a str>, &'a str)],
+        file: &Replay,
+    ) -> Result<Resign<'a>, String> {
+        let route = file.route.as_deref();
+        if let Some((_, secret)) = values.iter().find(|(r, _)| r.is_some() && *r == route) {
+            return Ok(Resign::Secret(secret));
+        }
+        if let Some((_, secret)) = values.iter().find(|(r, _)| r.is_none()) {
+            return Ok(Resign::Secret(secret));
+        }
+        let Some(cfg) = &self.config else {
+            return Ok(Resign::No);
+        };
+        match route.and_then(|name| cfg.route(name)) {
+            Some(r) => Ok(Resign::Route(r)),
+            None => Err(match route {
+                Some(name) => {
+                    format!("its route {name:?} is not in the config: give --resign {name}=SECRET")
+                }
+                None => "it names no route: give --resign SECRET".to_owned(),
+            }),
+        }
+    }
+}
+
+/// The event a file carries, as the gateway keys it: the route's event ID (the
+/// config's, else its provider's default, else the body's digest).
+fn event_key(file: &Replay, route: Option<&crate::config::Route>) -> String {
+    use crate::provider::{EventIdSource, Preset};
+    let source = route.map(|r| r.event_id.clone()).or_else(|| {
+        file.provider
+            .as_deref()
+            .and_then(Preset::parse)
+            .and_then(|p| p.default_event_id(None))
+    });
+    let mut headers = http::HeaderMap::new();
+    for (n, v) in &file.headers {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::try_from(n.as_str()),
+            http::HeaderValue::try_from(v.as_str()),
+        ) {
+            headers.append(n, v);
+        }
+    }
+    let body = file.body_bytes();
+    let id = source
+        .and_then(|s| s.extract(&headers, &body))
+        .or_else(|| EventIdSource::BodySha256.extract(&headers, &body))
+        .map(|id| id.as_str().to_owned())
+        .unwrap_or_default();
+    format!("{}\n{id}", file.route.as_deref().unwrap_or(&file.path))
 }
 
 /// What happened to one file's delivery, over all its copies.
@@ -115,6 +249,12 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
         bail!("no replay files in {inputs:?}");
     }
     let client = crate::replay::client();
+    let loaded = files
+        .iter()
+        .map(|f| Replay::load(f))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let resign_values = o.resign_values(&loaded)?;
+    let mut seen = std::collections::HashSet::new();
     let mut totals: std::collections::BTreeMap<Verdict, usize> = std::collections::BTreeMap::new();
     let mut unexpected = 0;
     // A 404 means the target is not a route of the gateway: a mistake in --target, not
@@ -122,18 +262,35 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
     let mut not_found = 0;
     // Copies that could not be sent at all (no gateway there, no path to send to).
     let mut unsent = 0;
-    for file in &files {
-        let mut r = Replay::load(file)?;
-        if let Some(secret) = &o.resign {
-            crate::sign::resign(
-                &mut r,
-                o.provider.as_deref(),
-                secret,
-                Clock::System.now(),
-                o.public_url.as_deref(),
-            )
+    for (file, mut r) in files.iter().zip(loaded) {
+        let how = o
+            .resign_for(&resign_values, &r)
             .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-        }
+        let route = match how {
+            Resign::No => None,
+            Resign::Secret(secret) => {
+                crate::sign::resign(
+                    &mut r,
+                    o.provider.as_deref(),
+                    secret,
+                    Clock::System.now(),
+                    o.public_url.as_deref(),
+                )
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                None
+            }
+            Resign::Route(route) => {
+                crate::sign::resign_as_route(&mut r, route, Clock::System.now()).map_err(|e| {
+                    anyhow::anyhow!("{}: route {}: {e}", file.display(), route.name)
+                })?;
+                Some(route)
+            }
+        };
+        let route = route.or_else(|| {
+            let cfg = o.config.as_ref()?;
+            cfg.route(r.route.as_deref()?)
+        });
+        let first_of_its_event = seen.insert(event_key(&r, route));
         let sends = stream::iter(0..o.copies)
             .map(|_| r.send(&client, &o.target))
             .buffer_unordered(o.concurrency)
@@ -165,13 +322,26 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
             );
         }
         let result = overall(&verdicts);
-        if let Some(want) = o.expect
-            && result != want
-        {
+        let (met, wanted) = match o.expect {
+            None => (true, String::new()),
+            Some(Expect::Each(want)) => (result == want, want.to_string()),
+            Some(Expect::First) if first_of_its_event => (
+                matches!(
+                    result,
+                    Verdict::Forwarded | Verdict::Queued | Verdict::Filtered
+                ),
+                "forwarded, queued or filtered (the first of its event)".to_owned(),
+            ),
+            Some(Expect::First) => (
+                matches!(result, Verdict::Duplicate | Verdict::InFlight),
+                "duplicate (a later copy of an event already sent)".to_owned(),
+            ),
+        };
+        if !met {
             unexpected += 1;
             if !o.json {
                 println!(
-                    "{}  UNEXPECTED: expected {want}, got {result}",
+                    "{}  UNEXPECTED: expected {wanted}, got {result}",
                     file.display()
                 );
             }
@@ -191,11 +361,11 @@ async fn replay_files(inputs: &[PathBuf], o: &ReplayOpts) -> anyhow::Result<i32>
             summary.join(", ")
         );
     }
-    if unsent > 0 && o.expect != Some(Verdict::Error) {
+    if unsent > 0 && o.expect != Some(Expect::Each(Verdict::Error)) {
         eprintln!("hookgate replay: {unsent} requests could not be sent");
         return Ok(1);
     }
-    if not_found > 0 && o.expect != Some(Verdict::Rejected) {
+    if not_found > 0 && o.expect != Some(Expect::Each(Verdict::Rejected)) {
         eprintln!(
             "hookgate replay: {not_found} requests answered 404: no route at that URL. Give --target the \
              gateway's base URL (http://host:port) for files that record their path, or a \

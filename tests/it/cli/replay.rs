@@ -503,3 +503,116 @@ async fn sign_a_body_file_then_replay_it_at_a_route_url() {
     );
     gw.stop().await;
 }
+
+/// docs/testing.md's CI recipe on real captures: a folder that mixes providers (one
+/// secret each, `--resign ROUTE=SECRET` or `--config`) and holds the providers' own
+/// copies of an event: `--expect first` passes (each event's first file forwarded,
+/// its copies duplicates) where `--expect forwarded` fails on the copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_mixing_providers_and_copies_pass_the_ci_recipe() {
+    let dir = tempfile::tempdir().expect("dir");
+    let captures = dir.path().join("captures");
+    let first_up = Upstream::start().await;
+    let cfg = format!(
+        "[capture]\ndir = \"{}\"\nmax_files = 100\n{}",
+        captures.display(),
+        fixture_routes(&first_up, None)
+    );
+    let live = TestGateway::start(&cfg).await;
+    let stripe = r#"{"id":"evt_ci_1","type":"invoice.paid","data":{"object":{"amount":700}}}"#;
+    let github = r#"{"action":"opened","number":12}"#;
+    // Each provider delivers, then delivers the same event again (its retry).
+    for want in ["forwarded", "duplicate"] {
+        assert_eq!(live.deliver("stripe", stripe, "x").await.outcome(), want);
+        assert_eq!(
+            live.deliver("github", github, "gh-ci-1").await.outcome(),
+            want
+        );
+    }
+    assert!(
+        crate::support::eventually(Duration::from_secs(5), || std::fs::read_dir(&captures)
+            .map(|d| d.count())
+            .unwrap_or(0)
+            == 4)
+        .await,
+        "the copies are captured too"
+    );
+    live.stop().await;
+
+    // CI: a gateway with a test secret per route (as a test config would have).
+    let test_secrets = [
+        ("stripe", "whsec_ci_stripe"),
+        ("github", "ci-github-secret"),
+    ];
+    let up = Upstream::start().await;
+    let routes: String = test_secrets
+        .iter()
+        .map(|(name, secret)| {
+            format!(
+                "[[routes]]\nname = \"{name}\"\npath = \"/webhooks/{name}\"\nprovider = \"{name}\"\nsecrets = [\"{secret}\"]\nupstream = \"{}\"\n",
+                up.url(&format!("/{name}"))
+            )
+        })
+        .collect();
+    let config_path = dir.path().join("ci.toml");
+    std::fs::write(&config_path, &routes).expect("config");
+    let run = |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            replay_cmd(&args)
+        })
+    };
+    let folder = captures.display().to_string();
+    let resign: Vec<String> = test_secrets
+        .iter()
+        .flat_map(|(r, s)| ["--resign".to_owned(), format!("{r}={s}")])
+        .collect();
+
+    // `--expect forwarded` on the providers' copies: exit 1, naming them.
+    let gw = TestGateway::start(&routes).await;
+    let mut args = vec![folder.clone(), "--target".into(), gw.base_url()];
+    args.extend(resign.clone());
+    args.extend(["--expect".into(), "forwarded".into()]);
+    let (code, out) = run(args).await.expect("replay");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out.matches("UNEXPECTED").count(), 2, "{out}");
+    gw.stop().await;
+
+    // The recipe: `--resign ROUTE=SECRET` for each provider and `--expect first`.
+    let gw = TestGateway::start(&routes).await;
+    let mut args = vec![folder.clone(), "--target".into(), gw.base_url()];
+    args.extend(resign);
+    args.extend(["--expect".into(), "first".into()]);
+    let (code, out) = run(args).await.expect("replay");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("4 files, 4 requests: 2 forwarded, 2 duplicate; 0 unexpected"),
+        "{out}"
+    );
+    gw.stop().await;
+
+    // The same with `--config`: each file re-signed as its route in the test config.
+    let gw = TestGateway::start(&routes).await;
+    let args = vec![
+        folder.clone(),
+        "--target".into(),
+        gw.base_url(),
+        "--config".into(),
+        config_path.display().to_string(),
+        "--expect".into(),
+        "first".into(),
+    ];
+    let (code, out) = run(args).await.expect("replay");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("2 forwarded, 2 duplicate; 0 unexpected"),
+        "{out}"
+    );
+    gw.stop().await;
+    // Each event reached the handler once per run (three gateways, each its own
+    // store), never its copies.
+    assert_eq!(up.effects_for("evt_ci_1"), 3);
+    // GitHub's own ID is not signed: the gateway keys its deliveries on the body.
+    let github_effects = up.received().iter().filter(|r| r.uri == "/github").count();
+    assert_eq!(github_effects, 3);
+}
