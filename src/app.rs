@@ -364,7 +364,10 @@ impl App {
             tracing::error!(error = %e, "the delivery workers failed while stopping; queued events stay stored for the next start");
         }
         // Operators' last actions reach the audit's store before it is flushed.
-        self.admin.audit.drain(self.admin.server.shutdown_grace).await;
+        self.admin
+            .audit
+            .drain(self.admin.server.shutdown_grace)
+            .await;
         self.store().flush().await;
         served
     }

@@ -148,14 +148,22 @@ mod tests {
             (Method::GET, "/handshakes/asana", Some(Operate)),
             (Method::DELETE, "/handshakes/asana", Some(Operate)),
             (Method::POST, "/reload", Some(Operate)),
-            (Method::POST, "/events/stripe/retry?plan=true", Some(Operate)),
+            (
+                Method::POST,
+                "/events/stripe/retry?plan=true",
+                Some(Operate),
+            ),
             (Method::POST, "/events/stripe/pause", Some(Operate)),
             (Method::POST, "/deliveries/x/replay", Some(Operate)),
             (Method::DELETE, "/keys/stripe/evt_1", Some(Operate)),
             (Method::POST, "/healthz", Some(Operate)),
             (Method::PUT, "/overview", Some(Operate)),
         ] {
-            assert_eq!(required(&req(method.clone(), path)), want, "{method} {path}");
+            assert_eq!(
+                required(&req(method.clone(), path)),
+                want,
+                "{method} {path}"
+            );
         }
     }
 

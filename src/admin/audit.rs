@@ -230,7 +230,11 @@ pub(crate) fn action_of(req: &AdminRequest) -> Option<Action> {
         }
         (&Method::DELETE, "keys") => (
             "forget",
-            clean(&format!("{}/{}", route(), req.after_route().unwrap_or_default())),
+            clean(&format!(
+                "{}/{}",
+                route(),
+                req.after_route().unwrap_or_default()
+            )),
             None,
         ),
         (&Method::POST, "events") => {
@@ -250,9 +254,7 @@ pub(crate) fn action_of(req: &AdminRequest) -> Option<Action> {
             };
             (action, target, detail(&["event_id"]))
         }
-        (&Method::POST, "deliveries")
-            if req.segments.len() == 2 && req.segments[1] == "replay" =>
-        {
+        (&Method::POST, "deliveries") if req.segments.len() == 2 && req.segments[1] == "replay" => {
             ("replay", clean(&req.args[0]), detail(&[]))
         }
         _ => return None,
@@ -306,7 +308,14 @@ fn outcome(answer: &AdminAnswer) -> (&'static str, u16, Option<String>) {
         }
         // The counts an action answers with.
         let counts: Vec<String> = [
-            "retried", "purged", "forgotten", "cleared", "routes", "count", "more", "plan",
+            "retried",
+            "purged",
+            "forgotten",
+            "cleared",
+            "routes",
+            "count",
+            "more",
+            "plan",
         ]
         .iter()
         .filter_map(|k| {
@@ -380,14 +389,24 @@ mod tests {
 
     #[test]
     fn each_operator_action_names_its_target() {
-        let some = |a: &str, t: &str, d: Option<&str>| Some((a.into(), t.into(), d.map(Into::into)));
-        assert_eq!(action(Method::POST, "/reload"), some("reload", "config", None));
+        let some =
+            |a: &str, t: &str, d: Option<&str>| Some((a.into(), t.into(), d.map(Into::into)));
         assert_eq!(
-            action(Method::POST, "/events/github/retry?event_id=e%201&destination=ci"),
+            action(Method::POST, "/reload"),
+            some("reload", "config", None)
+        );
+        assert_eq!(
+            action(
+                Method::POST,
+                "/events/github/retry?event_id=e%201&destination=ci"
+            ),
             some("retry", "github/e 1", Some("destination=ci"))
         );
         assert_eq!(
-            action(Method::POST, "/events/github/retry?state=dead&event_type=push"),
+            action(
+                Method::POST,
+                "/events/github/retry?state=dead&event_type=push"
+            ),
             some("retry", "github", Some("event_type=push, state=dead"))
         );
         assert_eq!(
@@ -424,7 +443,8 @@ mod tests {
             outcome(&failed),
             ("failed", 503, Some("store unavailable, retry later".into()))
         );
-        let refused = AdminAnswer::BadRequest(serde_json::json!({"status": "refused", "errors": ["a", "b"]}));
+        let refused =
+            AdminAnswer::BadRequest(serde_json::json!({"status": "refused", "errors": ["a", "b"]}));
         assert_eq!(outcome(&refused), ("refused", 400, Some("a; b".into())));
     }
 }

@@ -198,7 +198,9 @@ pub(crate) fn response(answer: AdminAnswer) -> Response<AdminBody> {
             r
         }
         AdminAnswer::Refused(status, why) => json(status, api::to_json(&StatusBody::new(why))),
-        AdminAnswer::Forbidden(why) => json(StatusCode::FORBIDDEN, api::to_json(&ErrorBody::new(why))),
+        AdminAnswer::Forbidden(why) => {
+            json(StatusCode::FORBIDDEN, api::to_json(&ErrorBody::new(why)))
+        }
         AdminAnswer::NotFound(body) => json(StatusCode::NOT_FOUND, body),
         AdminAnswer::Conflict(body) => json(StatusCode::CONFLICT, body),
         AdminAnswer::Unavailable(body) => json(StatusCode::SERVICE_UNAVAILABLE, body),

@@ -12,8 +12,7 @@ use http::{Method, Request, Response};
 use super::AdminContext;
 use super::exchange::{AdminAnswer, AdminBody, AdminRequest, response, usage};
 use super::{
-    audit, deliveries, events, guard, handshakes, keys, overview, probes, pull, reload, replay,
-    ui,
+    audit, deliveries, events, guard, handshakes, keys, overview, probes, pull, reload, replay, ui,
 };
 
 /// The admin router: every request, whatever its method and path, answered here.

@@ -390,7 +390,13 @@ impl super::AuditStore for MemoryStore {
             .audit
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(audit.values().rev().skip(skip).take(limit).cloned().collect())
+        Ok(audit
+            .values()
+            .rev()
+            .skip(skip)
+            .take(limit)
+            .cloned()
+            .collect())
     }
 }
 

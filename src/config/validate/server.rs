@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use super::Validator;
 use crate::config::raw::{RawServer, is_absent};
-use crate::secret::Secret;
 use crate::config::{ADMIN_TOKEN_NAME as ADMIN, AdminToken, ServerConfig, TlsConfig, size};
-
+use crate::secret::Secret;
 
 /// `server.max_body` when unset.
 const MAX_BODY: usize = 1024 * 1024;
@@ -147,7 +146,11 @@ impl Validator<'_> {
                 );
             }
             let token = if is_absent(&t.token) {
-                self.err_at(at, &k("token"), "missing: the Bearer token (${VAR} or file:PATH)");
+                self.err_at(
+                    at,
+                    &k("token"),
+                    "missing: the Bearer token (${VAR} or file:PATH)",
+                );
                 None
             } else {
                 self.secret(&t.token, &k("token"))

@@ -3,7 +3,9 @@
 //! bound (operators' actions are rare: never per event). Run on a blocking thread, as
 //! the cells are (`cells.rs`).
 
-use redb::{ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition};
+use redb::{
+    ReadableDatabase as _, ReadableTable as _, ReadableTableMetadata as _, TableDefinition,
+};
 
 use super::{DiskStore, backend};
 use crate::store::StoreError;

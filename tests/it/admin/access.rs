@@ -154,7 +154,10 @@ async fn a_read_token_reads_and_is_refused_every_operator_action() {
         assert!(!why.contains(READ), "{body}");
     }
     let (_, v) = call(&gw, Some(READ), "GET", "/events/stripe/evt_dead").await;
-    assert_eq!(v["state"], "dead", "a refused retry or purge changed nothing");
+    assert_eq!(
+        v["state"], "dead",
+        "a refused retry or purge changed nothing"
+    );
     let (_, v) = call(&gw, Some(READ), "GET", "/events/stripe").await;
     assert!(v["destinations"][0]["paused"].is_null(), "{v}");
     assert!(
@@ -197,7 +200,10 @@ async fn a_read_token_reads_and_is_refused_every_operator_action() {
     // not), newest first.
     let records = audit(&gw, "", 4).await;
     assert_eq!(records.len(), 4, "{records:?}");
-    let actions: Vec<&str> = records.iter().map(|r| r["action"].as_str().unwrap_or("")).collect();
+    let actions: Vec<&str> = records
+        .iter()
+        .map(|r| r["action"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(actions, ["forget", "retry", "resume", "pause"]);
     for r in &records {
         assert_eq!(r["name"], "oncall", "{r}");
@@ -210,7 +216,10 @@ async fn a_read_token_reads_and_is_refused_every_operator_action() {
     assert_eq!(records[1]["message"], "retried=1");
     assert_eq!(records[3]["target"], "stripe");
     assert_eq!(records[3]["detail"], "reason=deploy");
-    let ids: Vec<&str> = records.iter().map(|r| r["id"].as_str().unwrap_or("")).collect();
+    let ids: Vec<&str> = records
+        .iter()
+        .map(|r| r["id"].as_str().unwrap_or(""))
+        .collect();
     assert!(ids.windows(2).all(|w| w[0] > w[1]), "newest first: {ids:?}");
     // Filters: by action and by name.
     let only = audit(&gw, "?action=retry", 1).await;
@@ -259,7 +268,13 @@ async fn the_disk_store_keeps_the_audit_across_a_restart() {
     let up = Upstream::start().await;
     let dir = tempfile::tempdir().expect("dir");
     let gw = TestGateway::start(&config(&up, &disk(dir.path()), true)).await;
-    let (status, _) = call(&gw, Some(OPERATE), "POST", "/events/stripe/pause?reason=before").await;
+    let (status, _) = call(
+        &gw,
+        Some(OPERATE),
+        "POST",
+        "/events/stripe/pause?reason=before",
+    )
+    .await;
     assert_eq!(status, 200);
     let (status, _) = call(&gw, Some(OPERATE), "POST", "/events/stripe/resume").await;
     assert_eq!(status, 200);
@@ -305,7 +320,10 @@ async fn replicas_on_redis_share_one_audit() {
     assert_eq!(status, 200);
     for gw in [&a, &b] {
         let records = audit(gw, "", 2).await;
-        let actions: Vec<&str> = records.iter().map(|r| r["action"].as_str().unwrap_or("")).collect();
+        let actions: Vec<&str> = records
+            .iter()
+            .map(|r| r["action"].as_str().unwrap_or(""))
+            .collect();
         assert_eq!(actions, ["resume", "pause"]);
     }
     a.stop().await;
@@ -320,10 +338,17 @@ async fn a_full_redis_loses_the_record_but_never_the_action() {
     let up = Upstream::start().await;
     let gw = TestGateway::start(&config(&up, &redis(&r), false)).await;
     assert_eq!(
-        gw.deliver("stripe", &stripe_body("evt_full"), "evt_full").await.outcome(),
+        gw.deliver("stripe", &stripe_body("evt_full"), "evt_full")
+            .await
+            .outcome(),
         "forwarded"
     );
-    let _: () = r.cmd(redis::cmd("CONFIG").arg("SET").arg("maxmemory-policy").arg("noeviction"));
+    let _: () = r.cmd(
+        redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("noeviction"),
+    );
     let _: () = r.cmd(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg("1"));
     let (status, body) = call(&gw, Some(OPERATE), "DELETE", "/keys/stripe/evt_full").await;
     assert_eq!(status, 200, "the action happens: {body}");
@@ -354,9 +379,10 @@ async fn a_reload_swaps_the_tokens() {
     std::fs::write(&file, &text).expect("write");
     let gw = TestGateway::start_file(&file).await;
     // The operate token becomes `rotated`; the read one goes.
-    let rotated = text
-        .replace(OPERATE, "rotated-t0ken")
-        .replace(&format!("name = \"grafana\"\ntoken = \"{READ}\"\nrole = \"read\"\n"), "name = \"grafana\"\ntoken = \"new-read-t0ken\"\nrole = \"read\"\n");
+    let rotated = text.replace(OPERATE, "rotated-t0ken").replace(
+        &format!("name = \"grafana\"\ntoken = \"{READ}\"\nrole = \"read\"\n"),
+        "name = \"grafana\"\ntoken = \"new-read-t0ken\"\nrole = \"read\"\n",
+    );
     std::fs::write(&file, &rotated).expect("write");
     let (status, body) = call(&gw, Some(OPERATE), "POST", "/reload").await;
     assert_eq!(status, 200, "{body}");

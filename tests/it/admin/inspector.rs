@@ -952,8 +952,20 @@ async fn the_audit_page_shows_who_did_what() {
             .bearer_auth(token)
             .send()
     };
-    assert_eq!(forget("inspector-read-token").await.expect("forget").status(), 403);
-    assert_eq!(forget("inspector-operate-token").await.expect("forget").status(), 200);
+    assert_eq!(
+        forget("inspector-read-token")
+            .await
+            .expect("forget")
+            .status(),
+        403
+    );
+    assert_eq!(
+        forget("inspector-operate-token")
+            .await
+            .expect("forget")
+            .status(),
+        200
+    );
 
     let b = Browser::start(1280, 800).await;
     b.goto(&gw.admin_url("/ui/#/audit")).await;
@@ -961,10 +973,19 @@ async fn the_audit_page_shows_who_did_what() {
     b.fill("#token", "inspector-read-token\u{E007}").await;
     b.wait_text("nav", "Audit").await;
     let row = b.wait_text("#audit", "forget").await;
-    for shown in ["oncall", "operate", "stripe/evt_audited", "ok 200", "forgotten=true"] {
+    for shown in [
+        "oncall",
+        "operate",
+        "stripe/evt_audited",
+        "ok 200",
+        "forgotten=true",
+    ] {
         assert!(row.contains(shown), "{shown:?} in {row:?}");
     }
-    assert!(!row.contains("grafana"), "a refused request is not an action: {row:?}");
+    assert!(
+        !row.contains("grafana"),
+        "a refused request is not an action: {row:?}"
+    );
     let page = b.page_text().await;
     assert!(!page.contains("inspector-operate-token"), "{page}");
     // Filtered by an action nobody took: nothing.

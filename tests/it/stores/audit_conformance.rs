@@ -27,9 +27,15 @@ fn id(i: u64) -> String {
 
 async fn append(s: &Store, i: u64, keep: usize) {
     let record = format!("{{\"id\":\"{}\",\"n\":{i}}}", id(i));
-    s.audit_append(SPACE, &id(i), 1_700_000_000_000 + i, record.as_bytes(), keep)
-        .await
-        .expect("append");
+    s.audit_append(
+        SPACE,
+        &id(i),
+        1_700_000_000_000 + i,
+        record.as_bytes(),
+        keep,
+    )
+    .await
+    .expect("append");
 }
 
 async fn listed(s: &Store, skip: usize, limit: usize) -> Vec<u64> {
