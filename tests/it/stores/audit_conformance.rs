@@ -8,17 +8,6 @@ use hookgate::store::{AuditStore as _, DiskStore, MemoryStore, RedisStore, Store
 
 use crate::support::RedisServer;
 
-/// A store of each kind, with what keeps it alive.
-async fn each(test: impl AsyncFn(&Store)) {
-    test(&Store::Memory(MemoryStore::new())).await;
-    let dir = tempfile::tempdir().expect("dir");
-    let disk = DiskStore::open(&dir.path().join("hookgate.db")).expect("open");
-    test(&Store::Disk(disk)).await;
-    let redis = RedisServer::start();
-    let store = RedisStore::new(&redis.url(), Duration::from_secs(2)).expect("store");
-    test(&Store::Redis(store)).await;
-}
-
 const SPACE: &str = "hookgate:#audit";
 
 fn id(i: u64) -> String {
@@ -50,9 +39,8 @@ async fn listed(s: &Store, skip: usize, limit: usize) -> Vec<u64> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_audit_lists_newest_first_and_holds_its_bound_at_the_edge() {
-    each(async |s: &Store| {
+async fn lists_newest_first_and_holds_its_bound_at_the_edge(s: &Store) {
+    {
         assert!(listed(s, 0, 10).await.is_empty(), "{s:?}: empty at first");
         for i in 0..5 {
             append(s, i, 5).await;
@@ -75,6 +63,24 @@ async fn the_audit_lists_newest_first_and_holds_its_bound_at_the_edge() {
         append(s, 10, 5).await;
         append(s, 9, 5).await;
         assert_eq!(listed(s, 0, 3).await, [10, 9, 8], "{s:?}");
-    })
-    .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_holds_its_bound_on_memory() {
+    lists_newest_first_and_holds_its_bound_at_the_edge(&Store::Memory(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_holds_its_bound_on_disk() {
+    let dir = tempfile::tempdir().expect("dir");
+    let disk = DiskStore::open(&dir.path().join("hookgate.db")).expect("open");
+    lists_newest_first_and_holds_its_bound_at_the_edge(&Store::Disk(disk)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_holds_its_bound_on_redis() {
+    let redis = RedisServer::start();
+    let store = RedisStore::new(&redis.url(), Duration::from_secs(2)).expect("store");
+    lists_newest_first_and_holds_its_bound_at_the_edge(&Store::Redis(store)).await;
 }
