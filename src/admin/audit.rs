@@ -126,7 +126,7 @@ impl Audit {
             name = %record.name,
             role = %record.role,
             action = %record.action,
-            target_ = %record.target,
+            target = %record.target,
             detail = record.detail.as_deref().unwrap_or(""),
             result = %record.result,
             status = record.status,
