@@ -66,8 +66,8 @@ impl Listeners {
             .with_context(|| format!("cannot listen on {}", server.listen))?;
         let admin = match server.admin_listen {
             Some(addr) => {
-                if !addr.ip().is_loopback() && server.admin_token.is_none() {
-                    tracing::warn!(admin = %addr, "the admin listener is not on a loopback address and has no server.admin_token: anyone who reaches it can reload, retry, purge and read handed-over secrets; set server.admin_token");
+                if !addr.ip().is_loopback() && !server.admin_protected() {
+                    tracing::warn!(admin = %addr, "the admin listener is not on a loopback address and has no server.admin_token or server.admin_tokens: anyone who reaches it can reload, retry, purge and read handed-over secrets; set a token");
                 }
                 Some(
                     TcpListener::bind(addr)
@@ -123,6 +123,10 @@ struct Shared {
     /// The queues' depth over the last day, sampled by this process (the charts).
     queue_samples: Arc<crate::delivery::samples::QueueSamples>,
     tls: Arc<ArcSwapOption<tokio_rustls::rustls::ServerConfig>>,
+    /// The admin listener's tokens (a reload swaps them).
+    access: Arc<ArcSwap<crate::admin::Access>>,
+    /// Operators' actions.
+    audit: Arc<crate::admin::audit::Audit>,
 }
 
 impl App {
@@ -138,6 +142,10 @@ impl App {
         metrics.register_store(&store.metrics());
         let routing = Arc::new(ArcSwap::from_pointee(Routing::new(cfg)));
         let recorder = Arc::new(Recorder::new(cfg, &store, &mut metrics, routing.clone())?);
+        let audit = Arc::new(crate::admin::audit::Audit::new(
+            store.clone(),
+            metrics.registry_mut(),
+        ));
         let eviction = Arc::new(eviction::Watch::new(&store));
         let capture = match &cfg.capture {
             Some(c) => Some(
@@ -178,6 +186,8 @@ impl App {
             queue_history: Arc::new(QueueHistory::new(cfg)),
             queue_samples: Arc::default(),
             tls: Arc::new(ArcSwapOption::new(tls)),
+            access: Arc::new(ArcSwap::from_pointee(crate::admin::Access::of(&cfg.server))),
+            audit,
         };
         let pipeline = Arc::new(pipeline_context(cfg, &shared, capture));
         let reloader = Arc::new(reloader(cfg, &shared));
@@ -353,6 +363,11 @@ impl App {
         if let Ok(Err(e)) = workers.await {
             tracing::error!(error = %e, "the delivery workers failed while stopping; queued events stay stored for the next start");
         }
+        // Operators' last actions reach the audit's store before it is flushed.
+        self.admin
+            .audit
+            .drain(self.admin.server.shutdown_grace)
+            .await;
         self.store().flush().await;
         served
     }
@@ -490,6 +505,7 @@ fn reloader(cfg: &Config, shared: &Shared) -> Reloader {
         queue_history: shared.queue_history.clone(),
         stranded_seen: std::sync::Mutex::default(),
         wake: shared.wake.clone(),
+        access: shared.access.clone(),
     }
 }
 
@@ -513,5 +529,7 @@ fn admin_context(cfg: &Config, shared: &Shared, reloader: Arc<Reloader>) -> Admi
         reloader,
         live_streams: Arc::new(Semaphore::new(crate::admin::MAX_STREAMS)),
         server: cfg.server.clone(),
+        access: shared.access.clone(),
+        audit: shared.audit.clone(),
     }
 }

@@ -41,15 +41,17 @@
 //!   request, a file per group of endpoints answers it; [`admin::api`] holds the
 //!   answers' types, which [`cli`] decodes. It reads the gateway through an
 //!   [`admin::AdminContext`]; a replay is sent and queued by the pipeline's own job
-//!   steps.
+//!   steps. Who may use which endpoint is `access.rs` (tokens and their roles, `read`
+//!   or `operate`); every operator action is recorded by `audit.rs` (`GET /audit`).
 //! - [`reload`]: the config swapped while the gateway runs (SIGHUP, `POST /reload`),
 //!   and the checks it shares with the start (stranded queues, the queue history).
 //! - [`store`]: one layer for everything stored. Its contracts — claims
 //!   ([`store::DedupStore`]), the queue of durable delivery ([`store::QueueStore`]),
-//!   pacing ([`store::Pacing`]) and the gateway's own small records ([`store::Cells`],
-//!   compare-and-set) — and their memory, disk and Redis implementations, each
-//!   a folder split on its seams (Redis's Lua in `store/redis/scripts/`); the delivery
-//!   log's backends (`store/log/`); health checks of what a store holds (eviction,
+//!   pacing ([`store::Pacing`]), the gateway's own small records ([`store::Cells`],
+//!   compare-and-set) and the operators' audit ([`store::AuditStore`], bounded) —
+//!   and their memory, disk and Redis implementations, each a folder split on its
+//!   seams (Redis's Lua in `store/redis/scripts/`); the delivery log's backends
+//!   (`store/log/`); health checks of what a store holds (eviction,
 //!   stranded queues); [`store::Store::connect`] picks one from the config.
 //! - [`provider`]: signature schemes and the preset catalogue (one declaration per
 //!   preset), turning a request into a [`provider::VerifiedDelivery`].

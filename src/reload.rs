@@ -1,6 +1,6 @@
 //! Reloading the config while the gateway runs (SIGHUP, the admin listener's `POST
-//! /reload`): the new file is checked, then routes, secrets, upstreams and
-//! certificates are swapped at once. The checks a reload and the start share live
+//! /reload`): the new file is checked, then routes, secrets, upstreams, certificates
+//! and the admin listener's tokens are swapped at once. The checks a reload and the start share live
 //! here too: stored queues no route names (`hookgate_queue_stranded`), the routes
 //! whose queues may hold events ([`QueueHistory`]), and the lines dead events hold
 //! under `on_dead = "skip"`.
@@ -43,6 +43,8 @@ pub struct Reloader {
     pub(crate) stranded_seen: Mutex<HashSet<String>>,
     /// Wakes the delivery workers: lines dead events held were released.
     pub(crate) wake: Arc<Notify>,
+    /// The admin listener's tokens and roles: swapped with the routes.
+    pub(crate) access: Arc<ArcSwap<crate::admin::Access>>,
 }
 
 impl Reloader {
@@ -66,6 +68,15 @@ impl Reloader {
                     &cfg,
                 )
                 .await;
+                let mut refused = refused;
+                // A listener that asks for a token is not opened by a reload: a file
+                // that lost its tokens would let anyone who reaches it operate.
+                if !self.access.load().is_open() && !cfg.server.admin_protected() {
+                    refused.push(format!(
+                        "{}: server.admin_token and server.admin_tokens: the running admin listener asks for a token and the new config sets none; a reload does not open it (restart to)",
+                        self.source.display()
+                    ));
+                }
                 if refused.is_empty() {
                     Ok(cfg)
                 } else {
@@ -105,6 +116,10 @@ impl Reloader {
             _ => tracing::warn!("reload: turning TLS on or off takes effect only on restart"),
         }
         let n = cfg.routes.len();
+        if self.admin_listen.is_some() {
+            self.access
+                .store(Arc::new(crate::admin::Access::of(&cfg.server)));
+        }
         self.queue_history.note_queue_routes(cfg.routes.iter());
         self.routing.store(Arc::new(Routing::new(&cfg)));
         self.metrics

@@ -703,3 +703,45 @@ mod tests {
         assert_eq!(back, named);
     }
 }
+
+/// One operator action, as the audit keeps it (`GET /audit`): who (`name`, `role`),
+/// what (`action`, `target`, `detail`), when (`at`) and how it ended (`result`,
+/// `status`, `message`). Never a token: the name the token is configured under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Sorts by time (as a delivery ID): the time in 12 hex digits, then a counter.
+    pub id: String,
+    /// RFC 3339, milliseconds.
+    pub at: String,
+    /// The token's name (`admin` for `server.admin_token`, `anonymous` on a listener
+    /// without tokens).
+    pub name: String,
+    /// The token's role: `read` or `operate`.
+    pub role: String,
+    /// `retry`, `purge`, `pause`, `resume`, `replay`, `forget`, `reload`,
+    /// `handshake_show`, `handshake_clear`.
+    pub action: String,
+    /// What it acted on: `<route>` or `<route>/<event id>` (queue actions, forget),
+    /// a delivery ID (replay), a route (handshakes), `config` (reload).
+    pub target: String,
+    /// The request's other parameters, `key=value` joined by `, ` (a destination, a
+    /// bulk retry's filters, a pause's reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// `ok` (2xx), `refused` (4xx: nothing to act on, a conflict) or `failed` (5xx:
+    /// the store did not answer).
+    pub result: String,
+    /// The HTTP status the action was answered with.
+    pub status: u16,
+    /// What the answer said: its counts (`retried=3`) or its error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `GET /audit?limit=&action=&name=&result=`: operator actions, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditList {
+    pub audit: Vec<AuditRecord>,
+    /// How many records the audit keeps at most (the oldest go first).
+    pub keeps: usize,
+}

@@ -132,6 +132,9 @@ pub(crate) enum AdminAnswer {
     Unauthorized,
     /// 421 or 403: a request a web page may have sent through an operator's browser.
     Refused(StatusCode, String),
+    /// 403 `{"error": why}`: the token's role does not allow the endpoint (a `read`
+    /// token on one that changes state or hands over a secret).
+    Forbidden(String),
     /// 404: no such endpoint, route, event or delivery.
     NotFound(serde_json::Value),
     /// 409: the request cannot be carried out as things stand (a replay).
@@ -195,6 +198,9 @@ pub(crate) fn response(answer: AdminAnswer) -> Response<AdminBody> {
             r
         }
         AdminAnswer::Refused(status, why) => json(status, api::to_json(&StatusBody::new(why))),
+        AdminAnswer::Forbidden(why) => {
+            json(StatusCode::FORBIDDEN, api::to_json(&ErrorBody::new(why)))
+        }
         AdminAnswer::NotFound(body) => json(StatusCode::NOT_FOUND, body),
         AdminAnswer::Conflict(body) => json(StatusCode::CONFLICT, body),
         AdminAnswer::Unavailable(body) => json(StatusCode::SERVICE_UNAVAILABLE, body),

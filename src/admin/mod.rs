@@ -30,8 +30,15 @@
 //! [`AdminContext`] (built in `app.rs`): a reload goes through its
 //! [`crate::reload::Reloader`], a replay through the pipeline's own job steps.
 //!
-//! With `server.admin_token` set, every endpoint but `/healthz` and `/readyz` (which
-//! probes call) requires `Authorization: Bearer <token>`; anything else gets 401.
+//! - `GET /audit?limit=&action=&name=&result=` — operators' actions, newest first
+//!   (`audit.rs`).
+//!
+//! With `server.admin_token` or any of `[[server.admin_tokens]]` set, every endpoint
+//! but `/healthz` and `/readyz` (which probes call) and the inspector's assets
+//! requires `Authorization: Bearer <token>`; anything else gets 401. A token's role
+//! says which endpoints it may use (`access.rs`: `read` reads, `operate` also changes
+//! state and hands over secrets); a `read` token elsewhere gets 403. Every operator
+//! action is recorded under the token's name (`audit.rs`).
 //!
 //! A web page must not be able to use the listener through an operator's browser
 //! (cross-site requests, DNS rebinding), token or not: a request whose `Host` is not an
@@ -43,7 +50,9 @@
 //! command line sends `X-Requested-By: hookgate`. Connections are bounded (`ADMIN_LIMITS`)
 //! and closed when silent or idle, as the public listener's are.
 
+pub(crate) mod access;
 pub mod api;
+pub(crate) mod audit;
 mod bulk;
 mod controls;
 pub(crate) mod deliveries;
@@ -84,6 +93,7 @@ use crate::state::{Clock, Routing};
 use crate::store::Store;
 use crate::store::health::eviction;
 
+pub(crate) use access::Access;
 use exchange::{AdminAnswer, AdminRequest};
 
 /// The delivery log's live streams open at once at most: readers that hold a stream
@@ -126,9 +136,14 @@ pub struct AdminContext {
     pub(crate) reloader: Arc<Reloader>,
     /// The delivery log's live streams open at once ([`MAX_STREAMS`]).
     pub(crate) live_streams: Arc<Semaphore>,
-    /// The listener's settings as the gateway started (`admin_token`, `admin_hosts`,
-    /// deadlines): a reload does not change them.
+    /// The listener's settings as the gateway started (`admin_hosts`, deadlines): a
+    /// reload does not change them. Its tokens are in `access`.
     pub(crate) server: ServerConfig,
+    /// The tokens and their roles, as the last start or reload set them (a reload
+    /// swaps them: `reload.rs`).
+    pub(crate) access: Arc<ArcSwap<access::Access>>,
+    /// Operators' actions: the log line, the store, the counts.
+    pub(crate) audit: Arc<audit::Audit>,
 }
 
 impl AdminContext {
@@ -172,19 +187,46 @@ pub async fn run(
 }
 
 /// The one guard ahead of every endpoint: a request a web page may have sent is
-/// refused, then one without the admin token (but the probes').
-fn guard<B>(state: &AdminContext, http: &Request<B>, req: &AdminRequest) -> Option<AdminAnswer> {
+/// refused, then one without a token (but the probes' and the inspector's assets:
+/// 401), then one whose token's role does not allow the endpoint (403). Who made the
+/// request, when the endpoint needs a token.
+fn guard<B>(
+    state: &AdminContext,
+    http: &Request<B>,
+    req: &AdminRequest,
+) -> Result<Option<access::Caller>, AdminAnswer> {
     if let Some((status, why)) = browser_refusal(state, http) {
-        return Some(AdminAnswer::Refused(status, why));
+        return Err(AdminAnswer::Refused(status, why));
     }
     // The inspector page's assets hold nothing secret and must load to ask for the
     // token: past the check above, they need none (the router answers every such path
-    // from the page, and nothing else).
-    let page = ui::is_page(&req.path);
+    // from the page, and nothing else); nor do the probes.
+    let Some(needs) = access::required(req) else {
+        return Ok(None);
+    };
     // A pull destination's endpoints take its own token too: checked there (pull.rs).
-    let pull = req.endpoint == "pull";
-    (!req.is_probe() && !page && !pull && !authorized(state, http))
-        .then_some(AdminAnswer::Unauthorized)
+    if req.endpoint == "pull" {
+        return Ok(None);
+    }
+    let Some(caller) = state.access.load().identify(bearer(http)) else {
+        return Err(AdminAnswer::Unauthorized);
+    };
+    if caller.role < needs {
+        state.audit.denied(&caller, req);
+        return Err(forbidden(&caller, req));
+    }
+    Ok(Some(caller))
+}
+
+/// 403 for a token whose role does not allow the request's endpoint.
+pub(super) fn forbidden(caller: &access::Caller, req: &AdminRequest) -> AdminAnswer {
+    AdminAnswer::Forbidden(format!(
+        "the token {:?} has the role {}: {} /{} changes state or hands over a secret, which needs a token with role operate",
+        caller.name,
+        caller.role.as_str(),
+        req.method,
+        req.endpoint
+    ))
 }
 
 /// The `Authorization: Bearer` value a request presents.
@@ -192,19 +234,6 @@ fn bearer<B>(req: &Request<B>) -> Option<&[u8]> {
     req.headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-}
-
-/// Whether `presented` is the admin token (or the listener has none).
-pub(super) fn authorized_token(state: &AdminContext, presented: Option<&[u8]>) -> bool {
-    let Some(token) = &state.server.admin_token else {
-        return true;
-    };
-    crate::provider::mac::ct_eq(presented.unwrap_or_default(), token.expose())
-}
-
-/// Whether the request may use an endpoint that changes state or reveals secrets.
-fn authorized<B>(state: &AdminContext, req: &Request<B>) -> bool {
-    authorized_token(state, bearer(req))
 }
 
 /// Why a request is refused as one a web page may have sent through an operator's

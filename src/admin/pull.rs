@@ -11,8 +11,8 @@
 //!   due again at once and no attempt counted (a consumer that stops: `hookgate
 //!   listen` on Ctrl-C).
 //!
-//! Authorized by the admin token, or by the destination's own `pull.token`, which
-//! grants these endpoints of that destination and nothing else. A lease is the
+//! Authorized by an admin token with role `operate`, or by the destination's own
+//! `pull.token`, which grants these endpoints of that destination and nothing else. A lease is the
 //! store's (as a worker's): it runs out after the destination's `lease` and the event
 //! is due again, for any consumer; only the first event of a key's line is ever due,
 //! so a key's next event is not leased while one of its events is open. A lease given
@@ -168,24 +168,39 @@ fn named<'a>(
     }
 }
 
-/// Whether the request may use this destination's endpoints: the admin token (when
-/// the listener has one), or the destination's own token.
-fn authorized(state: &AdminContext, pull: &PullTarget, presented: Option<&[u8]>) -> bool {
+/// Whether the request may use this destination's endpoints: the destination's own
+/// token, or an admin token with role `operate` (a `read` one gets 403); on a
+/// listener without admin tokens, anyone, unless the destination has a token.
+fn authorized(
+    state: &AdminContext,
+    req: &AdminRequest,
+    pull: &PullTarget,
+    presented: Option<&[u8]>,
+) -> Result<(), AdminAnswer> {
     let given = presented.unwrap_or_default();
-    let admin = state.server.admin_token.as_ref();
     if pull
         .token
         .as_ref()
         .is_some_and(|t| !given.is_empty() && crate::provider::mac::ct_eq(given, t.expose()))
     {
-        return true;
+        return Ok(());
     }
-    match (admin, &pull.token) {
-        (Some(a), _) => !given.is_empty() && crate::provider::mac::ct_eq(given, a.expose()),
+    let access = state.access.load();
+    if access.is_open() {
         // No admin token: the listener is open, but a destination with a token of its
         // own wants it.
-        (None, Some(_)) => false,
-        (None, None) => true,
+        return match pull.token {
+            Some(_) => Err(AdminAnswer::Unauthorized),
+            None => Ok(()),
+        };
+    }
+    match access.identify(presented) {
+        Some(c) if c.role == crate::config::AdminRole::Operate => Ok(()),
+        Some(c) => {
+            state.audit.denied(&c, req);
+            Err(super::forbidden(&c, req))
+        }
+        None => Err(AdminAnswer::Unauthorized),
     }
 }
 
@@ -200,7 +215,7 @@ pub(super) async fn answer(
     let routing = state.routing();
     let Some((route, dest, pull)) = named(&routing, req) else {
         // Said only to whom may know the routes: anyone else learns nothing.
-        return if super::authorized_token(state, bearer) {
+        return if state.access.load().identify(bearer).is_some() {
             AdminAnswer::not_found(
                 "no pull destination of that name: /pull/<route>/<destination> names a destination with pull = true",
             )
@@ -208,8 +223,8 @@ pub(super) async fn answer(
             AdminAnswer::Unauthorized
         };
     };
-    if !authorized(state, pull, bearer) {
-        return AdminAnswer::Unauthorized;
+    if let Err(refused) = authorized(state, req, pull, bearer) {
+        return refused;
     }
     if req.method != Method::POST {
         return AdminAnswer::not_found("use POST /pull/<route>/<destination>[/ack|nack|renew]");

@@ -12,7 +12,7 @@ use http::{Method, Request, Response};
 use super::AdminContext;
 use super::exchange::{AdminAnswer, AdminBody, AdminRequest, response, usage};
 use super::{
-    deliveries, events, guard, handshakes, keys, overview, probes, pull, reload, replay, ui,
+    audit, deliveries, events, guard, handshakes, keys, overview, probes, pull, reload, replay, ui,
 };
 
 /// The admin router: every request, whatever its method and path, answered here.
@@ -23,9 +23,18 @@ where
 {
     let req = AdminRequest::parse(http.method(), http.uri());
     let answer = match guard(&state, &http, &req) {
-        Some(refused) => refused,
-        None if req.endpoint == "pull" => pull_request(&state, http, &req).await,
-        None => dispatch(&state, &req).await,
+        Err(refused) => refused,
+        Ok(_) if req.endpoint == "pull" => pull_request(&state, http, &req).await,
+        Ok(caller) => {
+            let action = caller.as_ref().and(audit::action_of(&req));
+            let answer = dispatch(&state, &req).await;
+            // After the action, whatever its result: recording never holds it up.
+            if let (Some(caller), Some(action)) = (caller, action) {
+                let space = crate::store::audit::space(&state.routing().store_cfg.key_prefix);
+                state.audit.record(space, &caller, action, &answer);
+            }
+            answer
+        }
     };
     response(answer)
 }
@@ -83,6 +92,7 @@ async fn dispatch(state: &Arc<AdminContext>, req: &AdminRequest) -> AdminAnswer 
             overview::series(state, &req.query).await
         }
         (&Method::GET, "alerts") if bare => overview::alerts(state).await,
+        (&Method::GET, "audit") if bare => audit::list(state, req).await,
         (_, "overview") if bare => usage(),
         (&Method::GET, "healthz") if bare => probes::healthz(),
         (&Method::GET, "readyz") if bare => probes::readyz(state).await,
@@ -177,6 +187,7 @@ upstream = "http://127.0.0.1:9/hooks"
                 "ui",
                 "overview",
                 "alerts",
+                "audit",
                 "healthz",
                 "readyz",
                 "metrics",

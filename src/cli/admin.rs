@@ -21,23 +21,49 @@ pub(super) fn admin_request(
     method: reqwest::Method,
     path: &str,
 ) -> anyhow::Result<(reqwest::RequestBuilder, String)> {
-    let mut token = args
+    let given = args
         .admin_token
         .clone()
         .map(|t| crate::secret::Secret::new(t.into_bytes()));
+    // Only the server section and the named route: another route's unset `${VAR}` is
+    // no business of this command. Read when it names the listener or the token.
+    let cfg = if args.admin.is_none() || args.token_name.is_some() || given.is_none() {
+        Some(config::load_only(&args.config, route).map_err(|e| anyhow::anyhow!("{e}")))
+    } else {
+        None
+    };
+    // A name given picks that token; then a token given; then `server.admin_token`.
+    let token = match (&args.token_name, given) {
+        (Some(name), _) => {
+            let cfg = cfg.as_ref().and_then(|c| c.as_ref().ok());
+            let found = cfg.and_then(|c| c.server.admin_tokens.iter().find(|t| &t.name == name));
+            Some(found.map(|t| t.token.clone()).with_context(|| {
+                format!(
+                    "{} has no [[server.admin_tokens]] named {name:?} (or cannot be read)",
+                    args.config.display()
+                )
+            })?)
+        }
+        (None, Some(t)) => Some(t),
+        (None, None) => cfg
+            .as_ref()
+            .and_then(|c| c.as_ref().ok())
+            .and_then(|c| c.server.admin_token.clone()),
+    };
     let base = match &args.admin {
         Some(a) => a.clone(),
         None => {
-            // Only the server section and the named route: another route's unset
-            // `${VAR}` is no business of this command.
-            let cfg = config::load_only(&args.config, route).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let cfg = match cfg {
+                Some(Ok(c)) => c,
+                Some(Err(e)) => return Err(e),
+                None => anyhow::bail!("pass --admin URL"),
+            };
             let addr = cfg.server.admin_listen.with_context(|| {
                 format!(
                     "{} sets no server.admin_listen; pass --admin URL",
                     args.config.display()
                 )
             })?;
-            token = token.or(cfg.server.admin_token);
             format!("http://{addr}")
         }
     };
@@ -100,15 +126,21 @@ pub struct AdminArgs {
     #[arg(long)]
     admin: Option<String>,
     /// The admin listener's token, when it has one (`server.admin_token`; read from
-    /// the config file unless given here or in the environment).
+    /// the config file unless given here, in the environment or by --token-name).
     #[arg(long, env = "HOOKGATE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// Use the config file's `[[server.admin_tokens]]` entry of this name, over
+    /// --admin-token (its role must allow the command: `read` lists and shows,
+    /// `operate` also acts); the audit records the command under it.
+    #[arg(long, env = "HOOKGATE_ADMIN_TOKEN_NAME")]
+    token_name: Option<String>,
 }
 
 impl AdminArgs {
     /// The same listener, reached with this token (a pull destination's own).
     pub(super) fn with_token(mut self, token: String) -> Self {
         self.admin_token = Some(token);
+        self.token_name = None;
         self
     }
 }

@@ -108,6 +108,10 @@ pub struct ServerConfig {
     /// When set, the admin listener answers only requests with
     /// `Authorization: Bearer <token>` (except `/healthz` and `/readyz`, for probes).
     pub admin_token: Option<Secret>,
+    /// `[[server.admin_tokens]]`: named tokens, each with its role. With any token
+    /// set (this or `admin_token`), the admin listener answers only requests that
+    /// present one (but the probes'); a reload swaps them.
+    pub admin_tokens: Vec<AdminToken>,
     /// Largest body accepted, in bytes; larger gets 413 before it is buffered.
     pub max_body: usize,
     /// How long a client may take to send its body (slow senders get 408).
@@ -153,6 +157,48 @@ pub struct ServerConfig {
     /// Request body bytes being received at once, over every client; a request whose
     /// body would go past it gets 503 + `Retry-After`.
     pub max_body_bytes_in_flight: usize,
+}
+
+/// One of `[[server.admin_tokens]]`: who presents the token (the audit names them)
+/// and what they may do. `Debug` shows the token as `[redacted]` ([`Secret`]).
+#[derive(Debug, Clone)]
+pub struct AdminToken {
+    pub name: String,
+    pub token: Secret,
+    pub role: AdminRole,
+}
+
+/// What an admin token may do: `read` (lists, details, the inspector, metrics, the
+/// audit) or `operate` (also every endpoint that changes state or hands over a
+/// secret). Ordered: `Operate` includes `Read`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AdminRole {
+    Read,
+    Operate,
+}
+
+impl AdminRole {
+    /// The role as written in the config file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Operate => "operate",
+        }
+    }
+}
+
+/// The name `server.admin_token` acts under (the audit records it): no named token
+/// may take it while `admin_token` is set.
+pub const ADMIN_TOKEN_NAME: &str = "admin";
+
+impl ServerConfig {
+    /// Whether the admin listener asks for a token: `admin_token` or any named one.
+    pub fn admin_protected(&self) -> bool {
+        self.admin_token.is_some() || !self.admin_tokens.is_empty()
+    }
 }
 
 /// `[server.tls]`.

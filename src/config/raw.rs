@@ -8,7 +8,7 @@
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::LogFormat;
+use super::{AdminRole, LogFormat};
 use super::{Delivery, OnError};
 use crate::provider::HmacOptions;
 use crate::queue::OnDead;
@@ -72,6 +72,7 @@ pub(super) struct RawServer {
     pub listen: Option<Spanned<String>>,
     pub admin_listen: Option<Spanned<String>>,
     pub admin_token: Option<Spanned<String>>,
+    pub admin_tokens: Option<Vec<Spanned<RawAdminToken>>>,
     pub max_body: Option<Spanned<String>>,
     pub body_timeout: Option<Spanned<String>>,
     pub header_read_timeout: Option<Spanned<String>>,
@@ -90,6 +91,17 @@ pub(super) struct RawServer {
     pub admin_hosts: Option<Vec<Spanned<String>>>,
     pub max_connections_per_client: Option<Spanned<i64>>,
     pub max_body_bytes_in_flight: Option<Spanned<String>>,
+}
+
+/// `[[server.admin_tokens]]`: a named admin token and its role
+/// (`config/validate/server.rs`).
+#[derive(Debug, Deserialize)]
+pub(super) struct RawAdminToken {
+    #[serde(default = "absent")]
+    pub name: Spanned<String>,
+    #[serde(default = "absent")]
+    pub token: Spanned<String>,
+    pub role: Option<Spanned<AdminRole>>,
 }
 
 /// `store.backend`: which store; its settings are the `[store]` keys beside it.
@@ -350,6 +362,7 @@ pub(super) fn tables() -> Vec<(&'static str, &'static str, &'static [&'static st
         of::<RawConfig>(""),
         of::<RawServer>("server"),
         of::<RawTls>("server.tls"),
+        of::<RawAdminToken>("server.admin_tokens"),
         of::<RawStore>("store"),
         of::<RawRoute>("routes"),
         of::<HmacOptions>("routes.hmac"),

@@ -410,6 +410,85 @@ fn an_admin_token_needs_an_admin_listener_and_is_never_printed() {
 }
 
 #[test]
+fn named_admin_tokens_are_checked_with_their_lines() {
+    // Valid: a read token from the environment, an operate token from a file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("ops.token");
+    std::fs::write(&file, "ops-s3cret\n").expect("write");
+    let cfg = check(&format!(
+        "[server]\nadmin_listen = \"127.0.0.1:9090\"\n[[server.admin_tokens]]\nname = \"grafana\"\ntoken = \"${{STRIPE_SECRET}}\"\nrole = \"read\"\n[[server.admin_tokens]]\nname = \"oncall\"\ntoken = \"file:{}\"\nrole = \"operate\"\n{ROUTE}",
+        file.display()
+    ))
+    .expect("valid");
+    let t = &cfg.server.admin_tokens;
+    assert_eq!(t.len(), 2);
+    assert_eq!(
+        (t[0].name.as_str(), t[0].role),
+        ("grafana", AdminRole::Read)
+    );
+    assert_eq!(
+        (t[1].name.as_str(), t[1].role),
+        ("oncall", AdminRole::Operate)
+    );
+    assert_eq!(t[1].token.expose(), b"ops-s3cret");
+    assert!(cfg.server.admin_protected());
+    let shown = format!("{cfg:?}");
+    assert!(
+        !shown.contains("ops-s3cret") && !shown.contains("whsec_from_env"),
+        "{shown}"
+    );
+
+    // Each mistake, with its file and line.
+    let text = format!(
+        "[server]\nadmin_token = \"t\"\n[[server.admin_tokens]]\nname = \"a\"\ntoken = \"x1\"\nrole = \"admin\"\n{ROUTE}"
+    );
+    let e = errors(&text);
+    assert!(e.contains("cfg.toml:6: server.admin_tokens[0].role"), "{e}");
+    assert!(
+        e.contains("read") && e.contains("operate"),
+        "the choices: {e}"
+    );
+    let text = "[server]\nadmin_listen = \"127.0.0.1:1\"\n[[server.admin_tokens]]\nname = \"ci\"\ntoken = \"x1\"\nrole = \"read\"\n[[server.admin_tokens]]\nname = \"ci\"\ntoken = \"${EMPTY}\"\nrole = \"read\"\n[[server.admin_tokens]]\nname = \"admin\"\ntoken = \"x3\"\n";
+    let e = errors(&format!("{text}{ROUTE}"));
+    assert!(
+        e.contains("cfg.toml:8: server.admin_tokens[1].name: \"ci\" names another"),
+        "{e}"
+    );
+    assert!(
+        e.contains("cfg.toml:9: server.admin_tokens[1].token: ${EMPTY} is set but empty"),
+        "{e}"
+    );
+    assert!(e.contains("server.admin_tokens[2].role: missing"), "{e}");
+    let e = errors(&format!(
+        "[server]\nadmin_listen = \"127.0.0.1:1\"\nadmin_token = \"t\"\n[[server.admin_tokens]]\nname = \"admin\"\ntoken = \" \"\nrole = \"read\"\n{ROUTE}"
+    ));
+    assert!(
+        e.contains(
+            "cfg.toml:5: server.admin_tokens[0].name: \"admin\" is the name server.admin_token"
+        ),
+        "{e}"
+    );
+    assert!(
+        e.contains("cfg.toml:6: server.admin_tokens[0].token: is empty"),
+        "{e}"
+    );
+    // Without an admin listener there is nothing to protect.
+    let e = errors(&format!(
+        "[server]\n[[server.admin_tokens]]\nname = \"ci\"\ntoken = \"x1\"\nrole = \"read\"\n{ROUTE}"
+    ));
+    assert!(
+        e.contains("cfg.toml:2: server.admin_tokens: are set but server.admin_listen is not"),
+        "{e}"
+    );
+    // A key the section does not take.
+    let e = errors(&format!(
+        "[server]\nadmin_listen = \"127.0.0.1:1\"\n[[server.admin_tokens]]\nname = \"ci\"\ntoken = \"x1\"\nrole = \"read\"\nscope = \"all\"\n{ROUTE}"
+    ));
+    assert!(e.contains("cfg.toml:7") && e.contains("scope"), "{e}");
+    assert!(!e.contains("x1"), "a token is never echoed: {e}");
+}
+
+#[test]
 fn a_secret_of_the_wrong_type_is_never_echoed() {
     let cases = [
         // A string where the list belongs, an integer, a nested list, a table part of

@@ -88,6 +88,9 @@ struct Inner {
     swept_all_at: Mutex<Option<Instant>>,
     /// The gateway's own records ([`Cells`](super::Cells)), for this process's life.
     cells: Mutex<HashMap<String, Vec<u8>>>,
+    /// The audit ([`AuditStore`](super::AuditStore)): ID → record, for this process's
+    /// life.
+    audit: Mutex<std::collections::BTreeMap<String, Vec<u8>>>,
 }
 
 /// An in-process store.
@@ -123,6 +126,7 @@ impl MemoryStore {
                 max,
                 swept_all_at: Mutex::new(None),
                 cells: Mutex::default(),
+                audit: Mutex::default(),
             }),
         }
     }
@@ -353,6 +357,46 @@ impl super::Cells for MemoryStore {
             None => cells.remove(name),
         };
         Ok(true)
+    }
+}
+
+impl super::AuditStore for MemoryStore {
+    async fn audit_append(
+        &self,
+        _space: &str,
+        id: &str,
+        _at_ms: u64,
+        record: &[u8],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let mut audit = self
+            .inner
+            .audit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        audit.insert(id.to_owned(), record.to_vec());
+        while audit.len() > keep && audit.pop_first().is_some() {}
+        Ok(())
+    }
+
+    async fn audit_list(
+        &self,
+        _space: &str,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let audit = self
+            .inner
+            .audit
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Ok(audit
+            .values()
+            .rev()
+            .skip(skip)
+            .take(limit)
+            .cloned()
+            .collect())
     }
 }
 

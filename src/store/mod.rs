@@ -9,6 +9,8 @@
 //!   pauses.
 //! - Cells ([`Cells`], `cells.rs`): small shared records of the gateway's own (a
 //!   destination's pause and breaker, open incidents), swapped by compare-and-set.
+//! - The audit ([`AuditStore`], `audit.rs`): operators' actions, the newest
+//!   [`audit::KEEP`].
 //!
 //! Each backend is a folder split on its seams: the handle and open (`mod.rs`), the
 //! claims half (`dedup.rs`), the queue half (`queue/`) and pacing (`disk/pacing.rs`,
@@ -27,6 +29,7 @@
 //! finisher cannot overwrite the claim of a newer copy. Every implementation runs the
 //! same conformance suites (`tests/it/stores/{dedup,queue,log}_conformance.rs`).
 
+pub mod audit;
 pub mod cells;
 pub mod disk;
 pub(crate) mod health;
@@ -45,6 +48,7 @@ use rand::Rng as _;
 
 use crate::queue::RateLimit;
 
+pub use self::audit::AuditStore;
 pub use self::cells::Cells;
 pub use self::disk::DiskStore;
 pub use self::memory::MemoryStore;
@@ -459,6 +463,28 @@ impl Cells for Store {
         new: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
         dispatch!(self, s => s.cell_swap(name, expect, new).await)
+    }
+}
+
+impl AuditStore for Store {
+    async fn audit_append(
+        &self,
+        space: &str,
+        id: &str,
+        at_ms: u64,
+        record: &[u8],
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        dispatch!(self, s => s.audit_append(space, id, at_ms, record, keep).await)
+    }
+
+    async fn audit_list(
+        &self,
+        space: &str,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        dispatch!(self, s => s.audit_list(space, skip, limit).await)
     }
 }
 

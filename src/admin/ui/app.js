@@ -1301,6 +1301,60 @@
       routesBox));
   }
 
+  // --- the audit ----------------------------------------------------------------------
+
+  const AUDIT_ACTIONS = ['retry', 'purge', 'pause', 'resume', 'replay', 'forget', 'reload', 'handshake_show', 'handshake_clear'];
+
+  // Operators' actions, newest first: who (the token's name), what, on what, how it ended.
+  async function auditView(params, signal) {
+    const q = new URLSearchParams();
+    for (const k of ['action', 'name', 'result']) if (params.get(k)) q.set(k, params.get(k));
+    q.set('limit', '200');
+    const r = await api('GET', '/audit?' + q, signal);
+    const title = heading('Audit');
+    const intro = el('p', { class: 'note' }, 'Every operator action on the admin listener, newest first, under the name of the token that made it. ',
+      'The store keeps the newest ' + ((r.data && r.data.keeps) || 10000) + '; each is also in the gateway\'s log.');
+    const form = el('form', { class: 'filters', 'aria-label': 'Filters', id: 'audit-filters' });
+    const field = (name, label, input) => el('div', { class: 'field' }, el('label', { for: 'a-' + name }, label), input);
+    const action = el('select', { id: 'a-action', name: 'action' }, el('option', { value: '' }, 'any'),
+      AUDIT_ACTIONS.map((a) => el('option', { value: a, selected: params.get('action') === a }, a)));
+    const name = el('input', { id: 'a-name', name: 'name', value: params.get('name') || '', autocomplete: 'off' });
+    const result = el('select', { id: 'a-result', name: 'result' }, el('option', { value: '' }, 'any'),
+      ['ok', 'refused', 'failed'].map((x) => el('option', { value: x, selected: params.get('result') === x }, x)));
+    form.append(field('action', 'Action', action), field('name', 'Token name', name), field('result', 'Result', result),
+      el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Apply'),
+        el('button', { type: 'button', class: 'secondary', on: { click: () => { location.hash = '#/audit'; } } }, 'Clear')));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const f = new URLSearchParams();
+      if (action.value) f.set('action', action.value);
+      if (name.value.trim()) f.set('name', name.value.trim());
+      if (result.value) f.set('result', result.value);
+      const hash = '#/audit' + (f.toString() ? '?' + f : '');
+      if (location.hash === hash) route(); else location.hash = hash;
+    });
+    if (!r.ok) {
+      setView(title, intro, form);
+      say(failure(r, 'Loading the audit'), true);
+      return;
+    }
+    const recs = (r.data && r.data.audit) || [];
+    const tbody = el('tbody', { id: 'audit' }, recs.map((x) => el('tr', { 'data-audit-id': x.id, 'data-action': x.action },
+      el('td', { class: 'time' }, el('time', { datetime: x.at, title: x.at }, timeParts(Date.parse(x.at)))),
+      el('td', { class: 'name' }, clip(x.name || ''), ' ', el('span', { class: 'note' }, x.role || '')),
+      el('td', {}, x.action),
+      el('td', { class: 'fill' }, clip(x.target || '', 'mono'), x.detail ? el('div', { class: 'note' }, clip(x.detail)) : null),
+      el('td', {}, el('span', { class: 'badge c-' + (['ok', 'refused', 'failed'].includes(x.result) ? x.result : 'none'), 'data-result': x.result }, x.result + ' ' + x.status)),
+      el('td', { class: 'hide-narrow' }, clip(x.message || '', 'why')))));
+    const table = el('div', { class: 'table-wrap' }, el('table', { class: 'list' },
+      el('caption', { class: 'note', hidden: true }, 'Operator actions, newest first'),
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'At'), el('th', { scope: 'col' }, 'Token'),
+        el('th', { scope: 'col' }, 'Action'), el('th', { scope: 'col' }, 'Target'),
+        el('th', { scope: 'col' }, 'Result'), el('th', { scope: 'col', class: 'hide-narrow' }, 'Said'))),
+      tbody));
+    setView(title, intro, form, table, recs.length ? null : el('p', { class: 'empty' }, 'No action recorded.'));
+  }
+
   function quiet(e) {
     if (e instanceof AuthNeeded || (e && e.name === 'AbortError')) return;
     say(String(e && e.message ? e.message : e), true);
@@ -1338,6 +1392,7 @@
         job = parts.length >= 2 ? routeView(parts.slice(1).join('/'), params, controller.signal) : routesView(controller.signal);
         break;
       case 'unrouted': job = unroutedView(controller.signal); break;
+      case 'audit': job = auditView(params, controller.signal); break;
       default: job = deliveriesView(params, controller.signal);
     }
     // Moving to another section puts the keyboard at its heading.

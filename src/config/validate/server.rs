@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::Validator;
-use crate::config::raw::RawServer;
-use crate::config::{ServerConfig, TlsConfig, size};
+use crate::config::raw::{RawServer, is_absent};
+use crate::config::{ADMIN_TOKEN_NAME as ADMIN, AdminToken, ServerConfig, TlsConfig, size};
+use crate::secret::Secret;
 
 /// `server.max_body` when unset.
 const MAX_BODY: usize = 1024 * 1024;
@@ -26,11 +27,13 @@ impl Validator<'_> {
             .as_ref()
             .and_then(|t| self.secret(t, "server.admin_token"));
         self.admin_token_needs_a_listener(&rs);
+        let admin_tokens = self.admin_tokens(&rs, admin_token.as_ref());
         let max_body = self.max_body(&rs);
         ServerConfig {
             listen,
             admin_listen,
             admin_token,
+            admin_tokens,
             admin_hosts: self.admin_hosts(&rs),
             max_connections_per_client: self.count(
                 &rs.max_connections_per_client,
@@ -97,6 +100,92 @@ impl Validator<'_> {
                 "is set but server.admin_listen is not: there is no admin listener to protect",
             );
         }
+    }
+
+    /// `[[server.admin_tokens]]`: each a unique name (not `admin`, which names
+    /// `admin_token` in the audit, when that is set), a token (`${VAR}` or `file:`, not
+    /// empty) and a role; only beside an admin listener.
+    fn admin_tokens(&mut self, rs: &RawServer, admin_token: Option<&Secret>) -> Vec<AdminToken> {
+        let mut out: Vec<AdminToken> = Vec::new();
+        for (i, t) in rs.admin_tokens.iter().flatten().enumerate() {
+            let at = self.line(t.span());
+            let k = |field: &str| format!("server.admin_tokens[{i}].{field}");
+            if i == 0 && rs.admin_listen.is_none() {
+                self.err_at(
+                    at,
+                    "server.admin_tokens",
+                    "are set but server.admin_listen is not: there is no admin listener to protect",
+                );
+            }
+            let t = t.get_ref();
+            let name = t.name.get_ref();
+            if is_absent(&t.name) {
+                self.err_at(at, &k("name"), "missing: the name the audit records");
+            } else if name.is_empty()
+                || name.len() > 64
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b))
+            {
+                self.err(
+                    &t.name,
+                    &k("name"),
+                    format_args!("{name:?}: use up to 64 letters, digits, '-', '_', '.' and '@'"),
+                );
+            } else if out.iter().any(|o| &o.name == name) {
+                self.err(
+                    &t.name,
+                    &k("name"),
+                    format_args!("{name:?} names another of server.admin_tokens"),
+                );
+            } else if name == ADMIN && rs.admin_token.is_some() {
+                self.err(
+                    &t.name,
+                    &k("name"),
+                    "\"admin\" is the name server.admin_token acts under: choose another",
+                );
+            }
+            let token = if is_absent(&t.token) {
+                self.err_at(
+                    at,
+                    &k("token"),
+                    "missing: the Bearer token (${VAR} or file:PATH)",
+                );
+                None
+            } else {
+                self.secret(&t.token, &k("token"))
+            };
+            let role = match &t.role {
+                Some(r) => Some(*r.get_ref()),
+                None => {
+                    self.err_at(at, &k("role"), "missing: \"read\" or \"operate\"");
+                    None
+                }
+            };
+            let token = token.filter(|token| {
+                let same = out.iter().find(|o| o.token.expose() == token.expose()).map(|o| o.name.clone());
+                if let Some(other) = same {
+                    self.err(
+                        &t.token,
+                        &k("token"),
+                        format_args!("is the token of {other:?} too: each name needs its own (the audit tells them apart by it)"),
+                    );
+                }
+                let is_admin = admin_token.is_some_and(|a| a.expose() == token.expose());
+                if is_admin {
+                    self.err(&t.token, &k("token"), "is server.admin_token too: each name needs its own");
+                }
+                true
+            });
+            if let (Some(token), Some(role)) = (token, role) {
+                out.push(AdminToken {
+                    name: name.clone(),
+                    token,
+                    role,
+                });
+            }
+        }
+        out
     }
 
     /// `max_body`: a size above zero.

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use redb::{Database, TableDefinition};
 
+mod audit;
 mod cells;
 mod claims;
 mod dedup;

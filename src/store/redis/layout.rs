@@ -10,6 +10,7 @@
 //! ```text
 //! <prefix>#q:{<route>}…      the queues (store/redis/queue/)
 //! <prefix>#log:{<route>}:…   the delivery log (store/log/redis.rs)
+//! <prefix>#audit             operators' actions (store/redis/audit.rs)
 //! ```
 //!
 //! Before, they were `<prefix>q:{<route>}…` and `<prefix>log:{<route>}:…`: event ID
@@ -40,6 +41,9 @@ pub const QUEUES: &str = "#q:";
 
 /// The delivery log's key space, after the key prefix.
 pub const LOG: &str = "#log:";
+
+/// The audit's key, after the key prefix.
+pub const AUDIT: &str = "#audit";
 
 /// The previous version's queue and log spaces (read once at start, and moved).
 const OLD_QUEUES: &str = "q:";

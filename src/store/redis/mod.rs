@@ -24,6 +24,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, IntoConnectionInfo, Script};
 
+mod audit;
 mod cells;
 mod dedup;
 mod info;
@@ -33,7 +34,7 @@ mod replicas;
 
 pub use self::info::policy_evicts;
 pub(crate) use self::layout::log_base;
-pub use self::layout::{INTERNAL, LOG, QUEUES};
+pub use self::layout::{AUDIT, INTERNAL, LOG, QUEUES};
 
 use super::StoreError;
 

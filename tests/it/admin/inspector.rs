@@ -934,3 +934,62 @@ async fn the_inspector_holds_real_data_and_its_actions_work() {
     drop(b);
     gw.stop().await;
 }
+
+// Issue 41, "Access": the Audit page shows every operator action, under the token's
+// name, to a `read` token too; its filters narrow it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_page_shows_who_did_what() {
+    let up = Upstream::start().await;
+    let store = "[server]\nadmin_listen = \"127.0.0.1:0\"\n[[server.admin_tokens]]\nname = \"grafana\"\ntoken = \"inspector-read-token\"\nrole = \"read\"\n[[server.admin_tokens]]\nname = \"oncall\"\ntoken = \"inspector-operate-token\"\nrole = \"operate\"\n[store]\nbackend = \"memory\"";
+    let gw = TestGateway::start(&stripe_config(&up, store, "")).await;
+    let r = gw
+        .deliver("stripe", &stripe_body("evt_audited"), "evt_audited")
+        .await;
+    assert_eq!(r.outcome(), "forwarded", "{}", r.body);
+    let forget = |token: &'static str| {
+        client()
+            .delete(gw.admin_url("/keys/stripe/evt_audited"))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(
+        forget("inspector-read-token")
+            .await
+            .expect("forget")
+            .status(),
+        403
+    );
+    assert_eq!(
+        forget("inspector-operate-token")
+            .await
+            .expect("forget")
+            .status(),
+        200
+    );
+
+    let b = Browser::start(1280, 800).await;
+    b.goto(&gw.admin_url("/ui/#/audit")).await;
+    b.wait_text("#login", "Admin token").await;
+    b.fill("#token", "inspector-read-token\u{E007}").await;
+    b.wait_text("nav", "Audit").await;
+    let row = b.wait_text("#audit", "forget").await;
+    for shown in [
+        "oncall",
+        "operate",
+        "stripe/evt_audited",
+        "ok 200",
+        "forgotten=true",
+    ] {
+        assert!(row.contains(shown), "{shown:?} in {row:?}");
+    }
+    assert!(
+        !row.contains("grafana"),
+        "a refused request is not an action: {row:?}"
+    );
+    let page = b.page_text().await;
+    assert!(!page.contains("inspector-operate-token"), "{page}");
+    // Filtered by an action nobody took: nothing.
+    b.goto(&gw.admin_url("/ui/#/audit?action=reload")).await;
+    b.wait_text("#view", "No action recorded").await;
+    gw.stop().await;
+}

@@ -14,6 +14,7 @@ fn run_env(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
     let mut cmd = Command::new(BIN);
     cmd.args(args)
         .env_remove("HOOKGATE_ADMIN_TOKEN")
+        .env_remove("HOOKGATE_ADMIN_TOKEN_NAME")
         .env_remove("HOOKGATE_PRIVATE_KEY");
     for (k, v) in env {
         cmd.env(k, v);
@@ -725,4 +726,78 @@ async fn events_show_takes_the_prefix_of_a_delivered_event() {
         "{out}"
     );
     drop(gw);
+}
+
+// Issue 41, "Access": the command line picks a named token from the config file
+// (`--token-name`); its role decides, and the audit records the command under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_acts_under_a_named_token() {
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &three_routes(
+            "[[server.admin_tokens]]\nname = \"grafana\"\ntoken = \"cli-read-t0ken\"\nrole = \"read\"\n[[server.admin_tokens]]\nname = \"oncall\"\ntoken = \"cli-operate-t0ken\"\nrole = \"operate\"\n[store]\nbackend = \"memory\"\n",
+        )
+        .replace("${HOOKGATE_TEST_UNSET_SHOPIFY}", "shpss_x"),
+    );
+    let gw = TestGateway::start_file(&cfg).await;
+    let admin = gw.admin_url("");
+    let forget = |name: &str| {
+        run(&[
+            "forget",
+            "--route",
+            "stripe",
+            "--event-id",
+            "evt_cli",
+            "--admin",
+            &admin,
+            "--config",
+            path_str(&cfg),
+            "--token-name",
+            name,
+        ])
+    };
+    let (ok, out, err) = forget("oncall");
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = forget("grafana");
+    assert!(!ok);
+    assert!(
+        err.contains("operate") && !err.contains("cli-read-t0ken"),
+        "{err}"
+    );
+    let (ok, _, err) = forget("nobody");
+    assert!(!ok);
+    assert!(
+        err.contains("no [[server.admin_tokens]] named \"nobody\""),
+        "{err}"
+    );
+    let audit = || async {
+        client()
+            .get(gw.admin_url("/audit"))
+            .bearer_auth("cli-read-t0ken")
+            .send()
+            .await
+            .expect("audit")
+            .text()
+            .await
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .unwrap_or_default()
+    };
+    let mut records = serde_json::Value::Null;
+    for _ in 0..200 {
+        records = audit().await;
+        if records["audit"].as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(records["audit"][0]["name"], "oncall", "{records}");
+    assert_eq!(records["audit"][0]["action"], "forget", "{records}");
+    assert_eq!(
+        records["audit"].as_array().map(Vec::len),
+        Some(1),
+        "{records}"
+    );
+    gw.stop().await;
 }

@@ -2,6 +2,7 @@
 //! delivery log, run on every backend; Redis topologies (cluster, TLS, Sentinel,
 //! replicas), eviction, key layout, clocks that step, and the disk store's file.
 
+mod audit_conformance;
 mod clock;
 mod cluster;
 pub mod dedup_conformance;
