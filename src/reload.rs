@@ -83,7 +83,7 @@ impl Reloader {
                     Err(ConfigErrors(refused))
                 }
             }
-            Err(e) => Err(e),
+            Err(e) => Err(unset_after_start(e)),
         };
         let cfg = match result {
             Ok(cfg) => cfg,
@@ -230,4 +230,23 @@ impl Reloader {
             counted.insert(s.queue.clone());
         }
     }
+}
+
+/// A reload reads `${VAR}`s from the environment the process started with: a variable
+/// exported in a shell since is not there. Its error says so, and what a reload does
+/// re-read.
+fn unset_after_start(e: ConfigErrors) -> ConfigErrors {
+    ConfigErrors(
+        e.0.into_iter()
+            .map(|line| {
+                if line.ends_with(" is not set") {
+                    format!(
+                        "{line} in the gateway's environment, which is read once, when it starts: a reload does not see a variable exported since. Restart the gateway with it set, or keep the secret in a file (`file:PATH`), which every reload reads again"
+                    )
+                } else {
+                    line
+                }
+            })
+            .collect(),
+    )
 }

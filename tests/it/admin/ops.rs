@@ -285,3 +285,54 @@ async fn trace_context_is_passed_on_or_created() {
     );
     gw.stop().await;
 }
+
+/// A reload cannot see a variable exported after the gateway started: its error says
+/// the environment is read at start and points at `file:` secrets, which a reload
+/// reads again (and does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_says_why_it_cannot_see_a_variable_exported_after_start() {
+    let up = Upstream::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("hookgate.toml");
+    let first = stripe_config(&up, "", "");
+    std::fs::write(&path, &first).expect("write");
+    let gw = TestGateway::start_file(&path).await;
+    let reload = || async {
+        let r = client()
+            .post(gw.admin_url("/reload"))
+            .header("x-requested-by", "hookgate-tests")
+            .send()
+            .await
+            .expect("reload");
+        (r.status().as_u16(), r.text().await.unwrap_or_default())
+    };
+    std::fs::write(
+        &path,
+        first.replace("whsec_test", "${HOOKGATE_TEST_EXPORTED_AFTER_START}"),
+    )
+    .expect("write");
+    let (status, said) = reload().await;
+    assert_ne!(status, 200, "{said}");
+    assert!(
+        said.contains("${HOOKGATE_TEST_EXPORTED_AFTER_START} is not set")
+            && said.contains("read once, when it starts")
+            && said.contains("file:PATH"),
+        "{said}"
+    );
+    // The running config stays; a `file:` secret is read by the reload.
+    assert_eq!(
+        gw.deliver("stripe", &stripe_body("evt_env_1"), "x")
+            .await
+            .outcome(),
+        "forwarded"
+    );
+    std::fs::write(dir.path().join("stripe.secret"), "whsec_test\n").expect("secret");
+    std::fs::write(
+        &path,
+        first.replace("\"whsec_test\"", "\"file:stripe.secret\""),
+    )
+    .expect("write");
+    let (status, said) = reload().await;
+    assert_eq!(status, 200, "{said}");
+    gw.stop().await;
+}
