@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use crate::config::{self, Backend, Config, OnError};
-use crate::provider::EventIdSource;
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -258,25 +257,9 @@ pub fn describe(cfg: &Config) -> String {
     s
 }
 
-/// The key a route deduplicates on, for `hookgate check`: the configured source, or,
-/// when that is a header the signature does not cover, the digest of the signed bytes
-/// the gateway uses instead, and why.
+/// The key a route deduplicates on, for `hookgate check`.
 fn event_key(r: &config::Route) -> String {
-    if let EventIdSource::Header(names) = &r.event_id {
-        let unsigned: Vec<&str> = names
-            .iter()
-            .filter(|h| !r.verifier.signs_header(h))
-            .map(http::HeaderName::as_str)
-            .collect();
-        if !unsigned.is_empty() {
-            return format!(
-                "sig-<SHA-256 of the signed bytes>, not {} (the signature does not cover {}: anyone could change it)",
-                r.event_id,
-                unsigned.join(" or ")
-            );
-        }
-    }
-    r.event_id.to_string()
+    r.verifier.key_description(&r.event_id)
 }
 
 /// A queue destination's limits and retry schedule, for `hookgate check`.

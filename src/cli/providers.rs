@@ -3,8 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::provider::Preset;
 use crate::provider::catalogue::{Auth, Info};
+use crate::provider::categories::{category, retries_poorly};
+use crate::provider::{Credential, Preset};
 
 #[derive(Debug, clap::Args)]
 pub struct ProvidersArgs {
@@ -56,12 +57,13 @@ pub(crate) fn report(query: Option<&str>) -> (String, bool) {
     (table(found), true)
 }
 
-/// Whether a word appears in a preset's name, scheme, headers, event ID, event type
-/// or handshake (case-insensitive).
+/// Whether a word appears in a preset's name, category, scheme, headers, event ID,
+/// event type or handshake (case-insensitive).
 fn matches(i: &Info, word: &str) -> bool {
     let event_type = i.event_type.map(|t| t.to_string()).unwrap_or_default();
     [
         i.name,
+        category(i.name),
         i.scheme,
         i.headers,
         &i.event_id.to_string(),
@@ -123,6 +125,23 @@ fn cut(text: &str, max: usize) -> String {
     format!("{}…", head.trim_end())
 }
 
+/// The key a route of this preset deduplicates on: its event ID where the signature
+/// covers it, else the digest of the signed bytes (as `hookgate check` says). Keys
+/// the preset cannot be built without (PEM, JWKS) leave the source as the preset
+/// names it.
+fn event_key(i: &Info) -> String {
+    let Some(p) = Preset::parse(i.name) else {
+        return i.event_id.to_string();
+    };
+    let placeholder = [Credential::Text(crate::secret::Secret::new(
+        b"whsec_cGxhY2Vob2xkZXItc2VjcmV0LWZvci1wcm92aWRlcnM=".to_vec(),
+    ))];
+    match p.verifier(&placeholder, None, p.default_tolerance(None)) {
+        Ok(v) => v.key_description(&i.event_id),
+        Err(_) => i.event_id.to_string(),
+    }
+}
+
 /// One preset in full, and a `[[routes]]` entry that uses it.
 fn details(i: &Info) -> String {
     let mut s = String::new();
@@ -133,7 +152,7 @@ fn details(i: &Info) -> String {
             v.to_owned()
         }
     };
-    let _ = writeln!(s, "provider   {}", i.name);
+    let _ = writeln!(s, "provider   {} ({})", i.name, category(i.name));
     let _ = writeln!(
         s,
         "auth       {}",
@@ -145,7 +164,7 @@ fn details(i: &Info) -> String {
     let _ = writeln!(s, "scheme     {}", i.scheme);
     let _ = writeln!(s, "headers    {}", none(i.headers));
     let _ = writeln!(s, "credential {}", i.credential);
-    let _ = writeln!(s, "event id   {}", i.event_id);
+    let _ = writeln!(s, "event id   {}", event_key(i));
     let _ = writeln!(
         s,
         "event type {}",
@@ -161,6 +180,13 @@ fn details(i: &Info) -> String {
         )
     );
     let _ = writeln!(s, "handshake  {}", i.handshake);
+    let queue = retries_poorly(i.name);
+    if let Some(why) = queue {
+        let _ = writeln!(
+            s,
+            "delivery   queue suggested: {why}; a queue route keeps each event and retries it (docs/queue.md)"
+        );
+    }
     let var = i.name.to_ascii_uppercase();
     let secrets = match i
         .credential
@@ -182,8 +208,13 @@ fn details(i: &Info) -> String {
     };
     let _ = write!(
         s,
-        "\n[[routes]]\nname = \"{n}\"\npath = \"/webhooks/{n}\"\nprovider = \"{n}\"\n{secrets}\nupstream = \"http://127.0.0.1:3000/{n}\"\n",
-        n = i.name
+        "\n[[routes]]\nname = \"{n}\"\npath = \"/webhooks/{n}\"\nprovider = \"{n}\"\n{secrets}\n{delivery}upstream = \"http://127.0.0.1:3000/{n}\"\n",
+        n = i.name,
+        delivery = if queue.is_some() {
+            "delivery = \"queue\"             # needs a disk or Redis store\n"
+        } else {
+            ""
+        }
     );
     if i.needs_public_url {
         let _ = writeln!(
@@ -198,6 +229,47 @@ fn details(i: &Info) -> String {
 #[cfg(test)]
 mod tests {
     use super::report;
+
+    #[test]
+    fn one_preset_shows_the_key_it_really_uses_and_suggests_a_queue_where_it_helps() {
+        let (shopify, found) = report(Some("shopify"));
+        assert!(found);
+        assert!(
+            shopify.contains(
+                "event id   sig-<SHA-256 of the signed bytes>, not header:x-shopify-webhook-id"
+            ),
+            "{shopify}"
+        );
+        assert!(
+            shopify.contains("delivery   queue suggested: Shopify"),
+            "{shopify}"
+        );
+        assert!(shopify.contains("\ndelivery = \"queue\""), "{shopify}");
+        let (stripe, _) = report(Some("stripe"));
+        assert!(stripe.contains("event id   json:/id"), "{stripe}");
+        assert!(!stripe.contains("queue suggested"), "{stripe}");
+    }
+
+    #[test]
+    fn a_category_finds_its_providers() {
+        let (out, found) = report(Some("payment"));
+        assert!(found, "{out}");
+        for name in ["stripe", "paddle", "adyen", "square"] {
+            assert!(out.contains(&format!("\n{name} ")), "{name} in {out}");
+        }
+        assert!(!out.contains("\ngithub "), "{out}");
+    }
+
+    #[test]
+    fn every_preset_has_a_category() {
+        for name in crate::provider::Preset::NAMES {
+            assert_ne!(
+                crate::provider::categories::category(name),
+                "other",
+                "{name}"
+            );
+        }
+    }
 
     #[test]
     fn a_word_filters_the_table_sorted_by_name() {

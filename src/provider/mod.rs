@@ -11,6 +11,7 @@
 //! `now`.
 
 pub mod catalogue;
+pub mod categories;
 pub mod event_id;
 pub mod event_type;
 pub mod handshake;
@@ -402,6 +403,26 @@ impl Verifier {
     /// upstream's own (Adyen's `[accepted]`, Microsoft Graph's 202).
     pub fn fixed_reply(&self) -> Option<&FixedReply> {
         self.reply.as_ref()
+    }
+
+    /// The key this verifier's route deduplicates on, in words: `source`, or, when that
+    /// is a header the signature does not cover, the digest of the signed bytes the
+    /// gateway uses instead, and why (`hookgate check`, `hookgate providers`).
+    pub fn key_description(&self, source: &EventIdSource) -> String {
+        if let EventIdSource::Header(names) = source {
+            let unsigned: Vec<&str> = names
+                .iter()
+                .filter(|h| !self.signs_header(h))
+                .map(HeaderName::as_str)
+                .collect();
+            if !unsigned.is_empty() {
+                return format!(
+                    "sig-<SHA-256 of the signed bytes>, not {source} (the signature does not cover {}: anyone could change it)",
+                    unsigned.join(" or ")
+                );
+            }
+        }
+        source.to_string()
     }
 
     /// Whether the signature covers this header's value, so an event ID taken from
