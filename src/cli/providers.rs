@@ -185,6 +185,17 @@ fn details(i: &Info) -> String {
         "\n[[routes]]\nname = \"{n}\"\npath = \"/webhooks/{n}\"\nprovider = \"{n}\"\n{secrets}\nupstream = \"http://127.0.0.1:3000/{n}\"\n",
         n = i.name
     );
+    if let Some(h) = i.auth_header {
+        let h = if h == "authorization" {
+            "Authorization"
+        } else {
+            h
+        };
+        let _ = writeln!(
+            s,
+            "# auth_header = \"{h}\"   # the header named on the provider's side (default {h})"
+        );
+    }
     if i.needs_public_url {
         let _ = writeln!(
             s,

@@ -387,6 +387,16 @@ impl Verifier {
         }
     }
 
+    /// The header a token route reads its credential from when the route names it
+    /// (`auth_header`) or the preset's header is one of its own: captures and the
+    /// delivery log hide its value whatever its name.
+    pub fn credential_header(&self) -> Option<&HeaderName> {
+        match &self.scheme {
+            Scheme::Special(Special::Token { header, .. }) => Some(header),
+            _ => None,
+        }
+    }
+
     /// The handshake this route answers, keys filled in.
     #[cfg(test)]
     pub(crate) fn handshake(&self) -> &Handshake {

@@ -25,6 +25,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .texts()?
@@ -48,6 +49,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .texts()?
@@ -82,6 +84,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .texts()?
@@ -105,6 +108,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -128,6 +132,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -154,6 +159,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         // The challenge's answer covers the URL eBay calls.
         needs_public_url: true,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -182,6 +188,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -210,6 +217,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::AwsSns(AwsSns::from_credentials(
                 b.creds,

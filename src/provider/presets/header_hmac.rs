@@ -25,6 +25,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -48,6 +49,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -76,6 +78,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::DocuSign { keys: b.sha256()? })),
     },
     PresetSpec {
@@ -92,6 +95,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::Netlify { keys: b.sha256()? })),
     },
     PresetSpec {
@@ -108,6 +112,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::Recharge { secrets: b.raw()? })),
     },
 ];

@@ -22,6 +22,7 @@ fn sample(shape: &str) -> Credential {
         | "string (normalised to NFKD at load, as EasyPost's libraries do)" => {
             text("sample-secret")
         }
+        "the header's value, { username, password } or { bearer }" => text("Bearer sample"),
         "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
         "macSecretBase64" | "security token, base64" => text("c2FtcGxlLXNlY3JldA=="),
         "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),

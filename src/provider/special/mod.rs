@@ -273,8 +273,9 @@ impl Special {
     }
 
     /// The headers a provider would send with `req`'s body at `now`, signed with the
-    /// first credential; `None` where the signature lives in the body (Mailgun, Adyen,
-    /// Braintree) or needs a private key the gateway does not hold.
+    /// first credential (for a token preset, that credential as its header carries it);
+    /// `None` where the signature lives in the body (Mailgun, Adyen, Braintree), needs a
+    /// private key the gateway does not hold, or the credential travels elsewhere.
     pub fn sign(&self, req: &Inbound<'_>, now: u64) -> Option<Vec<(HeaderName, String)>> {
         match self {
             Self::Twilio { keys } => url_signed::sign_twilio(keys, req),
@@ -288,6 +289,9 @@ impl Special {
             Self::Netlify { keys } => header_hmac::sign_netlify(keys, req),
             Self::Recharge { secrets } => header_hmac::sign_recharge(secrets, req),
             Self::Monday { keys } => token::sign_monday(keys, now),
+            // Nothing is signed: the provider sends the credential itself.
+            Self::Token { header, values } => Some(vec![(header.clone(), token::value(values)?)]),
+            Self::BasicAuth { values } => Some(vec![(h("authorization"), token::value(values)?)]),
             _ => None,
         }
     }
