@@ -377,6 +377,8 @@ impl Verifier {
                 | special::Special::Ebay { .. }
                 | special::Special::Plaid { .. }
                 | special::Special::PayPal { .. }
+                | special::Special::Wise { .. }
+                | special::Special::FalAi { .. }
                 | special::Special::AwsSns(_),
             ) => true,
             Scheme::Standard(s) => s
@@ -422,6 +424,8 @@ impl Verifier {
         match &self.scheme {
             Scheme::Hmac(s) => s.payload.uses_id() && s.id_header.as_ref() == Some(name),
             Scheme::Standard(s) => s.id_header == name,
+            // fal signs its request ID header.
+            Scheme::Special(Special::FalAi { .. }) => name == "x-fal-webhook-request-id",
             Scheme::Special(_) => false,
         }
     }

@@ -604,6 +604,22 @@ pub const SOURCES: &[Source] = &[
         scheme: "Okta's Event Hooks guide and management API (`channel.config.authScheme`: type HEADER, `key` the header's name, `value` its secret: the header is the operator's choice, `auth_header`, default Authorization)",
         vectors: "the third round's vectors; the chosen-header cases generated with that scheme",
     },
+    // Issue 42, group 3: signatures.
+    Source {
+        preset: "grafana",
+        scheme: "Grafana's own source, grafana/alerting `http/hmac.go` (the webhook contact point's HMAC settings: hex HMAC-SHA256 in X-Grafana-Alerting-Signature over the timestamp, \":\", then the body; the timestamp in the header the contact point names, which this preset takes to be X-Grafana-Alerting-Timestamp). Other catalogues list `ts.body`; Grafana's code writes `ts:body`, and that is followed",
+        vectors: "official inputs: grafana/alerting `http/hmac_test.go` (secret `secret`, body `test message`, the mock clock's time 0) under the default header; the others generated, among them a `ts.body` signature that is refused",
+    },
+    Source {
+        preset: "wise",
+        scheme: "Wise's \"Event Handling\" page (docs.wise.com: X-Signature-SHA256, base64 RSA SHA-256 of the body; the production and sandbox public keys are published there; X-Delivery-Id is not signed, so the body's SHA-256 is the key)",
+        vectors: "generated with that scheme under a test key pair made for the vectors (Wise signs with its own private key)",
+    },
+    Source {
+        preset: "falai",
+        scheme: "fal's \"Webhooks\" page, \"Verifying Your Webhook\" (docs.fal.ai: Ed25519, hex, over request ID, user ID, timestamp and the body's hex SHA-256 joined by newlines, from the X-Fal-Webhook-* headers; keys from fal's JWKS; a 5-minute window)",
+        vectors: "generated with that scheme under a test key pair made for the vectors, configured as a JWKS (fal signs with its own private key)",
+    },
 ];
 
 #[cfg(test)]

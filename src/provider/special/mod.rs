@@ -81,6 +81,15 @@ pub enum Special {
     PayPal {
         keys: Vec<(String, rsa::pkcs1v15::VerifyingKey<Sha256>)>,
     },
+    /// Wise: RSA SHA-256 over the body, by one of Wise's published keys.
+    Wise {
+        keys: Vec<rsa::pkcs1v15::VerifyingKey<Sha256>>,
+    },
+    /// fal: Ed25519 over the request ID, user ID, timestamp and the body's SHA-256;
+    /// each key with the index of the credential (JWKS) it came from.
+    FalAi {
+        keys: Vec<(usize, ed25519_dalek::VerifyingKey)>,
+    },
     /// Amazon SNS: RSA over the canonical fields, per configured topic.
     AwsSns(AwsSns),
     Netlify {
@@ -259,6 +268,8 @@ impl Special {
             Self::Ebay { keys } => asymmetric::verify_ebay(keys, req),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
             Self::PayPal { keys } => asymmetric::verify_paypal(keys, req, now, tol),
+            Self::Wise { keys } => asymmetric::verify_wise(keys, req),
+            Self::FalAi { keys } => asymmetric::verify_falai(keys, req, now, tol),
             Self::AwsSns(sns) => sns.verify(req, now, tol),
             Self::Mailgun { keys } => body_embedded::verify_mailgun(keys, req, now, tol),
             Self::Adyen { keys } => body_embedded::verify_adyen(keys, req),
