@@ -216,6 +216,17 @@ fn details(i: &Info) -> String {
             ""
         }
     );
+    if let Some(h) = i.auth_header {
+        let h = if h == "authorization" {
+            "Authorization"
+        } else {
+            h
+        };
+        let _ = writeln!(
+            s,
+            "# auth_header = \"{h}\"   # the header named on the provider's side (default {h})"
+        );
+    }
     if i.needs_public_url {
         let _ = writeln!(
             s,

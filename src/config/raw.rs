@@ -181,6 +181,9 @@ pub(super) struct RawRoute {
     pub methods: Option<Vec<Spanned<String>>>,
     pub on_error: Option<Spanned<OnError>>,
     pub hmac: Option<Spanned<HmacOptions>>,
+    /// The header that carries a token preset's credential, where the provider lets
+    /// the operator name it (Okta, New Relic, Datadog, …).
+    pub auth_header: Option<Spanned<String>>,
     pub failure_budget: Option<Spanned<i64>>,
     pub delivery: Option<Spanned<Delivery>>,
     pub retry: Option<Spanned<RawRetry>>,

@@ -1264,3 +1264,44 @@ fn every_raw_struct_is_a_table_of_keys() {
     assert!(of("routes.destinations").is_some_and(|k| k.contains(&"order_by")));
     assert!(of("routes.hmac").is_some_and(|k| k.contains(&"timestamp_header")));
 }
+
+#[test]
+fn auth_header_names_a_token_presets_header_and_only_where_the_provider_lets_it() {
+    let okta = ROUTE.replace("provider = \"stripe\"", "provider = \"okta\"");
+    let cfg = check(&okta).expect("valid without auth_header");
+    assert_eq!(
+        cfg.routes[0]
+            .verifier
+            .credential_header()
+            .map(http::HeaderName::as_str),
+        Some("authorization"),
+        "Authorization by default"
+    );
+    let cfg = check(&format!("{okta}auth_header = \"X-Okta-Hook-Secret\"\n")).expect("valid");
+    assert_eq!(
+        cfg.routes[0]
+            .verifier
+            .credential_header()
+            .map(http::HeaderName::as_str),
+        Some("x-okta-hook-secret")
+    );
+    let e = errors(&format!("{okta}auth_header = \"not a header\"\n"));
+    assert!(
+        e.contains("routes[0].auth_header: \"not a header\" is not a header name"),
+        "{e}"
+    );
+    let e = errors(&format!("{ROUTE}auth_header = \"X-Secret\"\n"));
+    assert!(
+        e.contains(
+            "routes[0].auth_header: provider \"stripe\" sends its credential in a header of its own"
+        ),
+        "{e}"
+    );
+    let brevo = ROUTE
+        .replace("provider = \"stripe\"", "provider = \"brevo\"")
+        .replace(
+            "secrets = [",
+            "secrets = [{ bearer = \"tok\" }, { username = \"u\", password = \"p\" }, ",
+        );
+    check(&brevo).expect("bearer and Basic credential tables");
+}

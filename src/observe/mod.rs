@@ -43,6 +43,9 @@ pub(crate) struct RequestRecord {
     capture: bool,
     pub route: Option<String>,
     pub provider: Option<Preset>,
+    /// The header the route reads a token from when it is not one the preset names
+    /// (`auth_header`): its value is hidden in captures like the preset's own.
+    pub credential_header: Option<http::HeaderName>,
     pub event_id: Option<String>,
     /// The event's type, where the route knows where to find it.
     pub event_type: Option<String>,
@@ -166,6 +169,7 @@ impl Observers {
             capture,
             route: None,
             provider: None,
+            credential_header: None,
             event_id: None,
             event_type: None,
             detail: None,
@@ -256,6 +260,9 @@ impl Observers {
         r.event_type = rec.event_type.clone();
         // Credentials the route's preset knows, wherever they travel (query, body).
         redact::capture(&mut r, rec.provider);
+        if let Some(name) = &rec.credential_header {
+            redact::named_header(&mut r, name);
+        }
         capture.record(r);
     }
 }

@@ -276,6 +276,16 @@ pub(crate) fn capture(r: &mut Replay, preset: Option<Preset>) {
     }
 }
 
+/// Hides the value of the header a route names for its credential (`auth_header`),
+/// whatever its spelling.
+pub(crate) fn named_header(r: &mut Replay, name: &http::HeaderName) {
+    for (n, value) in &mut r.headers {
+        if n.eq_ignore_ascii_case(name.as_str()) {
+            *value = REDACTED.to_owned();
+        }
+    }
+}
+
 /// Whether the preset has a credential in the JSON body.
 pub(crate) fn body_has_credentials(preset: Option<Preset>) -> bool {
     preset.is_some_and(|p| {

@@ -31,6 +31,7 @@ pub(super) async fn admit(
     let route_metrics = state.metrics.route(&route.name);
     rec.metrics = Some(route_metrics.clone());
     rec.provider = Some(route.verifier.preset());
+    rec.credential_header = route.verifier.credential_header().cloned();
     if !route.methods.contains(req.method()) {
         let allow = route
             .methods

@@ -378,6 +378,8 @@ impl Verifier {
                 | special::Special::Ebay { .. }
                 | special::Special::Plaid { .. }
                 | special::Special::PayPal { .. }
+                | special::Special::Wise { .. }
+                | special::Special::FalAi { .. }
                 | special::Special::AwsSns(_),
             ) => true,
             Scheme::Standard(s) => s
@@ -385,6 +387,16 @@ impl Verifier {
                 .iter()
                 .any(|k| matches!(k, standard_webhooks::SwKey::Ed25519(_))),
             _ => false,
+        }
+    }
+
+    /// The header a token route reads its credential from when the route names it
+    /// (`auth_header`) or the preset's header is one of its own: captures and the
+    /// delivery log hide its value whatever its name.
+    pub fn credential_header(&self) -> Option<&HeaderName> {
+        match &self.scheme {
+            Scheme::Special(Special::Token { header, .. }) => Some(header),
+            _ => None,
         }
     }
 
@@ -433,6 +445,8 @@ impl Verifier {
         match &self.scheme {
             Scheme::Hmac(s) => s.payload.uses_id() && s.id_header.as_ref() == Some(name),
             Scheme::Standard(s) => s.id_header == name,
+            // fal signs its request ID header.
+            Scheme::Special(Special::FalAi { .. }) => name == "x-fal-webhook-request-id",
             Scheme::Special(_) => false,
         }
     }

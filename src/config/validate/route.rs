@@ -113,6 +113,7 @@ impl Validator<'_> {
         {
             self.err(h, &k("hmac"), "is only used with provider = \"hmac\"");
         }
+        let auth_header = self.auth_header(&r, preset, &k);
 
         if r.secrets.get_ref().is_empty()
             && !missing.contains(&"secrets")
@@ -142,7 +143,15 @@ impl Validator<'_> {
 
         let public_url = self.public_url(&r, preset, opts, &k);
 
-        let verifier = self.verifier(&r, preset, opts, &secrets, tolerance, &k);
+        let verifier = self.verifier(
+            &r,
+            preset,
+            opts,
+            auth_header.as_ref(),
+            &secrets,
+            tolerance,
+            &k,
+        );
         let delivery = self.delivery(&r, store, &k);
         let destinations = self.destinations(&r, delivery, event_type.is_some(), store, &k);
         let on_error = self.on_error(&r, store, &destinations, &k);
@@ -899,19 +908,57 @@ impl Validator<'_> {
         }
     }
 
+    /// `auth_header`: the header a token preset reads its credential from, for the
+    /// presets whose provider lets the operator name it.
+    fn auth_header(
+        &mut self,
+        r: &RawRoute,
+        preset: Option<Preset>,
+        k: &dyn Fn(&str) -> String,
+    ) -> Option<http::HeaderName> {
+        let h = r.auth_header.as_ref()?;
+        if let Some(p) = preset.filter(|p| p.auth_header().is_none()) {
+            self.err(
+                h,
+                &k("auth_header"),
+                format_args!(
+                    "provider {:?} sends its credential in a header of its own; auth_header is for presets whose provider lets the operator name the header (docs/providers.md)",
+                    p.name()
+                ),
+            );
+            return None;
+        }
+        match http::HeaderName::try_from(h.get_ref().trim()) {
+            Ok(name) => Some(name),
+            Err(_) => {
+                self.err(
+                    h,
+                    &k("auth_header"),
+                    format_args!("{:?} is not a header name", h.get_ref()),
+                );
+                None
+            }
+        }
+    }
+
     /// The preset's verifier over the route's credentials.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the route's keys a verifier is built from, each validated on its own"
+    )]
     fn verifier(
         &mut self,
         r: &RawRoute,
         preset: Option<Preset>,
         opts: Option<&HmacOptions>,
+        auth_header: Option<&http::HeaderName>,
         secrets: &[Credential],
         tolerance: Option<u64>,
         k: &dyn Fn(&str) -> String,
     ) -> Option<Verifier> {
         match preset {
             Some(p) if !secrets.is_empty() || p.secret_from_handshake() => {
-                match p.verifier(secrets, opts, tolerance) {
+                match p.verifier_with_header(secrets, opts, tolerance, auth_header) {
                     Ok(v) => Some(v),
                     Err(msg) => {
                         let span_line = r

@@ -873,9 +873,17 @@ fn count_into(counts: &mut Counts, route: &str, outcome: &str, received_at: u64)
 
 /// The signature headers of a generic `hmac` route (its configured names).
 fn routing_signature_headers<'a>(routing: &'a Routing, path: &str) -> &'a [http::HeaderName] {
-    match routing.routes.get(path).map(|r| r.verifier.scheme()) {
-        Some(crate::provider::Scheme::Hmac(s)) => &s.headers,
-        _ => &[],
+    let Some(route) = routing.routes.get(path) else {
+        return &[];
+    };
+    match route.verifier.scheme() {
+        crate::provider::Scheme::Hmac(s) => &s.headers,
+        // A token route's header (`auth_header` may name any) carries the credential.
+        _ => route
+            .verifier
+            .credential_header()
+            .map(std::slice::from_ref)
+            .unwrap_or_default(),
     }
 }
 

@@ -1,5 +1,6 @@
-//! Presets signed with a private key the gateway never holds: Discord and Telnyx (Ed25519),
-//! SendGrid, Circle and eBay (ECDSA P-256), Plaid (JWT ES256), PayPal and AWS SNS (RSA). Failed verifications on
+//! Presets signed with a private key the gateway never holds: Discord, Telnyx and fal
+//! (Ed25519), SendGrid, Circle and eBay (ECDSA P-256), Plaid (JWT ES256), PayPal, AWS SNS
+//! and Wise (RSA). Failed verifications on
 //! such routes spend a per-client budget (see `Verifier::is_costly`).
 
 use super::Auth;
@@ -25,6 +26,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .texts()?
@@ -48,6 +50,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .texts()?
@@ -82,6 +85,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .texts()?
@@ -105,6 +109,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -128,6 +133,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -154,6 +160,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         // The challenge's answer covers the URL eBay calls.
         needs_public_url: true,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -182,6 +189,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -210,11 +218,47 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::AwsSns(AwsSns::from_credentials(
                 b.creds,
             )?)))
         },
+    },
+    // Issue 42. Each row cites, in `SOURCES`, the provider's page its scheme was read from.
+    PresetSpec {
+        name: "wise",
+        scheme: "RSA SHA-256 (PKCS#1 v1.5, base64) over body, Wise's published public key",
+        headers: "X-Signature-SHA256",
+        credential: "public key, PEM (Wise's production or sandbox key)",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/event_type")),
+        build: |b| {
+            let keys = b
+                .texts()?
+                .into_iter()
+                .map(rsa_pem_key)
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(Scheme::Special(Special::Wise { keys }))
+        },
+        ..super::BASE
+    },
+    PresetSpec {
+        name: "falai",
+        scheme: "Ed25519 hex over request_id\\nuser_id\\nts\\nsha256hex(body), keys from fal's JWKS",
+        headers: "X-Fal-Webhook-Signature, -Request-Id, -User-Id, -Timestamp",
+        credential: "fal's JWKS JSON (or one JWK, or its x in base64url)",
+        event_id: Id::Json("/request_id"),
+        event_type: Some(Type::Json("/status")),
+        tolerance: Some(300),
+        build: |b| {
+            let mut keys = Vec::new();
+            for (i, text) in b.texts()?.into_iter().enumerate() {
+                keys.extend(ed25519_jwks(text)?.into_iter().map(|k| (i, k)));
+            }
+            Ok(Scheme::Special(Special::FalAi { keys }))
+        },
+        ..super::BASE
     },
 ];
 
@@ -275,14 +319,61 @@ fn paypal_key(
 /// (`-----BEGIN PUBLIC KEY-----MFkw…==-----END PUBLIC KEY-----`).
 fn ebay_key(text: &[u8]) -> Result<p256::ecdsa::VerifyingKey, String> {
     use p256::pkcs8::DecodePublicKey;
-    let text = std::str::from_utf8(text).map_err(|_| "the public key must be text".to_string())?;
-    let body: String = text
+    let der = public_key_der(text).ok_or("the public key must be PEM or base64 DER")?;
+    p256::ecdsa::VerifyingKey::from_public_key_der(&der)
+        .map_err(|_| "not a P-256 public key".to_string())
+}
+
+/// An RSA public key as PEM (`BEGIN PUBLIC KEY`, SubjectPublicKeyInfo), checked with
+/// SHA-256 and PKCS#1 v1.5 padding.
+fn rsa_pem_key(text: &[u8]) -> Result<rsa::pkcs1v15::VerifyingKey<sha2::Sha256>, String> {
+    use rsa::pkcs8::DecodePublicKey;
+    let der = public_key_der(text).ok_or("the public key must be PEM (BEGIN PUBLIC KEY)")?;
+    let key = rsa::PublicKey::from_public_key_der(&der)
+        .map_err(|_| "not an RSA public key".to_string())?;
+    Ok(rsa::pkcs1v15::VerifyingKey::new(key))
+}
+
+/// The Ed25519 keys of a JWKS (`{"keys":[…]}`), of one JWK, or one key's `x` in
+/// base64url: every `OKP`/`Ed25519` key, others skipped; none at all is an error.
+fn ed25519_jwks(text: &[u8]) -> Result<Vec<ed25519_dalek::VerifyingKey>, String> {
+    let one = |x: &str| -> Result<ed25519_dalek::VerifyingKey, String> {
+        let raw: [u8; 32] = decode_base64url(x)
+            .and_then(|r| r.try_into().ok())
+            .ok_or("an Ed25519 key's x must be 32 bytes in base64url")?;
+        ed25519_dalek::VerifyingKey::from_bytes(&raw)
+            .map_err(|_| "not a valid Ed25519 public key".to_string())
+    };
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(text) else {
+        let x = std::str::from_utf8(text).map_err(|_| "the key must be text".to_string())?;
+        return Ok(vec![one(x)?]);
+    };
+    let jwks: Vec<&serde_json::Value> = match json.get("keys").and_then(|k| k.as_array()) {
+        Some(keys) => keys.iter().collect(),
+        None => vec![&json],
+    };
+    let keys = jwks
+        .into_iter()
+        .filter(|k| {
+            k.get("kty").and_then(|v| v.as_str()) == Some("OKP")
+                && k.get("crv").and_then(|v| v.as_str()) == Some("Ed25519")
+        })
+        .map(|k| one(k.get("x").and_then(|v| v.as_str()).unwrap_or_default()))
+        .collect::<Result<Vec<_>, String>>()?;
+    if keys.is_empty() {
+        return Err("the JWKS holds no Ed25519 (OKP) key".into());
+    }
+    Ok(keys)
+}
+
+/// The DER of a `BEGIN PUBLIC KEY` PEM, on one line or several (or bare base64 DER).
+fn public_key_der(text: &[u8]) -> Option<Vec<u8>> {
+    let body: String = std::str::from_utf8(text)
+        .ok()?
         .replace("-----BEGIN PUBLIC KEY-----", "")
         .replace("-----END PUBLIC KEY-----", "")
         .chars()
         .filter(|c| !c.is_whitespace())
         .collect();
-    let der = decode_base64(&body).ok_or("the public key must be PEM or base64 DER")?;
-    p256::ecdsa::VerifyingKey::from_public_key_der(&der)
-        .map_err(|_| "not a P-256 public key".to_string())
+    decode_base64(&body)
 }

@@ -25,6 +25,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::Mailgun { keys: b.sha256()? })),
     },
     PresetSpec {
@@ -44,6 +45,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         }),
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::Adyen {
                 keys: b.hex_keys()?,
@@ -64,6 +66,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::Braintree {
                 keys: braintree_keys(b.creds)?,

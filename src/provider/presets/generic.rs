@@ -27,6 +27,7 @@ pub(in crate::provider) const HMAC: PresetSpec = PresetSpec {
     reply: None,
     needs_public_url: false,
     extra_methods: &[],
+    auth_header: None,
     build: |b| {
         let o = b.opts.ok_or(
             "provider \"hmac\" needs an [routes.hmac] table (header, algorithm, encoding, payload)",

@@ -25,6 +25,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -48,6 +49,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -76,6 +78,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::DocuSign { keys: b.sha256()? })),
     },
     PresetSpec {
@@ -92,6 +95,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::Netlify { keys: b.sha256()? })),
     },
     PresetSpec {
@@ -108,7 +112,34 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::Recharge { secrets: b.raw()? })),
+    },
+    // Issue 42: Grafana Alerting's webhook contact point with its HMAC settings. Grafana's
+    // own source (grafana/alerting `http/hmac.go`) writes the timestamp, then ":", then
+    // the body; `ts.body`, which other catalogues list, is not what Grafana signs.
+    PresetSpec {
+        name: "grafana",
+        scheme: "HMAC-SHA256 hex over ts:body (Grafana's own source)",
+        headers: "X-Grafana-Alerting-Signature, X-Grafana-Alerting-Timestamp",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/status")),
+        tolerance: Some(300),
+        build: |b| {
+            Ok(super::full(
+                "x-grafana-alerting-signature",
+                super::plain(""),
+                crate::provider::mac::Encoding::Hex,
+                crate::provider::Template::parse("{timestamp}:{body}")?,
+                crate::provider::hmac_scheme::TimestampSource::Header(
+                    http::HeaderName::from_static("x-grafana-alerting-timestamp"),
+                ),
+                crate::provider::timestamp::TsFormat::Seconds,
+                None,
+                b.sha256()?,
+            ))
+        },
+        ..super::BASE
     },
 ];
 

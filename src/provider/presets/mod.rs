@@ -86,6 +86,10 @@ pub struct PresetSpec {
     pub needs_public_url: bool,
     /// Methods accepted by default besides POST and the handshake's own.
     pub extra_methods: &'static [Method],
+    /// The header that carries the credential when the provider lets the operator name
+    /// it (a route's `auth_header`; Okta, New Relic, …): its default. `None`: the
+    /// header is the provider's own, and a route may not set `auth_header`.
+    pub auth_header: Option<&'static str>,
     /// Builds the scheme, with its keys, from the route's credentials.
     pub build: fn(&Build<'_>) -> Result<Scheme, String>,
 }
@@ -109,6 +113,7 @@ pub(super) const BASE: PresetSpec = PresetSpec {
     reply: None,
     needs_public_url: false,
     extra_methods: &[],
+    auth_header: None,
     build: |_| Err("a preset row without its own build".into()),
 };
 
@@ -202,12 +207,13 @@ pub fn all() -> impl Iterator<Item = &'static PresetSpec> {
     FAMILIES.iter().flat_map(|f| f.iter())
 }
 
-/// What a row's `build` reads: the route's credentials and, for the generic `hmac`
-/// preset, its `[routes.hmac]` table.
+/// What a row's `build` reads: the route's credentials, for the generic `hmac`
+/// preset its `[routes.hmac]` table, and the route's `auth_header` when it sets one.
 #[derive(Debug, Clone, Copy)]
 pub struct Build<'a> {
     pub creds: &'a [Credential],
     pub opts: Option<&'a HmacOptions>,
+    pub auth_header: Option<&'a HeaderName>,
 }
 
 impl Build<'_> {
@@ -237,6 +243,36 @@ impl Build<'_> {
             .into_iter()
             .map(|t| Secret::new(t.to_vec()))
             .collect())
+    }
+
+    /// The header a configurable-header token preset compares: the route's
+    /// `auth_header`, else the row's default.
+    pub fn token_header(&self, default: &'static str) -> HeaderName {
+        self.auth_header
+            .cloned()
+            .unwrap_or_else(|| HeaderName::from_static(default))
+    }
+
+    /// Every credential as the exact value its header carries: a string as is,
+    /// `{ username, password }` as HTTP Basic auth, `{ bearer }` as a Bearer token.
+    pub fn header_values(&self) -> Result<Vec<Secret>, String> {
+        self.creds
+            .iter()
+            .map(|c| match c {
+                Credential::Text(s) => Ok(Secret::new(s.expose().to_vec())),
+                Credential::Parts(parts) if parts.contains_key("bearer") => {
+                    let mut v = b"Bearer ".to_vec();
+                    v.extend_from_slice(c.part("bearer")?);
+                    Ok(Secret::new(v))
+                }
+                Credential::Parts(_) => {
+                    let mut pair = c.part("username")?.to_vec();
+                    pair.push(b':');
+                    pair.extend_from_slice(c.part("password")?);
+                    Ok(super::special::basic_auth_header(&pair))
+                }
+            })
+            .collect()
     }
 
     /// Every credential as a hex-encoded HMAC-SHA256 key (Adyen).
@@ -520,6 +556,69 @@ pub const SOURCES: &[Source] = &[
         preset: "telegram",
         scheme: "The Telegram Bot API's setWebhook (`secret_token`, sent back in X-Telegram-Bot-Api-Secret-Token; the update itself is not signed)",
         vectors: "generated with that scheme: the configured token, another token, none",
+    },
+    // Issue 42, token presets (groups 4 and 5): nothing is signed; the
+    // credential is compared in constant time.
+    Source {
+        preset: "mixpanel",
+        scheme: "Mixpanel's \"Syncing cohorts to a custom webhook\" (docs.mixpanel.com, Cohort Sync → Webhooks: optional Basic Authentication; the body's `action` is members, add_members or remove_members; no event ID, so the body's SHA-256)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "sparkpost",
+        scheme: "SparkPost's Webhooks API (auth_type basic with auth_credentials username and password; event webhooks are not signed; a batch carries no ID the body binds, so the body's SHA-256)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "new_relic",
+        scheme: "New Relic's webhook notification destination (Basic authentication, a bearer token, or custom headers the operator names: `auth_header`); the payload is the operator's template, so the body's SHA-256",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "fillout",
+        scheme: "Fillout's \"Send form submissions to a webhook\" and its REST API integration (the operator adds the headers a request carries: `auth_header`); no event ID in every payload shape, so the body's SHA-256",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "zapier",
+        scheme: "Zapier's \"Webhooks by Zapier\" actions (POST, PUT, Custom Request: the operator sets the headers and Basic auth); the payload is the operator's, so the body's SHA-256",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "bigcommerce",
+        scheme: "BigCommerce's Webhooks API (`headers` given when the hook is created are sent with every callback; the event in `scope`; the body's `hash` is a SHA-1 of the data, not an event ID, so the body's SHA-256)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "datadog",
+        scheme: "Datadog's Webhooks integration (docs.datadoghq.com/integrations/webhooks: custom headers in JSON, set by the operator; the payload is the operator's template, so the body's SHA-256)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "brevo",
+        scheme: "Brevo's \"Secure webhook calls\" (developers.brevo.com: username and password in the URL, sent as Basic auth, or `auth: { type: bearer, token }` sent as `Authorization: Bearer`; custom headers); the event in `event`",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "okta",
+        scheme: "Okta's Event Hooks guide and management API (`channel.config.authScheme`: type HEADER, `key` the header's name, `value` its secret: the header is the operator's choice, `auth_header`, default Authorization)",
+        vectors: "the third round's vectors; the chosen-header cases generated with that scheme",
+    },
+    // Issue 42, group 3: signatures.
+    Source {
+        preset: "grafana",
+        scheme: "Grafana's own source, grafana/alerting `http/hmac.go` (the webhook contact point's HMAC settings: hex HMAC-SHA256 in X-Grafana-Alerting-Signature over the timestamp, \":\", then the body; the timestamp in the header the contact point names, which this preset takes to be X-Grafana-Alerting-Timestamp). Other catalogues list `ts.body`; Grafana's code writes `ts:body`, and that is followed",
+        vectors: "official inputs: grafana/alerting `http/hmac_test.go` (secret `secret`, body `test message`, the mock clock's time 0) under the default header; the others generated, among them a `ts.body` signature that is refused",
+    },
+    Source {
+        preset: "wise",
+        scheme: "Wise's \"Event Handling\" page (docs.wise.com: X-Signature-SHA256, base64 RSA SHA-256 of the body; the production and sandbox public keys are published there; X-Delivery-Id is not signed, so the body's SHA-256 is the key)",
+        vectors: "generated with that scheme under a test key pair made for the vectors (Wise signs with its own private key)",
+    },
+    Source {
+        preset: "falai",
+        scheme: "fal's \"Webhooks\" page, \"Verifying Your Webhook\" (docs.fal.ai: Ed25519, hex, over request ID, user ID, timestamp and the body's hex SHA-256 joined by newlines, from the X-Fal-Webhook-* headers; keys from fal's JWKS; a 5-minute window)",
+        vectors: "generated with that scheme under a test key pair made for the vectors, configured as a JWKS (fal signs with its own private key)",
     },
 ];
 

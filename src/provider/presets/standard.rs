@@ -25,6 +25,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| build(b, "webhook"),
     },
     svix("svix"),
@@ -46,6 +47,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: build_polar,
     },
     webhook("replicate"),
@@ -80,6 +82,7 @@ const fn svix(name: &'static str) -> PresetSpec {
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| build(b, "svix"),
     }
 }
@@ -100,6 +103,7 @@ const fn webhook(name: &'static str) -> PresetSpec {
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| build(b, "webhook"),
     }
 }

@@ -22,6 +22,15 @@ fn sample(shape: &str) -> Credential {
         | "string (normalised to NFKD at load, as EasyPost's libraries do)" => {
             text("sample-secret")
         }
+        "the header's value, { username, password } or { bearer }" => text("Bearer sample"),
+        // Wise's production key, as its "Event Handling" page publishes it.
+        "public key, PEM (Wise's production or sandbox key)" => text(
+            "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAvO8vXV+JksBzZAY6GhSO\nXdoTCfhXaaiZ+qAbtaDBiu2AGkGVpmEygFmWP4Li9m5+Ni85BhVvZOodM9epgW3F\nbA5Q1SexvAF1PPjX4JpMstak/QhAgl1qMSqEevL8cmUeTgcMuVWCJmlge9h7B1CS\nD4rtlimGZozG39rUBDg6Qt2K+P4wBfLblL0k4C4YUdLnpGYEDIth+i8XsRpFlogx\nCAFyH9+knYsDbR43UJ9shtc42Ybd40Afihj8KnYKXzchyQ42aC8aZ/h5hyZ28yVy\nOj3Vos0VdBIs/gAyJ/4yyQFCXYte64I7ssrlbGRaco4nKF3HmaNhxwyKyJafz19e\nHwIDAQAB\n-----END PUBLIC KEY-----\n",
+        ),
+        // The Ed25519 base point as a one-key JWKS.
+        "fal's JWKS JSON (or one JWK, or its x in base64url)" => text(
+            r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY"}]}"#,
+        ),
         "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
         "macSecretBase64" | "security token, base64" => text("c2FtcGxlLXNlY3JldA=="),
         "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),

@@ -1,6 +1,8 @@
 //! Presets that sign nothing, or (monday.com) sign a JWT that does not cover the
-//! body: hookgate compares the shared value they offer in constant time. See "What
-//! the token presets protect against" in `docs/providers.md`.
+//! body: hookgate compares the shared value they offer in constant time. Where the
+//! provider lets the operator name the header (Okta, New Relic, Datadog, …), a route
+//! names it with `auth_header`. See "What the token presets protect against" in
+//! `docs/providers.md`.
 
 use http::{HeaderName, StatusCode};
 
@@ -26,6 +28,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::Token {
                 header: HeaderName::from_static("x-gitlab-token"),
@@ -33,28 +36,13 @@ pub(super) const PRESETS: &[PresetSpec] = &[
             }))
         },
     },
-    basic_auth("postmark", Id::Custom(CustomId::PostmarkRecord)),
-    PresetSpec {
-        name: "okta",
-        auth: Auth::Token,
-        scheme: "static Authorization header compare",
-        headers: "Authorization",
-        credential: "string",
-        credential_at: &[CredentialAt::Header("authorization")],
-        event_id: Id::Custom(CustomId::OktaEvents),
-        event_type: None,
-        tolerance: None,
-        handshake: Handshake::Okta,
-        reply: None,
-        needs_public_url: false,
-        extra_methods: &[],
-        build: |b| {
-            Ok(Scheme::Special(Special::Token {
-                header: HeaderName::from_static("authorization"),
-                values: b.raw()?,
-            }))
-        },
-    },
+    basic_auth("postmark", Id::Custom(CustomId::PostmarkRecord), None),
+    header_token(
+        "okta",
+        Id::Custom(CustomId::OktaEvents),
+        None,
+        Handshake::Okta,
+    ),
     PresetSpec {
         name: "figma",
         auth: Auth::Token,
@@ -69,10 +57,11 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::Passcode { values: b.raw()? })),
     },
-    basic_auth("chargebee", Id::Json("/id")),
-    basic_auth("pipedrive", Id::BodySha256),
+    basic_auth("chargebee", Id::Json("/id"), None),
+    basic_auth("pipedrive", Id::BodySha256, None),
     PresetSpec {
         name: "monday",
         auth: Auth::Token,
@@ -87,6 +76,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::Monday { keys: b.sha256()? })),
     },
     PresetSpec {
@@ -103,6 +93,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::QueryToken { values: b.raw()? })),
     },
     PresetSpec {
@@ -122,6 +113,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         }),
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::ClientState { values: b.raw()? })),
     },
     // Fourth round: the Bot API's setWebhook `secret_token`, sent back in every
@@ -141,10 +133,63 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         },
         ..super::BASE
     },
+    // Issue 42, group 4: nothing signed; the credential is compared in
+    // constant time. Mixpanel and SparkPost send HTTP Basic auth; the others send
+    // whatever header the operator sets up on their side (`auth_header`).
+    basic_auth("mixpanel", Id::BodySha256, Some(Type::Json("/action"))),
+    basic_auth("sparkpost", Id::BodySha256, None),
+    header_token("new_relic", Id::BodySha256, None, Handshake::None),
+    header_token("fillout", Id::BodySha256, None, Handshake::None),
+    header_token("zapier", Id::BodySha256, None, Handshake::None),
+    header_token(
+        "bigcommerce",
+        Id::BodySha256,
+        Some(Type::Json("/scope")),
+        Handshake::None,
+    ),
+    header_token("datadog", Id::BodySha256, None, Handshake::None),
+    header_token(
+        "brevo",
+        Id::BodySha256,
+        Some(Type::Json("/event")),
+        Handshake::None,
+    ),
 ];
 
+/// A provider that sends a credential in a header the operator names on its side
+/// (Okta's "Authentication field", New Relic's custom header, …): the route's
+/// `auth_header`, `Authorization` by default. Each credential is the header's whole
+/// value: a string as is, `{ username, password }` as HTTP Basic auth, `{ bearer }`
+/// as a Bearer token.
+const fn header_token(
+    name: &'static str,
+    event_id: Id,
+    event_type: Option<Type>,
+    handshake: Handshake,
+) -> PresetSpec {
+    PresetSpec {
+        name,
+        auth: Auth::Token,
+        scheme: "static header compare (the route's auth_header, default Authorization)",
+        headers: "Authorization (or auth_header)",
+        credential: "the header's value, { username, password } or { bearer }",
+        credential_at: &[CredentialAt::Header("authorization")],
+        event_id,
+        event_type,
+        handshake,
+        auth_header: Some("authorization"),
+        build: |b| {
+            Ok(Scheme::Special(Special::Token {
+                header: b.token_header("authorization"),
+                values: b.header_values()?,
+            }))
+        },
+        ..super::BASE
+    }
+}
+
 /// A provider that sends HTTP Basic auth with the configured `user:password`.
-const fn basic_auth(name: &'static str, event_id: Id) -> PresetSpec {
+const fn basic_auth(name: &'static str, event_id: Id, event_type: Option<Type>) -> PresetSpec {
     PresetSpec {
         name,
         auth: Auth::Token,
@@ -153,12 +198,13 @@ const fn basic_auth(name: &'static str, event_id: Id) -> PresetSpec {
         credential: "user:password",
         credential_at: &[CredentialAt::Header("authorization")],
         event_id,
-        event_type: None,
+        event_type,
         tolerance: None,
         handshake: Handshake::None,
         reply: None,
         needs_public_url: false,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::BasicAuth {
                 values: b.texts()?.into_iter().map(basic_auth_header).collect(),

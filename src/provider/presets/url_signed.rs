@@ -27,6 +27,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: true,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::Twilio {
                 keys: b.keys(Sha1)?,
@@ -50,6 +51,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         needs_public_url: true,
         // Answer and callback URLs may be configured with GET.
         extra_methods: &[Method::GET],
+        auth_header: None,
         build: |b| {
             let keys = b
                 .creds
@@ -75,6 +77,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         needs_public_url: false,
         // Its v2 signature covers GET deliveries.
         extra_methods: &[Method::GET],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::HubSpot {
                 keys: b.sha256()?,
@@ -96,6 +99,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: true,
         extra_methods: &[],
+        auth_header: None,
         build: |b| Ok(Scheme::Special(Special::Contentful { keys: b.sha256()? })),
     },
     PresetSpec {
@@ -112,6 +116,7 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         reply: None,
         needs_public_url: true,
         extra_methods: &[],
+        auth_header: None,
         build: |b| {
             Ok(Scheme::Special(Special::Mandrill {
                 keys: b.keys(Sha1)?,

@@ -191,3 +191,43 @@ pub(super) fn verify_ebay(
         id == kid && key.verify_prehash(&digest, &sig).is_ok()
     })
 }
+
+/// Wise: `X-Signature-SHA256` is a base64 RSA (PKCS#1 v1.5) SHA-256 signature of the
+/// body by one of Wise's published keys.
+pub(super) fn verify_wise(
+    keys: &[rsa::pkcs1v15::VerifyingKey<Sha256>],
+    req: &Inbound<'_>,
+) -> Result<usize, VerifyError> {
+    let name = "x-signature-sha256";
+    let sig = decode_base64(need(req.headers, name)?)
+        .and_then(|s| rsa::pkcs1v15::Signature::try_from(s.as_slice()).ok())
+        .ok_or_else(|| VerifyError::Malformed(name.into()))?;
+    first(keys, |k| {
+        rsa::signature::Verifier::verify(k, req.body, &sig).is_ok()
+    })
+}
+
+/// fal: `X-Fal-Webhook-Signature` is a hex Ed25519 signature of
+/// `request_id\nuser_id\ntimestamp\nhex(SHA-256(body))`, the first three from their
+/// `X-Fal-Webhook-*` headers; returns the index of the credential whose key matched.
+pub(super) fn verify_falai(
+    keys: &[(usize, ed25519_dalek::VerifyingKey)],
+    req: &Inbound<'_>,
+    now: u64,
+    tol: Option<u64>,
+) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let name = "x-fal-webhook-signature";
+    let sig: [u8; 64] = hex::decode(need(hs, name)?)
+        .ok()
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| VerifyError::Malformed(name.into()))?;
+    let sig = ed25519_dalek::Signature::from_bytes(&sig);
+    let request_id = need(hs, "x-fal-webhook-request-id")?;
+    let user_id = need(hs, "x-fal-webhook-user-id")?;
+    let ts = need(hs, "x-fal-webhook-timestamp")?;
+    let msg = format!("{request_id}\n{user_id}\n{ts}\n{}", sha256_hex(req.body));
+    let i = first(keys, |(_, k)| k.verify_strict(msg.as_bytes(), &sig).is_ok())?;
+    check_window(TsFormat::Seconds.parse_ms(ts)?, now, tol)?;
+    Ok(keys[i].0)
+}

@@ -81,6 +81,15 @@ pub enum Special {
     PayPal {
         keys: Vec<(String, rsa::pkcs1v15::VerifyingKey<Sha256>)>,
     },
+    /// Wise: RSA SHA-256 over the body, by one of Wise's published keys.
+    Wise {
+        keys: Vec<rsa::pkcs1v15::VerifyingKey<Sha256>>,
+    },
+    /// fal: Ed25519 over the request ID, user ID, timestamp and the body's SHA-256;
+    /// each key with the index of the credential (JWKS) it came from.
+    FalAi {
+        keys: Vec<(usize, ed25519_dalek::VerifyingKey)>,
+    },
     /// Amazon SNS: RSA over the canonical fields, per configured topic.
     AwsSns(AwsSns),
     Netlify {
@@ -259,6 +268,8 @@ impl Special {
             Self::Ebay { keys } => asymmetric::verify_ebay(keys, req),
             Self::Plaid { keys } => asymmetric::verify_plaid(keys, req, now, tol),
             Self::PayPal { keys } => asymmetric::verify_paypal(keys, req, now, tol),
+            Self::Wise { keys } => asymmetric::verify_wise(keys, req),
+            Self::FalAi { keys } => asymmetric::verify_falai(keys, req, now, tol),
             Self::AwsSns(sns) => sns.verify(req, now, tol),
             Self::Mailgun { keys } => body_embedded::verify_mailgun(keys, req, now, tol),
             Self::Adyen { keys } => body_embedded::verify_adyen(keys, req),
@@ -273,8 +284,9 @@ impl Special {
     }
 
     /// The headers a provider would send with `req`'s body at `now`, signed with the
-    /// first credential; `None` where the signature lives in the body (Mailgun, Adyen,
-    /// Braintree) or needs a private key the gateway does not hold.
+    /// first credential (for a token preset, that credential as its header carries it);
+    /// `None` where the signature lives in the body (Mailgun, Adyen, Braintree), needs a
+    /// private key the gateway does not hold, or the credential travels elsewhere.
     pub fn sign(&self, req: &Inbound<'_>, now: u64) -> Option<Vec<(HeaderName, String)>> {
         match self {
             Self::Twilio { keys } => url_signed::sign_twilio(keys, req),
@@ -288,6 +300,9 @@ impl Special {
             Self::Netlify { keys } => header_hmac::sign_netlify(keys, req),
             Self::Recharge { secrets } => header_hmac::sign_recharge(secrets, req),
             Self::Monday { keys } => token::sign_monday(keys, now),
+            // Nothing is signed: the provider sends the credential itself.
+            Self::Token { header, values } => Some(vec![(header.clone(), token::value(values)?)]),
+            Self::BasicAuth { values } => Some(vec![(h("authorization"), token::value(values)?)]),
             _ => None,
         }
     }

@@ -96,6 +96,13 @@ pub(super) fn sign_monday(keys: &[MacKey], now: u64) -> Option<Vec<(HeaderName, 
     )])
 }
 
+/// The first credential as the header value a provider sends (`hookgate sign`);
+/// `None` when it is not text a header can carry.
+pub(super) fn value(values: &[Secret]) -> Option<String> {
+    let v = std::str::from_utf8(values.first()?.expose()).ok()?;
+    http::HeaderValue::from_str(v).is_ok().then(|| v.to_owned())
+}
+
 /// `"Basic " + base64(user:password)` for a configured `user:password`: the header
 /// value is the credential itself, so it is kept as a [`Secret`] (redacted in `Debug`).
 pub fn basic_auth_header(credential: &[u8]) -> Secret {

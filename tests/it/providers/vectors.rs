@@ -181,8 +181,14 @@ pub(crate) fn vector_config(v: &Value, upstream: &str) -> Option<(String, String
         }
         None => (String::new(), String::new()),
     };
+    // Route keys a vector needs besides its secret (`auth_header` for a token preset
+    // whose header the operator names).
+    let mut extra = String::new();
+    for (key, value) in v["route"].as_object().into_iter().flatten() {
+        extra.push_str(&format!("{key} = {}\n", value_toml(value)?));
+    }
     let cfg = format!(
-        "[store]\nbackend = \"memory\"\ndedup_ttl = \"3d\"\n\n[[routes]]\nname = \"r\"\npath = \"/hook\"\nprovider = {}\nsecrets = {secrets}\nupstream = {}\n{public_url}",
+        "[store]\nbackend = \"memory\"\ndedup_ttl = \"3d\"\n\n[[routes]]\nname = \"r\"\npath = \"/hook\"\nprovider = {}\nsecrets = {secrets}\nupstream = {}\n{public_url}{extra}",
         toml_str(provider),
         toml_str(upstream),
     );
