@@ -34,8 +34,12 @@ pub use sign::SignArgs;
 pub use upstream::UpstreamArgs;
 
 /// hookgate: verify webhook signatures, deduplicate deliveries, forward each event once.
+/// `hookgate --version`: the release and the commit it was built from
+/// (`hookgate 0.1.0 (commit 1a2b3c4d5e6f)`; `build.rs` names it).
+pub const VERSION: &str = env!("HOOKGATE_VERSION");
+
 #[derive(Debug, Parser)]
-#[command(name = "hookgate", version, about)]
+#[command(name = "hookgate", version = VERSION, about)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

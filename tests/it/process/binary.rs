@@ -880,3 +880,28 @@ async fn deliveries_tail_stops_on_sigint_in_the_background() {
     assert!(status.success(), "{status}");
     gw.stop().await;
 }
+
+/// `hookgate --version` names the release and the commit it was built from.
+#[test]
+fn version_names_the_release_and_the_commit() {
+    let out = Command::new(BIN).arg("--version").output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want = format!("hookgate {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(text.starts_with(&want), "{text}");
+    let commit = text
+        .trim()
+        .strip_prefix(&want)
+        .and_then(|c| c.strip_suffix(')'))
+        .unwrap_or_default();
+    // Built from a checkout here: git names the commit.
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("git");
+    assert_eq!(
+        commit,
+        String::from_utf8_lossy(&head.stdout).trim(),
+        "{text}"
+    );
+}

@@ -13,3 +13,4 @@ mod redis_extras;
 mod redis_layout;
 mod replicas;
 mod security;
+mod upgrade;

@@ -42,6 +42,21 @@ impl RedisServer {
         s
     }
 
+    /// Starts a server that loads this RDB file at start (a key space written before).
+    pub fn start_from_rdb(rdb: &std::path::Path) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::copy(rdb, dir.path().join("dump.rdb")).expect("copy the RDB file");
+        let mut s = Self {
+            port: free_port(),
+            dir,
+            child: None,
+            aof: false,
+            extra: Vec::new(),
+        };
+        s.spawn();
+        s
+    }
+
     /// Starts a replica of `primary` and waits until it has synced: a probe key written
     /// on the primary is acknowledged by it (`WAIT`).
     pub fn start_replica_of(primary: &RedisServer) -> Self {
