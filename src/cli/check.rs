@@ -6,6 +6,10 @@ use crate::config::{self, Backend, Config, OnError};
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
+    /// The config file to check: every error with its file, line and key, then each
+    /// route as the gateway would run it, and warnings (filters that match nothing the
+    /// provider sends, stored queues no route names, a log larger than its store's
+    /// room). Exit 1 on an error.
     #[arg(long, short, default_value = "config.toml")]
     config: PathBuf,
 }

@@ -7,7 +7,7 @@ use super::admin::{AdminArgs, admin_call, admin_failed, answer, enc};
 use super::text::{self, printable};
 use crate::admin::api::{
     Attempt, BulkRetry, Controlled, Delivery, DestinationControl, EventList, EventSummary,
-    EventView,
+    EventView, EventsActed,
 };
 
 /// Which events `purge` acts on.
@@ -172,6 +172,9 @@ pub enum EventsAction {
         destination: Option<String>,
         #[command(flatten)]
         which: Which,
+        /// Print the admin listener's JSON.
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         admin: AdminArgs,
     },
@@ -292,7 +295,15 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
                 );
                 return Ok(2);
             }
-            act(&route, destination.as_deref(), "retry", &which, &admin).await
+            act(
+                &route,
+                destination.as_deref(),
+                "retry",
+                &which,
+                json,
+                &admin,
+            )
+            .await
         }
         EventsAction::Pause {
             route,
@@ -319,8 +330,19 @@ pub(super) async fn run(action: EventsAction) -> anyhow::Result<i32> {
             route,
             destination,
             which,
+            json,
             admin,
-        } => act(&route, destination.as_deref(), "purge", &which, &admin).await,
+        } => {
+            act(
+                &route,
+                destination.as_deref(),
+                "purge",
+                &which,
+                json,
+                &admin,
+            )
+            .await
+        }
     }
 }
 
@@ -389,6 +411,7 @@ async fn act(
     destination: Option<&str>,
     action: &str,
     which: &Which,
+    json: bool,
     admin: &AdminArgs,
 ) -> anyhow::Result<i32> {
     let query = match &which.event_id {
@@ -407,8 +430,41 @@ async fn act(
     if !ok {
         return Ok(admin_failed(&body));
     }
-    println!("{}", printable(body.trim_end()));
+    if json {
+        println!("{}", printable(body.trim_end()));
+        return Ok(0);
+    }
+    let acted: EventsActed = answer(&body)?;
+    println!("{}", acted_line(&acted, which, destination));
     Ok(0)
+}
+
+/// What `events retry` and `events purge` did, in a line.
+fn acted_line(a: &EventsActed, which: &Which, destination: Option<&str>) -> String {
+    let at = match destination {
+        Some(d) => format!(
+            "route {}, destination {}",
+            printable(&a.route),
+            printable(d)
+        ),
+        None => format!("route {}", printable(&a.route)),
+    };
+    let what = |n: u64| match &which.event_id {
+        Some(id) if n > 0 => format!("event {}", printable(id)),
+        Some(id) => format!(
+            "no event {} (it is neither dead nor retrying)",
+            printable(id)
+        ),
+        None => format!("{n} dead event(s)"),
+    };
+    match (a.retried, a.purged) {
+        (Some(n), _) => format!(
+            "retried {} on {at}: due now, delivered at the destination's rate_limit",
+            what(n)
+        ),
+        (_, Some(n)) => format!("purged {} on {at}", what(n)),
+        (None, None) => format!("done on {at}"),
+    }
 }
 
 /// `events pause|resume`: prints each destination's state.

@@ -3,12 +3,20 @@
 use super::admin::{AdminArgs, admin_call, admin_failed, enc};
 use super::text::printable;
 
+/// Frees one event's key, so that the provider's next delivery of it is forwarded
+/// (or queued) again instead of answered as a duplicate: after a handler lost an
+/// effect it had acknowledged.
 #[derive(Debug, clap::Args)]
 pub struct ForgetArgs {
+    /// The route the event came in on.
     #[arg(long)]
     route: String,
+    /// The event ID as the route keys it (`hookgate deliveries list` shows it).
     #[arg(long)]
     event_id: String,
+    /// Print the admin listener's JSON.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     admin: AdminArgs,
 }
@@ -17,6 +25,7 @@ pub(super) async fn run(args: ForgetArgs) -> anyhow::Result<i32> {
     let ForgetArgs {
         route,
         event_id,
+        json,
         admin,
     } = args;
     let path = format!("/keys/{}/{}", enc(&route), enc(&event_id));
@@ -24,6 +33,20 @@ pub(super) async fn run(args: ForgetArgs) -> anyhow::Result<i32> {
     if !ok {
         return Ok(admin_failed(&body));
     }
-    println!("{}", printable(body.trim_end()));
+    if json {
+        println!("{}", printable(body.trim_end()));
+        return Ok(0);
+    }
+    let forgotten = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["forgotten"].as_bool());
+    let (route, id) = (printable(&route), printable(&event_id));
+    match forgotten {
+        Some(true) => {
+            println!("forgot {id} on route {route}: its next delivery is forwarded as a first one")
+        }
+        Some(false) => println!("{id} on route {route} was not held: nothing to forget"),
+        None => println!("{}", printable(body.trim_end())),
+    }
     Ok(0)
 }

@@ -801,3 +801,34 @@ async fn the_command_line_acts_under_a_named_token() {
     );
     gw.stop().await;
 }
+
+/// `--help` of `check` and `forget` describes every flag: no option line without its
+/// text.
+#[test]
+fn check_and_forget_describe_every_flag() {
+    for command in ["check", "forget"] {
+        let out = std::process::Command::new(crate::process::binary::BIN)
+            .args([command, "--help"])
+            .output()
+            .expect("help");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let options: Vec<&str> = text
+            .lines()
+            .skip_while(|l| *l != "Options:")
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect();
+        assert!(options.len() >= 2, "{text}");
+        for line in options {
+            let flag = line.trim_start();
+            // `--flag <VALUE>`, then two spaces or more, then what it does.
+            let described = flag
+                .split_once("  ")
+                .is_some_and(|(_, what)| what.trim().len() > 8);
+            assert!(
+                described,
+                "`{command} --help`: {line:?} says nothing:\n{text}"
+            );
+        }
+    }
+}
