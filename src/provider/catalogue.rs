@@ -201,7 +201,8 @@ const TABLE_HEAD: &str = "# Providers\n\n\
          ID, the preset deduplicates on `body-sha256`; any route may override the\n\
          source with `event_id`. An event ID\n\
          taken from a header the signature does not cover (every `header:…` below but\n\
-         `webhook-id`, `svix-id` and Twitch's message ID, which are signed) is not used\n\
+         `webhook-id`, `svix-id`, Finch's `finch-event-id` and Twitch's message ID, which are\n\
+         signed) is not used\n\
          as the key: such a delivery is deduplicated on `sig-` + SHA-256 of the signed\n\
          bytes (see docs/security.md).\n\n\
          | preset | auth | scheme | headers | credential | event ID | event type | window | handshake |\n\

@@ -1164,6 +1164,86 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         build: |b| b.body("x-loop-signature", "", B64, Sha256),
         ..BASE
     },
+    // Fourth round, part A (issue 42, group 2). Each row's source is in `SOURCES`.
+    PresetSpec {
+        name: "squarespace",
+        scheme: "HMAC-SHA256 hex over body (hex-encoded secret)",
+        headers: "Squarespace-Signature",
+        credential: "secret, hex (as Squarespace returns it)",
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/topic")),
+        build: |b| {
+            Ok(Scheme::Hmac(HmacScheme::body(
+                "squarespace-signature",
+                "",
+                Hex,
+                b.hex_keys_for(Sha256)?,
+            )))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "onfleet",
+        scheme: "HMAC-SHA512 hex over body (hex-encoded secret)",
+        headers: "X-Onfleet-Signature",
+        credential: "webhook secret, hex (as the dashboard shows it)",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/triggerName")),
+        handshake: Handshake::Onfleet,
+        build: |b| {
+            Ok(Scheme::Hmac(HmacScheme::body(
+                "x-onfleet-signature",
+                "",
+                Hex,
+                b.hex_keys_for(Sha512)?,
+            )))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "ashby",
+        scheme: "HMAC-SHA256 hex over body, sha256= (secret token)",
+        headers: "Ashby-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/action")),
+        build: |b| b.body("ashby-signature", "sha256=", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "npm",
+        scheme: "HMAC-SHA256 hex over body, sha256= (hook secret)",
+        headers: "x-npm-signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/event")),
+        build: |b| b.body("x-npm-signature", "sha256=", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "quickbooks",
+        scheme: "HMAC-SHA256 base64 over body (verifier token)",
+        headers: "intuit-signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("intuit-signature", "", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "paystack",
+        scheme: "HMAC-SHA512 hex over body (secret key)",
+        headers: "x-paystack-signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/event")),
+        build: |b| b.body("x-paystack-signature", "", Hex, Sha512),
+        ..BASE
+    },
+    PresetSpec {
+        name: "cronofy",
+        scheme: "HMAC-SHA256 base64 over body (client secret)",
+        headers: "Cronofy-HMAC-SHA256",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/notification/type")),
+        build: |b| b.body("cronofy-hmac-sha256", "", B64, Sha256),
+        ..BASE
+    },
 ];
 
 /// EasyPost's client libraries key the HMAC with the NFKD form of the webhook secret

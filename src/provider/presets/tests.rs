@@ -22,9 +22,17 @@ fn sample(shape: &str) -> Credential {
         | "string (normalised to NFKD at load, as EasyPost's libraries do)" => {
             text("sample-secret")
         }
-        "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
+        "HMAC key, hex"
+        | "secret, hex (as Squarespace returns it)"
+        | "webhook secret, hex (as the dashboard shows it)" => {
+            text("00112233445566778899aabbccddeeff")
+        }
         "macSecretBase64" | "security token, base64" => text("c2FtcGxlLXNlY3JldA=="),
         "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),
+        "v1,whsec_<base64> as Supabase shows it (whsec_<base64> accepted)" => {
+            text("v1,whsec_c2FtcGxlLXNlY3JldA==")
+        }
+        "the webhook secret, base64 (whsec_<base64> accepted)" => text("c2FtcGxlLXNlY3JldA=="),
         "the secret as Polar shows it (whsec_<base64> is decoded)" => {
             text("polar_whs_sample-secret")
         }
