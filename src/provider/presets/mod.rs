@@ -599,6 +599,21 @@ pub const SOURCES: &[Source] = &[
         scheme: "Cronofy's own verification examples (cronofy/notification-hmac-examples `node/index.js`, `ruby/server.rb`, `php/index.php`: Cronofy-HMAC-SHA256 is the base64 HMAC-SHA256 of the raw body under the OAuth client secret)",
         vectors: "generated with that scheme (the examples carry no fixed message)",
     },
+    Source {
+        preset: "configcat",
+        scheme: "ConfigCat \"Notifications - Webhooks\", Verifying Webhook requests (configcat/docs `website/docs/advanced/notifications-webhooks.mdx`: X-ConfigCat-Webhook-Signature-V1, comma-separated base64 HMAC-SHA256 of webhook ID + timestamp + raw body, one per signing key; no window documented, so none is checked)",
+        vectors: "official: the page's example (signing key configcat_whsk_VN3j…, request ID b616ca65…, timestamp 1669629035, body examplebody, signature Ks3cYsu9…); the others generated",
+    },
+    Source {
+        preset: "knock",
+        scheme: "Knock \"Outbound webhooks\", Verifying the signature (knocklabs/docs `content/developer-tools/outbound-webhooks/overview.mdx`: x-knock-signature t=<ms>,s=<base64 HMAC-SHA256 of t.body>; its example refuses a timestamp more than five minutes away)",
+        vectors: "generated with that scheme (the page's example has no fixed message)",
+    },
+    Source {
+        preset: "ably",
+        scheme: "Ably \"Webhooks\", Webhook security (ably/docs `src/pages/docs/platform/integrations/webhooks/index.mdx`: X-Ably-Signature, base64 HMAC-SHA256 of the request body under the keyValue, the secret part of the API key after its `:`; X-Ably-Key names the key)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
 ];
 
 #[cfg(test)]

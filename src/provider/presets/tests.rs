@@ -19,6 +19,7 @@ fn sample(shape: &str) -> Credential {
     match shape {
         "string"
         | "user:password"
+        | "API key appId.keyId:keyValue (or the keyValue alone)"
         | "string (normalised to NFKD at load, as EasyPost's libraries do)" => {
             text("sample-secret")
         }
