@@ -1285,6 +1285,26 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         },
         ..BASE
     },
+    // Sinch's SDK checks no window on the signed timestamp, and none is documented.
+    PresetSpec {
+        name: "sinch",
+        scheme: "HMAC-SHA256 base64 over body.nonce.ts (Conversation app's webhook secret)",
+        headers: "x-sinch-webhook-signature, -signature-nonce, -signature-timestamp",
+        event_id: Id::BodySha256,
+        build: |b| {
+            Ok(full(
+                "x-sinch-webhook-signature",
+                plain(""),
+                B64,
+                Template::parse("{body}.{id}.{timestamp}")?,
+                TimestampSource::Header(hdr("x-sinch-webhook-signature-timestamp")),
+                Seconds,
+                Some(hdr("x-sinch-webhook-signature-nonce")),
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
     PresetSpec {
         name: "ably",
         scheme: "HMAC-SHA256 base64 over body (the API key's secret part)",

@@ -614,6 +614,11 @@ pub const SOURCES: &[Source] = &[
         scheme: "Ably \"Webhooks\", Webhook security (ably/docs `src/pages/docs/platform/integrations/webhooks/index.mdx`: X-Ably-Signature, base64 HMAC-SHA256 of the request body under the keyValue, the secret part of the API key after its `:`; X-Ably-Key names the key)",
         vectors: "generated with that scheme (no published test vector was found)",
     },
+    Source {
+        preset: "sinch",
+        scheme: "Sinch's Node SDK (sinch/sinch-sdk-node `packages/sdk-client/src/utils/authorization.helper.ts` `validateWebhookSignature`: x-sinch-webhook-signature is the base64 HMAC-SHA256 of body.nonce.timestamp, nonce and timestamp from x-sinch-webhook-signature-nonce and -timestamp, under the Conversation app's webhook secret; no window)",
+        vectors: "official: sinch-sdk-node `packages/sdk-client/tests/utils/authorization.helper.test.ts` (Conversation body, nonce 01FJA8B4…, timestamp 1634579353, secret foo_secret1234, signature 6bpJoRmF…, and its invalid-signature case); the others generated",
+    },
 ];
 
 #[cfg(test)]
