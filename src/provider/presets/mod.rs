@@ -619,6 +619,11 @@ pub const SOURCES: &[Source] = &[
         scheme: "Sinch's Node SDK (sinch/sinch-sdk-node `packages/sdk-client/src/utils/authorization.helper.ts` `validateWebhookSignature`: x-sinch-webhook-signature is the base64 HMAC-SHA256 of body.nonce.timestamp, nonce and timestamp from x-sinch-webhook-signature-nonce and -timestamp, under the Conversation app's webhook secret; no window)",
         vectors: "official: sinch-sdk-node `packages/sdk-client/tests/utils/authorization.helper.test.ts` (Conversation body, nonce 01FJA8B4…, timestamp 1634579353, secret foo_secret1234, signature 6bpJoRmF…, and its invalid-signature case); the others generated",
     },
+    Source {
+        preset: "increase",
+        scheme: "Increase's own SDKs, which disagree over time: Increase/increase-python until March 2026 (`src/increase/resources/webhooks.py`, removed by \"chore: remove custom code\") verified `Increase-Webhook-Signature: t=<ISO 8601>,v1=<hex HMAC-SHA256 of t.body>` under the secret's text; the current `src/increase/resources/events.py` `unwrap` (release 0.424.0 on) verifies Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature) with the standardwebhooks library, the client's secret used as raw key bytes and a whsec_ string decoded. The preset follows the current SDK; the older header is not accepted",
+        vectors: "generated with the current SDK's scheme, under the key of its unwrap test (b\"secret\\n\", given raw and as whsec_c2VjcmV0Cg==); the old SDKs' official example (t=2022-01-31T23:59:59Z, v1=3f9c3dcc…) is kept as a refused vector to mark the change",
+    },
 ];
 
 #[cfg(test)]

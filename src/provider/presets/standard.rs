@@ -83,6 +83,14 @@ pub(super) const PRESETS: &[PresetSpec] = &[
     // bare base64 (finch-api-node `Webhooks.verifySignature`).
     finch(),
     webhook("dodopayments"),
+    // Increase: its SDKs first verified `Increase-Webhook-Signature: t=<ISO>,v1=<hex>`
+    // (custom code, removed in March 2026); the current `events.unwrap` verifies
+    // Standard Webhooks. The preset follows the current SDK (see `SOURCES`).
+    keyed(
+        typed(webhook("increase"), "/category"),
+        "the webhook secret as Increase shows it (whsec_<base64> is decoded)",
+        build_increase,
+    ),
 ];
 
 const CREDENTIAL: &str = "whsec_<base64> (or whpk_<base64> public key)";
@@ -170,6 +178,18 @@ const fn untyped(mut spec: PresetSpec) -> PresetSpec {
 /// library, which decodes it again: the HMAC key is the secret's own bytes
 /// (`polar_whs_…`). A `whsec_` secret is a plain Standard Webhooks one.
 fn build_polar(b: &Build<'_>) -> Result<Scheme, String> {
+    raw_or_whsec(b, "the Polar secret is empty")
+}
+
+/// Increase's SDK (`events.unwrap`) hands the client's webhook secret to a Standard
+/// Webhooks library as bytes, which keys the HMAC with them as they are; a `whsec_`
+/// string is decoded as the spec says.
+fn build_increase(b: &Build<'_>) -> Result<Scheme, String> {
+    raw_or_whsec(b, "the Increase webhook secret is empty")
+}
+
+/// Keys that are a secret's own bytes, unless it is a `whsec_<base64>` one.
+fn raw_or_whsec(b: &Build<'_>, empty: &str) -> Result<Scheme, String> {
     let keys = b
         .texts()?
         .into_iter()
@@ -177,7 +197,7 @@ fn build_polar(b: &Build<'_>) -> Result<Scheme, String> {
             if t.starts_with(b"whsec_") {
                 SwKey::parse(t)
             } else if t.is_empty() {
-                Err("the Polar secret is empty".into())
+                Err(empty.to_string())
             } else {
                 Ok(SwKey::Hmac(MacKey::new(Algorithm::Sha256, t)))
             }

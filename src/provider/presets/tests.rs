@@ -34,7 +34,8 @@ fn sample(shape: &str) -> Credential {
             text("v1,whsec_c2FtcGxlLXNlY3JldA==")
         }
         "the webhook secret, base64 (whsec_<base64> accepted)" => text("c2FtcGxlLXNlY3JldA=="),
-        "the secret as Polar shows it (whsec_<base64> is decoded)" => {
+        "the secret as Polar shows it (whsec_<base64> is decoded)"
+        | "the webhook secret as Increase shows it (whsec_<base64> is decoded)" => {
             text("polar_whs_sample-secret")
         }
         // The Ed25519 base point, a valid public key.
