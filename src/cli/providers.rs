@@ -211,7 +211,7 @@ fn details(i: &Info) -> String {
         "\n[[routes]]\nname = \"{n}\"\npath = \"/webhooks/{n}\"\nprovider = \"{n}\"\n{secrets}\n{delivery}upstream = \"http://127.0.0.1:3000/{n}\"\n",
         n = i.name,
         delivery = if queue.is_some() {
-            "delivery = \"queue\"             # needs a disk or Redis store\n"
+            "# delivery = \"queue\"           # suggested (above); needs a disk or Redis store\n"
         } else {
             ""
         }
@@ -255,7 +255,7 @@ mod tests {
             shopify.contains("delivery   queue suggested: Shopify"),
             "{shopify}"
         );
-        assert!(shopify.contains("\ndelivery = \"queue\""), "{shopify}");
+        assert!(shopify.contains("\n# delivery = \"queue\""), "{shopify}");
         let (stripe, _) = report(Some("stripe"));
         assert!(stripe.contains("event id   json:/id"), "{stripe}");
         assert!(!stripe.contains("queue suggested"), "{stripe}");

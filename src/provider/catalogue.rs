@@ -241,7 +241,8 @@ const TABLE_HEAD: &str = "# Providers\n\n\
          ID, the preset deduplicates on `body-sha256`; any route may override the\n\
          source with `event_id`. An event ID\n\
          taken from a header the signature does not cover (every `header:…` below but\n\
-         `webhook-id`, `svix-id` and Twitch's message ID, which are signed) is not used\n\
+         `webhook-id`, `svix-id`, Finch's `finch-event-id` and Twitch's message ID, which are\n\
+         signed) is not used\n\
          as the key: such a delivery is deduplicated on `sig-` + SHA-256 of the signed\n\
          bytes (see docs/security.md).\n\n\
          | preset | auth | scheme | headers | credential | event ID | event type | window | handshake |\n\
@@ -340,6 +341,7 @@ pub fn markdown_table() -> String {
         ));
     }
     s.push_str(LEFT_OUT);
+    s.push_str(LEFT_OUT_42A);
     s
 }
 
@@ -382,6 +384,32 @@ const LEFT_OUT: &str = "\n## Named for the third round and left out\n\n\
       documentation.\n\
     - `smartcar`: still as above (its SDK signs a re-serialised body; the VERIFY\n\
       challenge's answer was not re-read from Smartcar's own source).\n";
+
+/// Issue 42's groups 1 and 2 (Standard Webhooks under the provider's name, body
+/// HMACs): the named providers without a preset, and why.
+const LEFT_OUT_42A: &str = "\n## Named in issue 42 (Standard Webhooks and body HMACs) and left out\n\n\
+    - Not settled from the provider's own material: `klaviyo` (its \"Working with system\n\
+      webhooks\" names Klaviyo-Signature, Klaviyo-Timestamp and Klaviyo-Webhook-Id, but the\n\
+      parts read state neither the signed input nor the timestamp's format, and other\n\
+      sources disagree on the format), `front` (the application-webhook page names the\n\
+      signing key, the millisecond timestamp and the x-front-challenge set-up request, but\n\
+      not the reply the challenge expects), `deel` (HMAC-SHA256 of `POST` + the raw body is\n\
+      documented, the signature's encoding is not in the parts read), `primer`\n\
+      (X-Signature-Primary and -Secondary are base64 HMACs of the payload, the hash function\n\
+      is not named in the parts read), `doppler` (X-Doppler-Signature is named, its format\n\
+      was not in the parts read), `lob` and `checkr` (their pages' signature sections could\n\
+      not be read; other code agrees, but is not theirs), `shippo` (HMAC is set up through\n\
+      the account manager; header and input are not in the parts read).\n\
+    - No scheme found in the provider's own documentation or SDK: `tally`, `framer`,\n\
+      `sendbird`, `affirm`, `airship`, `checkbook`, `linkedin` (its documentation repository\n\
+      could not be read here), `authorize_net` (not reached in this round).\n\
+    - Settled, not built: `mercado_pago`. Mercado Pago's SDK (mercadopago/sdk-nodejs\n\
+      `src/utils/webhook`) checks `x-signature: ts=…,v1=…`, hex HMAC-SHA256 of\n\
+      `id:<data.id>;request-id:<x-request-id>;ts:<ts>;`, `data.id` from the query: the body\n\
+      is not signed, and the verifier would have to read the query. Left for a preset of\n\
+      its own.\n\
+    - `increase`, where the sources disagree, follows Increase's current SDK (Standard\n\
+      Webhooks); its sources row above says what the older SDKs checked.\n";
 
 const AWS_SNS: &str = "\n## AWS SNS\n\n\
     SNS signs the message's fields, not the body's bytes: `Message`, `MessageId`,\n\

@@ -12,7 +12,7 @@ pub fn category(preset: &str) -> &'static str {
         | "pleo" | "polar" | "primer" | "quickbooks" | "razorpay" | "recurly" | "square"
         | "stripe" | "wise" | "worldline" | "xero" => "payments and finance",
         "aftership" | "bigcommerce" | "commercelayer" | "easypost" | "ebay" | "etsy"
-        | "fourthwall" | "lob" | "loop_returns" | "recharge" | "shippo" | "shopify"
+        | "fourthwall" | "lob" | "loop_returns" | "onfleet" | "recharge" | "shippo" | "shopify"
         | "squarespace" | "woocommerce" => "commerce and shipping",
         "alchemy" | "bitbucket" | "buildkite" | "circleci" | "configcat" | "datadog"
         | "doppler" | "elevenlabs" | "falai" | "gitea" | "github" | "gitlab" | "grafana"

@@ -80,6 +80,9 @@ pub enum Handshake {
     },
     /// `GET ?challenge=…` → the challenge as text, with `X-Content-Type-Options: nosniff`.
     Dropbox,
+    /// Onfleet's URL validation: `GET ?check=…` → the value as text (with 200; Onfleet
+    /// refuses 204).
+    Onfleet,
     /// `X-Hook-Secret` → echoed back (the operator then configures it as the secret).
     Asana,
     /// The unsigned creation ping `webhook_id=N` → 200.
@@ -179,6 +182,7 @@ impl Handshake {
             Self::Zoom => "endpoint.url_validation → encryptedToken",
             Self::Meta { .. } => "GET hub.challenge (verify_token)",
             Self::Dropbox => "GET challenge echo",
+            Self::Onfleet => "GET check echo",
             Self::Asana => "X-Hook-Secret echo",
             Self::WooCommerce => "unsigned webhook_id ping → 200",
             Self::Notion => "verification_token → 200 (token on the admin listener)",
@@ -202,6 +206,7 @@ impl Handshake {
         match self {
             Self::Meta { .. }
             | Self::Dropbox
+            | Self::Onfleet
             | Self::Braintree { .. }
             | Self::XCrc { .. }
             | Self::Mailchimp
@@ -229,16 +234,8 @@ impl Handshake {
             Self::Ebay {
                 verification_tokens,
             } if req.method == Method::GET => ebay_challenge(req, verification_tokens)?,
-            Self::Dropbox if req.method == Method::GET => {
-                let challenge = query_param(req, "challenge")
-                    .ok_or_else(|| VerifyError::MissingHeader("challenge".into()))?;
-                let mut r = HandshakeReply::text(challenge);
-                r.headers.push((
-                    HeaderName::from_static("x-content-type-options"),
-                    "nosniff".into(),
-                ));
-                r
-            }
+            Self::Dropbox if req.method == Method::GET => echo_query(req, "challenge")?,
+            Self::Onfleet if req.method == Method::GET => echo_query(req, "check")?,
             Self::Asana => {
                 match header_once(req.headers, &HeaderName::from_static("x-hook-secret")) {
                     Ok(secret) => HandshakeReply {
@@ -396,6 +393,18 @@ impl Handshake {
             _ => None,
         }
     }
+}
+
+/// A query parameter echoed back as text (Dropbox's `challenge`, Onfleet's `check`),
+/// with `X-Content-Type-Options: nosniff` so a browser never renders the echo.
+fn echo_query(req: &Inbound<'_>, name: &str) -> Result<HandshakeReply, VerifyError> {
+    let value = query_param(req, name).ok_or_else(|| VerifyError::MissingHeader(name.into()))?;
+    let mut r = HandshakeReply::text(value);
+    r.headers.push((
+        HeaderName::from_static("x-content-type-options"),
+        "nosniff".into(),
+    ));
+    Ok(r)
 }
 
 /// The Braintree handshake/notification key: HMAC-SHA1 keyed with SHA-1(private key).

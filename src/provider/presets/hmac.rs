@@ -1164,7 +1164,179 @@ pub(super) const PRESETS: &[PresetSpec] = &[
         build: |b| b.body("x-loop-signature", "", B64, Sha256),
         ..BASE
     },
+    // Fourth round, part A (issue 42, group 2). Each row's source is in `SOURCES`.
+    PresetSpec {
+        name: "squarespace",
+        scheme: "HMAC-SHA256 hex over body (hex-encoded secret)",
+        headers: "Squarespace-Signature",
+        credential: "secret, hex (as Squarespace returns it)",
+        event_id: Id::Json("/id"),
+        event_type: Some(Type::Json("/topic")),
+        build: |b| {
+            Ok(Scheme::Hmac(HmacScheme::body(
+                "squarespace-signature",
+                "",
+                Hex,
+                b.hex_keys_for(Sha256)?,
+            )))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "onfleet",
+        scheme: "HMAC-SHA512 hex over body (hex-encoded secret)",
+        headers: "X-Onfleet-Signature",
+        credential: "webhook secret, hex (as the dashboard shows it)",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/triggerName")),
+        handshake: Handshake::Onfleet,
+        build: |b| {
+            Ok(Scheme::Hmac(HmacScheme::body(
+                "x-onfleet-signature",
+                "",
+                Hex,
+                b.hex_keys_for(Sha512)?,
+            )))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "ashby",
+        scheme: "HMAC-SHA256 hex over body, sha256= (secret token)",
+        headers: "Ashby-Signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/action")),
+        build: |b| b.body("ashby-signature", "sha256=", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "npm",
+        scheme: "HMAC-SHA256 hex over body, sha256= (hook secret)",
+        headers: "x-npm-signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/event")),
+        build: |b| b.body("x-npm-signature", "sha256=", Hex, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "quickbooks",
+        scheme: "HMAC-SHA256 base64 over body (verifier token)",
+        headers: "intuit-signature",
+        event_id: Id::BodySha256,
+        build: |b| b.body("intuit-signature", "", B64, Sha256),
+        ..BASE
+    },
+    PresetSpec {
+        name: "paystack",
+        scheme: "HMAC-SHA512 hex over body (secret key)",
+        headers: "x-paystack-signature",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/event")),
+        build: |b| b.body("x-paystack-signature", "", Hex, Sha512),
+        ..BASE
+    },
+    PresetSpec {
+        name: "cronofy",
+        scheme: "HMAC-SHA256 base64 over body (client secret)",
+        headers: "Cronofy-HMAC-SHA256",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/notification/type")),
+        build: |b| b.body("cronofy-hmac-sha256", "", B64, Sha256),
+        ..BASE
+    },
+    // ConfigCat documents no window for its signed timestamp: the preset checks none.
+    PresetSpec {
+        name: "configcat",
+        scheme: "HMAC-SHA256 base64 over id + ts + body (signing key), one per key, comma-separated",
+        headers: "X-ConfigCat-Webhook-Signature-V1, -ID, -Timestamp",
+        event_id: Id::BodySha256,
+        build: |b| {
+            Ok(full(
+                "x-configcat-webhook-signature-v1",
+                plain_list("", ","),
+                B64,
+                Template::parse("{id}{timestamp}{body}")?,
+                TimestampSource::Header(hdr("x-configcat-webhook-timestamp")),
+                Seconds,
+                Some(hdr("x-configcat-webhook-id")),
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "knock",
+        scheme: "HMAC-SHA256 base64 over t.body (t in ms)",
+        headers: "x-knock-signature (t=,s=)",
+        event_id: Id::BodySha256,
+        event_type: Some(Type::Json("/type")),
+        tolerance: Some(300),
+        build: |b| {
+            Ok(full(
+                "x-knock-signature",
+                kv(&[','], "t", "s"),
+                B64,
+                Template::parse("{timestamp}.{body}")?,
+                TimestampSource::SignatureHeader,
+                Millis,
+                None,
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    // Sinch's SDK checks no window on the signed timestamp, and none is documented.
+    PresetSpec {
+        name: "sinch",
+        scheme: "HMAC-SHA256 base64 over body.nonce.ts (Conversation app's webhook secret)",
+        headers: "x-sinch-webhook-signature, -signature-nonce, -signature-timestamp",
+        event_id: Id::BodySha256,
+        build: |b| {
+            Ok(full(
+                "x-sinch-webhook-signature",
+                plain(""),
+                B64,
+                Template::parse("{body}.{id}.{timestamp}")?,
+                TimestampSource::Header(hdr("x-sinch-webhook-signature-timestamp")),
+                Seconds,
+                Some(hdr("x-sinch-webhook-signature-nonce")),
+                b.sha256()?,
+            ))
+        },
+        ..BASE
+    },
+    PresetSpec {
+        name: "ably",
+        scheme: "HMAC-SHA256 base64 over body (the API key's secret part)",
+        headers: "X-Ably-Signature, X-Ably-Key",
+        credential: "API key appId.keyId:keyValue (or the keyValue alone)",
+        event_id: Id::BodySha256,
+        build: build_ably,
+        ..BASE
+    },
 ];
+
+/// Ably signs with the secret part of an API key, after its `:` (`appId.keyId:keyValue`);
+/// the whole key as Ably shows it, or the keyValue alone, is accepted.
+fn build_ably(b: &Build<'_>) -> Result<Scheme, String> {
+    let keys = b
+        .texts()?
+        .into_iter()
+        .map(|t| {
+            let value = t.rsplit(|c| *c == b':').next().unwrap_or(t);
+            if value.is_empty() {
+                return Err("the Ably key has no secret part after its ':'".to_string());
+            }
+            Ok(MacKey::new(Algorithm::Sha256, value))
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    Ok(Scheme::Hmac(HmacScheme::body(
+        "x-ably-signature",
+        "",
+        Encoding::Base64,
+        keys,
+    )))
+}
 
 /// EasyPost's client libraries key the HMAC with the NFKD form of the webhook secret
 /// (`sécret` and `se\u{301}cret` are one secret), so the route does the same at load:

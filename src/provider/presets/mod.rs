@@ -277,11 +277,17 @@ impl Build<'_> {
 
     /// Every credential as a hex-encoded HMAC-SHA256 key (Adyen).
     pub fn hex_keys(&self) -> Result<Vec<MacKey>, String> {
+        self.hex_keys_for(Algorithm::Sha256)
+    }
+
+    /// Every credential as a hex-encoded HMAC key for `alg` (Onfleet's SHA-512,
+    /// Squarespace's SHA-256).
+    pub fn hex_keys_for(&self, alg: Algorithm) -> Result<Vec<MacKey>, String> {
         self.texts()?
             .into_iter()
             .map(|t| {
                 let raw = hex::decode(t).map_err(|_| "the key must be hex".to_string())?;
-                Ok(MacKey::new(Algorithm::Sha256, &raw))
+                Ok(MacKey::new(alg, &raw))
             })
             .collect()
     }
@@ -619,6 +625,103 @@ pub const SOURCES: &[Source] = &[
         preset: "falai",
         scheme: "fal's \"Webhooks\" page, \"Verifying Your Webhook\" (docs.fal.ai: Ed25519, hex, over request ID, user ID, timestamp and the body's hex SHA-256 joined by newlines, from the X-Fal-Webhook-* headers; keys from fal's JWKS; a 5-minute window)",
         vectors: "generated with that scheme under a test key pair made for the vectors, configured as a JWKS (fal signs with its own private key)",
+    },
+    // Fourth round, part A (issue 42): Standard Webhooks under the provider's own name.
+    Source {
+        preset: "supabase",
+        scheme: "Supabase \"Auth Hooks\" and \"Send Email Hook\" (supabase.com/docs/guides/auth/auth-hooks: Standard Webhooks, webhook-id, webhook-timestamp, webhook-signature; the secret is shown as v1,whsec_<base64> and the docs' example strips v1, before verifying). Database webhooks sign nothing and are not this preset",
+        vectors: "generated with that scheme (Supabase publishes no complete signed example)",
+    },
+    Source {
+        preset: "gemini",
+        scheme: "The Gemini API \"Webhooks\" guide (ai.google.dev/gemini-api/docs/webhooks: static webhooks follow Standard Webhooks, HMAC-SHA256 under the signing secret returned once at creation). Dynamic webhooks, signed as RS256 JWTs, are not this preset",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "etsy",
+        scheme: "Etsy's \"Webhooks\" essentials page (developers.etsy.com/documentation/essentials/webhooks: signing secrets; webhook-id, webhook-timestamp, webhook-signature) and Etsy's own release note (etsy/open-api discussion 1509); the event in event_type",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "loops",
+        scheme: "Loops \"Webhooks\" (loops.so/docs/webhooks) and the webhooks block of Loops' OpenAPI document (webhook-id, webhook-timestamp, webhook-signature: HMAC-SHA256 over id.timestamp.body under the endpoint's signing secret); the event in eventName",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "vanta",
+        scheme: "Vanta's \"Webhooks\" developer page (developer.vanta.com/docs/webhooks: webhooks are powered by Svix and verified as Svix documents, svix-id, svix-timestamp, svix-signature)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "finch",
+        scheme: "Finch-API/finch-api-node `src/resources/webhooks.ts` `verifySignature` (finch-event-id, finch-timestamp, finch-signature: `v1,` + base64 HMAC-SHA256 of event-id.timestamp.body under the base64-decoded secret; 5-minute window both ways)",
+        vectors: "official: finch-api-node `tests/api-resources/webhooks.test.ts` (payload, secret, Finch-Event-Id, timestamp and signature; its 6-minutes-later case); the others generated",
+    },
+    Source {
+        preset: "dodopayments",
+        scheme: "Dodo Payments \"Webhooks\" (docs.dodopayments.com/developer-resources/webhooks: the Standard Webhooks specification, webhook-id, webhook-timestamp, webhook-signature; the event in type)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    // Fourth round, part A (issue 42, group 2): body HMACs.
+    Source {
+        preset: "squarespace",
+        scheme: "Squarespace \"Verifying notifications\" (developers.squarespace.com/webhooks/verifying-notifications: Squarespace-Signature, hex HMAC-SHA256 of the raw body under the hex-decoded subscription secret)",
+        vectors: "generated with that scheme (the page's example has no complete payload)",
+    },
+    Source {
+        preset: "onfleet",
+        scheme: "Onfleet \"Webhook Authentication\" (docs.onfleet.com/reference/secrets: X-Onfleet-Signature, hex HMAC-SHA512 of the raw body under the hex-decoded webhook secret) and \"Webhook Validation\" (docs.onfleet.com/reference/validation: GET ?check=<string> answered with the string and HTTP 200)",
+        vectors: "generated with that scheme, and the page's check validation (no published test vector was found)",
+    },
+    Source {
+        preset: "ashby",
+        scheme: "Ashby \"Authenticating Webhooks\" (developers.ashbyhq.com/docs/authenticating-webhooks: Ashby-Signature: sha256= + hex HMAC-SHA256 of the raw body under the secret token); the event in action",
+        vectors: "generated with that scheme under the page's example secret (the page elides its payload)",
+    },
+    Source {
+        preset: "npm",
+        scheme: "npm's hook receiver (npm/npm-hook-receiver `index.js`: x-npm-signature is sha256= + hex HMAC-SHA256 of the raw body under the hook's shared secret); the event in event",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "quickbooks",
+        scheme: "Intuit \"Managing webhooks notifications\", Validating the notification (developer.intuit.com: intuit-signature is the base64 HMAC-SHA256 of the payload under the app's verifier token)",
+        vectors: "generated with that scheme over the page's sample payload",
+    },
+    Source {
+        preset: "paystack",
+        scheme: "Paystack's documentation snippets (PaystackOSS/doc-code-snippets `src/doc/payments/webhooks/verifying-transaction`: x-paystack-signature is the hex HMAC-SHA512 of the body under the secret key); the event in event",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "cronofy",
+        scheme: "Cronofy's own verification examples (cronofy/notification-hmac-examples `node/index.js`, `ruby/server.rb`, `php/index.php`: Cronofy-HMAC-SHA256 is the base64 HMAC-SHA256 of the raw body under the OAuth client secret)",
+        vectors: "generated with that scheme (the examples carry no fixed message)",
+    },
+    Source {
+        preset: "configcat",
+        scheme: "ConfigCat \"Notifications - Webhooks\", Verifying Webhook requests (configcat/docs `website/docs/advanced/notifications-webhooks.mdx`: X-ConfigCat-Webhook-Signature-V1, comma-separated base64 HMAC-SHA256 of webhook ID + timestamp + raw body, one per signing key; no window documented, so none is checked)",
+        vectors: "official: the page's example (signing key configcat_whsk_VN3j…, request ID b616ca65…, timestamp 1669629035, body examplebody, signature Ks3cYsu9…); the others generated",
+    },
+    Source {
+        preset: "knock",
+        scheme: "Knock \"Outbound webhooks\", Verifying the signature (knocklabs/docs `content/developer-tools/outbound-webhooks/overview.mdx`: x-knock-signature t=<ms>,s=<base64 HMAC-SHA256 of t.body>; its example refuses a timestamp more than five minutes away)",
+        vectors: "generated with that scheme (the page's example has no fixed message)",
+    },
+    Source {
+        preset: "ably",
+        scheme: "Ably \"Webhooks\", Webhook security (ably/docs `src/pages/docs/platform/integrations/webhooks/index.mdx`: X-Ably-Signature, base64 HMAC-SHA256 of the request body under the keyValue, the secret part of the API key after its `:`; X-Ably-Key names the key)",
+        vectors: "generated with that scheme (no published test vector was found)",
+    },
+    Source {
+        preset: "sinch",
+        scheme: "Sinch's Node SDK (sinch/sinch-sdk-node `packages/sdk-client/src/utils/authorization.helper.ts` `validateWebhookSignature`: x-sinch-webhook-signature is the base64 HMAC-SHA256 of body.nonce.timestamp, nonce and timestamp from x-sinch-webhook-signature-nonce and -timestamp, under the Conversation app's webhook secret; no window)",
+        vectors: "official: sinch-sdk-node `packages/sdk-client/tests/utils/authorization.helper.test.ts` (Conversation body, nonce 01FJA8B4…, timestamp 1634579353, secret foo_secret1234, signature 6bpJoRmF…, and its invalid-signature case); the others generated",
+    },
+    Source {
+        preset: "increase",
+        scheme: "Increase's own SDKs, which disagree over time: Increase/increase-python until March 2026 (`src/increase/resources/webhooks.py`, removed by \"chore: remove custom code\") verified `Increase-Webhook-Signature: t=<ISO 8601>,v1=<hex HMAC-SHA256 of t.body>` under the secret's text; the current `src/increase/resources/events.py` `unwrap` (release 0.424.0 on) verifies Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature) with the standardwebhooks library, the client's secret used as raw key bytes and a whsec_ string decoded. The preset follows the current SDK; the older header is not accepted",
+        vectors: "generated with the current SDK's scheme, under the key of its unwrap test (b\"secret\\n\", given raw and as whsec_c2VjcmV0Cg==); the old SDKs' official example (t=2022-01-31T23:59:59Z, v1=3f9c3dcc…) is kept as a refused vector to mark the change",
     },
 ];
 

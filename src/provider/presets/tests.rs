@@ -19,6 +19,7 @@ fn sample(shape: &str) -> Credential {
     match shape {
         "string"
         | "user:password"
+        | "API key appId.keyId:keyValue (or the keyValue alone)"
         | "string (normalised to NFKD at load, as EasyPost's libraries do)" => {
             text("sample-secret")
         }
@@ -31,10 +32,19 @@ fn sample(shape: &str) -> Credential {
         "fal's JWKS JSON (or one JWK, or its x in base64url)" => text(
             r#"{"keys":[{"kty":"OKP","crv":"Ed25519","x":"WGZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmZmY"}]}"#,
         ),
-        "HMAC key, hex" => text("00112233445566778899aabbccddeeff"),
+        "HMAC key, hex"
+        | "secret, hex (as Squarespace returns it)"
+        | "webhook secret, hex (as the dashboard shows it)" => {
+            text("00112233445566778899aabbccddeeff")
+        }
         "macSecretBase64" | "security token, base64" => text("c2FtcGxlLXNlY3JldA=="),
         "whsec_<base64> (or whpk_<base64> public key)" => text("whsec_c2FtcGxlLXNlY3JldA=="),
-        "the secret as Polar shows it (whsec_<base64> is decoded)" => {
+        "v1,whsec_<base64> as Supabase shows it (whsec_<base64> accepted)" => {
+            text("v1,whsec_c2FtcGxlLXNlY3JldA==")
+        }
+        "the webhook secret, base64 (whsec_<base64> accepted)" => text("c2FtcGxlLXNlY3JldA=="),
+        "the secret as Polar shows it (whsec_<base64> is decoded)"
+        | "the webhook secret as Increase shows it (whsec_<base64> is decoded)" => {
             text("polar_whs_sample-secret")
         }
         // The Ed25519 base point, a valid public key.

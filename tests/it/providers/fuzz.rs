@@ -96,7 +96,8 @@ fn routes() -> Vec<hookgate::config::Route> {
         let name = p.name();
         let secret = match name {
             "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
-            | "lithic" | "incident_io" | "stytch" | "render" | "pleo" => {
+            | "lithic" | "incident_io" | "stytch" | "render" | "pleo" | "supabase" | "gemini"
+            | "etsy" | "loops" | "vanta" | "finch" | "dodopayments" => {
                 "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\""
             }
             "aws_sns" => sns.as_str(),
@@ -107,7 +108,7 @@ fn routes() -> Vec<hookgate::config::Route> {
             "circle" => {
                 "{ key_id = \"k1\", public_key = \"MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEVs/o5+uQbTjL3chynL4wXgUg2R9q9UU8I5mEovUf86QZ7kOBIjJwqnzD1omageEHWwHdBO6B+dFabmdT9POxg==\" }"
             }
-            "adyen" | "adyen_platform" => "\"00ff\"",
+            "adyen" | "adyen_platform" | "squarespace" | "onfleet" => "\"00ff\"",
             "airtable" | "msteams" => "\"c2VjcmV0\"",
             "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",
             "box" => "{ primary = \"p\" }",

@@ -10,10 +10,13 @@ use crate::support::parse_config;
 fn credential(preset: &str) -> &'static str {
     match preset {
         "standard_webhooks" | "svix" | "clerk" | "resend" | "openai" | "replicate" | "brex"
-        | "lithic" | "incident_io" | "stytch" | "render" | "pleo" => {
+        | "lithic" | "incident_io" | "stytch" | "render" | "pleo" | "supabase" | "gemini"
+        | "etsy" | "loops" | "vanta" | "finch" | "dodopayments" => {
             "\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\""
         }
-        "adyen_platform" | "adyen" => "\"0123456789abcdef0123456789abcdef\"",
+        "adyen_platform" | "adyen" | "squarespace" | "onfleet" => {
+            "\"0123456789abcdef0123456789abcdef\""
+        }
         "airtable" | "msteams" => "\"c2VjcmV0LWtleQ==\"",
         "meta" => "{ app_secret = \"s\", verify_token = \"v\" }",
         "box" => "{ primary = \"p\", secondary = \"q\" }",
