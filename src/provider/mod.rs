@@ -853,7 +853,7 @@ pub(crate) fn explain(rejection: &Rejection, preset: Option<Preset>, id_source: 
                 "no configured secret matched the signature: check that the route's secrets hold the signing secret {provider} shows for this endpoint (a rotated secret goes in as a second entry), and that nothing between {provider} and the gateway changes the body"
             ),
             VerifyError::TimestampTooOld { by_ms } => format!(
-                "the signed timestamp is {} older than the route's tolerance allows: a resent old delivery, or the sender's clock is behind (raise the route's tolerance to accept it)",
+                "the signed timestamp is {} older than the route's tolerance allows: a captured delivery sent again (the window is what refuses a replay: keep it, and re-sign a capture with `hookgate replay --resign`), or the sender's clock is behind (check the gateway's clock and the provider's status)",
                 human_ms(*by_ms)
             ),
             VerifyError::TimestampInFuture { by_ms } => format!(
@@ -898,6 +898,9 @@ mod explain_tests {
             "json:/id",
         );
         assert!(old.contains("2 min 5 s older"), "{old}");
+        // The window is what refuses a replayed capture: never advise widening it.
+        assert!(!old.contains("raise") && !old.contains("widen"), "{old}");
+        assert!(old.contains("hookgate replay --resign"), "{old}");
         let bad = explain(
             &Rejection::Verify(VerifyError::BadSignature),
             stripe,
