@@ -415,7 +415,11 @@
     const val = (k) => params.get(k) || '';
     const inputs = {
       route: el('input', { id: 'f-route', name: 'route', value: val('route'), list: 'routes-list', autocomplete: 'off' }),
-      outcome: el('input', { id: 'f-outcome', name: 'outcome', value: val('outcome'), list: 'outcomes-list', autocomplete: 'off' }),
+      // The outcomes as choices (one given in the address that is not among them is kept).
+      outcome: el('select', { id: 'f-outcome', name: 'outcome' },
+        el('option', { value: '' }, 'any outcome'),
+        (OUTCOMES.includes(val('outcome')) || !val('outcome') ? OUTCOMES : [val('outcome')].concat(OUTCOMES))
+          .map((o) => el('option', { value: o, selected: o === val('outcome') }, o))),
       event_type: el('input', { id: 'f-event_type', name: 'event_type', value: val('event_type'), autocomplete: 'off' }),
       event_id: el('input', { id: 'f-event_id', name: 'event_id', value: val('event_id'), autocomplete: 'off' }),
       since: el('input', { id: 'f-since', name: 'since', type: 'datetime-local', value: params.get('since') ? toLocalInput(params.get('since')) : '' }),
@@ -425,7 +429,6 @@
     form.append(
       field('route', 'Route', inputs.route), routeList('routes-list'),
       field('outcome', 'Outcome', inputs.outcome),
-      el('datalist', { id: 'outcomes-list' }, OUTCOMES.map((o) => el('option', { value: o }))),
       field('event_type', 'Event type', inputs.event_type),
       field('event_id', 'Event ID', inputs.event_id),
       field('since', 'Since', inputs.since),
@@ -724,7 +727,8 @@
       const v = $('q-route').value.trim();
       if (v) location.hash = '#/queues/' + enc(v);
     });
-    const nodes = [heading('Queues and dead letters')];
+    const nodes = [heading('Queues and dead letters'),
+      el('p', { class: 'note', id: 'queues-legend' }, 'Waiting: events not yet delivered (queued or retrying). Dead: out of attempts, waiting for an operator. Oldest: the age of the oldest undelivered event.')];
     if (routes === null) {
       nodes.push(el('p', { class: 'note' }, 'The routes overview is not available; name a queue route to open it.'));
     } else {
@@ -743,7 +747,7 @@
           el('div', { class: 'table-wrap' }, el('table', {},
             el('thead', {}, el('tr', {}, el('th', { scope: 'col' }, 'Destination'), el('th', { scope: 'col' }, 'State'),
               el('th', { scope: 'col', class: 'num' }, 'Waiting'), el('th', { scope: 'col', class: 'num' }, 'Dead'),
-              el('th', { scope: 'col', class: 'num' }, 'Oldest'))),
+              el('th', { scope: 'col', class: 'num', title: 'the age of the oldest undelivered event' }, 'Oldest'))),
             el('tbody', {}, rows))),
           el('p', {}, el('a', { href: '#/queues/' + enc(r.route) }, 'Pause, resume and retry'), ' · ',
             el('a', { href: '#/queues/' + enc(r.route) + '?state=dead' }, 'Dead letters'), ' · ',
@@ -896,13 +900,21 @@
     const controls = (r.data && r.data.destinations) || [];
     const names = controls.length ? controls.map((c) => c.destination) : ((info && info.queues) || []).map((x) => x.destination);
     const form = el('form', { class: 'filters', 'aria-label': 'Queue filters' });
-    const stateSel = el('select', { id: 'q-state' }, ['', 'queued', 'retrying', 'dead', 'delivered'].map((s) =>
-      el('option', { value: s, selected: s === state }, s || 'undelivered and delivered')));
-    const destIn = el('input', { id: 'q-destination', value: destination, autocomplete: 'off', list: 'q-destinations' });
+    // Each choice says what it lists.
+    const stateSel = el('select', { id: 'q-state' }, [
+      ['', 'every event: waiting, retrying, dead and delivered'],
+      ['queued', 'queued: waiting for their first attempt'],
+      ['retrying', 'retrying: failed, to be tried again'],
+      ['dead', 'dead: out of attempts, waiting for an operator'],
+      ['delivered', 'delivered: kept for the dedup window'],
+    ].map(([v, t]) => el('option', { value: v, selected: v === state }, t)));
+    // The route's destinations as choices.
+    const destIn = el('select', { id: 'q-destination' }, el('option', { value: '' }, 'every destination'),
+      (names.includes(destination) || !destination ? names : [destination].concat(names))
+        .map((x) => el('option', { value: x, selected: x === destination }, x)));
     form.append(
-      el('div', { class: 'field' }, el('label', { for: 'q-state' }, 'State'), stateSel),
-      el('div', { class: 'field' }, el('label', { for: 'q-destination' }, 'Destination'), destIn,
-        el('datalist', { id: 'q-destinations' }, names.map((x) => el('option', { value: x })))),
+      el('div', { class: 'field' }, el('label', { for: 'q-state' }, 'Events listed'), stateSel),
+      el('div', { class: 'field' }, el('label', { for: 'q-destination' }, 'Destination'), destIn),
       el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Show')));
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();

@@ -117,6 +117,36 @@ async fn a_dead_event_retried_from_the_page_reaches_the_upstream() {
         .await;
     let row = format!("tr[data-event-id=\"{id}\"]");
     let text = b.wait_text(&row, "dead").await;
+    // The filters say what each choice lists, and offer the route's destinations.
+    let choices = b
+        .script(
+            "return [...document.querySelectorAll(arguments[0])].map((o) => [o.value, o.textContent, o.selected]);",
+            serde_json::json!(["#q-state option"]),
+        )
+        .await;
+    let dead = choices
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c[0] == "dead"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(dead[2], true, "{choices}");
+    assert!(
+        dead[1]
+            .as_str()
+            .is_some_and(|t| t.contains("waiting for an operator")),
+        "{choices}"
+    );
+    let destinations = b
+        .script(
+            "return [...document.querySelectorAll('#q-destination option')].map((o) => o.value);",
+            serde_json::json!([]),
+        )
+        .await;
+    assert_eq!(
+        destinations,
+        serde_json::json!(["", "stripe"]),
+        "{destinations}"
+    );
     // Shortened: its first 12 characters, the whole in the title.
     assert!(text.contains(&id[..12]), "{text}");
     // Nothing reached the upstream until the operator asks.
@@ -329,6 +359,16 @@ async fn deliveries_appear_live_and_show_their_body_redacted_signature_and_reaso
     b.goto(&gw.admin_url("/ui/#/deliveries?outcome=bad_signature"))
         .await;
     b.wait_text("#deliveries", "bad_signature").await;
+    // The outcome filter offers the outcomes as choices, the one shown chosen.
+    let chosen = b
+        .script(
+            "const s = document.getElementById('f-outcome'); return [s.tagName, s.value, s.options.length];",
+            serde_json::json!([]),
+        )
+        .await;
+    assert_eq!(chosen[0], "SELECT", "{chosen}");
+    assert_eq!(chosen[1], "bad_signature", "{chosen}");
+    assert!(chosen[2].as_u64() > Some(10), "{chosen}");
     b.click("#deliveries tr:first-child a").await;
     let reason = b.wait_text("#reason", "Refused").await;
     assert!(reason.to_lowercase().contains("signature"), "{reason}");
@@ -661,6 +701,12 @@ async fn the_inspector_holds_real_data_and_its_actions_work() {
     })
     .await;
     b.goto(&gw.admin_url("/ui/#/queues")).await;
+    // "Oldest" is named for what it is: the oldest undelivered event's age.
+    b.wait_text(
+        "#queues-legend",
+        "Oldest: the age of the oldest undelivered event",
+    )
+    .await;
     b.goto(&gw.admin_url("/ui/#/routes")).await;
     let shown = b.wait_text("#incidents", "dead_letter").await;
     assert!(
