@@ -372,10 +372,7 @@ fn span_context(tp: &[u8]) -> Option<SpanContext> {
     if flags.len() != 2 || (version == "00" && parts.next().is_some()) {
         return None;
     }
-    let hex = |s: &str| {
-        s.bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F'))
-    };
+    let hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit());
     if !(hex(version) && hex(trace) && hex(span) && hex(flags)) {
         return None;
     }

@@ -393,3 +393,59 @@ async fn a_collector_down_or_stalled_neither_slows_nor_fails_deliveries() {
     }
     task.abort();
 }
+
+/// The real binary, killed with `-9` while an event waits for its retry: the process
+/// started after it delivers the event in the trace that accepted it (the disk
+/// store's record kept it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_an_attempt_after_a_kill_9_and_a_restart_joins_the_accepting_trace() {
+    use crate::process::binary::{Gateway, signed, write_config};
+    let collector = Collector::start().await;
+    let up = Upstream::start().await;
+    up.set_status(503);
+    let (port, admin) = (crate::support::free_port(), crate::support::free_port());
+    let dir = tempfile::tempdir().expect("dir");
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[server]\nlisten = \"127.0.0.1:{port}\"\nadmin_listen = \"127.0.0.1:{admin}\"\n[store]\nbackend = \"disk\"\npath = \"state/hookgate.db\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\ndelivery = \"queue\"\nretry = {{ initial = \"100ms\", max_delay = \"300ms\" }}\nbreaker = false\n{}",
+            up.url("/up"),
+            telemetry(&collector.url())
+        ),
+    );
+    let first = Gateway::spawn(&cfg, port);
+    let body = stripe_body("evt_trace_kill");
+    let r = post(&first.url("/s"), &signed(&cfg, &body), body.into_bytes()).await;
+    assert_eq!(r.outcome(), "queued", "{}", r.body);
+    assert!(eventually(Duration::from_secs(10), || up.count() >= 1).await);
+    let delivery = delivery_of(&collector, "evt_trace_kill").await;
+    drop(first); // kill -9
+
+    up.set_status(200);
+    let _second = Gateway::spawn(&cfg, port);
+    assert!(
+        eventually(Duration::from_secs(15), || {
+            attempts_of(&collector, "evt_trace_kill")
+                .iter()
+                .any(|s| s.attr("hookgate.next") == "delivered")
+        })
+        .await,
+        "{:#?}",
+        collector.spans()
+    );
+    let delivered = attempts_of(&collector, "evt_trace_kill")
+        .into_iter()
+        .find(|s| s.attr("hookgate.next") == "delivered")
+        .expect("delivered attempt");
+    assert_eq!(delivered.trace_id, delivery.trace_id);
+    assert_eq!(delivered.parent_span_id, delivery.span_id);
+    assert_eq!(delivered.links.len(), 1);
+    assert_eq!(delivered.links[0].span_id, delivery.span_id);
+    let tp = up.received().pop().expect("received");
+    assert!(
+        tp.header("traceparent")
+            .is_some_and(|t| t.starts_with(&format!("00-{}-", delivery.trace_id))),
+        "{:?}",
+        tp.header("traceparent")
+    );
+}
