@@ -491,14 +491,26 @@ mod tests {
     use super::*;
 
     /// Off, a span is one null pointer and nothing is built: each call checks it and
-    /// returns (no exporter, no context, no string formatted or copied).
+    /// returns (no exporter, no context, no string formatted or copied), and the
+    /// whole of a delivery's and an attempt's span work allocates nothing.
     #[test]
-    fn the_off_path_builds_nothing() {
+    fn the_off_path_allocates_nothing() {
         assert_eq!(std::mem::size_of::<Span>(), std::mem::size_of::<usize>());
         assert_eq!(std::mem::size_of::<Traces>(), std::mem::size_of::<usize>());
         let traces = Traces::off();
         let tp = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-        {
+        let envelope = crate::store::Envelope {
+            event_id: String::new(),
+            event_type: None,
+            fingerprint: String::new(),
+            method: String::new(),
+            headers: Vec::new(),
+            query: None,
+            peer: String::new(),
+            received_at_ms: 0,
+            trace: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+        };
+        let counted = allocation_counter::measure(|| {
             let delivery = traces.delivery(Some(tp));
             let verify = delivery.child("verify");
             verify.set_str("hookgate.route", "stripe");
@@ -509,20 +521,19 @@ mod tests {
             delivery.set_i64("http.response.status_code", 200);
             delivery.end();
             assert!(!delivery.is_live() && delivery.context().is_none());
-            let envelope = crate::store::Envelope {
-                event_id: String::new(),
-                event_type: None,
-                fingerprint: String::new(),
-                method: String::new(),
-                headers: Vec::new(),
-                query: None,
-                peer: String::new(),
-                received_at_ms: 0,
-                trace: None,
-            };
+            let clone = delivery.clone();
+            assert!(clone.traceparent().is_none());
             let attempt = traces.attempt(&envelope);
-            assert!(!attempt.is_live());
-        }
+            let settle = attempt.child("settle");
+            settle.set_str("hookgate.result", "delivered");
+            assert!(!attempt.is_live() && !settle.is_live());
+        });
+        assert_eq!(counted.count_total, 0, "{counted:?}");
+        // The counter counts (its allocator is this test binary's).
+        let one = allocation_counter::measure(|| {
+            std::hint::black_box(Vec::<u8>::with_capacity(8));
+        });
+        assert_eq!(one.count_total, 1);
     }
 
     #[test]

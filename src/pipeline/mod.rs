@@ -301,3 +301,35 @@ pub(super) struct Ctx {
     /// The delivery's share of `server.max_in_flight`, released when the job ends.
     pub(super) _permit: tokio::sync::OwnedSemaphorePermit,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With telemetry off, reading or making the trace context costs what it did
+    /// before telemetry existed: nothing for a provider's `traceparent`, the new
+    /// header's bytes otherwise.
+    #[test]
+    fn with_telemetry_off_the_trace_context_allocates_as_before() {
+        let traces = Traces::off();
+        let mut sent = HeaderMap::new();
+        sent.insert(
+            TRACEPARENT,
+            HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        );
+        let counted = allocation_counter::measure(|| {
+            let (id, created, span) = trace_context(&sent, &traces);
+            assert!(created.is_none() && !span.is_live());
+            assert_eq!(id.0[..4], *b"4bf9");
+        });
+        assert_eq!(counted.count_total, 0, "{counted:?}");
+        let none = HeaderMap::new();
+        // The thread's random generator is set up on its first use.
+        let _ = trace_context(&none, &traces);
+        let counted = allocation_counter::measure(|| {
+            let (_, created, span) = trace_context(&none, &traces);
+            assert!(created.is_some() && !span.is_live());
+        });
+        assert!(counted.count_total <= 1, "{counted:?}");
+    }
+}
