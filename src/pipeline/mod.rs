@@ -166,7 +166,17 @@ fn trace_context(headers: &HeaderMap, traces: &Traces) -> (TraceId, Option<Heade
     });
     if let Some(trace_id) = valid {
         // Off, this is `Span::OFF` at once.
-        return (trace_id, None, traces.delivery(sent));
+        let span = traces.delivery(sent);
+        // On, a context whose parent ID is all zeros (invalid: its trace ID alone
+        // passes here) starts a new trace: the log names the one the spans are in.
+        if let Some(tp) = span.traceparent_header()
+            && tp.as_bytes()[3..35] != trace_id.0
+        {
+            let mut id = [0u8; 32];
+            id.copy_from_slice(&tp.as_bytes()[3..35]);
+            return (TraceId(id), None, span);
+        }
+        return (trace_id, None, span);
     }
     if traces.is_on() {
         let span = traces.delivery(None);
@@ -331,5 +341,37 @@ mod tests {
             assert!(created.is_some() && !span.is_live());
         });
         assert!(counted.count_total <= 1, "{counted:?}");
+    }
+
+    /// With telemetry on, the log's trace ID is always the trace the delivery's span
+    /// is in: the provider's, a new one, or a new one when the provider's context is
+    /// invalid (a parent ID of zeros).
+    #[tokio::test]
+    async fn with_telemetry_on_the_log_names_the_spans_trace() {
+        let cfg = crate::config::TelemetryConfig {
+            // Nothing listens there: the spans are dropped, which is all right here.
+            otlp: reqwest::Url::parse("http://127.0.0.1:9/v1/traces").ok(),
+        };
+        let traces = Traces::start(&cfg, &Default::default()).expect("traces");
+        let with = |tp: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(TRACEPARENT, HeaderValue::from_static(tp));
+            h
+        };
+        let trace_of = |span: &Span| span.context().map(|c| c.trace_id().to_string());
+        let provider = with("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        let (id, created, span) = trace_context(&provider, &traces);
+        assert!(created.is_none());
+        assert_eq!(id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(trace_of(&span), Some(id.to_string()));
+        let zeros = with("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01");
+        let (id, _, span) = trace_context(&zeros, &traces);
+        assert_ne!(id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(trace_of(&span), Some(id.to_string()));
+        let (id, created, span) = trace_context(&HeaderMap::new(), &traces);
+        let created = created.expect("created");
+        assert_eq!(trace_of(&span), Some(id.to_string()));
+        assert_eq!(span.traceparent_header(), Some(created));
+        traces.shutdown().await;
     }
 }
