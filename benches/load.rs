@@ -742,6 +742,7 @@ async fn fill(store: &hookgate::store::Store, n: u64, body: usize) -> AnyResult<
                         query: None,
                         peer: "127.0.0.1".into(),
                         received_at_ms: hookgate::queue::now_ms(),
+                        trace: None,
                     },
                     body: payload.clone(),
                 };

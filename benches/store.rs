@@ -109,6 +109,7 @@ fn event(id: &str, body: &[u8]) -> StoredEvent {
             query: None,
             peer: "127.0.0.1".into(),
             received_at_ms: now_ms(),
+            trace: None,
         },
         body: bytes::Bytes::copy_from_slice(body),
     }

@@ -41,6 +41,7 @@ use crate::observe::alerts::AlertsContext;
 use crate::observe::capture::Capture;
 use crate::observe::metrics::Metrics;
 use crate::observe::recorder::Recorder;
+use crate::observe::traces::{SpanCounters, Traces};
 use crate::pipeline::PipelineContext;
 use crate::pipeline::handed::HandedSecrets;
 use crate::pipeline::limits::{BodyBudget, ClientReads, FailureBudgets};
@@ -127,6 +128,8 @@ struct Shared {
     access: Arc<ArcSwap<crate::admin::Access>>,
     /// Operators' actions.
     audit: Arc<crate::admin::audit::Audit>,
+    /// The spans' exporter (`[telemetry] otlp`), or nothing.
+    traces: Traces,
 }
 
 impl App {
@@ -140,6 +143,10 @@ impl App {
     pub fn with_store(cfg: &Config, store: Store, clock: Clock) -> anyhow::Result<Self> {
         let mut metrics = Metrics::new();
         metrics.register_store(&store.metrics());
+        // `[telemetry] otlp`: the exporter is set here, once (a reload keeps it).
+        let span_counters = SpanCounters::default();
+        span_counters.register(metrics.registry_mut());
+        let traces = Traces::start(&cfg.telemetry, &span_counters)?;
         let routing = Arc::new(ArcSwap::from_pointee(Routing::new(cfg)));
         let recorder = Arc::new(Recorder::new(cfg, &store, &mut metrics, routing.clone())?);
         let audit = Arc::new(crate::admin::audit::Audit::new(
@@ -188,6 +195,7 @@ impl App {
             tls: Arc::new(ArcSwapOption::new(tls)),
             access: Arc::new(ArcSwap::from_pointee(crate::admin::Access::of(&cfg.server))),
             audit,
+            traces,
         };
         let pipeline = Arc::new(pipeline_context(cfg, &shared, capture));
         let reloader = Arc::new(reloader(cfg, &shared));
@@ -210,6 +218,7 @@ impl App {
                 metrics: shared.metrics.clone(),
                 wake: shared.wake.clone(),
                 shutdown_grace: cfg.server.shutdown_grace,
+                traces: shared.traces.clone(),
             }),
             pipeline,
             reloader,
@@ -369,6 +378,8 @@ impl App {
             .drain(self.admin.server.shutdown_grace)
             .await;
         self.store().flush().await;
+        // The spans of what was drained, exported before the process ends (bounded).
+        self.pipeline.traces.shutdown().await;
         served
     }
 }
@@ -488,6 +499,7 @@ fn pipeline_context(cfg: &Config, shared: &Shared, capture: Option<Capture>) -> 
         wake: shared.wake.clone(),
         eviction: shared.eviction.clone(),
         queue_history: shared.queue_history.clone(),
+        traces: shared.traces.clone(),
     }
 }
 
@@ -501,6 +513,7 @@ fn reloader(cfg: &Config, shared: &Shared) -> Reloader {
         backend: cfg.store.backend.clone(),
         listen: cfg.server.listen,
         admin_listen: cfg.server.admin_listen,
+        telemetry: cfg.telemetry.clone(),
         tls: shared.tls.clone(),
         queue_history: shared.queue_history.clone(),
         stranded_seen: std::sync::Mutex::default(),

@@ -26,7 +26,9 @@
 //!   record in one end-of-request phase: the log line, the metrics, the capture file and
 //!   the delivery log's record; one redaction rule for captures and the log. And
 //!   [`observe::alerts`]: the incidents the gateway watches for itself (`[[alerts]]`,
-//!   `GET /alerts`), sent once when they open and once when they resolve.
+//!   `GET /alerts`), sent once when they open and once when they resolve. And
+//!   [`observe::traces`]: with `[telemetry] otlp`, the spans of each delivery, its
+//!   stages and each queue attempt, exported over OTLP/HTTP off the request path.
 //! - [`delivery`]: the queue's path. Its workers take due events, run each attempt
 //!   under a lease, and hand the event to a [`delivery::destination::Destination`], the
 //!   contract every kind of destination implements: HTTP, an inbox table in

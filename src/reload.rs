@@ -34,6 +34,8 @@ pub struct Reloader {
     pub(crate) backend: Backend,
     pub(crate) listen: SocketAddr,
     pub(crate) admin_listen: Option<SocketAddr>,
+    /// `[telemetry]` as the gateway started: the exporter is set at start.
+    pub(crate) telemetry: crate::config::TelemetryConfig,
     /// The public listener's TLS config (shared with `ingress::Ingress`): new
     /// certificates are swapped in.
     pub(crate) tls: Arc<ArcSwapOption<tokio_rustls::rustls::ServerConfig>>,
@@ -104,6 +106,9 @@ impl Reloader {
         }
         if cfg.server.listen != self.listen || cfg.server.admin_listen != self.admin_listen {
             tracing::warn!("reload: listen addresses changed; they take effect only on restart");
+        }
+        if cfg.telemetry != self.telemetry {
+            tracing::warn!("reload: [telemetry] changed; it takes effect only on restart");
         }
         match (&cfg.server.tls, self.tls.load().is_some()) {
             (Some(t), true) => match tls::server_config(&t.cert, &t.key) {

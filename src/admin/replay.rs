@@ -52,6 +52,7 @@ impl Parts {
             headers: &self.headers,
             body: &self.body,
             query: self.query.as_deref(),
+            trace: None,
         }
     }
 }

@@ -418,11 +418,18 @@ pub struct Config {
     pub log: LogConfig,
     /// `[[alerts]]`: where incidents are sent.
     pub alerts: Vec<alerts::AlertTarget>,
+    /// `[telemetry]`: where spans are exported, if anywhere (read at start; a reload
+    /// keeps the exporter the gateway started with).
+    pub telemetry: TelemetryConfig,
     /// Each route's place in `routes`, by name (names are unique).
     by_name: HashMap<String, usize>,
 }
 
 impl Config {
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one argument per section of the file, each validated on its own"
+    )]
     fn new(
         source: PathBuf,
         server: ServerConfig,
@@ -431,6 +438,7 @@ impl Config {
         capture: Option<CaptureConfig>,
         log: LogConfig,
         alerts: Vec<alerts::AlertTarget>,
+        telemetry: TelemetryConfig,
     ) -> Self {
         let by_name = routes
             .iter()
@@ -445,6 +453,7 @@ impl Config {
             capture,
             log,
             alerts,
+            telemetry,
             by_name,
         }
     }
@@ -459,6 +468,7 @@ impl Config {
 }
 
 pub use validate::log::{LogBodies, LogConfig};
+pub use validate::telemetry::TelemetryConfig;
 
 /// The log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]

@@ -27,6 +27,14 @@ pub(super) struct RawConfig {
     pub log: Option<RawLog>,
     #[serde(default)]
     pub alerts: Vec<Spanned<RawAlert>>,
+    #[serde(default)]
+    pub telemetry: Option<RawTelemetry>,
+}
+
+/// `[telemetry]`: where spans are exported (`config/validate/telemetry.rs`).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct RawTelemetry {
+    pub otlp: Option<Spanned<String>>,
 }
 
 /// `[[alerts]]` (`config/validate/alerts.rs`).
@@ -379,6 +387,7 @@ pub(super) fn tables() -> Vec<(&'static str, &'static str, &'static [&'static st
         of::<RawLog>("log"),
         of::<RawAlert>("alerts"),
         of::<RawRefusals>("routes.refusals"),
+        of::<RawTelemetry>("telemetry"),
     ]
 }
 

@@ -1259,7 +1259,17 @@ fn every_raw_struct_is_a_table_of_keys() {
     let of = |table: &str| keys.iter().find(|(t, _)| *t == table).map(|(_, k)| *k);
     assert_eq!(
         of(""),
-        Some(&["server", "store", "routes", "capture", "log", "alerts"][..])
+        Some(
+            &[
+                "server",
+                "store",
+                "routes",
+                "capture",
+                "log",
+                "alerts",
+                "telemetry"
+            ][..]
+        )
     );
     assert!(of("routes.destinations").is_some_and(|k| k.contains(&"order_by")));
     assert!(of("routes.hmac").is_some_and(|k| k.contains(&"timestamp_header")));
@@ -1304,4 +1314,36 @@ fn auth_header_names_a_token_presets_header_and_only_where_the_provider_lets_it(
             "secrets = [{ bearer = \"tok\" }, { username = \"u\", password = \"p\" }, ",
         );
     check(&brevo).expect("bearer and Basic credential tables");
+}
+
+#[test]
+fn telemetry_is_off_unless_otlp_names_a_collector() {
+    assert_eq!(check(ROUTE).expect("valid").telemetry.otlp, None);
+    let cfg = check(&format!(
+        "{ROUTE}\n[telemetry]\notlp = \"http://collector:4318\"\n"
+    ))
+    .expect("valid");
+    assert_eq!(
+        cfg.telemetry.otlp.map(|u| u.to_string()),
+        Some("http://collector:4318/v1/traces".to_owned())
+    );
+}
+
+#[test]
+fn telemetry_otlp_must_be_an_http_url_and_is_reported_at_its_line() {
+    for (value, says) in [
+        ("collector:4318", "use an http:// or https:// URL"),
+        ("grpc://collector:4317", "use an http:// or https:// URL"),
+        ("not a url", "is not a URL"),
+        ("http://user:pw@collector:4318", "credentials in the URL"),
+    ] {
+        let e = errors(&format!("{ROUTE}\n[telemetry]\notlp = \"{value}\"\n"));
+        assert!(e.contains("cfg.toml:10: telemetry.otlp: "), "{value}: {e}");
+        assert!(e.contains(says), "{value}: {e}");
+        assert!(!e.contains(":pw@"), "{value}: {e}");
+    }
+    let e = errors(&format!(
+        "{ROUTE}\n[telemetry]\notlp_url = \"http://c:4318\"\n"
+    ));
+    assert!(e.contains("telemetry.otlp_url: unknown key"), "{e}");
 }

@@ -16,13 +16,16 @@ use super::destination::{Answer, Destination as Kind};
 use super::{LEASE_MARGIN, WorkerContext};
 use crate::config::{Destination, Route};
 use crate::observe::metrics::{DestinationOutcome, DestinationResult};
+use crate::observe::traces::Span;
 use crate::outcome::LeftQueue;
 use crate::queue::{OnDead, RateLimit, RetryPolicy, now_ms};
 use crate::retry::{Backoff, retry_until};
 use crate::state::Routing;
 use crate::store::{
     Attempt, AttemptResult, Finish, Leased, Pacing as _, QueueRef, QueueStore as _, Status,
+    StoredEvent, StoredHeader,
 };
+use opentelemetry::trace::SpanKind;
 
 /// How long a delivered attempt's result is retried when the store fails.
 const RECORD_DELIVERY_FOR: Duration = Duration::from_secs(300);
@@ -209,7 +212,15 @@ async fn send_decide_record(
     held: &Held,
     stop: &CancellationToken,
 ) {
-    let Some(sent) = send(to, &leased, held, stop).await else {
+    let span = to.ctx.traces.attempt(&leased.event.envelope);
+    if span.is_live() {
+        span.set_str("hookgate.route", &to.route.name);
+        span.set_str("hookgate.destination", &to.dest.name);
+        span.set_str("hookgate.event_id", &leased.event.envelope.event_id);
+        span.set_i64("hookgate.attempt", i64::from(leased.status.attempts) + 1);
+    }
+    let Some(sent) = send(to, &leased, held, stop, &span).await else {
+        span.fail("not sent: the lease was lost or the gateway stopped");
         return;
     };
     let now = Now {
@@ -241,7 +252,13 @@ async fn send_decide_record(
     if matches!(end, Finish::Dead(..)) && to.dest.on_dead == OnDead::Skip {
         leased.status.left_line = leased.status.order_key.take();
     }
+    if span.is_live() {
+        attempt_attributes(&span, &end);
+    }
+    let settle = span.child("settle");
     record(to, &leased, &end).await;
+    drop(settle);
+    span.end();
     let delivered = matches!(end, Finish::Delivered(_));
     to.ctx
         .controls
@@ -312,6 +329,7 @@ async fn send(
     leased: &Leased,
     held: &Held,
     stop: &CancellationToken,
+    attempt: &Span,
 ) -> Option<Sent> {
     let rate = match &to.dest.rate_limit {
         Some(limit) => {
@@ -344,8 +362,25 @@ async fn send(
     let started_ms = now_ms();
     let t = Instant::now();
     held.with(|h| h.sent = true);
-    let answer = destination.deliver(&leased.event).await;
+    let span = attempt.child_of_kind("forward", SpanKind::Client);
+    // Telemetry on: the handler's spans continue this attempt's forward.
+    let traced = span
+        .traceparent()
+        .map(|tp| with_traceparent(&leased.event, &tp));
+    let answer = destination
+        .deliver(traced.as_ref().unwrap_or(&leased.event))
+        .await;
     held.with(|h| h.recording = true);
+    if span.is_live() {
+        span.set_str("hookgate.destination", &to.dest.name);
+        if let Some(status) = answer.status {
+            span.set_i64("http.response.status_code", i64::from(status));
+        }
+        if answer.result != AttemptResult::Delivered {
+            span.fail(answer.error.as_deref().unwrap_or(answer.result.as_str()));
+        }
+    }
+    drop(span);
     let elapsed = t.elapsed();
     let route_metrics = to.ctx.metrics.route(&to.route.name);
     to.ctx
@@ -378,6 +413,39 @@ async fn send(
         },
         retry_after,
     })
+}
+
+/// `event` carrying `traceparent` in place of the one it was stored with (telemetry
+/// on: the destination's handler continues the attempt's trace).
+fn with_traceparent(event: &StoredEvent, traceparent: &str) -> StoredEvent {
+    let mut event = event.clone();
+    let headers = &mut event.envelope.headers;
+    headers.retain(|h| !h.name.eq_ignore_ascii_case("traceparent"));
+    headers.push(StoredHeader {
+        name: "traceparent".to_owned(),
+        text: Some(traceparent.to_owned()),
+        base64: None,
+    });
+    event
+}
+
+/// An attempt span's attributes: how it ended, and what follows.
+fn attempt_attributes(span: &Span, end: &Finish) {
+    let attempt = end.attempt();
+    span.set_str("hookgate.result", attempt.result.as_str());
+    if let Some(status) = attempt.status {
+        span.set_i64("http.response.status_code", i64::from(status));
+    }
+    let next = match end {
+        Finish::Delivered(_) => "delivered",
+        Finish::Retry(..) => "retry",
+        Finish::Dead(..) => "dead",
+        Finish::Probe(..) => "probe",
+    };
+    span.set_str("hookgate.next", next);
+    if !matches!(end, Finish::Delivered(_)) {
+        span.fail(attempt.result.as_str());
+    }
 }
 
 /// How long a rate slot's grant may take to come back: half the limiter's slack

@@ -77,6 +77,8 @@ pub struct WorkerContext {
     pub(crate) wake: Arc<tokio::sync::Notify>,
     /// How long attempts in progress may go on once the gateway stops.
     pub(crate) shutdown_grace: Duration,
+    /// Each attempt's span (`[telemetry] otlp`; off: nothing is built).
+    pub(crate) traces: crate::observe::traces::Traces,
 }
 
 impl WorkerContext {

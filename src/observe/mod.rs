@@ -1,7 +1,8 @@
 //! What every request leaves behind, written from one record in one phase: the log
 //! line ([`logging`], `log_line.rs`), the metrics ([`metrics`]), the capture file
 //! ([`capture`]) and the delivery log's record (`recorder.rs`). Captures and the log
-//! show nothing `redact.rs` hides.
+//! show nothing `redact.rs` hides. With `[telemetry] otlp`, its spans too
+//! ([`traces`]: built as the stages go, exported in batches off the request path).
 
 pub mod alerts;
 pub mod capture;
@@ -10,6 +11,7 @@ pub mod logging;
 pub mod metrics;
 pub(crate) mod recorder;
 pub(crate) mod redact;
+pub mod traces;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

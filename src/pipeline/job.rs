@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{HeaderMap, Method};
+use opentelemetry::trace::SpanKind;
 use tracing::Instrument as _;
 
 use super::Ctx;
@@ -25,6 +26,7 @@ use crate::config::{Delivery, Destination, OnError, Route};
 use crate::delivery::destination::Via;
 use crate::forward::{ForwardError, Outbound, UpstreamResponse};
 use crate::observe::RequestRecord;
+use crate::observe::traces::Span;
 use crate::provider::EventId;
 use crate::retry::{Backoff, retry_until};
 use crate::state::Routing;
@@ -45,6 +47,9 @@ pub(crate) struct Event<'a> {
     pub(crate) headers: &'a HeaderMap,
     pub(crate) body: &'a Bytes,
     pub(crate) query: Option<&'a str>,
+    /// The `traceparent` of the delivery span that accepted it, which a queue keeps
+    /// for its attempts' spans (telemetry on; `None` otherwise).
+    pub(crate) trace: Option<&'a str>,
 }
 
 /// Sends `event` to `destination`, one of `route`'s: over the pooled client to an
@@ -91,6 +96,7 @@ fn stored(event: &Event<'_>, fingerprint: String, peer: String) -> StoredEvent {
             query: event.query.map(str::to_owned),
             peer,
             received_at_ms: crate::time::now_ms(),
+            trace: event.trace.map(str::to_owned),
         },
         body: event.body.clone(),
     }
@@ -131,6 +137,7 @@ pub(super) async fn job(
     ctx: Ctx,
     verified: Verified,
     rec: &mut RequestRecord,
+    span: Span,
 ) -> Answer {
     // From the claim on, the work must run to the end even if the provider hangs up
     // (hyper then drops this future): it runs inline, tracked so shutdown waits for
@@ -141,6 +148,7 @@ pub(super) async fn job(
         state: state.clone(),
         ctx,
         verified,
+        span,
     };
     let (answer, detail) =
         RunToCompletion::new(state.settles.track_future(job.run().in_current_span())).await;
@@ -170,6 +178,8 @@ struct Job {
     state: Arc<PipelineContext>,
     ctx: Ctx,
     verified: Verified,
+    /// The delivery's span, the parent of each stage's (telemetry off: nothing).
+    span: Span,
 }
 
 impl Job {
@@ -213,13 +223,21 @@ impl Job {
         let key = DedupKey::new(&cfg.key_prefix, &self.ctx.route.name, id);
         let fp = self.verified.delivery.fingerprint().short_hex();
         let t = Instant::now();
+        let span = self.span.child("claim");
         let claim = st.store.claim(&key, &fp, cfg.inflight_ttl).await;
         st.metrics.store_call("claim", t.elapsed().as_secs_f64());
+        claimed(&span, &claim);
+        drop(span);
         match claim {
             Ok(Claim::Claimed(token)) => {
                 let result = self.forward().await;
                 let acknowledged = matches!(&result, Ok(r) if r.status.is_success());
                 let detail = result.as_ref().err().map(ToString::to_string);
+                let span = self.span.child("settle");
+                span.set_str(
+                    "hookgate.settle",
+                    if acknowledged { "complete" } else { "release" },
+                );
                 settle(
                     st.clone(),
                     self.ctx.routing.clone(),
@@ -229,6 +247,7 @@ impl Job {
                     acknowledged,
                 )
                 .await;
+                drop(span);
                 (relayed(result, false), detail)
             }
             Ok(earlier) => (copy_of(earlier, &fp, id), None),
@@ -272,16 +291,22 @@ impl Job {
         };
         let peer = self.ctx.peer.ip().to_string();
         let t = Instant::now();
-        let stored = enqueue(
-            &st.store,
-            &fanout,
-            &self.event(),
-            fp.clone(),
-            peer,
-            cfg.dedup_ttl,
-        )
-        .await;
+        let span = self.span.child("enqueue");
+        // The record keeps the delivery span's context: each attempt's span, however
+        // much later, joins its trace and links to it.
+        let accepted = self.span.traceparent();
+        let event = Event {
+            trace: accepted.as_deref(),
+            ..self.event()
+        };
+        let stored = enqueue(&st.store, &fanout, &event, fp.clone(), peer, cfg.dedup_ttl).await;
         st.metrics.store_call("enqueue", t.elapsed().as_secs_f64());
+        match &stored {
+            Ok(Enqueued::Queued) => span.set_str("hookgate.enqueue", "queued"),
+            Ok(Enqueued::Existing(_)) => span.set_str("hookgate.enqueue", "existing"),
+            Err(e) => span.fail(e),
+        }
+        drop(span);
         let event_id = id.to_owned();
         match stored {
             Ok(Enqueued::Queued) => {
@@ -334,6 +359,7 @@ impl Job {
             headers: &self.ctx.headers,
             body: &self.ctx.body,
             query: self.ctx.query.as_deref(),
+            trace: None,
         }
     }
 
@@ -450,11 +476,23 @@ impl Job {
 
     async fn forward(&self) -> Result<UpstreamResponse, ForwardError> {
         let t = Instant::now();
+        let destination = self.ctx.route.primary();
+        let span = self.span.child_of_kind("forward", SpanKind::Client);
+        // Telemetry on: the handler's spans continue the forward's, not the caller's.
+        let headers = span.traceparent_header().map(|tp| {
+            let mut h = self.ctx.headers.clone();
+            h.insert(super::TRACEPARENT, tp);
+            h
+        });
+        let event = Event {
+            headers: headers.as_ref().unwrap_or(&self.ctx.headers),
+            ..self.event()
+        };
         let result = forward(
             self.state.via(&self.ctx.routing),
             &self.ctx.route,
-            self.ctx.route.primary(),
-            &self.event(),
+            destination,
+            &event,
             self.ctx.peer.ip(),
             self.ctx.now,
         )
@@ -462,7 +500,39 @@ impl Job {
         self.state
             .metrics
             .upstream(&self.ctx.route_metrics, t.elapsed().as_secs_f64());
+        if span.is_live() {
+            forwarded(&span, &destination.name, &result);
+        }
         result
+    }
+}
+
+/// A claim span's attributes: what the store answered.
+fn claimed(span: &Span, claim: &Result<Claim, StoreError>) {
+    match claim {
+        Ok(Claim::Claimed(_)) => span.set_str("hookgate.claim", "claimed"),
+        Ok(Claim::Done { .. }) => span.set_str("hookgate.claim", "done"),
+        Ok(Claim::InFlight) => span.set_str("hookgate.claim", "in_flight"),
+        Err(e) => span.fail(e),
+    }
+}
+
+/// A forward span's attributes: the destination, and the upstream's status or why
+/// there was none.
+pub(crate) fn forwarded(
+    span: &Span,
+    destination: &str,
+    result: &Result<UpstreamResponse, ForwardError>,
+) {
+    span.set_str("hookgate.destination", destination);
+    match result {
+        Ok(r) => {
+            span.set_i64("http.response.status_code", i64::from(r.status.as_u16()));
+            if !r.status.is_success() {
+                span.fail(r.status);
+            }
+        }
+        Err(e) => span.fail(e),
     }
 }
 

@@ -45,7 +45,9 @@ use self::respond::{Answer, Resp};
 use crate::config::Route;
 use crate::forward::Forwarder;
 use crate::observe::metrics::{Metrics, RouteMetrics};
+use crate::observe::traces::{Span, Traces};
 use crate::observe::{Observers, RequestRecord};
+use crate::outcome::Outcome;
 use crate::state::{Clock, QueueHistory, Routing};
 use crate::store::Store;
 use crate::store::health::eviction;
@@ -103,6 +105,9 @@ pub struct PipelineContext {
     /// Routes whose queues may hold their events: a sync claim on one looks there
     /// first.
     pub(crate) queue_history: Arc<QueueHistory>,
+    /// The spans of each delivery and its stages (`[telemetry] otlp`; off: nothing
+    /// is built).
+    pub(crate) traces: Traces,
 }
 
 impl PipelineContext {
@@ -136,13 +141,15 @@ impl std::fmt::Display for TraceId {
 }
 
 /// The W3C trace context of a request: the provider's, or a new one (so a delivery
-/// can be followed across services). Returns the trace ID for the log, and the new
-/// `traceparent` when the provider sent none that is valid: the caller sets it once
-/// the delivery log and the capture have copied what the provider sent.
-fn trace_context(headers: &HeaderMap) -> (TraceId, Option<HeaderValue>) {
+/// can be followed across services), and the delivery's span when telemetry is on (a
+/// child of the provider's context, or the root of the new one). Returns the trace ID
+/// for the log, the new `traceparent` when the provider sent none that is valid (the
+/// caller sets it once the delivery log and the capture have copied what the provider
+/// sent; with telemetry on it names the delivery's span), and the span.
+fn trace_context(headers: &HeaderMap, traces: &Traces) -> (TraceId, Option<HeaderValue>, Span) {
     // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 bytes.
-    let valid = headers.get(&TRACEPARENT).and_then(|v| {
-        let b = v.as_bytes();
+    let sent = headers.get(&TRACEPARENT).map(HeaderValue::as_bytes);
+    let valid = sent.and_then(|b| {
         let well_formed = b.len() == 55
             && b[2] == b'-'
             && b[35] == b'-'
@@ -158,7 +165,26 @@ fn trace_context(headers: &HeaderMap) -> (TraceId, Option<HeaderValue>) {
         })
     });
     if let Some(trace_id) = valid {
-        return (trace_id, None);
+        // Off, this is `Span::OFF` at once.
+        let span = traces.delivery(sent);
+        // On, a context whose parent ID is all zeros (invalid: its trace ID alone
+        // passes here) starts a new trace: the log names the one the spans are in.
+        if let Some(tp) = span.traceparent_header()
+            && tp.as_bytes()[3..35] != trace_id.0
+        {
+            let mut id = [0u8; 32];
+            id.copy_from_slice(&tp.as_bytes()[3..35]);
+            return (TraceId(id), None, span);
+        }
+        return (trace_id, None, span);
+    }
+    if traces.is_on() {
+        let span = traces.delivery(None);
+        if let Some(value) = span.traceparent_header() {
+            let mut id = [0u8; 32];
+            id.copy_from_slice(&value.as_bytes()[3..35]);
+            return (TraceId(id), Some(value), span);
+        }
     }
     use rand::Rng as _;
     let (trace, span): ([u8; 16], [u8; 8]) = (rand::rng().random(), rand::rng().random());
@@ -168,7 +194,7 @@ fn trace_context(headers: &HeaderMap) -> (TraceId, Option<HeaderValue>) {
     let _ = hex::encode_to_slice(span, &mut value[36..52]);
     let mut id = [0u8; 32];
     id.copy_from_slice(&value[3..35]);
-    (TraceId(id), HeaderValue::from_bytes(&value).ok())
+    (TraceId(id), HeaderValue::from_bytes(&value).ok(), Span::OFF)
 }
 
 /// Handles one request and writes its log line.
@@ -177,7 +203,7 @@ pub(crate) async fn handle(
     mut req: Request<Incoming>,
     peer: SocketAddr,
 ) -> Resp {
-    let (trace_id, traceparent) = trace_context(req.headers());
+    let (trace_id, traceparent, delivery) = trace_context(req.headers(), &state.traces);
     let span = tracing::info_span!("delivery", trace_id = %trace_id);
     async move {
         let routing = state.routing();
@@ -192,13 +218,18 @@ pub(crate) async fn handle(
         let limit = state.request_timeout;
         // `rec` is filled in as the pipeline goes, so that even a request cut off by
         // request_timeout is logged with its route and ID.
-        let answer = match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut rec)).await
-        {
-            Ok(answer) => answer,
-            Err(_) => Answer::RequestTimeout,
-        };
+        let answer =
+            match tokio::time::timeout(limit, pipeline(&state, req, peer, &mut rec, &delivery))
+                .await
+            {
+                Ok(answer) => answer,
+                Err(_) => Answer::RequestTimeout,
+            };
         let outcome = answer.outcome();
         let (resp, body) = respond::response_and_body(answer);
+        if delivery.is_live() {
+            delivery_attributes(&delivery, &rec, outcome, resp.status().as_u16());
+        }
         state
             .observers
             .finish(rec, outcome, resp.status().as_u16(), &body, state.max_body);
@@ -219,16 +250,48 @@ async fn pipeline(
     req: Request<Incoming>,
     peer: SocketAddr,
     rec: &mut RequestRecord,
+    delivery: &Span,
 ) -> Answer {
     let ctx = match admit(state, req, peer, rec).await {
         Ok(ctx) => ctx,
         Err(answer) => return answer,
     };
+    let span = delivery.child("verify");
     let verified = match verify(state, &ctx, rec) {
         Ok(verified) => verified,
-        Err(answer) => return answer,
+        Err(answer) => {
+            span.fail(answer.outcome().as_str());
+            return answer;
+        }
     };
-    job(state, ctx, verified, rec).await
+    drop(span);
+    job(state, ctx, verified, rec, delivery.clone()).await
+}
+
+/// The delivery span's attributes, from its record once it is answered: the route,
+/// the event's ID and type (never a secret, a signature or the body), the outcome and
+/// the status.
+fn delivery_attributes(span: &Span, rec: &RequestRecord, outcome: Outcome, status: u16) {
+    span.set_str("http.request.method", rec.method.as_str());
+    if let Some(route) = &rec.route {
+        span.set_str("hookgate.route", route);
+        span.set_str(
+            "hookgate.delivery",
+            if rec.queue { "queue" } else { "sync" },
+        );
+    }
+    if let Some(id) = &rec.event_id {
+        span.set_str("hookgate.event_id", id);
+    }
+    if let Some(t) = &rec.event_type {
+        span.set_str("hookgate.event_type", t);
+    }
+    span.set_str("hookgate.outcome", outcome.as_str());
+    span.set_i64("http.response.status_code", i64::from(status));
+    if status >= 500 {
+        span.fail(outcome.as_str());
+    }
+    span.end();
 }
 
 /// One admitted request: its route, its client and its whole body, with its share of
@@ -247,4 +310,68 @@ pub(super) struct Ctx {
     pub(super) now: u64,
     /// The delivery's share of `server.max_in_flight`, released when the job ends.
     pub(super) _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With telemetry off, reading or making the trace context costs what it did
+    /// before telemetry existed: nothing for a provider's `traceparent`, the new
+    /// header's bytes otherwise.
+    #[test]
+    fn with_telemetry_off_the_trace_context_allocates_as_before() {
+        let traces = Traces::off();
+        let mut sent = HeaderMap::new();
+        sent.insert(
+            TRACEPARENT,
+            HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+        );
+        let counted = allocation_counter::measure(|| {
+            let (id, created, span) = trace_context(&sent, &traces);
+            assert!(created.is_none() && !span.is_live());
+            assert_eq!(id.0[..4], *b"4bf9");
+        });
+        assert_eq!(counted.count_total, 0, "{counted:?}");
+        let none = HeaderMap::new();
+        // The thread's random generator is set up on its first use.
+        let _ = trace_context(&none, &traces);
+        let counted = allocation_counter::measure(|| {
+            let (_, created, span) = trace_context(&none, &traces);
+            assert!(created.is_some() && !span.is_live());
+        });
+        assert!(counted.count_total <= 1, "{counted:?}");
+    }
+
+    /// With telemetry on, the log's trace ID is always the trace the delivery's span
+    /// is in: the provider's, a new one, or a new one when the provider's context is
+    /// invalid (a parent ID of zeros).
+    #[tokio::test]
+    async fn with_telemetry_on_the_log_names_the_spans_trace() {
+        let cfg = crate::config::TelemetryConfig {
+            // Nothing listens there: the spans are dropped, which is all right here.
+            otlp: reqwest::Url::parse("http://127.0.0.1:9/v1/traces").ok(),
+        };
+        let traces = Traces::start(&cfg, &Default::default()).expect("traces");
+        let with = |tp: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(TRACEPARENT, HeaderValue::from_static(tp));
+            h
+        };
+        let trace_of = |span: &Span| span.context().map(|c| c.trace_id().to_string());
+        let provider = with("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        let (id, created, span) = trace_context(&provider, &traces);
+        assert!(created.is_none());
+        assert_eq!(id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(trace_of(&span), Some(id.to_string()));
+        let zeros = with("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01");
+        let (id, _, span) = trace_context(&zeros, &traces);
+        assert_ne!(id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(trace_of(&span), Some(id.to_string()));
+        let (id, created, span) = trace_context(&HeaderMap::new(), &traces);
+        let created = created.expect("created");
+        assert_eq!(trace_of(&span), Some(id.to_string()));
+        assert_eq!(span.traceparent_header(), Some(created));
+        traces.shutdown().await;
+    }
 }

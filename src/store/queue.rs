@@ -122,6 +122,12 @@ pub struct Envelope {
     pub peer: String,
     /// Unix milliseconds when the gateway accepted it.
     pub received_at_ms: u64,
+    /// The W3C `traceparent` of the delivery span that accepted it (`[telemetry]
+    /// otlp` on): each attempt's span is its child and links to it. Absent from
+    /// events accepted with telemetry off and from earlier versions' records (both
+    /// still load); never written when absent, so those records are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl Envelope {
@@ -666,6 +672,7 @@ mod tests {
                 query: Some("a=1".into()),
                 peer: "127.0.0.1".into(),
                 received_at_ms: 5,
+                trace: None,
             },
             body: bytes::Bytes::from_static(b"{\"id\":1}\x00\xff"),
         };

@@ -16,6 +16,7 @@
 //! cli/        the command line against real gateways
 //! stores/     the stores' contracts on every backend, Redis topologies
 //! process/    the real binary: check, crashes, signals; deploy/
+//! traces.rs   `[telemetry] otlp`: spans, parents, links and the traceparent
 //! chaos/      the chaos suite
 //! docs/       the documentation held to the code
 //! support/    the shared harness
@@ -39,3 +40,4 @@ mod queue;
 mod stores;
 mod support;
 mod sync;
+mod traces;

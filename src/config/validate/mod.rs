@@ -7,6 +7,7 @@ mod route;
 mod server;
 mod store;
 pub(super) mod target;
+pub(super) mod telemetry;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -224,6 +225,7 @@ impl Validator<'_> {
         let capture = raw.capture.map(|c| self.capture(c));
         let log = self.log(raw.log.unwrap_or_default(), &store.backend);
         let alerts = self.alerts(raw.alerts);
+        let telemetry = self.telemetry(raw.telemetry.unwrap_or_default());
         Some(Config::new(
             path.to_path_buf(),
             server,
@@ -232,6 +234,7 @@ impl Validator<'_> {
             capture,
             log,
             alerts,
+            telemetry,
         ))
     }
 

@@ -137,6 +137,7 @@ pub(super) async fn queue_outbox(
                     query: None,
                     peer: "hookgate".into(),
                     received_at_ms: now,
+                    trace: None,
                 },
                 body: Bytes::from(body),
             };

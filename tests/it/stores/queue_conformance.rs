@@ -56,6 +56,7 @@ pub fn event(id: &str, body: &[u8], received_at_ms: u64) -> StoredEvent {
             query: Some("a=1".into()),
             peer: "127.0.0.1".into(),
             received_at_ms,
+            trace: None,
         },
         body: bytes::Bytes::copy_from_slice(body),
     }

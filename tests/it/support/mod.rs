@@ -1,8 +1,10 @@
 //! Test support: a real Redis, PostgreSQL, NATS and RabbitMQ, a stub upstream, an
-//! in-process gateway, and a client that sends real signed HTTP requests.
+//! OTLP collector, an in-process gateway, and a client that sends real signed HTTP
+//! requests.
 
 pub mod browser;
 pub mod nats;
+pub mod otlp;
 pub mod postgres;
 pub mod rabbitmq;
 pub mod redis;

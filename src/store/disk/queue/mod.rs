@@ -332,6 +332,7 @@ impl QueueStore for DiskStore {
                     query: None,
                     peer: String::new(),
                     received_at_ms: rec.rx,
+                    trace: None,
                 },
             };
             Ok(Some((envelope, rec.status)))
@@ -419,6 +420,7 @@ mod tests {
                 query: None,
                 peer: "127.0.0.1".into(),
                 received_at_ms: now_ms(),
+                trace: None,
             },
             body: bytes::Bytes::from_static(b"{}"),
         }
