@@ -21,10 +21,19 @@ pub fn headers(
     event_id: &str,
     url: Option<&str>,
 ) -> Result<Vec<(HeaderName, String)>, String> {
-    let (method, empty) = (Method::POST, HeaderMap::new());
+    let method = Method::POST;
+    // The event ID header, where the route reads one, for a scheme that signs it
+    // (Mercado Pago's x-request-id); the others ignore it.
+    let mut id_header = HeaderMap::new();
+    if let EventIdSource::Header(names) = id_source
+        && let Some(name) = names.first()
+        && let Ok(v) = http::HeaderValue::from_str(event_id)
+    {
+        id_header.insert(name.clone(), v);
+    }
     let req = Inbound {
         method: &method,
-        headers: &empty,
+        headers: &id_header,
         body,
         query: url.and_then(|u| u.split_once('?')).map(|(_, q)| q),
         url,

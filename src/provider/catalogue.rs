@@ -253,10 +253,13 @@ const TABLE_HEAD: &str = "# Providers\n\n\
 const NOTES: &str = "\n## What the token presets protect against\n\n\
          `gitlab`, `okta`, `postmark`, `chargebee`, `pipedrive`, `figma`, `mailchimp`,\n\
          `msgraph`, `monday`, `telegram`, `mixpanel`, `sparkpost`, `new_relic`, `fillout`,\n\
-         `zapier`, `bigcommerce`, `datadog` and `brevo` are marked *token*: the provider signs\n\
-         nothing, or (monday) signs a JWT that does not cover the body. hookgate compares the\n\
-         shared value it offers (a header, Basic auth, a passcode or clientState in the body, a\n\
-         query token, or the JWT) in constant time. Where the provider lets the operator name\n\
+         `zapier`, `bigcommerce`, `datadog`, `brevo` and `mercado_pago` are marked *token*: the\n\
+         provider signs nothing, or (monday) signs a JWT that does not cover the body, or\n\
+         (mercado_pago) signs the query's `data.id`, `x-request-id` and a timestamp but not the\n\
+         body. hookgate compares the shared value it offers (a header, Basic auth, a passcode or\n\
+         clientState in the body, a query token, or the JWT) in constant time, and checks\n\
+         Mercado Pago's HMAC, its 5-minute window, and that a body's `data.id` is the signed one;\n\
+         its deliveries are deduplicated on the signed `x-request-id`, never on the body. Where the provider lets the operator name\n\
          the header (`okta`, `new_relic`, `fillout`, `zapier`, `bigcommerce`, `datadog`,\n\
          `brevo`), the route names it with `auth_header` (default `Authorization`), and each\n\
          credential is that header's whole value: a string as is, `{ username, password }` as\n\
@@ -402,12 +405,13 @@ const LEFT_OUT_42A: &str = "\n## Named in issue 42 (Standard Webhooks and body H
       the account manager; header and input are not in the parts read).\n\
     - No scheme found in the provider's own documentation or SDK: `tally`, `framer`,\n\
       `sendbird`, `affirm`, `airship`, `checkbook`, `linkedin` (its documentation repository\n\
-      could not be read here), `authorize_net` (not reached in this round).\n\
-    - Settled, not built: `mercado_pago`. Mercado Pago's SDK (mercadopago/sdk-nodejs\n\
-      `src/utils/webhook`) checks `x-signature: ts=…,v1=…`, hex HMAC-SHA256 of\n\
-      `id:<data.id>;request-id:<x-request-id>;ts:<ts>;`, `data.id` from the query: the body\n\
-      is not signed, and the verifier would have to read the query. Left for a preset of\n\
-      its own.\n\
+      could not be read here).\n\
+    - `authorize_net`: X-ANET-Signature is `sha512=` + upper-case hex HMAC-SHA512 of the\n\
+      body under the Signature Key, but Authorize.Net's own material does not settle the\n\
+      key's bytes: its knowledge base (article 000001502) says the 128-hex-digit Signature\n\
+      Key must be converted to binary, its SDKs and webhooks sample app verify no\n\
+      webhook, and the only reproducible example (a merchant's post on its developer\n\
+      forum) matches the key's ASCII text. Left out until Authorize.Net's own source says.\n\
     - `increase`, where the sources disagree, follows Increase's current SDK (Standard\n\
       Webhooks); its sources row above says what the older SDKs checked.\n";
 

@@ -447,6 +447,8 @@ impl Verifier {
             Scheme::Standard(s) => s.id_header == name,
             // fal signs its request ID header.
             Scheme::Special(Special::FalAi { .. }) => name == "x-fal-webhook-request-id",
+            // Mercado Pago's manifest covers x-request-id (and the query's data.id).
+            Scheme::Special(Special::MercadoPago { .. }) => name == "x-request-id",
             Scheme::Special(_) => false,
         }
     }

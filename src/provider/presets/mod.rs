@@ -723,6 +723,12 @@ pub const SOURCES: &[Source] = &[
         scheme: "Increase's own SDKs, which disagree over time: Increase/increase-python until March 2026 (`src/increase/resources/webhooks.py`, removed by \"chore: remove custom code\") verified `Increase-Webhook-Signature: t=<ISO 8601>,v1=<hex HMAC-SHA256 of t.body>` under the secret's text; the current `src/increase/resources/events.py` `unwrap` (release 0.424.0 on) verifies Standard Webhooks (webhook-id, webhook-timestamp, webhook-signature) with the standardwebhooks library, the client's secret used as raw key bytes and a whsec_ string decoded. The preset follows the current SDK; the older header is not accepted",
         vectors: "generated with the current SDK's scheme, under the key of its unwrap test (b\"secret\\n\", given raw and as whsec_c2VjcmV0Cg==); the old SDKs' official example (t=2022-01-31T23:59:59Z, v1=3f9c3dcc…) is kept as a refused vector to mark the change",
     },
+    // Fourth round, part A (issue 42, group 2): a query-signing HMAC.
+    Source {
+        preset: "mercado_pago",
+        scheme: "Mercado Pago's Node SDK (mercadopago/sdk-nodejs `src/utils/webhook/index.ts` `WebhookSignatureValidator`: x-signature `ts=<seconds>,v1=<hex>`, HMAC-SHA256 under the secret of `id:<data.id from the query>;request-id:<x-request-id>;ts:<ts>;`, a part left out when absent; an optional window, 300 s suggested) and its \"Webhooks\" notifications page (the same manifest, an alphanumeric data.id lower-cased). The sources disagree on data.id's case (the SDK's \"preserve data.id case\" fix against the docs): both forms are accepted. The body is not signed: the key is the signed x-request-id, and a body data.id must equal the signed one",
+        vectors: "inputs of sdk-nodejs `src/utils/webhook/webhook.spec.ts` (secret your_secret_key_here, x-request-id 2066ca19-…, data.id ORD01JQ4S4KY8HWQ6NA5PXB65B3D3, ts 1742505638) signed as received and lower-cased; the others generated",
+    },
 ];
 
 #[cfg(test)]

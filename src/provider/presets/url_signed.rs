@@ -1,11 +1,12 @@
 //! Presets whose signature covers the URL the provider called (Twilio, HubSpot,
 //! Contentful, Mandrill, Plivo): a route needs `public_url` (HubSpot's v1 signs no URL, so a
-//! HubSpot route without it verifies v1 only).
+//! HubSpot route without it verifies v1 only). Mercado Pago signs one query parameter,
+//! `data.id`, read from the query as received (no `public_url` needed).
 
 use http::Method;
 
 use super::Auth;
-use super::{DefaultId as Id, PresetSpec};
+use super::{DefaultId as Id, EventTypeAt as Type, PresetSpec};
 use crate::provider::Scheme;
 use crate::provider::event_id::CustomId;
 use crate::provider::handshake::Handshake;
@@ -122,6 +123,27 @@ pub(super) const PRESETS: &[PresetSpec] = &[
                 keys: b.keys(Sha1)?,
             }))
         },
+    },
+    // Mercado Pago signs the query's data.id, x-request-id and a timestamp, not the
+    // body: `token` in the catalogue, like monday's JWT. The key is x-request-id, which
+    // the manifest covers (never the body's unsigned `id`); the window bounds how long a
+    // captured signature can carry another body.
+    PresetSpec {
+        name: "mercado_pago",
+        auth: Auth::Token,
+        scheme: "HMAC-SHA256 hex over `id:<query data.id>;request-id:<x-request-id>;ts:<ts>;` (absent parts left out; data.id as received or lower-cased); the body is not signed, a body data.id must equal the signed one; key: the signed x-request-id",
+        headers: "x-signature (ts=…,v1=…), x-request-id, ?data.id",
+        credential: "string",
+        credential_at: &[],
+        event_id: Id::Header(&["x-request-id"]),
+        event_type: Some(Type::Json("/type")),
+        tolerance: Some(300),
+        handshake: Handshake::None,
+        reply: None,
+        needs_public_url: false,
+        extra_methods: &[],
+        auth_header: None,
+        build: |b| Ok(Scheme::Special(Special::MercadoPago { keys: b.sha256()? })),
     },
 ];
 

@@ -1,5 +1,5 @@
 //! Schemes that are not an HMAC over a template, one module per family:
-//! `url_signed` (Twilio, Mandrill, HubSpot, Contentful), `header_hmac` (Box's two
+//! `url_signed` (Twilio, Mandrill, HubSpot, Contentful, Plivo; Mercado Pago's query), `header_hmac` (Box's two
 //! keys, DocuSign's numbered headers, Netlify's JWS), `asymmetric` (Discord Ed25519,
 //! SendGrid ECDSA, Plaid JWT ES256, PayPal RSA), `body_embedded` (Mailgun, Adyen,
 //! Braintree) and `token` (the providers that sign nothing, or a JWT that does not
@@ -46,6 +46,11 @@ pub enum Special {
     /// Plivo: each auth token, and whether it accepts V2 signatures.
     Plivo {
         keys: Vec<(MacKey, bool)>,
+    },
+    /// Mercado Pago: HMAC-SHA256 of the query's `data.id`, `x-request-id` and the
+    /// timestamp (the body is not signed).
+    MercadoPago {
+        keys: Vec<MacKey>,
     },
     Box {
         keys: Vec<(Option<MacKey>, Option<MacKey>)>,
@@ -256,6 +261,7 @@ impl Special {
             Self::HubSpot { keys, raw } => url_signed::verify_hubspot(keys, raw, req, now, tol),
             Self::Contentful { keys } => url_signed::verify_contentful(keys, req, now, tol),
             Self::Plivo { keys } => url_signed::verify_plivo(keys, req),
+            Self::MercadoPago { keys } => url_signed::verify_mercado_pago(keys, req, now, tol),
             Self::Box { keys } => header_hmac::verify_box(keys, req, now, tol),
             Self::DocuSign { keys } => header_hmac::verify_docusign(keys, req),
             Self::Worldline { keys } => header_hmac::verify_worldline(keys, req),
@@ -294,6 +300,7 @@ impl Special {
             Self::HubSpot { keys, raw } => url_signed::sign_hubspot(keys, raw, req, now),
             Self::Contentful { keys } => url_signed::sign_contentful(keys, req, now),
             Self::Plivo { keys } => url_signed::sign_plivo(keys, req),
+            Self::MercadoPago { keys } => url_signed::sign_mercado_pago(keys, req, now),
             Self::Box { keys } => header_hmac::sign_box(keys, req, now),
             Self::DocuSign { keys } => header_hmac::sign_docusign(keys, req),
             Self::Worldline { keys } => header_hmac::sign_worldline(keys, req),

@@ -6,7 +6,7 @@
 use http::{HeaderName, Method};
 use sha2::{Digest, Sha256};
 
-use super::{b64, first, form, h, need, sha256_hex, split_url};
+use super::{b64, first, form, form_once, h, need, sha256_hex, split_url};
 use crate::provider::mac::{MacKey, ct_eq, decode_base64};
 use crate::provider::timestamp::{TsFormat, check_window};
 use crate::provider::{Inbound, VerifyError, header_once};
@@ -501,5 +501,174 @@ mod plivo_tests {
             plivo_v3_string(true, &format!("{base}?z=1&y=2"), b"ignored=1"),
             format!("{base}?y=2&z=1")
         );
+    }
+}
+
+/// Mercado Pago: `x-signature: ts=<seconds>,v1=<hex>`, the HMAC-SHA256 under the
+/// secret of the manifest [`mercado_pago_manifest`] (the query's `data.id`,
+/// `x-request-id`, `ts`). Mercado Pago's own sources disagree on the case of `data.id`
+/// (its docs lower-case an alphanumeric one, its Node SDK signs it as received): the
+/// manifest is tried as received, then lower-cased. The body is not signed: a body
+/// whose `data.id` differs from the signed one is refused (it names another resource
+/// than the signature does); the rest of it is the sender's.
+pub(super) fn verify_mercado_pago(
+    keys: &[MacKey],
+    req: &Inbound<'_>,
+    now: u64,
+    tol: Option<u64>,
+) -> Result<usize, VerifyError> {
+    let hs = req.headers;
+    let (ts, sig) = mercado_pago_signature(need(hs, "x-signature")?)?;
+    // Sent twice, it is refused: a handler might read the copy that was not signed.
+    let request_id = if hs.contains_key("x-request-id") {
+        Some(need(hs, "x-request-id")?.trim()).filter(|s| !s.is_empty())
+    } else {
+        None
+    };
+    let query = form(req.query.unwrap_or_default().as_bytes());
+    let data_id = form_once(&query, "data.id")?
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let mut manifests = vec![mercado_pago_manifest(data_id, request_id, ts)];
+    if let Some(id) = data_id.filter(|id| id.bytes().any(|b| b.is_ascii_uppercase())) {
+        let lower = id.to_ascii_lowercase();
+        manifests.push(mercado_pago_manifest(Some(&lower), request_id, ts));
+    }
+    let i = first(keys, |k| {
+        manifests
+            .iter()
+            .any(|m| k.tag(&[m.as_bytes()]).matches(&sig))
+    })?;
+    check_window(TsFormat::Seconds.parse_ms(ts)?, now, tol)?;
+    // The body's own data.id, where it has one, must be the signed one.
+    if let Some(body_id) = super::json(req.body).and_then(|j| j.pointer("/data/id").cloned()) {
+        let body_id = super::str_of(Some(&body_id));
+        if !data_id.is_some_and(|id| id.eq_ignore_ascii_case(&body_id)) {
+            return Err(VerifyError::BadSignature);
+        }
+    }
+    Ok(i)
+}
+
+/// `ts` and the decoded `v1` of an `x-signature` header (`ts=…,v1=…`, any order,
+/// other keys ignored).
+fn mercado_pago_signature(v: &str) -> Result<(&str, Vec<u8>), VerifyError> {
+    let bad = || VerifyError::Malformed("x-signature".into());
+    let (mut ts, mut v1) = (None, None);
+    for part in v.split(',') {
+        let Some((k, val)) = part.split_once('=') else {
+            continue;
+        };
+        match k.trim().to_ascii_lowercase().as_str() {
+            "ts" => ts = Some(val.trim()),
+            "v1" => v1 = Some(val.trim()),
+            _ => {}
+        }
+    }
+    let ts = ts
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or_else(bad)?;
+    let sig = hex::decode(v1.ok_or_else(bad)?).map_err(|_| bad())?;
+    Ok((ts, sig))
+}
+
+/// What Mercado Pago signs: `id:<data.id>;request-id:<x-request-id>;ts:<ts>;`, a part
+/// left out when its value is absent (its SDK's `buildManifest`).
+fn mercado_pago_manifest(data_id: Option<&str>, request_id: Option<&str>, ts: &str) -> String {
+    let mut out = String::new();
+    if let Some(id) = data_id {
+        out.push_str(&format!("id:{id};"));
+    }
+    if let Some(r) = request_id {
+        out.push_str(&format!("request-id:{r};"));
+    }
+    out.push_str(&format!("ts:{ts};"));
+    out
+}
+
+/// Signs as Mercado Pago would at `now`: the query's `data.id` and the request's
+/// `x-request-id` (`hookgate sign` puts the event ID there).
+pub(super) fn sign_mercado_pago(
+    keys: &[MacKey],
+    req: &Inbound<'_>,
+    now: u64,
+) -> Option<Vec<(HeaderName, String)>> {
+    let query = form(req.query.unwrap_or_default().as_bytes());
+    let data_id = query
+        .iter()
+        .find(|(k, _)| k == "data.id")
+        .map(|(_, v)| v.trim())
+        .filter(|s| !s.is_empty());
+    let request_id = req
+        .headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let ts = now.to_string();
+    let manifest = mercado_pago_manifest(data_id, request_id, &ts);
+    let sig = hex::encode(keys.first()?.tag(&[manifest.as_bytes()]).as_bytes());
+    Some(vec![(h("x-signature"), format!("ts={ts},v1={sig}"))])
+}
+
+#[cfg(test)]
+mod mercado_pago_tests {
+    use http::{HeaderMap, HeaderValue};
+
+    use super::*;
+    use crate::provider::mac::Algorithm;
+
+    #[test]
+    fn manifest_leaves_out_absent_parts() {
+        assert_eq!(
+            mercado_pago_manifest(Some("123"), Some("r-1"), "1700000000"),
+            "id:123;request-id:r-1;ts:1700000000;"
+        );
+        assert_eq!(
+            mercado_pago_manifest(None, Some("r-1"), "1"),
+            "request-id:r-1;ts:1;"
+        );
+        assert_eq!(mercado_pago_manifest(None, None, "1"), "ts:1;");
+    }
+
+    #[test]
+    fn upper_case_ids_verify_as_received_or_lower_cased() {
+        let key = MacKey::new(Algorithm::Sha256, b"your_secret_key_here");
+        let ts = "1742505638";
+        let rid = "2066ca19-c6f1-498a-be75-1923005edd06";
+        let verify = |signed_id: &str, query: &str, body: &[u8]| {
+            let m = mercado_pago_manifest(Some(signed_id), Some(rid), ts);
+            let sig = hex::encode(key.tag(&[m.as_bytes()]).as_bytes());
+            let mut hs = HeaderMap::new();
+            hs.insert(
+                "x-signature",
+                HeaderValue::from_str(&format!("ts={ts},v1={sig}")).expect("value"),
+            );
+            hs.insert("x-request-id", HeaderValue::from_static(rid));
+            verify_mercado_pago(
+                std::slice::from_ref(&key),
+                &Inbound {
+                    method: &Method::POST,
+                    headers: &hs,
+                    body,
+                    query: Some(query),
+                    url: None,
+                },
+                1_742_505_640,
+                Some(300),
+            )
+        };
+        let q = "data.id=ORD01JQ4S4KY8HWQ6NA5PXB65B3D3&type=order";
+        assert_eq!(verify("ORD01JQ4S4KY8HWQ6NA5PXB65B3D3", q, b"{}"), Ok(0));
+        assert_eq!(verify("ord01jq4s4ky8hwq6na5pxb65b3d3", q, b"{}"), Ok(0));
+        assert_eq!(
+            verify(
+                "ORD01JQ4S4KY8HWQ6NA5PXB65B3D3",
+                q,
+                br#"{"data":{"id":"ORD0"}}"#
+            ),
+            Err(VerifyError::BadSignature)
+        );
+        assert_eq!(verify("other", q, b"{}"), Err(VerifyError::BadSignature));
     }
 }
