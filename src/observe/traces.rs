@@ -5,7 +5,7 @@
 //! collector the config names. The span names and attributes are an interface:
 //! docs/operations.md, "Traces", lists them.
 //!
-//! Off (no `otlp`), a [`Traces`] and every [`Span`] are `None`: no exporter, no
+//! Off (no `otlp`), a [`Traces`] and every `Span` are `None`: no exporter, no
 //! thread, and each call here returns at once without allocating (a test counts).
 //!
 //! On, spans are handed to the SDK's batch processor: a thread of its own that sends
