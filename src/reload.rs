@@ -62,7 +62,7 @@ impl Reloader {
     /// `store.key_prefix`, or a route or destination removed (or renamed) while its
     /// queue still holds events.
     pub(crate) async fn reload(&self) -> Result<usize, ConfigErrors> {
-        let result = match config::load(&self.source) {
+        let result = match config::load_for_reload(&self.source) {
             Ok(cfg) => {
                 let refused = crate::store::health::stranded::reload_refusals(
                     &self.store,
@@ -85,7 +85,7 @@ impl Reloader {
                     Err(ConfigErrors(refused))
                 }
             }
-            Err(e) => Err(unset_after_start(e)),
+            Err(e) => Err(e),
         };
         let cfg = match result {
             Ok(cfg) => cfg,
@@ -235,23 +235,4 @@ impl Reloader {
             counted.insert(s.queue.clone());
         }
     }
-}
-
-/// A reload reads `${VAR}`s from the environment the process started with: a variable
-/// exported in a shell since is not there. Its error says so, and what a reload does
-/// re-read.
-fn unset_after_start(e: ConfigErrors) -> ConfigErrors {
-    ConfigErrors(
-        e.0.into_iter()
-            .map(|line| {
-                if line.ends_with(" is not set") {
-                    format!(
-                        "{line} in the gateway's environment, which is read once, when it starts: a reload does not see a variable exported since. Restart the gateway with it set, or keep the secret in a file (`file:PATH`), which every reload reads again"
-                    )
-                } else {
-                    line
-                }
-            })
-            .collect(),
-    )
 }

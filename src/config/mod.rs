@@ -527,6 +527,11 @@ impl std::error::Error for ConfigErrors {}
 /// Where environment variables come from: the process, or a map in tests.
 pub trait Env {
     fn var(&self, name: &str) -> Option<String>;
+
+    /// Said after "`${VAR}` is not set": why this environment may lack it.
+    fn unset_note(&self) -> &'static str {
+        ""
+    }
 }
 
 /// The process environment.
@@ -550,6 +555,27 @@ pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigErrors(vec![format!("{}: cannot read: {e}", path.display())]))?;
     parse(&text, path, &ProcessEnv)
+}
+
+/// The process environment as a reload sees it: the one the gateway started with.
+struct EnvAtStart;
+
+impl Env for EnvAtStart {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
+    fn unset_note(&self) -> &'static str {
+        " in the gateway's environment, which is read once, when it starts: a reload does not see a variable exported since. Restart the gateway with it set, or keep the secret in a file (`file:PATH`), which every reload reads again"
+    }
+}
+
+/// [`load`] for a reload: an unset `${VAR}` says that the environment is the one the
+/// gateway started with, and points at `file:` secrets, which a reload re-reads.
+pub fn load_for_reload(path: &Path) -> Result<Config, ConfigErrors> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigErrors(vec![format!("{}: cannot read: {e}", path.display())]))?;
+    parse(&text, path, &EnvAtStart)
 }
 
 /// Reads and validates a config file for a command that uses one route and does not

@@ -175,7 +175,8 @@ impl Validator<'_> {
                     return None;
                 }
                 None => {
-                    self.err(s, key, format_args!("${{{name}}} is not set"));
+                    let note = self.env.unset_note();
+                    self.err(s, key, format_args!("${{{name}}} is not set{note}"));
                     return None;
                 }
             }
