@@ -53,7 +53,9 @@ enum Target {
     },
     /// A primary found through Sentinel; re-resolved after repeated failures.
     Sentinel {
-        client: Box<tokio::sync::Mutex<redis::sentinel::SentinelClient>>,
+        /// Shared by the store's connections (`own_connection`): one Sentinel lookup
+        /// at a time.
+        client: Arc<tokio::sync::Mutex<redis::sentinel::SentinelClient>>,
         conn: tokio::sync::Mutex<Option<redis::aio::MultiplexedConnection>>,
         sentinels: usize,
     },
@@ -274,6 +276,43 @@ impl RedisStore {
         })
     }
 
+    /// The same store on a connection of its own (connected lazily, rebuilt on its own
+    /// timeouts): for writers whose large requests must not queue in front of the
+    /// claims' on one multiplexed connection, such as the delivery log's batches.
+    /// It writes nothing the promise rests on, so it waits for no replica.
+    pub(crate) fn own_connection(&self) -> Result<Self, StoreError> {
+        let target = match &self.inner.target {
+            Target::Single { client, .. } => Target::Single {
+                client: client.clone(),
+                manager: RwLock::new(manager(client, self.inner.op_timeout)?),
+            },
+            Target::Sentinel {
+                client, sentinels, ..
+            } => Target::Sentinel {
+                client: Arc::clone(client),
+                conn: tokio::sync::Mutex::new(None),
+                sentinels: *sentinels,
+            },
+            Target::Cluster { client, nodes, .. } => Target::Cluster {
+                client: client.clone(),
+                conn: tokio::sync::Mutex::new(None),
+                nodes: *nodes,
+            },
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                target,
+                replicas: replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
+                timeouts: AtomicU32::new(0),
+                op_timeout: self.inner.op_timeout,
+                complete: Script::new(dedup::COMPLETE),
+                release: Script::new(dedup::RELEASE),
+                claim_wait: Script::new(dedup::CLAIM_WAIT),
+                queue: queue::QueueState::new(),
+            }),
+        })
+    }
+
     /// Writes the promise rests on (the claim, the done record, the enqueue, lease
     /// writes) wait for `n` replicas, for at most `timeout` (`min_replicas_ack`). On a
     /// cluster `WAIT` goes in the same pipeline as the write, so it runs on the
@@ -304,7 +343,7 @@ impl RedisStore {
         Ok(Self {
             inner: Arc::new(Inner {
                 target: Target::Sentinel {
-                    client: Box::new(tokio::sync::Mutex::new(client)),
+                    client: Arc::new(tokio::sync::Mutex::new(client)),
                     conn: tokio::sync::Mutex::new(None),
                     sentinels: sentinels.len(),
                 },
