@@ -66,8 +66,11 @@ const PREPARER_BUSY: Duration = Duration::from_secs(2);
 /// Records waiting for the writer at most: a tenth of a second's worth at the rates
 /// one gateway takes.
 const CHANNEL: usize = 16_384;
-/// Bytes of records waiting for the writer at most (bodies make records large).
-const QUEUED_BYTES: u64 = 64 << 20;
+/// Bytes of records waiting for the writer at most (bodies make records large): part
+/// of the log's bound on the gateway's memory (docs/performance.md). The writer starts
+/// a write as soon as a write's worth ([`BATCH_BYTES`]) waits, so at 64 KiB bodies
+/// this holds several writes' worth, not a whole [`LINGER`].
+const QUEUED_BYTES: u64 = 16 << 20;
 /// Bytes counted per waiting record besides its buffer.
 const QUEUED_OVERHEAD: u64 = 64;
 /// Records or bytes one write takes at most. On the disk store a write is a frame and
@@ -299,6 +302,9 @@ pub(crate) struct Recorder {
     tx: mpsc::Sender<Stored>,
     rx: Mutex<Option<mpsc::Receiver<Stored>>>,
     queued_bytes: Arc<AtomicU64>,
+    /// Woken when a write's worth of bytes ([`BATCH_BYTES`]) waits: the writer ends
+    /// its [`LINGER`] early.
+    ready: tokio::sync::Notify,
     /// Requests counted since the last write, by route, outcome and minute.
     counts: Mutex<Counts>,
     live: broadcast::Sender<Written>,
@@ -474,6 +480,7 @@ impl Recorder {
             tx,
             rx: Mutex::new(Some(rx)),
             queued_bytes: Arc::default(),
+            ready: tokio::sync::Notify::new(),
             counts: Mutex::default(),
             live: broadcast::channel(LIVE_WRITES).0,
             written: AtomicU64::new(0),
@@ -562,6 +569,7 @@ impl Recorder {
                     if waited && !stop.is_cancelled() {
                         tokio::select! {
                             () = tokio::time::sleep(LINGER) => {}
+                            () = rec.ready.notified() => {}
                             () = stop.cancelled() => {}
                         }
                     }
@@ -672,11 +680,13 @@ impl Recorder {
     /// is too far behind.
     fn enqueue(&self, record: Stored) {
         let size = queued_size(&record);
-        let full = self.queued_bytes.fetch_add(size, Ordering::Relaxed) + size > QUEUED_BYTES
-            || self.tx.try_send(record).is_err();
+        let before = self.queued_bytes.fetch_add(size, Ordering::Relaxed);
+        let full = before + size > QUEUED_BYTES || self.tx.try_send(record).is_err();
         if full {
             self.queued_bytes.fetch_sub(size, Ordering::Relaxed);
             self.metrics.count("dropped_full", 1);
+        } else if before < BATCH_BYTES && before + size >= BATCH_BYTES {
+            self.ready.notify_one();
         }
     }
 

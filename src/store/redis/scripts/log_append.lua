@@ -7,26 +7,40 @@ local n = tonumber(ARGV[5])
 local old_ten = ARGV[6]
 local bytes = tonumber(redis.call('GET', KEYS[3]) or '0')
 local i = 7
+-- The records go in with one ZADD and one HSET (a batch holds a few dozen at most).
+local scored, fields = {}, {}
 for _ = 1, n do
   local id, rec = ARGV[i], ARGV[i + 1]
   local old = redis.call('HSTRLEN', KEYS[2], id)
   if old > 0 then bytes = bytes - old - overhead end
-  redis.call('ZADD', KEYS[1], 0, id)
-  redis.call('HSET', KEYS[2], id, rec)
+  scored[#scored + 1] = 0
+  scored[#scored + 1] = id
+  fields[#fields + 1] = id
+  fields[#fields + 1] = rec
   bytes = bytes + #rec + overhead
   i = i + 2
 end
+if n > 0 then
+  redis.call('ZADD', KEYS[1], unpack(scored))
+  redis.call('HSET', KEYS[2], unpack(fields))
+end
+-- The oldest go, 64 at a time, each batch with one HDEL and one ZREM.
 while true do
-  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0)
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 63)
   if #oldest == 0 then bytes = 0 break end
-  local id = oldest[1]
-  -- The ID's first 12 hex digits are its time (ms): compared as a number, not by
-  -- the server's collation.
-  if bytes <= share and tonumber(string.sub(id, 1, 12), 16) >= floor then break end
-  local len = redis.call('HSTRLEN', KEYS[2], id)
-  redis.call('HDEL', KEYS[2], id)
-  redis.call('ZREM', KEYS[1], id)
-  bytes = bytes - len - overhead
+  local drop = {}
+  for _, id in ipairs(oldest) do
+    -- The ID's first 12 hex digits are its time (ms): compared as a number, not by
+    -- the server's collation.
+    if bytes <= share and tonumber(string.sub(id, 1, 12), 16) >= floor then break end
+    bytes = bytes - redis.call('HSTRLEN', KEYS[2], id) - overhead
+    drop[#drop + 1] = id
+  end
+  if #drop > 0 then
+    redis.call('HDEL', KEYS[2], unpack(drop))
+    redis.call('ZREM', KEYS[1], unpack(drop))
+  end
+  if #drop < #oldest then break end
 end
 if bytes < 0 then bytes = 0 end
 redis.call('SET', KEYS[3], bytes)
