@@ -1,7 +1,8 @@
 //! The shared store: a Redis server (7.0 or later) that any number of gateway replicas
 //! use together.
 //!
-//! One multiplexed connection per process, reconnected by `ConnectionManager`. Every
+//! One multiplexed connection per process for claims and queues, reconnected by
+//! `ConnectionManager`, and one of the delivery log's own (`own_connection`). Every
 //! call is bounded by `op_timeout`: the manager's own response timeout does not make it
 //! reconnect to a frozen server, so after a run of timeouts the manager is rebuilt.
 //!
