@@ -80,8 +80,8 @@ struct Keys {
 /// One route's part of a batch: `(id, json)` records and `(field, n)` counts.
 type RouteBatch = (Vec<(String, Vec<u8>)>, Vec<(String, u64)>);
 
-/// Records one script adds at most: at about a kilobyte each, a script Redis runs in
-/// well under a tenth of a millisecond.
+/// Records one script adds at most (about a kilobyte each, compressed): Redis runs a
+/// script whole, so a short one holds a claim arriving meanwhile only briefly.
 const SCRIPT_RECORDS: usize = 32;
 
 /// IDs read per route and list request at most.
@@ -90,8 +90,8 @@ const CHUNK: usize = 1_000;
 impl RedisLog {
     pub(super) fn new(store: &RedisStore, bounds: Bounds, prefix: &str) -> Self {
         Self {
-            // A connection of its own: a batch's script (up to `BATCH_RECORDS` records)
-            // never sits in front of a claim on the claims' multiplexed connection.
+            // A connection of its own: the log's scripts never sit in front of a claim
+            // on the claims' multiplexed connection.
             store: store.own_connection().unwrap_or_else(|_| store.clone()),
             bounds,
             prefix: prefix.to_owned(),

@@ -136,6 +136,21 @@ struct Inner {
     queue: queue::QueueState,
 }
 
+impl Inner {
+    fn new(target: Target, replicas: replicas::ReplicaAcks, op_timeout: Duration) -> Self {
+        Self {
+            target,
+            replicas,
+            timeouts: AtomicU32::new(0),
+            op_timeout,
+            complete: Script::new(dedup::COMPLETE),
+            release: Script::new(dedup::RELEASE),
+            claim_wait: Script::new(dedup::CLAIM_WAIT),
+            queue: queue::QueueState::new(),
+        }
+    }
+}
+
 /// A Redis-backed store.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -232,19 +247,11 @@ impl RedisStore {
         .map_err(backend)?;
         let manager = RwLock::new(manager(&client, op_timeout)?);
         Ok(Self {
-            inner: Arc::new(Inner {
-                target: Target::Single { client, manager },
-                replicas: replicas::ReplicaAcks::new(
-                    opts.min_replicas_ack,
-                    opts.replica_ack_timeout,
-                ),
-                timeouts: AtomicU32::new(0),
+            inner: Arc::new(Inner::new(
+                Target::Single { client, manager },
+                replicas::ReplicaAcks::new(opts.min_replicas_ack, opts.replica_ack_timeout),
                 op_timeout,
-                complete: Script::new(dedup::COMPLETE),
-                release: Script::new(dedup::RELEASE),
-                claim_wait: Script::new(dedup::CLAIM_WAIT),
-                queue: queue::QueueState::new(),
-            }),
+            )),
         })
     }
 
@@ -260,20 +267,15 @@ impl RedisStore {
             .build()
             .map_err(backend)?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                target: Target::Cluster {
+            inner: Arc::new(Inner::new(
+                Target::Cluster {
                     client: Box::new(client),
                     conn: tokio::sync::Mutex::new(None),
                     nodes: urls.len(),
                 },
-                replicas: replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
-                timeouts: AtomicU32::new(0),
+                replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
                 op_timeout,
-                complete: Script::new(dedup::COMPLETE),
-                release: Script::new(dedup::RELEASE),
-                claim_wait: Script::new(dedup::CLAIM_WAIT),
-                queue: queue::QueueState::new(),
-            }),
+            )),
         })
     }
 
@@ -301,16 +303,11 @@ impl RedisStore {
             },
         };
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Inner::new(
                 target,
-                replicas: replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
-                timeouts: AtomicU32::new(0),
-                op_timeout: self.inner.op_timeout,
-                complete: Script::new(dedup::COMPLETE),
-                release: Script::new(dedup::RELEASE),
-                claim_wait: Script::new(dedup::CLAIM_WAIT),
-                queue: queue::QueueState::new(),
-            }),
+                replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
+                self.inner.op_timeout,
+            )),
         })
     }
 
@@ -342,20 +339,15 @@ impl RedisStore {
         )
         .map_err(backend)?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                target: Target::Sentinel {
+            inner: Arc::new(Inner::new(
+                Target::Sentinel {
                     client: Arc::new(tokio::sync::Mutex::new(client)),
                     conn: tokio::sync::Mutex::new(None),
                     sentinels: sentinels.len(),
                 },
-                replicas: replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
-                timeouts: AtomicU32::new(0),
+                replicas::ReplicaAcks::new(None, DEFAULT_ACK_TIMEOUT),
                 op_timeout,
-                complete: Script::new(dedup::COMPLETE),
-                release: Script::new(dedup::RELEASE),
-                claim_wait: Script::new(dedup::CLAIM_WAIT),
-                queue: queue::QueueState::new(),
-            }),
+            )),
         })
     }
 
