@@ -20,6 +20,10 @@ fn disk_admin(dir: &std::path::Path) -> Arc<AdminContext> {
 }
 
 fn record(n: u64) -> Stored {
+    record_with_body(n, None)
+}
+
+fn record_with_body(n: u64, body: Option<&[u8]>) -> Stored {
     let id = new_delivery_id(1_764_590_000_000 + n);
     Stored::encode(&View {
         delivery_id: &id,
@@ -31,8 +35,8 @@ fn record(n: u64) -> Stored {
         path: "/webhooks/stripe",
         query: None,
         headers: vec![("content-type", "application/json")],
-        body: None,
-        body_bytes: 0,
+        body: body.map(Raw),
+        body_bytes: body.map_or(0, |b| b.len() as u64),
         body_truncated: false,
         event_id: Some("evt"),
         provider_delivery_id: None,
@@ -233,4 +237,52 @@ fn signature_headers_are_known_by_name() {
     for h in ["content-type", "user-agent", "x-github-event"] {
         assert!(!crate::observe::redact::header(h, None, hide), "{h}");
     }
+}
+
+/// The writer's queue holds at most QUEUED_BYTES: records past it are dropped and
+/// counted (`dropped_full`), never queued; and the writer is woken once a write's
+/// worth (BATCH_BYTES) waits, not only after LINGER.
+#[tokio::test]
+async fn the_queue_stops_at_its_byte_bound_and_wakes_the_writer_at_a_writes_worth() {
+    let dir = tempfile::tempdir().expect("dir");
+    let admin = disk_admin(dir.path());
+    let rec = &admin.recorder;
+    // 4 KiB records: the byte bound comes before the channel's count.
+    let body = vec![b'x'; 4096];
+    let size = queued_size(&record_with_body(0, Some(&body)));
+    let mut woken = None;
+    let mut n = 0;
+    // Not started: nothing takes from the queue.
+    while rec.queued_bytes.load(Ordering::Relaxed) + size <= QUEUED_BYTES {
+        rec.enqueue(record_with_body(n, Some(&body)));
+        n += 1;
+        if woken.is_none()
+            && tokio::time::timeout(Duration::ZERO, rec.ready.notified())
+                .await
+                .is_ok()
+        {
+            woken = Some(rec.queued_bytes.load(Ordering::Relaxed));
+        }
+    }
+    let woken = woken.expect("the writer was woken");
+    assert!(
+        (BATCH_BYTES..BATCH_BYTES + size).contains(&woken),
+        "woken at {woken} bytes"
+    );
+    let queued = rec.queued_bytes.load(Ordering::Relaxed);
+    let dropped = |r: &Recorder| {
+        r.metrics
+            .records
+            .get_or_create(&ResultLabel {
+                result: "dropped_full".to_owned(),
+            })
+            .get()
+    };
+    assert_eq!(dropped(rec), 0);
+    for i in 0..10 {
+        rec.enqueue(record_with_body(n + i, Some(&body)));
+    }
+    assert_eq!(dropped(rec), 10, "past the bound every record is dropped");
+    assert_eq!(rec.queued_bytes.load(Ordering::Relaxed), queued);
+    assert!(queued <= QUEUED_BYTES);
 }
