@@ -6,19 +6,20 @@ use std::time::Duration;
 
 use redb::{ReadableDatabase as _, ReadableTable};
 
+use super::journal::Logged;
 use super::{DEDUP, DiskStore, Op, Reply, backend, decode, encode, expiry, index_expiry, mono_ms};
 use crate::queue::now_ms;
 use crate::store::{Claim, DedupKey, DedupStore, Record, Settled, StoreError, Token};
 
 /// Applies a complete or forget to the dedup table.
 pub(super) fn dedup_op(
-    table: &mut redb::Table<&'static str, &'static [u8]>,
-    expiries: &mut redb::Table<(u64, &'static str), ()>,
+    table: &mut Logged<'_, &'static str, &'static [u8]>,
+    expiries: &mut Logged<'_, (u64, &'static str), ()>,
     op: &Op,
     key: &str,
     now: u64,
 ) -> Result<Reply, StoreError> {
-    let live = live_record(&*table, key, now)?;
+    let live = live_record(table.table(), key, now)?;
     Ok(match op {
         Op::Complete {
             token,

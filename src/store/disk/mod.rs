@@ -1,13 +1,19 @@
 //! The disk store: an embedded, crash-safe database file, so one gateway with no Redis
 //! keeps its dedup window across a restart or a `kill -9`.
 //!
-//! redb (pure Rust, copy-on-write B-trees, a commit is durable when it returns) rather
-//! than an LSM engine such as fjall: the store is small records read-modify-written
-//! under one key at a time, which a B-tree with serializable write transactions does
-//! directly, with no compaction to tune.
+//! redb (pure Rust, copy-on-write B-trees) rather than an LSM engine such as fjall:
+//! the store is small records read-modify-written under one key at a time, which a
+//! B-tree with serializable write transactions does directly, with no compaction to
+//! tune. A durable redb commit rewrites and fsyncs each touched tree's path, so the
+//! batches are made durable in a journal in front of it instead (`journal.rs`), and
+//! redb itself at a checkpoint about once a second: measured side by side with fjall
+//! (`benches/store.rs engines`), the journal in front of redb came first, and fjall's
+//! open fails on a torn write inside its last batch.
 //!
 //! Here, the handle ([`DiskStore`]) and what opens it; beside it:
 //! - `file.rs`: the database file (`DbFile`), shared with the delivery log's file;
+//! - `journal.rs`: the journal beside it (`<path>.journal`): each batch's writes,
+//!   fsynced before its callers are answered, replayed into the file at open;
 //! - `writer.rs`: the writer thread (group commit, flush, the sweep of expired records,
 //!   recovery after failed writes);
 //! - `dedup.rs` and `claims.rs`: the claims half ([`DedupStore`](crate::store::DedupStore));
@@ -28,6 +34,7 @@ mod cells;
 mod claims;
 mod dedup;
 mod file;
+mod journal;
 mod pacing;
 mod queue;
 mod writer;
@@ -58,7 +65,8 @@ enum Op {
         key: DedupKey,
     },
     Queue(queue::QOp),
-    /// Nothing to change: the batch it is in is fsynced (graceful shutdown).
+    /// Nothing to change: the batch it is in is fsynced, and a checkpoint follows it
+    /// (graceful shutdown).
     Flush,
 }
 
@@ -94,6 +102,9 @@ struct Shared {
     /// Set while writes fail: new claims are refused (their done records could not
     /// be written).
     failing: std::sync::atomic::AtomicBool,
+    /// Bytes journaled since the last checkpoint, which the database file has still to
+    /// write: counted as taken from the free space (the delivery log's too).
+    pending: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Shared {
@@ -105,9 +116,11 @@ impl Shared {
         self.file.reopen()
     }
 
-    /// Whether the file's filesystem has less than `min_free` bytes available.
+    /// Whether the file's filesystem has less than `min_free` bytes available, less
+    /// what the next checkpoint has still to write.
     fn low_on_space(&self) -> Option<u64> {
-        let free = self.file.free_space()?;
+        let pending = self.pending.load(std::sync::atomic::Ordering::Relaxed);
+        let free = self.file.free_space()?.saturating_sub(pending);
         (free < self.min_free).then_some(free)
     }
 
@@ -170,7 +183,7 @@ fn expiry(now: u64, d: Duration) -> u64 {
 
 /// Enters a record that expires at `at` in the [`EXPIRY`] index (`tag`: see there).
 fn index_expiry(
-    index: &mut redb::Table<(u64, &str), ()>,
+    index: &mut journal::Logged<'_, (u64, &'static str), ()>,
     at: u64,
     tag: char,
     key: &str,
@@ -233,6 +246,23 @@ impl DiskStore {
             }
         }
         txn.commit().map_err(|e| anyhow::anyhow!("{e}"))?;
+        // Batches committed since the last checkpoint: in the journal only.
+        let mut journal = journal::Journal::open(path, min_free).map_err(|e| {
+            anyhow::anyhow!("cannot open {}: {e}", journal::path_of(path).display())
+        })?;
+        let replayed = journal.replay(&db).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot replay {} into the store: {e}",
+                journal.path().display()
+            )
+        })?;
+        if replayed.frames > 0 {
+            tracing::info!(
+                frames = replayed.frames,
+                writes = replayed.records,
+                "disk store: the journal's batches since the last checkpoint written again (the gateway did not stop cleanly)"
+            );
+        }
         let index = Arc::new(Mutex::new(queue::Index::load(&db).map_err(|e| {
             anyhow::anyhow!("cannot read the queue of {}: {e}", path.display())
         })?));
@@ -241,6 +271,7 @@ impl DiskStore {
             file,
             min_free,
             failing: std::sync::atomic::AtomicBool::new(false),
+            pending: Arc::default(),
             metrics: {
                 let m = crate::store::StoreMetrics::default();
                 // Exported at 0 from the start.
@@ -252,7 +283,7 @@ impl DiskStore {
         let (writer_shared, writer_index) = (shared.clone(), index.clone());
         std::thread::Builder::new()
             .name("hookgate-disk".into())
-            .spawn(move || writer::writer(&writer_shared, &writer_index, &rx))
+            .spawn(move || writer::writer(&writer_shared, &writer_index, journal, &rx))
             .map_err(|e| anyhow::anyhow!("cannot start the store's writer: {e}"))?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -265,8 +296,9 @@ impl DiskStore {
         })
     }
 
-    /// Makes every commit so far durable: queue attempt results (and claims) are
-    /// committed without an fsync, and a stopping gateway must not lose them.
+    /// Makes every commit so far durable: queue attempt results are journaled without
+    /// an fsync, and a stopping gateway must not lose them. The database is
+    /// checkpointed too, so the next start has nothing to replay.
     pub async fn flush(&self) -> Result<(), StoreError> {
         self.call(Op::Flush).await.map(|_| ())
     }
@@ -303,6 +335,13 @@ impl DiskStore {
     /// The free-space reserve (`store.min_free_space`).
     pub(crate) fn min_free(&self) -> u64 {
         self.inner.shared.min_free
+    }
+
+    /// Bytes journaled since the last checkpoint, kept up to date by the writer: the
+    /// database file has still to write them, so what is free on the volume is less by
+    /// as much (the delivery log counts it too).
+    pub(crate) fn pending_bytes(&self) -> Arc<std::sync::atomic::AtomicU64> {
+        self.inner.shared.pending.clone()
     }
 
     /// The open database: the delivery log reads the tables it kept in this file

@@ -1,17 +1,20 @@
 //! One writer thread owns every write. Each store call is an operation sent to it; the
 //! thread takes whatever operations are waiting (up to `BATCH`), applies them in
-//! order in one write transaction, commits it, and only then answers each caller: a
-//! group commit. A batch that completes or forgets is fsynced, so a done record is on
-//! disk before the provider gets its 2xx, and a burst shares one fsync. Claims in
-//! flight are not written at all: they are leases held in the process (`claims.rs`),
-//! so a forward never waits behind the writer to start. A failed commit (a full disk)
-//! answers every operation of the batch with an error, and nothing of it is stored.
+//! order in one write transaction, writes what they wrote to the journal
+//! (`journal.rs`), commits the transaction, and only then answers each caller: a
+//! group commit. A batch that completes or forgets is fsynced (its journal frame), so
+//! a done record is on disk before the provider gets its 2xx, and a burst shares one
+//! fsync. Claims in flight are not written at all: they are leases held in the process
+//! (`claims.rs`), so a forward never waits behind the writer to start. A failed write
+//! (a full disk) answers every operation of the batch with an error.
 //!
 //! The same file holds the queue of `delivery = "queue"` routes (`queue/`): an
-//! enqueue is fsynced like a done record; an attempt's result is committed without an
+//! enqueue is fsynced like a done record; an attempt's result is journaled without an
 //! fsync and flushed within `FLUSH_AFTER` (or by the next durable batch, or at
-//! shutdown). Below `min_free` bytes of free space, new claims and events are refused;
-//! after an I/O error the file is reopened and the queue's index rebuilt from it.
+//! shutdown). A checkpoint makes the database itself durable about once a second.
+//! Below `min_free` bytes of free space, new claims and events are refused; after an
+//! I/O error the file is reopened, the journal replayed into it and the queue's index
+//! rebuilt from it.
 //!
 //! A record's expiry is wall-clock time stored with it (it must survive a restart);
 //! an expired record is absent to every call, and expired records are deleted a bounded
@@ -23,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use redb::{Database, Durability, ReadableDatabase as _, ReadableTable as _};
 
+use super::journal::{self, Effects, Journal};
 use super::{
     Answer, DEDUP, EXPIRY, Op, Reply, Shared, backend, dedup::dedup_op, expiry_of, index_expiry,
     queue,
@@ -53,8 +57,12 @@ struct Swept {
 
 /// Deletes up to [`SWEEP_STEP`] expired records (and the bodies of expired statuses,
 /// if any are left), in `txn`.
-fn sweep_step(txn: &redb::WriteTransaction, now: u64) -> Result<Swept, StoreError> {
-    let mut index = txn.open_table(EXPIRY).map_err(backend)?;
+fn sweep_step(
+    txn: &redb::WriteTransaction,
+    effects: &Effects,
+    now: u64,
+) -> Result<Swept, StoreError> {
+    let mut index = journal::open(txn, EXPIRY, effects)?;
     let due: Vec<(u64, String)> = index
         .iter()
         .map_err(backend)?
@@ -73,9 +81,9 @@ fn sweep_step(txn: &redb::WriteTransaction, now: u64) -> Result<Swept, StoreErro
     if due.is_empty() {
         return Ok(swept);
     }
-    let mut dedup = txn.open_table(DEDUP).map_err(backend)?;
-    let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
-    let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
+    let mut dedup = journal::open(txn, DEDUP, effects)?;
+    let mut status = journal::open(txn, queue::STATUS, effects)?;
+    let mut events = journal::open(txn, queue::EVENTS, effects)?;
     for (at, tagged) in &due {
         index.remove((*at, tagged.as_str())).map_err(backend)?;
         match tagged.split_at_checked(1) {
@@ -113,7 +121,8 @@ fn sweep_step(txn: &redb::WriteTransaction, now: u64) -> Result<Swept, StoreErro
 
 /// Builds the [`EXPIRY`] index of a file written before it existed: once, at open.
 pub(super) fn build_expiry_index(txn: &redb::WriteTransaction) -> Result<u64, StoreError> {
-    let mut index = txn.open_table(EXPIRY).map_err(backend)?;
+    // At open, before the journal: committed durably with the open's transaction.
+    let mut index = journal::open(txn, EXPIRY, &Effects::new())?;
     let mut n = 0;
     let dedup = txn.open_table(DEDUP).map_err(backend)?;
     for entry in dedup.iter().map_err(backend)? {
@@ -143,12 +152,18 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 const LOG_EVERY: Duration = Duration::from_secs(5);
 
 /// The writer thread: batches of operations, one transaction and one fsync each.
-pub(super) fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver<(Op, Answer)>) {
+pub(super) fn writer(
+    shared: &Shared,
+    index: &Mutex<queue::Index>,
+    journal: Journal,
+    rx: &Receiver<(Op, Answer)>,
+) {
     let mut w = Writer {
         shared,
         index,
+        journal,
+        effects: Effects::new(),
         unsynced_since: None,
-        unsynced: Vec::new(),
         trouble: None,
         sweep_more: true,
         swept_at: Instant::now(),
@@ -157,8 +172,14 @@ pub(super) fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver
         let first = match rx.recv_timeout(w.wait()) {
             Ok(op) => Some(op),
             Err(RecvTimeoutError::Timeout) => None,
-            // Every handle is gone: the store was dropped.
-            Err(RecvTimeoutError::Disconnected) => return,
+            // Every handle is gone: the store was dropped. What the journal holds goes
+            // into the file, so the next open has nothing to replay.
+            Err(RecvTimeoutError::Disconnected) => {
+                if w.trouble.is_none() && w.journal.checkpoint_in().is_some() {
+                    let _ = shared.get().and_then(|db| w.journal.checkpoint(&db));
+                }
+                return;
+            }
         };
         let batch = first.map(|first| {
             let mut batch = vec![first];
@@ -193,6 +214,10 @@ pub(super) fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver
             None => w.sweep_alone(),
         }
         w.flush_if_due();
+        w.checkpoint_if_due();
+        shared
+            .pending
+            .store(w.journal.pending(), std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -200,14 +225,13 @@ pub(super) fn writer(shared: &Shared, index: &Mutex<queue::Index>, rx: &Receiver
 struct Writer<'a> {
     shared: &'a Shared,
     index: &'a Mutex<queue::Index>,
-    /// Since when commits without an fsync have been waiting for one: a durable batch
-    /// makes them durable, and none may wait longer than FLUSH_AFTER (busy or idle).
+    journal: Journal,
+    /// The writes of the batch in hand (its journal frame).
+    effects: Effects,
+    /// Since when journal frames without an fsync have been waiting for one: a
+    /// durable batch makes them durable, and none may wait longer than FLUSH_AFTER
+    /// (busy or idle).
     unsynced_since: Option<Instant>,
-    /// The attempt results among those commits ([`queue::Change::Finished`]). A reopen
-    /// rolls the file back to its last durable commit; these are then written again
-    /// before any event is handed out, so that a delivered event never becomes due
-    /// again. Bounded: a flush empties it, and nothing is added while writes fail.
-    unsynced: Vec<queue::Change>,
     /// Set while writes fail.
     trouble: Option<Trouble>,
     /// Whether the last sweep step was full (more records may have expired), and
@@ -246,8 +270,9 @@ impl Writer<'_> {
         } else {
             SWEEP_CHECK.saturating_sub(self.swept_at.elapsed())
         };
-        self.unsynced_since.map_or(sweep, |t| {
-            FLUSH_AFTER.saturating_sub(t.elapsed()).min(sweep)
+        let checkpoint = self.journal.checkpoint_in().unwrap_or(sweep).min(sweep);
+        self.unsynced_since.map_or(checkpoint, |t| {
+            FLUSH_AFTER.saturating_sub(t.elapsed()).min(checkpoint)
         })
     }
 
@@ -280,12 +305,20 @@ impl Writer<'_> {
             return;
         }
         let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
-        let mut results = Vec::new();
         let sweep = self.sweep_due();
-        let applied = apply(&db, self.index, &batch, &mut results, sweep);
+        let applied = apply(
+            &db,
+            self.index,
+            &mut self.journal,
+            &self.effects,
+            &batch,
+            durable,
+            sweep,
+        );
         if applied.is_err() {
             // Nothing of the batch was stored: what its queue operations pinned is free.
             self.index().unpin_all();
+            self.effects.clear();
         }
         match applied {
             Ok((replies, swept)) => {
@@ -294,13 +327,17 @@ impl Writer<'_> {
                 }
                 if durable {
                     self.unsynced_since = None;
-                    self.unsynced.clear();
                 } else {
                     self.unsynced_since.get_or_insert_with(Instant::now);
-                    self.unsynced.append(&mut results);
                 }
+                let flush = batch.iter().any(|(op, _)| matches!(op, Op::Flush));
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
                     let _ = answer.send(reply);
+                }
+                // A stopping gateway leaves the database durable and nothing to replay.
+                if flush && let Err(e) = self.journal.checkpoint(&db) {
+                    drop(db);
+                    self.failed(&e);
                 }
             }
             // An unreadable record the batch needed: nothing of it was stored, and
@@ -365,13 +402,18 @@ impl Writer<'_> {
         if !self.sweep_due() {
             return;
         }
+        let (journal, effects) = (&mut self.journal, &self.effects);
         let swept = self.shared.get().and_then(|db| {
             let mut txn = db.begin_write().map_err(backend)?;
             txn.set_durability(Durability::None).map_err(backend)?;
-            let swept = sweep_step(&txn, now_ms())?;
+            let swept = sweep_step(&txn, effects, now_ms())?;
+            if !effects.is_empty() {
+                journal.append(effects, false).map_err(backend)?;
+            }
             txn.commit().map_err(backend)?;
             Ok(swept)
         });
+        effects.clear();
         match swept {
             Ok(swept) => {
                 if swept.dedup + swept.status > 0 {
@@ -392,15 +434,24 @@ impl Writer<'_> {
         {
             return;
         }
-        let flushed = self.shared.get().and_then(|db| {
-            let txn = db.begin_write().map_err(backend)?;
-            txn.commit().map_err(backend)
-        });
-        match flushed {
-            Ok(()) => {
-                self.unsynced_since = None;
-                self.unsynced.clear();
-            }
+        match self.journal.sync() {
+            Ok(()) => self.unsynced_since = None,
+            Err(e) => self.failed(&backend(e)),
+        }
+    }
+
+    /// Makes the database durable with every frame so far, when a checkpoint is due,
+    /// and starts the journal again.
+    fn checkpoint_if_due(&mut self) {
+        if self.trouble.is_some() || !self.journal.checkpoint_due() {
+            return;
+        }
+        match self
+            .shared
+            .get()
+            .and_then(|db| self.journal.checkpoint(&db))
+        {
+            Ok(()) => self.unsynced_since = None,
             Err(e) => self.failed(&e),
         }
     }
@@ -417,7 +468,7 @@ impl Writer<'_> {
         let now = Instant::now();
         match &mut self.trouble {
             None => {
-                tracing::error!(error = %e, unsynced_results = self.unsynced.len(), "disk store: a write failed; queue deliveries are held back, and new claims and events refused, until the store can write again (it retries on its own)");
+                tracing::error!(error = %e, "disk store: a write failed; queue deliveries are held back, and new claims and events refused, until the store can write again (it retries on its own)");
                 self.trouble = Some(Trouble {
                     since: now,
                     failures: 1,
@@ -442,9 +493,11 @@ impl Writer<'_> {
     }
 
     /// After failed writes, once the wait is over: reopens the file (a handle that saw
-    /// an I/O error refuses every later write), rebuilds the queue's index from it,
-    /// writes again the attempt results the reopen lost, and lets deliveries go on.
-    /// False while it still cannot write.
+    /// an I/O error refuses every later write; the reopened one holds the last durable
+    /// commit), replays the journal into it (every batch committed since, whether its
+    /// frame was fsynced or not: the file's pages are read back), checkpoints, rebuilds
+    /// the queue's index from it, and lets deliveries go on. False while it still cannot
+    /// write.
     fn recover(&mut self) -> bool {
         if self
             .trouble
@@ -455,27 +508,23 @@ impl Writer<'_> {
         }
         let written = self.shared.reopen().and_then(|()| {
             let db = self.shared.get()?;
+            // A durable commit: it also checks that the file can be written again.
+            let replayed = self.journal.replay(&db)?;
+            if replayed.frames > 0 {
+                tracing::info!(
+                    frames = replayed.frames,
+                    writes = replayed.records,
+                    "disk store: the journal's batches since the last checkpoint written again"
+                );
+            }
             self.index().reload(&db);
-            // Durable: these results have waited long enough. With none, an empty
-            // commit checks that the file can be written again.
-            let txn = db.begin_write().map_err(backend)?;
-            queue::rewrite(&txn, &self.unsynced)?;
-            txn.commit().map_err(backend)
+            Ok(())
         });
         if let Err(e) = written {
             self.failed(&e);
             return false;
         }
-        {
-            let index = self.index;
-            let mut index = index
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for change in self.unsynced.drain(..) {
-                index.replay(change);
-            }
-            index.hold(false);
-        }
+        self.index().hold(false);
         self.unsynced_since = None;
         self.shared.metrics.deliveries_held.set(0);
         self.shared
@@ -510,33 +559,36 @@ fn held_reply(db: &Database, op: &Op) -> Option<Reply> {
     }
 }
 
-/// Applies a batch in one write transaction and commits it durably.
+/// Applies a batch in one write transaction, writes its journal frame (fsynced when
+/// `durable`), and commits the transaction (the next checkpoint makes it durable in
+/// the file).
+///
+/// A batch of queue attempt results alone is journaled without an fsync: it reaches
+/// the disk with the next durable batch, or within FLUSH_AFTER (the writer flushes it,
+/// busy or idle). Nothing the provider was told depends on it: a lost attempt result
+/// (a power cut; a killed process leaves its frame in the file) means the event is
+/// tried again after a restart (a delivered one with the same Idempotency-Key). What
+/// must survive — the done record behind every 2xx a provider got, and every queued
+/// event — is fsynced before the answer.
 fn apply(
     db: &Database,
     index: &Mutex<queue::Index>,
+    journal: &mut Journal,
+    effects: &Effects,
     batch: &[(Op, Answer)],
-    unsynced_results: &mut Vec<queue::Change>,
+    durable: bool,
     sweep: bool,
 ) -> Result<(Vec<Result<Reply, StoreError>>, Swept), StoreError> {
     let mut txn = db.begin_write().map_err(backend)?;
-    // A batch of queue attempt results alone is committed without an fsync: it
-    // reaches the disk with the next durable batch, or within FLUSH_AFTER (the writer
-    // flushes it, busy or idle). Nothing the provider was told depends on it: a lost attempt result means
-    // the event is tried again after a restart (a delivered one with the same
-    // Idempotency-Key). What must survive — the done record behind every 2xx a
-    // provider got, and every queued event — is fsynced before the answer.
-    let durable = !batch.iter().all(|(op, _)| op.may_skip_fsync());
-    if !durable {
-        txn.set_durability(Durability::None).map_err(backend)?;
-    }
+    txn.set_durability(Durability::None).map_err(backend)?;
     let now = now_ms();
     let mut replies = Vec::with_capacity(batch.len());
     let mut changes = Vec::new();
     {
-        let mut table = txn.open_table(DEDUP).map_err(backend)?;
-        let mut events = txn.open_table(queue::EVENTS).map_err(backend)?;
-        let mut status = txn.open_table(queue::STATUS).map_err(backend)?;
-        let mut expiries = txn.open_table(EXPIRY).map_err(backend)?;
+        let mut table = journal::open(&txn, DEDUP, effects)?;
+        let mut events = journal::open(&txn, queue::EVENTS, effects)?;
+        let mut status = journal::open(&txn, queue::STATUS, effects)?;
+        let mut expiries = journal::open(&txn, EXPIRY, effects)?;
         for (op, _) in batch {
             let key = match op {
                 Op::Complete { key, .. } | Op::Forget { key } => key.as_str(),
@@ -568,19 +620,26 @@ fn apply(
         }
     }
     let swept = if sweep {
-        sweep_step(&txn, now)?
+        sweep_step(&txn, effects, now)?
     } else {
         Swept::default()
     };
+    // The batch is in the journal (on disk when durable) before the transaction
+    // commits: a write the journal refused is never seen by a reader. A durable batch
+    // that wrote nothing still makes the frames before it durable.
+    if effects.is_empty() {
+        if durable {
+            journal.sync().map_err(backend)?;
+        }
+    } else {
+        journal.append(effects, durable).map_err(backend)?;
+    }
     txn.commit().map_err(backend)?;
     if batch.iter().any(|(op, _)| matches!(op, Op::Queue(_))) {
         let mut index = index
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for change in changes {
-            if !durable && matches!(change, queue::Change::Finished { .. }) {
-                unsynced_results.push(change.clone());
-            }
             index.apply(change);
         }
         index.unpin_all();
@@ -610,7 +669,10 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(10)).await;
         let db = s.inner.shared.get().expect("open");
         let txn = db.begin_write().expect("write");
-        while sweep_step(&txn, now_ms()).expect("sweep").more {}
+        while sweep_step(&txn, &Effects::new(), now_ms())
+            .expect("sweep")
+            .more
+        {}
         txn.commit().expect("commit");
         let txn = db.begin_read().expect("read");
         let table = txn.open_table(DEDUP).expect("table");

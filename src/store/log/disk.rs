@@ -158,6 +158,9 @@ pub struct DiskLog {
     /// The store's free-space reserve (`store.min_free_space`): the log records only
     /// while the volume has [`Self::floor`] free.
     reserve: u64,
+    /// What the store has journaled and its file has still to write: taken from the
+    /// free space, as far as the log is concerned.
+    store_pending: Arc<std::sync::atomic::AtomicU64>,
     store_path: PathBuf,
     bounds: Bounds,
     /// When the last durable log commit was, and the bytes written since.
@@ -239,6 +242,7 @@ impl DiskLog {
         Ok(Self {
             file: Arc::new(file),
             reserve: store.min_free(),
+            store_pending: store.pending_bytes(),
             store_path: store.path().to_path_buf(),
             bounds,
             synced: Arc::new(Mutex::new((Instant::now(), 0))),
@@ -264,8 +268,12 @@ impl DiskLog {
     /// Whether the volume has room for a write of `bytes` above the log's floor.
     fn has_room(&self, bytes: u64) -> bool {
         // A commit writes its pages anew (copy on write): twice the frame, at most.
+        let pending = self
+            .store_pending
+            .load(std::sync::atomic::Ordering::Relaxed);
         self.file.free_space().is_none_or(|free| {
-            free >= free_space_floor(self.reserve).saturating_add(bytes.saturating_mul(2))
+            free.saturating_sub(pending)
+                >= free_space_floor(self.reserve).saturating_add(bytes.saturating_mul(2))
         })
     }
 

@@ -456,13 +456,37 @@ pub async fn scenario(
     replicas: usize,
     fault: impl AsyncFnOnce(&mut Vec<Gateway>, &mut RedisServer),
 ) -> Counts {
+    scenario_on(name, faults, events, replicas, false, fault).await
+}
+
+/// [`scenario`], on the disk store (a file of each gateway's own in the scenario's
+/// folder) when `on_disk`.
+pub async fn scenario_on(
+    name: &str,
+    faults: Faults,
+    events: usize,
+    replicas: usize,
+    on_disk: bool,
+    fault: impl AsyncFnOnce(&mut Vec<Gateway>, &mut RedisServer),
+) -> Counts {
     let _turn = ONE_AT_A_TIME.lock().await;
     let dir = tempfile::tempdir().expect("dir");
     let mut redis = RedisServer::start_with_aof(true);
     let record = Arc::new(Record::default());
     let upstream = upstream_sim(faults, record.clone()).await;
     let mut gateways: Vec<Gateway> = (0..replicas)
-        .map(|i| Gateway::start(dir.path(), &format!("g{i}"), &redis, upstream, "sync"))
+        .map(|i| {
+            let name = format!("g{i}");
+            if on_disk {
+                let store = format!(
+                    "backend = \"disk\"\npath = \"{}\"",
+                    dir.path().join(format!("{name}.db")).display()
+                );
+                Gateway::start_on(dir.path(), &name, &store, upstream, "sync")
+            } else {
+                Gateway::start(dir.path(), &name, &redis, upstream, "sync")
+            }
+        })
         .collect();
     let urls = Arc::new(Mutex::new(
         gateways.iter().map(Gateway::url).collect::<Vec<_>>(),
@@ -506,3 +530,13 @@ pub async fn scenario(
 }
 
 pub async fn nothing(_: &mut Vec<Gateway>, _: &mut RedisServer) {}
+
+/// The fault of the SIGKILL scenarios: the first gateway killed 0.5 s into the run and
+/// started again 0.3 s later.
+#[expect(clippy::ptr_arg, reason = "the type of every scenario's fault")]
+pub async fn sigkill_the_first_and_restart(gateways: &mut Vec<Gateway>, _: &mut RedisServer) {
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gateways[0].kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gateways[0].spawn();
+}

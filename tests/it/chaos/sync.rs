@@ -1,12 +1,13 @@
 //! Chaos scenarios on sync routes: upstream faults, Redis restarts and outages, a
-//! replica SIGKILLed and restarted, and three replicas on a cluster losing a primary.
+//! replica SIGKILLed and restarted, three replicas on a cluster losing a primary, and
+//! the only gateway on the disk store SIGKILLed.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::harness::{
-    Faults, ForwardedAt, Gateway, ONE_AT_A_TIME, Record, nothing, provider_sim, scenario, tally,
-    upstream_sim,
+    Faults, ForwardedAt, Gateway, ONE_AT_A_TIME, Record, nothing, provider_sim, scenario,
+    scenario_on, sigkill_the_first_and_restart, tally, upstream_sim,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,12 +99,7 @@ async fn chaos_a_replica_is_sigkilled_and_restarted() {
         },
         1000,
         2,
-        async |gateways, _| {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            gateways[0].kill();
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            gateways[0].spawn();
-        },
+        sigkill_the_first_and_restart,
     )
     .await;
 }
@@ -176,4 +172,24 @@ async fn chaos_three_replicas_on_a_cluster_lose_a_primary() {
         "forwarded again after a 2xx across the failover"
     );
     drop(gateways);
+}
+
+/// The only gateway, on the disk store, SIGKILLed mid-run and restarted: its done
+/// records are in the journal (fsynced before each 2xx) and not yet in the database
+/// file, whose last checkpoint is up to a second old. The restart replays them: every
+/// copy after a 2xx is a duplicate, and no acknowledged event is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_the_only_gateway_on_the_disk_store_is_sigkilled_and_restarted() {
+    scenario_on(
+        "the only gateway, on the disk store, SIGKILLed mid-run and restarted",
+        Faults {
+            fail: 0.1,
+            ..Faults::default()
+        },
+        1000,
+        1,
+        true,
+        sigkill_the_first_and_restart,
+    )
+    .await;
 }

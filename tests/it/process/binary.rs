@@ -293,6 +293,15 @@ async fn a_gateway_killed_mid_forward_lets_the_retry_through_after_the_lease() {
     );
 }
 
+/// A gateway config with one Stripe sync route on a disk store in `state/` beside the
+/// config.
+pub fn disk_sync(port: u16, up: &Upstream) -> String {
+    format!(
+        "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\nbackend = \"disk\"\npath = \"state/hookgate.db\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
+        up.url("/up")
+    )
+}
+
 /// On the disk store, one gateway with no Redis keeps its dedup window across a
 /// `kill -9`: what it acknowledged before is a duplicate after the restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,13 +309,7 @@ async fn the_disk_store_keeps_the_dedup_window_across_a_kill_9() {
     let up = Upstream::start().await;
     let port = free_port();
     let dir = tempfile::tempdir().expect("dir");
-    let cfg = write_config(
-        &dir,
-        &format!(
-            "[server]\nlisten = \"127.0.0.1:{port}\"\n[store]\nbackend = \"disk\"\npath = \"state/hookgate.db\"\n[[routes]]\nname = \"stripe\"\npath = \"/s\"\nprovider = \"stripe\"\nsecrets = [\"whsec_test\"]\nupstream = \"{}\"\n",
-            up.url("/up")
-        ),
-    );
+    let cfg = write_config(&dir, &disk_sync(port, &up));
     let bodies: Vec<String> = (0..20)
         .map(|i| stripe_body(&format!("evt_disk_{i}")))
         .collect();

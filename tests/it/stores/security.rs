@@ -99,6 +99,8 @@ async fn the_disk_store_file_and_folder_are_their_owners_only() {
     let gw = TestGateway::start(&config).await;
     assert_eq!(mode(&folder), 0o700, "folder");
     assert_eq!(mode(&file), 0o600, "file");
+    // The journal holds the same bodies and headers until a checkpoint.
+    assert_eq!(mode(&folder.join("hookgate.db.journal")), 0o600, "journal");
     gw.stop().await;
     // A file left readable by an earlier version is restricted when it is opened.
     let old = dir.path().join("old.db");

@@ -18,9 +18,8 @@ mod index;
 mod ops;
 mod tables;
 
-pub(super) use self::index::Change;
 pub(super) use self::index::Index;
-pub(super) use self::ops::{QOp, QReply, apply, held_copy, rewrite};
+pub(super) use self::ops::{QOp, QReply, apply, held_copy};
 pub(super) use self::tables::{EVENTS, STATUS, decode_status};
 use self::tables::{StatusRecord, get_event, get_status, qkey, split};
 

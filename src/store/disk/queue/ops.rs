@@ -7,13 +7,14 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redb::{ReadableTable, Table};
+use redb::ReadableTable;
 
 use super::index::{Change, Index};
-use super::tables::{EVENTS, STATUS, StatusRecord, encode_status, qkey, read_status};
+use super::tables::{StatusRecord, encode_status, qkey, read_status};
 use super::unexpected;
 use crate::store::disk::dedup::live_record;
-use crate::store::disk::{EXPIRY, backend, encode, expiry, index_expiry};
+use crate::store::disk::journal::Logged;
+use crate::store::disk::{backend, encode, expiry, index_expiry};
 use crate::store::{Claim, DedupKey, Enqueued, Record, State, Status, StoreError, Token};
 
 /// A queue operation, applied by the writer thread.
@@ -81,10 +82,10 @@ pub(in crate::store::disk) enum QReply {
     reason = "the batch's open tables, each of its own type, and what the batch shares"
 )]
 pub(in crate::store::disk) fn apply<'t>(
-    dedup: &mut Table<'t, &'static str, &'static [u8]>,
-    events: &mut Table<'t, u64, &'static [u8]>,
-    status: &mut Table<'t, &'static str, &'static [u8]>,
-    expiries: &mut Table<'t, (u64, &'static str), ()>,
+    dedup: &mut Logged<'t, &'static str, &'static [u8]>,
+    events: &mut Logged<'t, u64, &'static [u8]>,
+    status: &mut Logged<'t, &'static str, &'static [u8]>,
+    expiries: &mut Logged<'t, (u64, &'static str), ()>,
     index: &Mutex<Index>,
     op: &QOp,
     now: u64,
@@ -127,10 +128,10 @@ pub(in crate::store::disk) fn apply<'t>(
 
 /// A batch's open tables, and what its queue operations share.
 struct Batch<'a, 't> {
-    dedup: &'a mut Table<'t, &'static str, &'static [u8]>,
-    events: &'a mut Table<'t, u64, &'static [u8]>,
-    status: &'a mut Table<'t, &'static str, &'static [u8]>,
-    expiries: &'a mut Table<'t, (u64, &'static str), ()>,
+    dedup: &'a mut Logged<'t, &'static str, &'static [u8]>,
+    events: &'a mut Logged<'t, u64, &'static [u8]>,
+    status: &'a mut Logged<'t, &'static str, &'static [u8]>,
+    expiries: &'a mut Logged<'t, (u64, &'static str), ()>,
     index: &'a Mutex<Index>,
     now: u64,
     changes: &'a mut Vec<Change>,
@@ -172,7 +173,7 @@ impl Batch<'_, '_> {
         else {
             return Err(unexpected());
         };
-        if let Some(existing) = held_copy(self.dedup, self.status, op, self.now)? {
+        if let Some(existing) = held_copy(self.dedup.table(), self.status.table(), op, self.now)? {
             return Ok(QReply::Enqueued(Enqueued::Existing(existing)));
         }
         let done = Record::done(&Token::random(), fingerprint);
@@ -216,7 +217,7 @@ impl Batch<'_, '_> {
         ttl: Duration,
     ) -> Result<QReply, StoreError> {
         let k = qkey(route, id);
-        let Some((mut rec, _)) = read_status(self.status, &k)? else {
+        let Some((mut rec, _)) = read_status(self.status.table(), &k)? else {
             return Ok(QReply::Finished(false));
         };
         if !rec.status.state.undelivered() || rec.status.state == State::Dead {
@@ -230,23 +231,20 @@ impl Batch<'_, '_> {
         let was_in = std::mem::replace(&mut rec.status, new.clone()).order_key;
         // Delivered: the event goes (its status stays, as the dedup record of the
         // window, with its attempts for `hookgate events show`).
-        let (expires, removed_body) = if new.state == State::Delivered {
+        let expires = if new.state == State::Delivered {
             self.events.remove(rec.seq).map_err(backend)?;
             // It names no body any more (0 is never a body's number).
-            let body = std::mem::replace(&mut rec.seq, 0);
-            (expiry(self.now, ttl), Some(body))
+            rec.seq = 0;
+            expiry(self.now, ttl)
         } else {
-            (u64::MAX, None)
+            u64::MAX
         };
         self.write_status(&k, &rec, expires)?;
         index_expiry(self.expiries, expires, 's', &k)?;
         self.changes.push(Change::Finished {
             route: route.to_owned(),
             id: id.to_owned(),
-            lease: lease.to_owned(),
             rec,
-            expires,
-            removed_body,
             was_in,
         });
         Ok(QReply::Finished(true))
@@ -257,7 +255,7 @@ impl Batch<'_, '_> {
         let mut n = 0;
         for id in ids {
             let k = qkey(route, id);
-            let Some((mut rec, _)) = read_status(self.status, &k)? else {
+            let Some((mut rec, _)) = read_status(self.status.table(), &k)? else {
                 continue;
             };
             if !matches!(rec.status.state, State::Dead | State::Retrying)
@@ -302,7 +300,7 @@ impl Batch<'_, '_> {
         id: &str,
     ) -> Result<QReply, StoreError> {
         let k = qkey(space, id);
-        match read_status(self.status, &k)? {
+        match read_status(self.status.table(), &k)? {
             Some((rec, _)) if rec.status.state == State::Delivered => {
                 self.status.remove(k.as_str()).map_err(backend)?;
                 self.events.remove(rec.seq).map_err(backend)?;
@@ -324,7 +322,7 @@ impl Batch<'_, '_> {
         let mut n = 0;
         for id in ids {
             let k = qkey(space, id);
-            let Some((rec, _)) = read_status(self.status, &k)? else {
+            let Some((rec, _)) = read_status(self.status.table(), &k)? else {
                 continue;
             };
             if !rec.status.state.undelivered() {
@@ -351,7 +349,7 @@ impl Batch<'_, '_> {
         let mut n = 0;
         for id in ids {
             let k = qkey(route, id);
-            let Some((mut rec, _)) = read_status(self.status, &k)? else {
+            let Some((mut rec, _)) = read_status(self.status.table(), &k)? else {
                 continue;
             };
             if rec.status.state != State::Dead || rec.status.order_key.is_none() {
@@ -372,39 +370,6 @@ impl Batch<'_, '_> {
         }
         Ok(QReply::Count(n))
     }
-}
-
-/// Writes attempt results again (see [`Change::Finished`]) in the write transaction
-/// `txn`: after a reopen the file holds the last durable commit, and these results,
-/// committed without an fsync since, are not in it.
-pub(in crate::store::disk) fn rewrite(
-    txn: &redb::WriteTransaction,
-    results: &[Change],
-) -> Result<(), StoreError> {
-    let mut status = txn.open_table(STATUS).map_err(backend)?;
-    let mut events = txn.open_table(EVENTS).map_err(backend)?;
-    let mut expiries = txn.open_table(EXPIRY).map_err(backend)?;
-    for change in results {
-        if let Change::Finished {
-            route,
-            id,
-            rec,
-            expires,
-            removed_body,
-            ..
-        } = change
-        {
-            let k = qkey(route, id);
-            status
-                .insert(k.as_str(), encode_status(rec, *expires).as_slice())
-                .map_err(backend)?;
-            index_expiry(&mut expiries, *expires, 's', &k)?;
-            if let Some(seq) = removed_body {
-                events.remove(*seq).map_err(backend)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// What the store already holds of an enqueue's event, as a claim would find it: its

@@ -21,16 +21,11 @@ pub(in crate::store::disk) enum Change {
         rx: u64,
         order_key: Option<String>,
     },
-    /// An attempt's result, recorded under its lease. With what was written (the
-    /// record's expiry and the body it removed), so that the writer can write it again
-    /// after a reopen rolled a commit without an fsync back (see `ops::rewrite`).
+    /// An attempt's result, recorded under its lease.
     Finished {
         route: String,
         id: String,
-        lease: String,
         rec: StatusRecord,
-        expires: u64,
-        removed_body: Option<u64>,
         /// The key of the line the event held before (its status's until then).
         was_in: Option<String>,
     },
@@ -171,26 +166,6 @@ impl Index {
                     r.leave_line(&id, line);
                 }
                 r.forget(&id);
-            }
-        }
-    }
-
-    /// Applies again an attempt's result that a reopen rolled back (see
-    /// [`Change::Finished`]), unless another worker has leased the event since: that
-    /// attempt's lease stays.
-    pub(in crate::store::disk) fn replay(&mut self, change: Change) {
-        if let Change::Finished {
-            route,
-            id,
-            lease,
-            rec,
-            was_in,
-            ..
-        } = change
-        {
-            let r = self.route(&route);
-            if r.leased.get(id.as_str()).is_none_or(|l| l.token == lease) {
-                r.set(&id, was_in.as_deref(), &Entry::from(&rec), &Clock::now());
             }
         }
     }
