@@ -274,18 +274,23 @@ impl Journal {
         let checkpointed = {
             let txn = db.begin_read().map_err(backend)?;
             match txn.open_table(CHECKPOINTED) {
-                Ok(t) => t.get("").map_err(backend)?.map_or(0, |v| v.value()),
-                Err(redb::TableError::TableDoesNotExist(_)) => 0,
+                Ok(t) => t.get("").map_err(backend)?.map(|v| v.value()),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
                 Err(e) => return Err(backend(e)),
             }
         };
+        // A file that never had a journal (new, or from before the journal) has nothing
+        // to replay: its frames are numbered from a random start, so that a journal
+        // left beside another file (one deleted and made again) never follows on.
+        let fresh = checkpointed.is_none();
+        let checkpointed = checkpointed.unwrap_or_else(|| rand::random::<u64>() >> 1);
         let mut replayed = Replayed::default();
         let mut next = checkpointed + 1;
         let mut at = 0;
         let txn = db.begin_write().map_err(backend)?;
         {
             let mut tables = Tables::open(&txn)?;
-            while let Some(frame) = self.read_frame(at, next) {
+            while let Some(frame) = (!fresh).then(|| self.read_frame(at, next)).flatten() {
                 replayed.records += tables.apply(&frame)?;
                 replayed.frames += 1;
                 at += (HEADER + frame.len()) as u64;
@@ -692,6 +697,26 @@ mod tests {
         assert_eq!(before, 1, "a = 2 was durable");
         assert_eq!(replayed.frames, 3);
         assert_eq!(dedup(&db), pairs(&[("a", "2"), ("b", "3")]));
+    }
+
+    #[test]
+    fn a_journal_left_beside_a_new_database_file_is_not_replayed_into_it() {
+        let mut f = Files::new();
+        f.batch(&[("a", "1")], &[], None);
+        let copy = f.crash_copy();
+        // The database file deleted (an operator starting over), its journal left.
+        std::fs::remove_file(db_path(copy.path())).expect("delete");
+        let (db, _) = open_both(copy.path());
+        assert!(dedup(&db).is_empty());
+        // Nor into the file made before it (it has never had a journal either).
+        let copy = f.crash_copy();
+        let db = open_file(&db_path(copy.path()), 1 << 20).expect("db");
+        let txn = db.begin_write().expect("write");
+        txn.delete_table(CHECKPOINTED).expect("delete");
+        txn.commit().expect("commit");
+        let mut journal = Journal::open(&db_path(copy.path()), RESERVE).expect("journal");
+        assert_eq!(journal.replay(&db).expect("replay").frames, 0);
+        assert!(dedup(&db).is_empty());
     }
 
     #[test]
