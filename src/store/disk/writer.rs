@@ -330,12 +330,19 @@ impl Writer<'_> {
                 } else {
                     self.unsynced_since.get_or_insert_with(Instant::now);
                 }
+                // A stopping gateway leaves the database durable and nothing to replay,
+                // before it is told the store is flushed (what it flushed is durable in
+                // the journal either way).
                 let flush = batch.iter().any(|(op, _)| matches!(op, Op::Flush));
+                let checkpointed = if flush {
+                    self.journal.checkpoint(&db)
+                } else {
+                    Ok(())
+                };
                 for ((_, answer), reply) in batch.into_iter().zip(replies) {
                     let _ = answer.send(reply);
                 }
-                // A stopping gateway leaves the database durable and nothing to replay.
-                if flush && let Err(e) = self.journal.checkpoint(&db) {
+                if let Err(e) = checkpointed {
                     drop(db);
                     self.failed(&e);
                 }
@@ -716,6 +723,27 @@ mod tests {
             (records..=records + forgotten).contains(&expired),
             "{expired} expired"
         );
+    }
+
+    #[tokio::test]
+    async fn a_flush_leaves_every_record_in_the_file_and_nothing_to_replay() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("h.db");
+        let s = DiskStore::open(&path).expect("open");
+        for i in 0..20 {
+            done(
+                &s,
+                &DedupKey::new("t:", "r", &format!("e{i}")),
+                Duration::from_secs(60),
+            )
+            .await;
+        }
+        s.flush().await.expect("flush");
+        // The file alone, as the flush left it: what it holds is durable in it.
+        let copy = tempfile::tempdir().expect("dir");
+        std::fs::copy(&path, copy.path().join("h.db")).expect("copy");
+        let c = DiskStore::open(&copy.path().join("h.db")).expect("open the copy");
+        assert_eq!(dedup_len(&c), 20);
     }
 
     #[tokio::test]
