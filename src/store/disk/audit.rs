@@ -24,6 +24,7 @@ impl AuditStore for DiskStore {
         keep: usize,
     ) -> Result<(), StoreError> {
         let db = self.inner.shared.get()?;
+        let shared = self.inner.shared.clone();
         let (id, record) = (id.to_owned(), record.to_vec());
         tokio::task::spawn_blocking(move || {
             let txn = db.begin_write().map_err(backend)?;
@@ -40,6 +41,7 @@ impl AuditStore for DiskStore {
                     len -= 1;
                 }
             }
+            shared.sync_journal()?;
             txn.commit().map_err(backend)
         })
         .await

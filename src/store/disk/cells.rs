@@ -38,6 +38,7 @@ impl Cells for DiskStore {
         new: Option<&[u8]>,
     ) -> Result<bool, StoreError> {
         let db = self.inner.shared.get()?;
+        let shared = self.inner.shared.clone();
         let (name, expect, new) = (
             name.to_owned(),
             expect.map(<[u8]>::to_vec),
@@ -63,6 +64,7 @@ impl Cells for DiskStore {
                     }
                 }
             }
+            shared.sync_journal()?;
             txn.commit().map_err(backend)?;
             Ok(true)
         })

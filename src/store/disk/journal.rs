@@ -27,6 +27,13 @@
 //! from the checkpoint's, up to the first that does not: a torn last write (never
 //! acknowledged: its batch was answered only after its `fdatasync`), zeros, or a frame
 //! left from before the checkpoint (its number is lower).
+//!
+//! The store's other durable commits (cells, the audit log) make redb durable with
+//! every batch the writer committed before them, so they `fdatasync` the journal first
+//! ([`Journal::sync_handle`]): otherwise a power cut could take from the journal frames
+//! (attempt results, journaled without an fsync) whose writes the file holds, and the
+//! replay of the frames before them would mix older records with newer ones (a status
+//! replayed as undelivered whose body the file no longer holds).
 
 use std::borrow::Borrow;
 use std::cell::RefCell;
@@ -235,6 +242,13 @@ impl Journal {
 
     pub(super) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The journal's file for other threads to `fdatasync` before a durable commit of
+    /// their own: a sync covers every frame written before it, so every batch the
+    /// writer committed before theirs.
+    pub(super) fn sync_handle(&self) -> std::io::Result<File> {
+        self.file.try_clone()
     }
 
     /// Writes zeros up to [`START`], a page at a time (so that the page cache holds the

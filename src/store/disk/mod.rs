@@ -105,6 +105,8 @@ struct Shared {
     /// Bytes journaled since the last checkpoint, which the database file has still to
     /// write: counted as taken from the free space (the delivery log's too).
     pending: Arc<std::sync::atomic::AtomicU64>,
+    /// The journal's file, synced before a durable commit made outside the writer.
+    journal: std::fs::File,
 }
 
 impl Shared {
@@ -114,6 +116,14 @@ impl Shared {
 
     fn reopen(&self) -> Result<(), StoreError> {
         self.file.reopen()
+    }
+
+    /// Before a durable commit made outside the writer (a cell, an audit record): the
+    /// journal made durable with every batch that commit also makes durable in the
+    /// file (`journal.rs`). Call it inside the write transaction, so that no batch
+    /// commits between the sync and the commit.
+    fn sync_journal(&self) -> Result<(), StoreError> {
+        self.journal.sync_data().map_err(backend)
     }
 
     /// Whether the file's filesystem has less than `min_free` bytes available, less
@@ -272,6 +282,9 @@ impl DiskStore {
             min_free,
             failing: std::sync::atomic::AtomicBool::new(false),
             pending: Arc::default(),
+            journal: journal
+                .sync_handle()
+                .map_err(|e| anyhow::anyhow!("{}: {e}", journal.path().display()))?,
             metrics: {
                 let m = crate::store::StoreMetrics::default();
                 // Exported at 0 from the start.
@@ -348,6 +361,12 @@ impl DiskStore {
     /// before it had one of its own (`store/log/disk.rs`), once, at open.
     pub(crate) fn database(&self) -> Result<Arc<Database>, StoreError> {
         self.inner.shared.get()
+    }
+
+    /// To call inside a write transaction of [`Self::database`] before it commits: see
+    /// `Shared::sync_journal`.
+    pub(crate) fn sync_journal(&self) -> Result<(), StoreError> {
+        self.inner.shared.sync_journal()
     }
 
     async fn call(&self, op: Op) -> Result<Reply, StoreError> {

@@ -237,7 +237,7 @@ impl DiskLog {
         txn.open_table(COUNTS).map_err(backend)?;
         txn.open_table(TENS).map_err(backend)?;
         txn.commit().map_err(backend)?;
-        move_out_of_the_store(store.database()?.as_ref(), &db)?;
+        move_out_of_the_store(store.database()?.as_ref(), &db, || store.sync_journal())?;
         drop(db);
         Ok(Self {
             file: Arc::new(file),
@@ -675,7 +675,11 @@ impl FrameCache {
 /// Moves the log's tables out of the store's file, where the log kept them before it
 /// had a file of its own: copied into the log's file, then removed from the
 /// store's. Runs once, when such a file is opened.
-fn move_out_of_the_store(store: &Database, log: &Database) -> Result<(), StoreError> {
+fn move_out_of_the_store(
+    store: &Database,
+    log: &Database,
+    sync_journal: impl Fn() -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let present = |db: &Database| -> Result<bool, StoreError> {
         let txn = db.begin_read().map_err(backend)?;
         let names = txn.list_tables().map_err(backend)?;
@@ -736,6 +740,7 @@ fn move_out_of_the_store(store: &Database, log: &Database) -> Result<(), StoreEr
     to.commit().map_err(backend)?;
     drop(from);
     let txn = store.begin_write().map_err(backend)?;
+    sync_journal()?;
     txn.delete_table(FRAMES).map_err(backend)?;
     txn.delete_table(TIMES).map_err(backend)?;
     txn.delete_table(META).map_err(backend)?;
