@@ -41,8 +41,7 @@ impl AuditStore for DiskStore {
                     len -= 1;
                 }
             }
-            shared.sync_journal()?;
-            txn.commit().map_err(backend)
+            shared.commit_durably(txn)
         })
         .await
         .map_err(backend)?

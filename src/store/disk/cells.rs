@@ -64,8 +64,7 @@ impl Cells for DiskStore {
                     }
                 }
             }
-            shared.sync_journal()?;
-            txn.commit().map_err(backend)?;
+            shared.commit_durably(txn)?;
             Ok(true)
         })
         .await

@@ -30,7 +30,7 @@
 //!
 //! The store's other durable commits (cells, the audit log) make redb durable with
 //! every batch the writer committed before them, so they `fdatasync` the journal first
-//! ([`Journal::sync_handle`]): otherwise a power cut could take from the journal frames
+//! (`Shared::commit_durably`, through [`Journal::sync_handle`]): otherwise a power cut could take from the journal frames
 //! (attempt results, journaled without an fsync) whose writes the file holds, and the
 //! replay of the frames before them would mix older records with newer ones (a status
 //! replayed as undelivered whose body the file no longer holds).

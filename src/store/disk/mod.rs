@@ -118,12 +118,13 @@ impl Shared {
         self.file.reopen()
     }
 
-    /// Before a durable commit made outside the writer (a cell, an audit record): the
-    /// journal made durable with every batch that commit also makes durable in the
-    /// file (`journal.rs`). Call it inside the write transaction, so that no batch
-    /// commits between the sync and the commit.
-    fn sync_journal(&self) -> Result<(), StoreError> {
-        self.journal.sync_data().map_err(backend)
+    /// Commits a write transaction made outside the writer (a cell, an audit record)
+    /// durably. The journal is made durable first, with every batch the commit also
+    /// makes durable in the file (`journal.rs`); no batch commits in between, since
+    /// `txn` holds the file's one write transaction.
+    fn commit_durably(&self, txn: redb::WriteTransaction) -> Result<(), StoreError> {
+        self.journal.sync_data().map_err(backend)?;
+        txn.commit().map_err(backend)
     }
 
     /// Whether the file's filesystem has less than `min_free` bytes available, less
@@ -363,10 +364,10 @@ impl DiskStore {
         self.inner.shared.get()
     }
 
-    /// To call inside a write transaction of [`Self::database`] before it commits: see
-    /// `Shared::sync_journal`.
-    pub(crate) fn sync_journal(&self) -> Result<(), StoreError> {
-        self.inner.shared.sync_journal()
+    /// Commits a write transaction of [`Self::database`] durably, the journal first:
+    /// see `Shared::commit_durably`.
+    pub(crate) fn commit_durably(&self, txn: redb::WriteTransaction) -> Result<(), StoreError> {
+        self.inner.shared.commit_durably(txn)
     }
 
     async fn call(&self, op: Op) -> Result<Reply, StoreError> {

@@ -237,7 +237,9 @@ impl DiskLog {
         txn.open_table(COUNTS).map_err(backend)?;
         txn.open_table(TENS).map_err(backend)?;
         txn.commit().map_err(backend)?;
-        move_out_of_the_store(store.database()?.as_ref(), &db, || store.sync_journal())?;
+        move_out_of_the_store(store.database()?.as_ref(), &db, |txn| {
+            store.commit_durably(txn)
+        })?;
         drop(db);
         Ok(Self {
             file: Arc::new(file),
@@ -678,7 +680,7 @@ impl FrameCache {
 fn move_out_of_the_store(
     store: &Database,
     log: &Database,
-    sync_journal: impl Fn() -> Result<(), StoreError>,
+    commit_durably: impl FnOnce(redb::WriteTransaction) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     let present = |db: &Database| -> Result<bool, StoreError> {
         let txn = db.begin_read().map_err(backend)?;
@@ -740,12 +742,11 @@ fn move_out_of_the_store(
     to.commit().map_err(backend)?;
     drop(from);
     let txn = store.begin_write().map_err(backend)?;
-    sync_journal()?;
     txn.delete_table(FRAMES).map_err(backend)?;
     txn.delete_table(TIMES).map_err(backend)?;
     txn.delete_table(META).map_err(backend)?;
     txn.delete_table(COUNTS).map_err(backend)?;
-    txn.commit().map_err(backend)?;
+    commit_durably(txn)?;
     tracing::info!(
         records,
         "delivery log: moved out of the store's file into a file of its own"
